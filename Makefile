@@ -1,0 +1,29 @@
+# pyexec — see README.md. `make run` starts the service, `make test` runs every test.
+GO      ?= go
+BIN     := bin/pyexec
+PKGS    := ./...
+
+.PHONY: all build run test test-go lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/pyexec
+
+run: build
+	./$(BIN) serve
+
+# test installs what the tests need (Go modules) and runs them all, with the
+# race detector. Privileged tests run when executed as root (as in CI).
+test:
+	$(GO) mod download
+	$(GO) vet $(PKGS)
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+bench: build
+	$(GO) run ./bench
+
+clean:
+	rm -rf bin

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// commands lists the constructors of every subcommand; each lives in its
+// own file.
+var commands = []func() *cobra.Command{
+	newDoctorCmd,
+	newVersionCmd,
+}
+
+// exitStatus carries a subcommand's exit code (and optional error message)
+// up to execute, so nothing below main calls os.Exit.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e *exitStatus) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("exit status %d", e.code)
+}
+
+// runFunc is the body of a subcommand: it returns the process exit code and
+// an error to print (either may be zero).
+type runFunc func(cmd *cobra.Command, args []string) (int, error)
+
+// wrap adapts a runFunc to cobra's RunE.
+func wrap(f runFunc) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		code, err := f(cmd, args)
+		if code == 0 && err == nil {
+			return nil
+		}
+		if code == 0 {
+			code = 1
+		}
+		return &exitStatus{code: code, err: err}
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pyexec",
+		Short:         "Run untrusted Python in a Linux jail, as a service or from the command line",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+// execute runs the CLI with args and returns the process exit code.
+func execute(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var st *exitStatus
+	if errors.As(err, &st) {
+		if st.err != nil {
+			fmt.Fprintln(stderr, "Error:", st.err)
+		}
+		return st.code
+	}
+	fmt.Fprintln(stderr, "Error:", err)
+	return 1
+}

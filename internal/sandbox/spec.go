@@ -1,0 +1,239 @@
+package sandbox
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Spec describes one payload run. Everything the payload sees comes from
+// here: nothing of the server's own environment, files or network leaks in.
+type Spec struct {
+	// Argv is the program and its arguments. Argv[0] is resolved inside the
+	// jail, so it must be an absolute path that one of Mounts provides.
+	Argv []string
+	// Env is the payload's whole environment as KEY=value pairs. The server's
+	// environment is never inherited; callers build this from an allowlist.
+	Env []string
+	// Dir is the working directory inside the jail; empty means WorkDir.
+	Dir string
+	// Files are written into the workspace (WorkDir) before the payload starts.
+	Files []File
+	// Mounts are host paths bound read-only into the jail at the same path
+	// (an interpreter prefix, a dependency environment).
+	Mounts []Mount
+	// Network gives the payload the host's network. Off means a private
+	// network namespace with only a loopback interface.
+	Network bool
+	// Stdin is fed to the payload's standard input, which is then closed.
+	Stdin []byte
+	// Limits bound what the payload may consume.
+	Limits Limits
+	// ResultChannel gives the payload a third output, fd 3, for structured
+	// results (the runner's report). Its bytes arrive in Result.Channel,
+	// capped at ChannelBytes.
+	ResultChannel bool
+}
+
+// ChannelBytes caps what the payload may write to its result channel.
+const ChannelBytes = 8 << 20
+
+// WorkDir is the writable workspace inside every jail.
+const WorkDir = "/work"
+
+// File is one file written into the workspace before the payload starts.
+type File struct {
+	// Path is relative to the workspace; it may contain directories but
+	// never "..", an absolute prefix or a NUL byte.
+	Path string
+	Data []byte
+	// Mode holds the permission bits; zero means 0644.
+	Mode uint32
+}
+
+// Mount is a host path made visible, read-only, inside the jail.
+type Mount struct {
+	// Source is the absolute host path.
+	Source string
+	// Target is the absolute path inside the jail; empty means Source.
+	Target string
+}
+
+// Limits bound one run. Zero values mean the package defaults (see
+// DefaultLimits); there is no way to ask for "unlimited".
+type Limits struct {
+	WallTime        time.Duration // wall clock from payload start to kill
+	CPUTime         time.Duration // user+sys CPU of all processes of the jail
+	MemoryBytes     int64         // cgroup memory limit, no swap
+	Pids            int64         // processes and threads of the jail
+	CPUs            float64       // CPU quota in cores (0.5 = half a core)
+	WorkspaceBytes  int64         // size of /work (and, separately, of /tmp)
+	WorkspaceInodes int64         // inodes of /work (and, separately, of /tmp)
+	ShmBytes        int64         // size of /dev/shm
+	OpenFiles       int64         // RLIMIT_NOFILE
+	FileSizeBytes   int64         // RLIMIT_FSIZE: largest single file
+	StdoutBytes     int64         // stdout kept; more ends the run (output_limit)
+	StderrBytes     int64         // stderr kept; more ends the run (output_limit)
+}
+
+// DefaultLimits returns the limits applied to every zero field of a Spec's
+// Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		WallTime:        30 * time.Second,
+		CPUTime:         30 * time.Second,
+		MemoryBytes:     512 << 20,
+		Pids:            128,
+		CPUs:            1,
+		WorkspaceBytes:  256 << 20,
+		WorkspaceInodes: 16384,
+		ShmBytes:        64 << 20,
+		OpenFiles:       256,
+		FileSizeBytes:   128 << 20,
+		StdoutBytes:     1 << 20,
+		StderrBytes:     1 << 20,
+	}
+}
+
+// withDefaults returns l with every zero field taken from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	pick := func(v, def int64) int64 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	out := Limits{
+		WallTime:        l.WallTime,
+		CPUTime:         l.CPUTime,
+		MemoryBytes:     pick(l.MemoryBytes, d.MemoryBytes),
+		Pids:            pick(l.Pids, d.Pids),
+		CPUs:            l.CPUs,
+		WorkspaceBytes:  pick(l.WorkspaceBytes, d.WorkspaceBytes),
+		WorkspaceInodes: pick(l.WorkspaceInodes, d.WorkspaceInodes),
+		ShmBytes:        pick(l.ShmBytes, d.ShmBytes),
+		OpenFiles:       pick(l.OpenFiles, d.OpenFiles),
+		FileSizeBytes:   pick(l.FileSizeBytes, d.FileSizeBytes),
+		StdoutBytes:     pick(l.StdoutBytes, d.StdoutBytes),
+		StderrBytes:     pick(l.StderrBytes, d.StderrBytes),
+	}
+	if out.WallTime == 0 {
+		out.WallTime = d.WallTime
+	}
+	if out.CPUTime == 0 {
+		out.CPUTime = d.CPUTime
+	}
+	if out.CPUs == 0 {
+		out.CPUs = d.CPUs
+	}
+	return out
+}
+
+// validate reports the first problem with l, after defaults were applied.
+func (l Limits) validate() error {
+	checks := []struct {
+		name string
+		bad  bool
+	}{
+		{"wall time", l.WallTime < 0},
+		{"cpu time", l.CPUTime < 0},
+		{"memory", l.MemoryBytes < 4<<20},
+		{"pids", l.Pids < 1},
+		{"cpus", l.CPUs < 0.01},
+		{"workspace size", l.WorkspaceBytes < 1<<20},
+		{"workspace inodes", l.WorkspaceInodes < 16},
+		{"shm size", l.ShmBytes < 0},
+		{"open files", l.OpenFiles < 16},
+		{"file size", l.FileSizeBytes < 1},
+		{"stdout bytes", l.StdoutBytes < 1},
+		{"stderr bytes", l.StderrBytes < 1},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("%w: %s limit out of range", ErrInvalidSpec, c.name)
+		}
+	}
+	return nil
+}
+
+// Validate checks a spec before anything is started. It applies no
+// defaults; Run does that.
+func (s *Spec) Validate() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return fmt.Errorf("%w: empty argv", ErrInvalidSpec)
+	}
+	if !path.IsAbs(s.Argv[0]) {
+		return fmt.Errorf("%w: argv[0] %q is not an absolute path", ErrInvalidSpec, s.Argv[0])
+	}
+	for _, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%w: argv contains a NUL byte", ErrInvalidSpec)
+		}
+	}
+	for _, e := range s.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" || strings.IndexByte(e, 0) >= 0 {
+			return fmt.Errorf("%w: environment entry %q is not KEY=value", ErrInvalidSpec, e)
+		}
+	}
+	if s.Dir != "" && !path.IsAbs(s.Dir) {
+		return fmt.Errorf("%w: working directory %q is not absolute", ErrInvalidSpec, s.Dir)
+	}
+	for _, f := range s.Files {
+		if _, err := cleanRelPath(f.Path); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.Mounts {
+		if err := m.validate(); err != nil {
+			return err
+		}
+	}
+	return s.Limits.withDefaults().validate()
+}
+
+func (m Mount) validate() error {
+	if !path.IsAbs(m.Source) || path.Clean(m.Source) != m.Source {
+		return fmt.Errorf("%w: mount source %q must be a clean absolute path", ErrInvalidSpec, m.Source)
+	}
+	t := m.target()
+	if !path.IsAbs(t) || path.Clean(t) != t || t == "/" {
+		return fmt.Errorf("%w: mount target %q must be a clean absolute path below /", ErrInvalidSpec, t)
+	}
+	for _, reserved := range []string{"/proc", "/dev", "/etc", WorkDir, "/tmp"} {
+		if t == reserved || strings.HasPrefix(t, reserved+"/") {
+			return fmt.Errorf("%w: mount target %q is reserved by the jail", ErrInvalidSpec, t)
+		}
+	}
+	return nil
+}
+
+func (m Mount) target() string {
+	if m.Target == "" {
+		return m.Source
+	}
+	return m.Target
+}
+
+// cleanRelPath checks an untrusted workspace-relative path and returns it
+// cleaned. It rejects absolute paths, "..", empty names and NUL bytes.
+func cleanRelPath(unsafePath string) (string, error) {
+	if unsafePath == "" || strings.IndexByte(unsafePath, 0) >= 0 {
+		return "", fmt.Errorf("%w: invalid file name %q", ErrInvalidSpec, unsafePath)
+	}
+	if path.IsAbs(unsafePath) {
+		return "", fmt.Errorf("%w: file name %q is absolute", ErrInvalidSpec, unsafePath)
+	}
+	for _, part := range strings.Split(unsafePath, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("%w: file name %q contains \"..\"", ErrInvalidSpec, unsafePath)
+		}
+	}
+	c := path.Clean(unsafePath)
+	if c == "." {
+		return "", fmt.Errorf("%w: invalid file name %q", ErrInvalidSpec, unsafePath)
+	}
+	return c, nil
+}
