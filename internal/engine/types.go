@@ -1,0 +1,128 @@
+// Package engine runs executions: admission with bounded concurrency and a
+// bounded queue, the async work queue, lifecycle and cancellation, live
+// events and the audit trail. It knows nothing about HTTP; the API, the MCP
+// server and the CLI's --local mode all drive the same Engine.
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors. The API maps them to status codes with errors.Is.
+var (
+	ErrNotFound   = errors.New("execution not found")   // 404
+	ErrOverloaded = errors.New("server is at capacity") // 429 + Retry-After
+	ErrInvalid    = errors.New("invalid request")       // 400; wrapped with the detail
+	ErrClosed     = errors.New("engine is shut down")   // 503
+)
+
+// Status is the wire-compatible state of an execution.
+type Status string
+
+// Execution states: pending → running → completed | failed | killed.
+const (
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusKilled    Status = "killed"
+)
+
+// Final reports whether s is a terminal state.
+func (s Status) Final() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusKilled
+}
+
+// Reasons say why an execution ended the way it did (Execution.Reason).
+const (
+	ReasonTimeout      = "timeout"
+	ReasonOOM          = "oom"
+	ReasonOutputLimit  = "output_limit"
+	ReasonKilled       = "killed"
+	ReasonInstallError = "install_error"
+	ReasonSetupError   = "setup_error"
+	ReasonNodeLost     = "node_lost"
+)
+
+// File is one file of a project, relative to the workspace.
+type File struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// Request is one execution as the engine receives it, already decoded and
+// size-checked by the caller. Zero limits mean the server defaults.
+type Request struct {
+	Files         []File        `json:"files"`
+	Entrypoint    string        `json:"entrypoint"`
+	Args          []string      `json:"args,omitempty"`
+	Stdin         string        `json:"stdin,omitempty"`
+	Env           []string      `json:"env,omitempty"` // KEY=value, added to the allowlisted base
+	PythonVersion string        `json:"python_version,omitempty"`
+	Requirements  string        `json:"requirements,omitempty"`
+	PreCommands   []string      `json:"pre_commands,omitempty"`
+	EvalLastExpr  bool          `json:"eval_last_expr,omitempty"`
+	Timeout       time.Duration `json:"timeout,omitempty"`
+	MemoryBytes   int64         `json:"memory_bytes,omitempty"`
+	DiskBytes     int64         `json:"disk_bytes,omitempty"`
+	CPUShares     int           `json:"cpu_shares,omitempty"`
+	Network       bool          `json:"network,omitempty"`
+
+	// Who asked, for the audit trail.
+	Caller     string `json:"caller,omitempty"`
+	ClientAddr string `json:"client_addr,omitempty"`
+}
+
+// Execution is the record of one execution; its JSON form is the
+// python-executor ExecutionResult plus the fields pyexec adds.
+type Execution struct {
+	ID         string     `json:"execution_id"`
+	Status     Status     `json:"status"`
+	ExitCode   int        `json:"exit_code"`
+	Stdout     string     `json:"stdout,omitempty"`
+	Stderr     string     `json:"stderr,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	ErrorType  string     `json:"error_type,omitempty"`
+	ErrorLine  int        `json:"error_line,omitempty"`
+	Result     *string    `json:"result,omitempty"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	DurationMs int64      `json:"duration_ms,omitempty"`
+
+	Reason          string    `json:"reason,omitempty"`
+	TimedOut        bool      `json:"timed_out"`
+	CPUTimeMs       int64     `json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64     `json:"peak_memory_bytes,omitempty"`
+	StdoutTruncated bool      `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
+	PythonVersion   string    `json:"python_version,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// EventType names the kinds of live events of an execution.
+type EventType string
+
+// Event types.
+const (
+	EventStatus EventType = "status" // Data is the new Status; the last one is final
+	EventStdout EventType = "stdout"
+	EventStderr EventType = "stderr"
+)
+
+// Event is one live event; Seq starts at 1 and has no gaps, so a follower
+// can resume from the last Seq it saw.
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	Type EventType `json:"type"`
+	Data string    `json:"data"`
+	Time time.Time `json:"time"`
+}
+
+// ListOptions filter and page GET /api/v1/executions (recent first).
+type ListOptions struct {
+	Status Status
+	Limit  int
+	Cursor string // opaque; from the previous page's next cursor
+}
