@@ -114,7 +114,7 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 			}
 		}
 		if !s.Layers.NoLandlock {
-			if _, err := applyLandlock(s.Network); err != nil {
+			if _, err := applyLandlock(); err != nil {
 				return 0, step("landlock", err)
 			}
 		}

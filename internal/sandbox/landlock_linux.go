@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Landlock is a second wall around the filesystem (and, with no network,
-// TCP): even if a mount were writable by mistake, the payload may only
-// write below /work, /tmp and /dev/shm. It is best effort: a kernel
+// Landlock is a second wall around the filesystem: even if a mount were writable by mistake, the payload may only
+// write below /work, /tmp and /dev/shm. Network access is not handled:
+// without network the jail's own network namespace is the wall, and its
+// loopback must stay usable. It is best effort: a kernel
 // without Landlock is reported by doctor, not an error.
 //
 // go-landlock's high-level API restricts every thread through
@@ -47,17 +48,13 @@ func fsRights(abi int) uint64 {
 
 // applyLandlock restricts the calling thread. It returns the ABI used, or
 // 0 when the kernel has no Landlock.
-func applyLandlock(network bool) (int, error) {
+func applyLandlock() (int, error) {
 	abi := landlockABI()
 	if abi == 0 {
 		return 0, nil
 	}
 	handled := fsRights(abi)
 	attr := ll.RulesetAttr{HandledAccessFS: handled}
-	if abi >= 4 && !network {
-		// No rule grants any port: every TCP bind and connect is refused.
-		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
-	}
 	if abi >= 6 {
 		// Abstract unix sockets and signals only within the jail's domain.
 		attr.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal

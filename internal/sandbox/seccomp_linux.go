@@ -161,8 +161,8 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 	a.ret(retKillProcess)
 	a.label("native")
 	a.load(offNr)
-	if info.SeccompMask != 0 { // x32 ABI on amd64: same arch value, flagged numbers
-		a.jumpIf(bpf.JumpGreaterOrEqual, uint32(info.SeccompMask), "kill", "")
+	if info.ID == arch.X86_64.ID { // x32 ABI: same arch value, numbers flagged with a high bit
+		a.jumpIf(bpf.JumpGreaterOrEqual, uint32(arch.X32.SeccompMask), "kill", "")
 	}
 	for _, name := range deniedSyscalls {
 		if n, ok := nr(name); ok {
