@@ -43,3 +43,16 @@ func (j *Jail) Run(context.Context, Spec, OutputFunc) (Result, error) {
 
 // Close does nothing.
 func (j *Jail) Close() error { return nil }
+
+// Check is one isolation layer as found on this host.
+type Check struct {
+	Layer    string `json:"layer"`
+	OK       bool   `json:"ok"`
+	Required bool   `json:"required"`
+	Detail   string `json:"detail"`
+}
+
+// Probe reports that no layer is available off Linux.
+func Probe(Config) []Check {
+	return []Check{{Layer: "linux", Required: true, Detail: "pyexec jails need Linux; this is " + runtime.GOOS}}
+}
