@@ -12,12 +12,13 @@ import (
 	"testing"
 )
 
-// interpreters lists the CPythons the driver is tested with; a missing one
+// interpreters lists the CPythons the driver is tested with (the system one
+// and pyenv's 3.8-3.13, every version pyenv.Discover offers); a missing one
 // is reported as a skipped subtest, never silently dropped.
 func interpreters(t *testing.T) []string {
 	t.Helper()
 	paths := []string{"/usr/bin/python3"}
-	for _, pattern := range []string{"3.10*", "3.11*", "3.12*", "3.13*"} {
+	for _, pattern := range []string{"3.8*", "3.9*", "3.10*", "3.11*", "3.12*", "3.13*"} {
 		m, err := filepath.Glob("/root/.pyenv/versions/" + pattern + "/bin/python3")
 		if err != nil {
 			t.Fatal(err)
