@@ -89,7 +89,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 func (c *Client) send(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		return nil, err // a *url.Error: it names the method and URL already
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
