@@ -351,27 +351,28 @@ func TestFollow(t *testing.T) {
 		sse(3, "stderr", "warning\n") + sse(4, "stdout", "line 2\n") + sse(5, "status", "failed")
 	tests := []struct {
 		name       string
-		api        fakeAPI // only its answers: events, evStatus, result
+		events     string
+		evStatus   int
+		result     string
 		flags      []string
 		wantCode   int
 		wantStdout string
 		wantStderr string
 	}{
-		{"streams then exits with the result's status", fakeAPI{events: stream, result: resTimeout}, nil,
+		{"streams then exits with the result's status", stream, 0, resTimeout, nil,
 			124, "line 1\nline 2\n", "warning\nError: execution timeout after 2s\n"},
-		{"quiet streams stdout only", fakeAPI{events: stream, result: resTimeout}, []string{"-q"},
+		{"quiet streams stdout only", stream, 0, resTimeout, []string{"-q"},
 			124, "line 1\nline 2\n", ""},
-		{"verbose", fakeAPI{events: stream, result: resTimeout}, []string{"-v"},
+		{"verbose", stream, 0, resTimeout, []string{"-v"},
 			124, "line 1\nline 2\n", "Execution ID: exe_1\n---\nwarning\n---\nStatus: failed\nDuration: 2001ms\nError: execution timeout after 2s\n"},
-		{"server without events polls", fakeAPI{evStatus: http.StatusNotFound, result: resExit3}, nil,
+		{"server without events polls", "", http.StatusNotFound, resExit3, nil,
 			3, "out\n", "err\n"},
-		{"stream cut short", fakeAPI{events: sse(1, "stdout", "x\n"), result: resOK}, nil,
+		{"stream cut short", sse(1, "stdout", "x\n"), 0, resOK, nil,
 			1, "x\n", "Error: following exe_1: event stream ended before the execution finished\n"},
 	}
-	for i := range tests {
-		tt := &tests[i]
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := &fakeAPI{t: t, events: tt.api.events, evStatus: tt.api.evStatus, result: tt.api.result}
+			api := &fakeAPI{t: t, events: tt.events, evStatus: tt.evStatus, result: tt.result}
 			code, stdout, stderr := runCLI(append([]string{"follow", "--server", api.start(), "exe_1"}, tt.flags...)...)
 			if code != tt.wantCode || stdout != tt.wantStdout || stderr != tt.wantStderr {
 				t.Errorf("got exit %d, stdout %q, stderr %q\nwant exit %d, stdout %q, stderr %q",
