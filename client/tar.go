@@ -128,7 +128,7 @@ func TarFromMap(files map[string]string) ([]byte, error) {
 	return b.bytes()
 }
 
-// TarFromFiles returns a tar archive of the files at paths, each stored
+// TarFromFiles returns a tar archive of the files at the given paths, each stored
 // under its base name (so "src/main.py" becomes "main.py"). Two files with
 // the same base name are an error.
 func TarFromFiles(files []string) ([]byte, error) {
@@ -141,8 +141,8 @@ func TarFromFiles(files []string) ([]byte, error) {
 	return b.bytes()
 }
 
-// TarFromDirectory returns a tar archive of the regular files below dir,
-// named by their path relative to dir, in lexical order. Version control
+// TarFromDirectory returns a tar archive of the regular files below dirPath,
+// named by their path relative to dirPath, in lexical order. Version control
 // directories and __pycache__ are left out. A symbolic link or special file
 // is an error rather than being silently dropped: the server refuses links,
 // so resolve them before uploading.
