@@ -1,0 +1,45 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+)
+
+// Manager is unavailable off Linux: every constructor fails loudly.
+type Manager struct{}
+
+// Jail is unavailable off Linux.
+type Jail struct{}
+
+// New fails: jails need Linux namespaces, cgroups and seccomp.
+func New(Config) (*Manager, error) {
+	return nil, fmt.Errorf("%w: %s", ErrUnsupported, runtime.GOOS)
+}
+
+// IsInit is always false off Linux.
+func IsInit() bool { return false }
+
+// Init never runs off Linux.
+func Init() int { return 2 }
+
+// Sweep has nothing to sweep.
+func (m *Manager) Sweep() (int, error) { return 0, ErrUnsupported }
+
+// Run fails with ErrUnsupported.
+func (m *Manager) Run(context.Context, Spec, OutputFunc) (Result, error) {
+	return Result{}, ErrUnsupported
+}
+
+// Prepare fails with ErrUnsupported.
+func (m *Manager) Prepare(context.Context, Base) (*Jail, error) { return nil, ErrUnsupported }
+
+// Run fails with ErrUnsupported.
+func (j *Jail) Run(context.Context, Spec, OutputFunc) (Result, error) {
+	return Result{}, ErrUnsupported
+}
+
+// Close does nothing.
+func (j *Jail) Close() error { return nil }
