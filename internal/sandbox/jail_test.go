@@ -2,9 +2,9 @@ package sandbox
 
 import (
 	"bytes"
-	"os"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"

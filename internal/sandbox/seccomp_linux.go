@@ -79,11 +79,11 @@ type filterAsm struct {
 }
 
 type pendingJump struct {
-	at          int
-	onTrue      string // label, "" = next instruction
-	onFalse     string
-	cond        bpf.JumpTest
-	val         uint32
+	at            int
+	onTrue        string // label, "" = next instruction
+	onFalse       string
+	cond          bpf.JumpTest
+	val           uint32
 	unconditional bool
 }
 
