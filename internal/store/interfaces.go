@@ -65,6 +65,8 @@ type Queue interface {
 	NextJob(ctx context.Context, maxWait time.Duration) (Job, error)
 	// QueueDepth counts the jobs not yet acked.
 	QueueDepth(ctx context.Context) (uint64, error)
+	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.
+	QueuedIDs(ctx context.Context) ([]string, error)
 }
 
 // EventMsg is one stored event of an execution.

@@ -47,6 +47,32 @@ func (s *NATS) QueueDepth(ctx context.Context) (uint64, error) {
 	return info.State.Msgs, nil
 }
 
+// QueuedIDs reads the ids of the jobs still in the queue without taking
+// them, by direct gets over the stream's sequence range (a work-queue
+// stream admits no second consumer). Cost: one request per sequence
+// number, so it is meant for start-up, when the queue is bounded.
+func (s *NATS) QueuedIDs(ctx context.Context) ([]string, error) {
+	info, err := s.queue.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	var ids []string
+	if info.State.Msgs == 0 {
+		return ids, nil
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := s.queue.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // acked already: a gap in the work queue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: reading queued job %d: %w", seq, err)
+		}
+		ids = append(ids, string(msg.Data))
+	}
+	return ids, nil
+}
+
 // natsJob is a fetched queue message.
 type natsJob struct{ msg jetstream.Msg }
 

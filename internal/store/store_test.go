@@ -270,11 +270,17 @@ func TestAuditIsAppended(t *testing.T) {
 func TestQueueDeliversOnceAndDrains(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Config{})
 	ctx := context.Background()
-	if err := s.Enqueue(ctx, "exe_q"); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"exe_q", "exe_r"} {
+		if err := s.Enqueue(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if d, err := s.QueueDepth(ctx); err != nil || d != 1 {
-		t.Fatalf("QueueDepth = %d, %v; want 1", d, err)
+	ids, err := s.QueuedIDs(ctx)
+	if err != nil || fmt.Sprint(ids) != "[exe_q exe_r]" {
+		t.Fatalf("QueuedIDs = %v, %v; want [exe_q exe_r]", ids, err)
+	}
+	if d, err := s.QueueDepth(ctx); err != nil || d != 2 {
+		t.Fatalf("QueueDepth = %d, %v; want 2", d, err)
 	}
 	job, err := s.NextJob(ctx, 2*time.Second)
 	if err != nil || job == nil {
@@ -289,8 +295,18 @@ func TestQueueDeliversOnceAndDrains(t *testing.T) {
 	if err := job.Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if ids, err := s.QueuedIDs(ctx); err != nil || fmt.Sprint(ids) != "[exe_r]" {
+		t.Errorf("QueuedIDs after ack = %v, %v; want [exe_r]", ids, err)
+	}
+	job, err = s.NextJob(ctx, 2*time.Second)
+	if err != nil || job == nil || job.ID() != "exe_r" {
+		t.Fatalf("second NextJob = %v, %v; want exe_r", job, err)
+	}
+	if err := job.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if d, err := s.QueueDepth(ctx); err != nil || d != 0 {
-		t.Errorf("QueueDepth after ack = %d, %v; want 0", d, err)
+		t.Errorf("QueueDepth after acks = %d, %v; want 0", d, err)
 	}
 	start := time.Now()
 	job, err = s.NextJob(ctx, 300*time.Millisecond)
