@@ -157,6 +157,20 @@ func (e *env) close(t *testing.T) {
 	}
 }
 
+// crash simulates the process dying: the store vanishes under the engine,
+// which is then stopped without waiting and can record nothing more.
+func (e *env) crash(t *testing.T) {
+	t.Helper()
+	if err := e.emb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.eng.Close(ctx); err == nil {
+		t.Error("Close with running executions and no time left reported no error")
+	}
+}
+
 func script(s string) Request {
 	return Request{Files: []File{{Path: "main.py", Data: []byte(s)}}, Entrypoint: "main.py", Caller: "tester", ClientAddr: "127.0.0.1:5555"}
 }
