@@ -71,6 +71,33 @@ func TestRealJail(t *testing.T) {
 			}
 		})
 	}
+	t.Run("with the runner driver", func(t *testing.T) {
+		d, err := New(Config{}, Deps{Store: e.st, Runner: e.eng.deps.Runner, Interpreters: fakeInterpreters{}, Driver: RunnerDriver{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := d.Close(ctx); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}()
+		req := py("x = 21\nx * 2\n")
+		req.EvalLastExpr = true
+		x, err := d.RunSync(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != StatusCompleted || x.Result == nil || *x.Result != "42" {
+			t.Errorf("eval: status %s result %v stderr %q", x.Status, x.Result, x.Stderr)
+		}
+		x, err = d.RunSync(ctx, py("a = 1\nprint(undefined_name)\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != StatusCompleted || x.ExitCode == 0 || x.ErrorType != "NameError" || x.ErrorLine != 2 {
+			t.Errorf("exception: status %s exit %d error_type %q line %d", x.Status, x.ExitCode, x.ErrorType, x.ErrorLine)
+		}
+	})
 	t.Run("kill a busy loop", func(t *testing.T) {
 		id, err := e.eng.Submit(ctx, py("print('started', flush=True)\nwhile True: pass\n"))
 		if err != nil {
