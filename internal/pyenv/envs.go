@@ -53,7 +53,7 @@ type Env struct {
 	Python        string    `json:"python"`      // full version of its interpreter
 	PythonPath    string    `json:"python_path"` // the base interpreter
 	Requirements  []string  `json:"requirements"`
-	Installed     []string  `json:"installed"`              // normalised names of every distribution in it
+	Installed     []string  `json:"installed"`               // normalised names of every distribution in it
 	NotInstalled  []string  `json:"not_installed,omitempty"` // optional requirements that could not be installed
 	Installer     string    `json:"installer"`               // "uv" or "pip"
 	SizeBytes     int64     `json:"size_bytes"`

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -48,4 +49,10 @@ func python(t *testing.T, version string) Interpreter {
 		t.Skipf("Python %s is not installed: %v", version, err)
 	}
 	return in
+}
+
+// pyenvTools installs or finds the pinned uv and ruff.
+func pyenvTools(t *testing.T) (uv, ruff string) {
+	t.Helper()
+	return pyenvtest.Tools(t)
 }
