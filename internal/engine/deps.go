@@ -69,7 +69,12 @@ type Deps struct {
 	Runner       Runner
 	Interpreters Interpreters
 	Driver       Driver
-	Logger       *slog.Logger // nil discards
+	// Envs resolves and installs dependencies; nil refuses requests
+	// with requirements and detects nothing.
+	Envs Environments
+	// Linter serves lint requests; nil refuses them.
+	Linter Linter
+	Logger *slog.Logger // nil discards
 }
 
 func (d Deps) validate() error {

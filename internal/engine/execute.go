@@ -45,7 +45,13 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
 	})
-	res, runErr := e.deps.Runner.Run(ctx, p.spec, out.write)
+	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
+	if done != nil {
+		out.close()
+		return e.finish(sctx, done)
+	}
+	res, runErr := e.deps.Runner.Run(ctx, spec, out.write)
+	release()
 	out.close()
 
 	ran := *r
