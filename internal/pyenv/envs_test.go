@@ -234,3 +234,33 @@ func TestEnvironmentEvictionAndBase(t *testing.T) {
 		}
 	})
 }
+
+func TestEnvironmentRealIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs numpy and requests from PyPI")
+	}
+	if !pyenvtest.PyPIReachable() {
+		t.Skip("PyPI (https://pypi.org/simple) is unreachable")
+	}
+	run := jail(t)
+	uv, _ := pyenvTools(t)
+	m, err := NewEnvironments(EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv, Base: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	in := python(t, "")
+	an, err := NewAnalyzer(run, AnalyzerConfig{}).Analyze(context.Background(), in,
+		[]File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Acquire(context.Background(), in, Merge(an.Requirements(DefaultImportMap())), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if got := runIn(t, run, in, l, "import requests, numpy; print(numpy.arange(3).sum(), requests.__name__)"); got != "3 requests\n" {
+		t.Errorf("got %q", got)
+	}
+}
