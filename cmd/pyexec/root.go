@@ -19,6 +19,8 @@ var commands = []func() *cobra.Command{
 	newKillCmd,
 	newEvalCmd,
 	newExecutionsCmd,
+	newEnvCmd,
+	newLintCmd,
 }
 
 // exitStatus carries a subcommand's exit code (and optional error message)
