@@ -52,6 +52,7 @@ func (s *Server) registerEval(hapi huma.API) {
 	}
 	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1 // see uploadLimits
 	o.BodyReadTimeout = bodyReadTimeout
+	o.SkipValidateBody = true // decodeJSON checks the body, ignoring unknown fields
 	huma.Register(hapi, o, func(ctx context.Context, in *evalInput) (*resultOutput, error) {
 		var body EvalRequest
 		if err := decodeJSON(in.RawBody, &body, "request body"); err != nil {

@@ -92,6 +92,8 @@ func (s *Server) uploadLimits(o *huma.Operation, hapi huma.API) {
 	// the cap itself is inclusive.
 	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1
 	o.BodyReadTimeout = bodyReadTimeout
+	// The schema documents the body; readUpload checks it.
+	o.SkipValidateBody = true
 }
 
 // decodeUpload turns a multipart request into an engine.Request.
