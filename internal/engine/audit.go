@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// auditRecord is one line of the audit trail, appended when an execution
+// ends.
+type auditRecord struct {
+	Time        time.Time `json:"time"`
+	ExecutionID string    `json:"execution_id"`
+	auditInfo
+	PythonVersion   string `json:"python_version,omitempty"`
+	Status          Status `json:"status"`
+	Reason          string `json:"reason,omitempty"`
+	ExitCode        int    `json:"exit_code"`
+	DurationMs      int64  `json:"duration_ms"`
+	CPUTimeMs       int64  `json:"cpu_time_ms"`
+	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
+}
+
+// appendAudit writes the audit record of a final execution. The outcome
+// is already stored, so a failure here is logged at error level for the
+// operator rather than failing the execution.
+func (e *Engine) appendAudit(ctx context.Context, r *record) {
+	b, err := json.Marshal(auditRecord{
+		Time:            now(),
+		ExecutionID:     r.ID,
+		auditInfo:       r.Audit,
+		PythonVersion:   r.PythonVersion,
+		Status:          r.Status,
+		Reason:          r.Reason,
+		ExitCode:        r.ExitCode,
+		DurationMs:      r.DurationMs,
+		CPUTimeMs:       r.CPUTimeMs,
+		PeakMemoryBytes: r.PeakMemoryBytes,
+	})
+	if err == nil {
+		err = e.st.AppendAudit(ctx, b)
+	}
+	if err != nil {
+		e.log.Error("appending audit record", "execution_id", r.ID, "err", err)
+	}
+}

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Config is the operator's configuration of the engine. Zero fields take
+// the defaults documented on each; New validates the result once.
+type Config struct {
+	// Concurrency bounds the executions running at once on this node.
+	// Default: runtime.NumCPU().
+	Concurrency int
+	// QueueSize bounds the executions admitted but not yet running (sync
+	// callers waiting for a slot plus queued async jobs). Default: 4 ×
+	// Concurrency. Beyond Concurrency+QueueSize, requests get ErrOverloaded.
+	QueueSize int
+	// AllowNetwork lets requests ask for network access. Off by default:
+	// a request that asks is rejected.
+	AllowNetwork bool
+
+	// Default limits of a request that leaves them zero, and the largest
+	// values a request may ask for.
+	DefaultTimeout     time.Duration // default 30s
+	MaxTimeout         time.Duration // default 10m
+	DefaultMemoryBytes int64         // default 512 MiB
+	MaxMemoryBytes     int64         // default 4 GiB
+	DefaultDiskBytes   int64         // default 256 MiB
+	MaxDiskBytes       int64         // default 4 GiB
+	DefaultCPUs        float64       // without cpu_shares; default 1
+	MinCPUs            float64       // floor of cpu_shares/1024; default 0.1
+	// OutputBytes caps stdout and stderr each; more fails the execution
+	// with reason output_limit. Default 1 MiB.
+	OutputBytes int64
+
+	// FlushInterval and FlushBytes coalesce live output into events: a
+	// chunk is published every FlushInterval or once FlushBytes are
+	// pending. Defaults 50ms and 32 KiB.
+	FlushInterval time.Duration
+	FlushBytes    int
+	// KillWait bounds how long Kill waits for the node running an
+	// execution to stop it and record the outcome. Default 10s.
+	KillWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setInt := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = runtime.NumCPU()
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = 4 * c.Concurrency
+	}
+	setDur(&c.DefaultTimeout, 30*time.Second)
+	setDur(&c.MaxTimeout, 10*time.Minute)
+	setInt(&c.DefaultMemoryBytes, 512<<20)
+	setInt(&c.MaxMemoryBytes, 4<<30)
+	setInt(&c.DefaultDiskBytes, 256<<20)
+	setInt(&c.MaxDiskBytes, 4<<30)
+	if c.DefaultCPUs == 0 {
+		c.DefaultCPUs = 1
+	}
+	if c.MinCPUs == 0 {
+		c.MinCPUs = 0.1
+	}
+	setInt(&c.OutputBytes, 1<<20)
+	setDur(&c.FlushInterval, 50*time.Millisecond)
+	if c.FlushBytes == 0 {
+		c.FlushBytes = 32 << 10
+	}
+	setDur(&c.KillWait, 10*time.Second)
+	return c
+}
+
+func (c Config) validate() error {
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{c.Concurrency < 1, "concurrency must be at least 1"},
+		{c.QueueSize < 0, "queue size must not be negative"},
+		{c.DefaultTimeout < time.Millisecond || c.DefaultTimeout > c.MaxTimeout, "default timeout must be positive and at most the max timeout"},
+		{c.DefaultMemoryBytes < 4<<20 || c.DefaultMemoryBytes > c.MaxMemoryBytes, "default memory must be at least 4 MiB and at most the max memory"},
+		{c.DefaultDiskBytes < 1<<20 || c.DefaultDiskBytes > c.MaxDiskBytes, "default disk must be at least 1 MiB and at most the max disk"},
+		{c.MinCPUs < 0.01 || c.DefaultCPUs < c.MinCPUs, "cpus must be at least 0.01 and the default at least the floor"},
+		{c.OutputBytes < 1, "output limit must be positive"},
+		{c.FlushInterval < time.Millisecond || c.FlushBytes < 1, "event flush interval and size must be positive"},
+		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("engine config: %s", ch.msg)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// Runner runs one payload in a jail; *sandbox.Manager implements it. It
+// must stop the payload promptly once ctx is cancelled.
+type Runner interface {
+	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
+}
+
+// Interpreter is a Python installation that jails can run.
+type Interpreter struct {
+	Version string   // e.g. "3.12.4"
+	Path    string   // absolute path of the python binary
+	Mounts  []string // host paths the jail must bind read-only (the prefix)
+}
+
+// Interpreters resolves the python_version of a request. Lookup("") is the
+// server's default interpreter; an unknown version yields an error whose
+// message lists the versions available (the engine reports it as
+// ErrInvalid).
+type Interpreters interface {
+	Lookup(version string) (Interpreter, error)
+}
+
+// DriverOptions tell the driver how to run the entrypoint.
+type DriverOptions struct {
+	Args         []string // the script's arguments
+	EvalLastExpr bool     // report the repr of a trailing expression
+}
+
+// Report is what the driver wrote on the result channel (fd 3).
+type Report struct {
+	ErrorType string  // e.g. "NameError"
+	ErrorLine int     // line in the user's file, 0 if unknown
+	Error     string  // the exception message
+	Result    *string // repr of the last expression when asked for
+}
+
+// Driver is the Python-side runner: it wraps the user's entrypoint so that
+// exceptions and the last expression come back as a structured report.
+type Driver interface {
+	Argv(python, entrypoint string, opts DriverOptions) []string
+	// Parse decodes the report. The payload can write to fd 3 itself, so
+	// the bytes are untrusted.
+	Parse(report []byte) (Report, error)
+}
+
+// Store is the shared state the engine runs on; *store.NATS implements it.
+type Store interface {
+	store.Records
+	store.Requests
+	store.Queue
+	store.Events
+	store.Control
+	store.Audit
+}
+
+// Deps are the engine's collaborators. All but Logger are required.
+type Deps struct {
+	Store        Store
+	Runner       Runner
+	Interpreters Interpreters
+	Driver       Driver
+	Logger       *slog.Logger // nil discards
+}
+
+func (d Deps) validate() error {
+	if d.Store == nil || d.Runner == nil || d.Interpreters == nil || d.Driver == nil {
+		return errors.New("engine: Store, Runner, Interpreters and Driver are required")
+	}
+	return nil
+}

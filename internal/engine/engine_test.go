@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+func TestRunSyncMapsOutcomes(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	tests := []struct {
+		name      string
+		req       Request
+		status    Status
+		reason    string
+		exit      int
+		errMsg    string
+		stdout    string
+		errorType string
+		timedOut  bool
+		truncated bool
+	}{
+		{name: "ok", req: script("print:hello\nworld\n"), status: StatusCompleted, stdout: "hello\nworld\n"},
+		{name: "python exception", req: script("raise"), status: StatusCompleted, exit: 1,
+			errMsg: "name 'x' is not defined", errorType: "NameError"},
+		{name: "timeout keeps partial output", req: func() Request { r := script("timeout"); r.Timeout = 2 * time.Second; return r }(),
+			status: StatusFailed, reason: ReasonTimeout, exit: 124, errMsg: "execution timeout after 2s", stdout: "partial\n", timedOut: true},
+		{name: "oom", req: script("oom"), status: StatusFailed, reason: ReasonOOM, exit: 137,
+			errMsg: "out of memory: memory limit of 4194304 bytes exceeded"},
+		{name: "output limit", req: script("output_limit"), status: StatusFailed, reason: ReasonOutputLimit, exit: 137,
+			errMsg: "output limit exceeded: stdout exceeded the limit of 4 bytes", stdout: "xxxx", truncated: true},
+		{name: "setup error", req: script("setup_error"), status: StatusFailed, reason: ReasonSetupError, exit: 1,
+			errMsg: "sandbox setup failed: mounting /work: permission denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x, err := e.eng.RunSync(context.Background(), tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Status != tt.status || x.Reason != tt.reason || x.ExitCode != tt.exit || x.Error != tt.errMsg {
+				t.Errorf("got status=%s reason=%q exit=%d error=%q; want %s %q %d %q",
+					x.Status, x.Reason, x.ExitCode, x.Error, tt.status, tt.reason, tt.exit, tt.errMsg)
+			}
+			if x.Stdout != tt.stdout || x.ErrorType != tt.errorType || x.TimedOut != tt.timedOut || x.StdoutTruncated != tt.truncated {
+				t.Errorf("got stdout=%q error_type=%q timed_out=%v truncated=%v", x.Stdout, x.ErrorType, x.TimedOut, x.StdoutTruncated)
+			}
+			if !strings.HasPrefix(x.ID, "exe_") || x.StartedAt == nil || x.FinishedAt == nil || x.PythonVersion != "3.11.2" {
+				t.Errorf("incomplete record: %+v", x)
+			}
+			stored, err := e.eng.Get(context.Background(), x.ID)
+			if err != nil || stored.Status != x.Status || stored.Stdout != x.Stdout {
+				t.Errorf("stored record = %+v, %v; want it to match the returned one", stored, err)
+			}
+		})
+	}
+	t.Run("audit trail has one record per execution", func(t *testing.T) {
+		recs := auditRecords(t, e)
+		if len(recs) != len(tests) {
+			t.Fatalf("audit holds %d records, want %d", len(recs), len(tests))
+		}
+		first := recs[0]
+		if first.Caller != "tester" || first.ClientAddr != "127.0.0.1:5555" || first.Status != StatusCompleted ||
+			len(first.CodeSHA256) != 64 || first.Limits.TimeoutMs != 30000 || first.PeakMemoryBytes != 10<<20 {
+			t.Errorf("first audit record = %+v", first)
+		}
+		if recs[2].Reason != ReasonTimeout || recs[2].ExitCode != 124 || recs[2].Limits.TimeoutMs != 2000 {
+			t.Errorf("timeout audit record = %+v", recs[2])
+		}
+	})
+}
+
+func auditRecords(t *testing.T, e *env) []auditRecord {
+	t.Helper()
+	ctx := context.Background()
+	s, err := e.st.JetStream().Stream(ctx, store.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditRecord
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r auditRecord
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestInvalidRequestsAreRefused(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"network not allowed", func() Request { r := script("print:x"); r.Network = true; return r }(), "network access is disabled on this server"},
+		{"unknown python", func() Request { r := script("print:x"); r.PythonVersion = "2.7"; return r }(), `unsupported python_version "2.7"; supported versions: 3.11`},
+		{"entrypoint missing", func() Request { r := script("print:x"); r.Entrypoint = "app.py"; return r }(), `entrypoint "app.py" is not among the files`},
+		{"timeout above max", func() Request { r := script("print:x"); r.Timeout = time.Hour; return r }(), "exceeds the server's limit"},
+		{"bad env", func() Request { r := script("print:x"); r.Env = []string{"NOVALUE"}; return r }(), `"NOVALUE" is not KEY=value`},
+		{"hostile path", Request{Files: []File{{Path: "../x.py"}}, Entrypoint: "../x.py"}, `contains ".."`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.eng.RunSync(context.Background(), tt.req)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("RunSync: got %v, want ErrInvalid containing %q", err, tt.want)
+			}
+			if _, err := e.eng.Submit(context.Background(), tt.req); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Submit: got %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if n := e.runner.runs.Load(); n != 0 {
+		t.Errorf("the runner ran %d times for invalid requests", n)
+	}
+}
+
+func TestOverloadWithConcurrencyOneQueueOne(t *testing.T) {
+	e := start(t, t.TempDir(), Config{Concurrency: 1, QueueSize: 1}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	results := make([]*Execution, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x, err := e.eng.RunSync(ctx, script("block"))
+			if err != nil {
+				t.Errorf("RunSync %d: %v", i, err)
+			}
+			results[i] = x
+		}()
+		want := Stats{Running: 1, Queued: i, Capacity: 1, QueueSize: 1}
+		waitFor(t, "admission", func() bool { return e.eng.Stats() == want })
+	}
+	if _, err := e.eng.RunSync(context.Background(), script("print:x")); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("third sync request: got %v, want ErrOverloaded", err)
+	}
+	if _, err := e.eng.Submit(context.Background(), script("print:x")); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("async request at capacity: got %v, want ErrOverloaded", err)
+	}
+	cancel() // the callers go away: both end killed
+	wg.Wait()
+	for i, x := range results {
+		if x == nil || x.Status != StatusKilled {
+			t.Errorf("request %d ended %+v, want killed", i, x)
+		}
+	}
+	if got := e.eng.Stats(); got.Running != 0 || got.Queued != 0 {
+		t.Errorf("stats after the callers left = %+v", got)
+	}
+}
+
+func TestKillRunningAsyncStaysKilled(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	ctx := context.Background()
+	id, err := e.eng.Submit(ctx, script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := e.eng.Follow(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events { // wait for the partial output to be live
+		if ev.Type == EventStdout {
+			break
+		}
+	}
+	status, err := e.eng.Kill(ctx, id)
+	if err != nil || status != StatusKilled {
+		t.Fatalf("Kill = %s, %v; want killed", status, err)
+	}
+	check := func() {
+		t.Helper()
+		x, err := e.eng.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != StatusKilled || x.ExitCode != 137 || x.Stdout != "partial\n" || x.Reason != ReasonKilled {
+			t.Errorf("record = status %s exit %d stdout %q reason %q; want killed 137 \"partial\\n\" killed",
+				x.Status, x.ExitCode, x.Stdout, x.Reason)
+		}
+	}
+	check()
+	time.Sleep(200 * time.Millisecond)
+	check()
+	if status, err := e.eng.Kill(ctx, id); err != nil || status != StatusKilled {
+		t.Errorf("second Kill = %s, %v; want the current status killed", status, err)
+	}
+	if _, err := e.eng.Kill(ctx, "exe_nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Kill(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestKillQueuedJobNeverRuns(t *testing.T) {
+	e := start(t, t.TempDir(), Config{Concurrency: 1, QueueSize: 4}, nil)
+	ctx := context.Background()
+	blocker, err := e.eng.Submit(ctx, script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the blocker to run", func() bool { return statusOf(t, e.eng, blocker) == StatusRunning })
+	queued, err := e.eng.Submit(ctx, script("print:never"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statusOf(t, e.eng, queued); st != StatusPending {
+		t.Fatalf("queued job is %s, want pending", st)
+	}
+	if st, err := e.eng.Kill(ctx, queued); err != nil || st != StatusKilled {
+		t.Fatalf("Kill(queued) = %s, %v", st, err)
+	}
+	if st, err := e.eng.Kill(ctx, blocker); err != nil || st != StatusKilled {
+		t.Fatalf("Kill(blocker) = %s, %v", st, err)
+	}
+	waitFor(t, "the queue to drain", func() bool {
+		d, err := e.st.QueueDepth(ctx)
+		return err == nil && d == 0 && e.eng.Stats().Running == 0
+	})
+	if n := e.runner.runs.Load(); n != 1 {
+		t.Errorf("runner ran %d times, want 1 (the killed job must not run)", n)
+	}
+	x, _ := e.eng.Get(ctx, queued)
+	if x.Status != StatusKilled || x.Error != msgKilledQueued || x.StartedAt != nil {
+		t.Errorf("queued job record = %+v", x)
+	}
+}
+
+func TestFollowReplaysFinishedExecutionInOrder(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	ctx := context.Background()
+	x, err := e.eng.RunSync(ctx, script("print:a\nb\nc\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect := func(after uint64) []string {
+		t.Helper()
+		ch, err := e.eng.Follow(ctx, x.ID, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		want := after + 1
+		for ev := range ch {
+			if ev.Seq != want {
+				t.Errorf("event seq %d, want %d", ev.Seq, want)
+			}
+			want++
+			got = append(got, string(ev.Type)+":"+ev.Data)
+		}
+		return got
+	}
+	all := collect(0)
+	var stdout strings.Builder
+	for _, ev := range all {
+		if d, ok := strings.CutPrefix(ev, "stdout:"); ok {
+			stdout.WriteString(d)
+		}
+	}
+	if len(all) < 4 || all[0] != "status:pending" || all[1] != "status:running" ||
+		all[len(all)-1] != "status:completed" || stdout.String() != "a\nb\nc\n" {
+		t.Fatalf("replayed events = %q", all)
+	}
+	tests := []struct {
+		name  string
+		after uint64
+	}{
+		{"resumed after running", 2},
+		{"resumed before the final status", uint64(len(all) - 1)},
+		{"after the last", uint64(len(all))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := all[tt.after:]
+			if got := collect(tt.after); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("events = %q, want %q", got, want)
+			}
+		})
+	}
+	if _, err := e.eng.Follow(ctx, "exe_nope", 0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Follow(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	ctx := context.Background()
+	var ids []string
+	for _, s := range []string{"print:1", "timeout", "print:2", "print:3"} {
+		x, err := e.eng.RunSync(ctx, script(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, x.ID)
+	}
+	page, next, err := e.eng.List(ctx, ListOptions{Limit: 2})
+	if err != nil || len(page) != 2 || next == "" || page[0].ID != ids[3] || page[1].ID != ids[2] {
+		t.Fatalf("first page = %v, %q, %v", page, next, err)
+	}
+	page, next, err = e.eng.List(ctx, ListOptions{Limit: 2, Cursor: next})
+	if err != nil || len(page) != 2 || next != "" || page[0].ID != ids[1] || page[1].ID != ids[0] {
+		t.Fatalf("second page = %v, %q, %v", page, next, err)
+	}
+	failed, _, err := e.eng.List(ctx, ListOptions{Status: StatusFailed})
+	if err != nil || len(failed) != 1 || failed[0].ID != ids[1] {
+		t.Errorf("failed = %v, %v", failed, err)
+	}
+	for _, bad := range []ListOptions{{Status: "weird"}, {Cursor: "***"}, {Limit: -1}} {
+		if _, _, err := e.eng.List(ctx, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("List(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestTimestampsHaveAtMostSixFractionalDigits(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	x, err := e.eng.RunSync(context.Background(), script("print:x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`"(created_at|started_at|finished_at)":"[^"]*"`)
+	stamps := re.FindAllString(string(b), -1)
+	if len(stamps) != 3 {
+		t.Fatalf("timestamps in %s: %v", b, stamps)
+	}
+	frac := regexp.MustCompile(`\.\d{7,}`)
+	for _, s := range stamps {
+		if frac.MatchString(s) {
+			t.Errorf("%s has more than 6 fractional digits", s)
+		}
+	}
+}

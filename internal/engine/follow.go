@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// storedEvent is an event as published; the follower numbers them.
+type storedEvent struct {
+	Type EventType `json:"type"`
+	Data string    `json:"data"`
+	Time time.Time `json:"time"`
+}
+
+func encodeEvent(typ EventType, data string) ([]byte, error) {
+	b, err := json.Marshal(storedEvent{Type: typ, Data: data, Time: now()})
+	if err != nil {
+		return nil, fmt.Errorf("engine: encoding event: %w", err)
+	}
+	return b, nil
+}
+
+// followIdle is how long a follower waits without events before it checks
+// whether the execution ended without a final status event (its node died
+// between writing the record and publishing the event).
+const followIdle = 500 * time.Millisecond
+
+// Follow streams the events of an execution: every stored one with a Seq
+// above afterSeq, then live ones. The channel is closed after the final
+// status event, or when ctx ends or the engine closes.
+func (e *Engine) Follow(ctx context.Context, id string, afterSeq uint64) (<-chan Event, error) {
+	if _, _, err := e.load(ctx, id); err != nil {
+		return nil, err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(e.stopping, cancel)
+	msgs, err := e.st.FollowEvents(fctx, id)
+	if err != nil {
+		stopOnClose()
+		cancel()
+		return nil, fmt.Errorf("engine: following %s: %w", id, err)
+	}
+	out := make(chan Event, 16)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer stopOnClose()
+		defer cancel()
+		defer close(out)
+		f := follower{e: e, id: id, after: afterSeq, out: out}
+		f.run(fctx, msgs)
+	}()
+	return out, nil
+}
+
+// follower is the state of one Follow.
+type follower struct {
+	e         *Engine
+	id        string
+	after     uint64
+	out       chan<- Event
+	seq       uint64 // of the last event seen
+	streamSeq uint64 // its position in the events stream
+}
+
+func (f *follower) run(ctx context.Context, msgs <-chan store.EventMsg) {
+	idle := time.NewTimer(followIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			f.seq, f.streamSeq = m.Seq, m.StreamSeq
+			var se storedEvent
+			if err := json.Unmarshal(m.Data, &se); err != nil {
+				f.e.log.Warn("skipping undecodable event", "execution_id", f.id, "seq", m.Seq, "err", err)
+				continue
+			}
+			if !f.send(ctx, Event{Seq: m.Seq, Type: se.Type, Data: se.Data, Time: se.Time}) {
+				return
+			}
+			if se.Type == EventStatus && Status(se.Data).Final() {
+				return
+			}
+			idle.Reset(followIdle)
+		case <-idle.C:
+			if f.endedSilently(ctx) {
+				return
+			}
+			idle.Reset(followIdle)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// endedSilently handles an execution whose record is final although no
+// final status event arrived: once every stored event was delivered, it
+// sends the final status from the record and reports true.
+func (f *follower) endedSilently(ctx context.Context) bool {
+	r, _, err := f.e.load(ctx, f.id)
+	if err != nil || !r.Status.Final() {
+		return false
+	}
+	last, err := f.e.st.LastEvent(ctx, f.id)
+	if err != nil || last > f.streamSeq {
+		return false // events still on their way
+	}
+	t := now()
+	if r.FinishedAt != nil {
+		t = *r.FinishedAt
+	}
+	f.send(ctx, Event{Seq: f.seq + 1, Type: EventStatus, Data: string(r.Status), Time: t})
+	return true
+}
+
+func (f *follower) send(ctx context.Context, ev Event) bool {
+	if ev.Seq <= f.after {
+		return true
+	}
+	select {
+	case f.out <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// outputEvents turns the payload's writes into stdout/stderr events. Small
+// writes are coalesced: a chunk is published every interval, or sooner
+// once maxBytes are pending, so that a payload printing in a tight loop
+// creates a few messages per second, not millions. Writes never wait for
+// a publish; what is pending is bounded by the jail's output limits.
+type outputEvents struct {
+	interval time.Duration
+	maxBytes int
+	publish  func(EventType, string)
+
+	mu      sync.Mutex
+	pending []chunk
+	size    int
+	kick    chan struct{} // size reached maxBytes
+	stop    chan struct{}
+	done    chan struct{}
+	carry   [3][]byte // per stream: a split UTF-8 sequence held for the next chunk
+}
+
+type chunk struct {
+	stream sandbox.Stream
+	data   []byte
+}
+
+func newOutputEvents(interval time.Duration, maxBytes int, publish func(EventType, string)) *outputEvents {
+	o := &outputEvents{
+		interval: interval,
+		maxBytes: maxBytes,
+		publish:  publish,
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	go o.loop()
+	return o
+}
+
+// write is the jail's OutputFunc.
+func (o *outputEvents) write(s sandbox.Stream, p []byte) {
+	o.mu.Lock()
+	if n := len(o.pending); n > 0 && o.pending[n-1].stream == s {
+		o.pending[n-1].data = append(o.pending[n-1].data, p...)
+	} else {
+		o.pending = append(o.pending, chunk{stream: s, data: append([]byte(nil), p...)})
+	}
+	o.size += len(p)
+	full := o.size >= o.maxBytes
+	o.mu.Unlock()
+	if full {
+		select {
+		case o.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close publishes what is pending and stops; no write may follow.
+func (o *outputEvents) close() {
+	close(o.stop)
+	<-o.done
+}
+
+func (o *outputEvents) loop() {
+	defer close(o.done)
+	t := time.NewTicker(o.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-o.kick:
+		case <-o.stop:
+			o.flush(true)
+			return
+		}
+		o.flush(false)
+	}
+}
+
+// flush publishes the pending chunks in order. A multi-byte character
+// split across writes is held back until its end arrives, so every event
+// is valid UTF-8 where the output is.
+func (o *outputEvents) flush(final bool) {
+	o.mu.Lock()
+	chunks := o.pending
+	o.pending, o.size = nil, 0
+	o.mu.Unlock()
+	for _, c := range chunks {
+		data := append(o.carry[c.stream], c.data...)
+		cut := len(data)
+		if !final {
+			cut = completeUTF8(data)
+		}
+		o.carry[c.stream] = append([]byte(nil), data[cut:]...)
+		if cut > 0 {
+			o.publish(streamEvent(c.stream), string(data[:cut]))
+		}
+	}
+	if final {
+		for s, rest := range o.carry {
+			if len(rest) > 0 {
+				o.publish(streamEvent(sandbox.Stream(s)), string(rest))
+			}
+		}
+	}
+}
+
+// completeUTF8 returns the length of the longest prefix of b that does not
+// end inside a UTF-8 sequence.
+func completeUTF8(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
+}
+
+func streamEvent(s sandbox.Stream) EventType {
+	if s == sandbox.Stderr {
+		return EventStderr
+	}
+	return EventStdout
+}
+
+// publishEvent appends one event of an execution. Events are the live view;
+// the record is the truth, so a failed publish is logged, not fatal.
+func (e *Engine) publishEvent(ctx context.Context, id string, typ EventType, data string) {
+	b, err := encodeEvent(typ, data)
+	if err == nil {
+		err = e.st.PublishEvent(ctx, id, b)
+	}
+	if err != nil {
+		e.log.Warn("publishing event", "execution_id", id, "type", typ, "err", err)
+	}
+}

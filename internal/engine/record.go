@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// record is what the engine stores per execution: the wire Execution plus
+// what it needs to run, recover and audit it.
+type record struct {
+	Execution
+	// Async executions live in the work queue until a worker starts them.
+	Async bool `json:"async,omitempty"`
+	// Audit holds who asked and what was asked, so the audit record can be
+	// written by whoever ends the execution.
+	Audit auditInfo `json:"audit"`
+}
+
+// auditInfo is the request side of an audit record.
+type auditInfo struct {
+	Caller     string      `json:"caller,omitempty"`
+	ClientAddr string      `json:"client_addr,omitempty"`
+	CodeSHA256 string      `json:"code_sha256"`
+	Limits     auditLimits `json:"limits"`
+}
+
+// auditLimits are the limits an execution ran with.
+type auditLimits struct {
+	TimeoutMs   int64   `json:"timeout_ms"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	CPUs        float64 `json:"cpus"`
+	Network     bool    `json:"network"`
+}
+
+// now is the engine's clock: UTC, truncated to microseconds so that the
+// wire form never has more than 6 fractional digits.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// newID returns "exe_" + a UUIDv7. Version 7 ids sort by creation time,
+// which is what lets the store list records newest first by key.
+func newID() (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("engine: generating an id: %w", err)
+	}
+	return "exe_" + u.String(), nil
+}
+
+// newRecord is a pending execution of req.
+func newRecord(id string, req Request, p *plan, async bool) *record {
+	return &record{
+		Execution: Execution{
+			ID:            id,
+			Status:        StatusPending,
+			PythonVersion: p.interpreter.Version,
+			CreatedAt:     now(),
+		},
+		Async: async,
+		Audit: auditInfo{
+			Caller:     req.Caller,
+			ClientAddr: req.ClientAddr,
+			CodeSHA256: codeHash(req.Files),
+			Limits:     p.limits,
+		},
+	}
+}
+
+func (e *Engine) create(ctx context.Context, r *record) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
+	}
+	if _, err := e.st.Create(ctx, r.ID, b); err != nil {
+		return fmt.Errorf("engine: creating record: %w", err)
+	}
+	return nil
+}
+
+// load reads a record and its revision; ErrNotFound when there is none.
+func (e *Engine) load(ctx context.Context, id string) (*record, uint64, error) {
+	ent, err := e.st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("engine: loading %s: %w", id, err)
+	}
+	var r record
+	if err := json.Unmarshal(ent.Value, &r); err != nil {
+		return nil, 0, fmt.Errorf("engine: decoding record %s: %w", id, err)
+	}
+	return &r, ent.Revision, nil
+}
+
+// update writes r if rev is still its latest revision; store.ErrConflict
+// otherwise. A record too large for the store (output that JSON-escapes
+// badly) is written with its output cut down until it fits.
+func (e *Engine) update(ctx context.Context, r *record, rev uint64) error {
+	for {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
+		}
+		_, err = e.st.Update(ctx, r.ID, b, rev)
+		if errors.Is(err, store.ErrTooLarge) && (r.Stdout != "" || r.Stderr != "") {
+			r.Stdout, r.StdoutTruncated = halve(r.Stdout, r.StdoutTruncated)
+			r.Stderr, r.StderrTruncated = halve(r.Stderr, r.StderrTruncated)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("engine: writing record: %w", err)
+		}
+		return nil
+	}
+}
+
+func halve(s string, truncated bool) (string, bool) {
+	if s == "" {
+		return s, truncated
+	}
+	return s[:len(s)/2], true
+}
+
+// transition applies change to the latest version of a record and writes
+// it, re-reading and re-applying on a concurrent write. change returns
+// false to leave the record as it is. It returns the record as stored and
+// whether change wrote it.
+func (e *Engine) transition(ctx context.Context, id string, change func(*record) bool) (*record, bool, error) {
+	for {
+		r, rev, err := e.load(ctx, id)
+		if err != nil {
+			return nil, false, err
+		}
+		if !change(r) {
+			return r, false, nil
+		}
+		err = e.update(ctx, r, rev)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return r, true, nil
+	}
+}

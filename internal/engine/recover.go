@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// pingWait bounds how long recovery waits for an owner to answer.
+const pingWait = 2 * time.Second
+
+// recover settles the executions a previous run left unfinished, before
+// this node takes any work:
+//
+//   - A queued async job that never started is kept: it runs again when a
+//     worker takes it, since running it cannot repeat any side effect. If
+//     its queue message was lost (the node died between recording and
+//     queueing it) it is queued again; a duplicate message is harmless,
+//     because only one worker can move the record from pending to running.
+//   - Any other pending or running execution is alive only if some node
+//     still owns it, which its control subject tells. One that no node
+//     owns (on a single node: all of them) is marked failed with reason
+//     node_lost; its partial output, if any, was only in the live events.
+func (e *Engine) recover(ctx context.Context) error {
+	queued, err := e.st.QueuedIDs(ctx)
+	if err != nil {
+		return err
+	}
+	inQueue := make(map[string]bool, len(queued))
+	for _, id := range queued {
+		inQueue[id] = true
+	}
+	opts := store.ListOptions{Limit: 100, Match: unfinished}
+	for {
+		page, next, err := e.st.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for _, ent := range page {
+			if err := e.recoverOne(ctx, ent, inQueue); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Cursor = next
+	}
+}
+
+func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[string]bool) error {
+	var r record
+	if err := json.Unmarshal(ent.Value, &r); err != nil {
+		return fmt.Errorf("decoding record %s: %w", ent.Key, err)
+	}
+	if r.Async && r.Status == StatusPending {
+		if inQueue[r.ID] {
+			return nil
+		}
+		e.log.Info("re-queueing an execution whose job was lost", "execution_id", r.ID)
+		return e.st.Enqueue(ctx, r.ID)
+	}
+	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {
+		return err
+	}
+	fail(&r, ReasonNodeLost, msgNodeLost, exitKilled)
+	r.FinishedAt = ptr(now())
+	err := e.update(ctx, &r, ent.Revision)
+	if errors.Is(err, store.ErrConflict) {
+		return nil // changed meanwhile: whoever changed it owns it
+	}
+	if err != nil {
+		return err
+	}
+	e.log.Warn("execution lost with its node", "execution_id", r.ID)
+	e.ended(ctx, &r)
+	return nil
+}
+
+// ownedAnywhere reports whether some live node answers for an execution.
+func (e *Engine) ownedAnywhere(ctx context.Context, id string) (bool, error) {
+	msg, err := json.Marshal(controlMsg{Op: opPing})
+	if err != nil {
+		return false, fmt.Errorf("encoding ping: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingWait)
+	defer cancel()
+	_, err = e.st.SendControl(pctx, id, msg)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNoOwner):
+		return false, nil
+	}
+	return false, fmt.Errorf("asking for the owner of %s: %w", id, err)
+}
+
+// unfinished matches records that are pending or running.
+func unfinished(value []byte) bool {
+	var s struct {
+		Status Status `json:"status"`
+	}
+	return json.Unmarshal(value, &s) == nil && !s.Status.Final()
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// followBuffer is how many events a follower may lag behind before the
+// consumer waits for it.
+const followBuffer = 64
+
+// PublishEvent appends an event of execution id. It returns once the
+// events stream stored it, so a follower that starts later replays it.
+func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
+	if _, err := s.js.Publish(ctx, EventsPrefix+id, data); err != nil {
+		return fmt.Errorf("store: publishing event of %s: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// FollowEvents replays the events of id from the first one and then
+// delivers new ones live, through an ordered consumer that the server
+// cleans up when the follower goes away.
+//
+// Cost: the consumer filters the events stream by subject, which the
+// server answers from its per-subject index without reading other
+// executions' events.
+func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, error) {
+	cons, err := s.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{EventsPrefix + id},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
+	}
+	iter, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
+	}
+	out := make(chan EventMsg, followBuffer)
+	stopped := make(chan struct{})
+	go func() {
+		// Stop unblocks iter.Next below once the follower is gone.
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
+		iter.Stop()
+	}()
+	go func() {
+		defer close(out)
+		defer close(stopped)
+		var seq uint64
+		for {
+			msg, err := iter.Next()
+			if err != nil {
+				return // ErrMsgIteratorClosed after Stop, or the connection closed
+			}
+			meta, err := msg.Metadata()
+			if err != nil {
+				return
+			}
+			seq++
+			ev := EventMsg{Seq: seq, Data: msg.Data(), Time: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// LastEvent returns the stream sequence of the newest event of id, 0 when
+// it has none.
+func (s *NATS) LastEvent(ctx context.Context, id string) (uint64, error) {
+	msg, err := s.events.GetLastMsgForSubject(ctx, EventsPrefix+id)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: reading last event of %s: %w", id, err)
+	}
+	return msg.Sequence, nil
+}

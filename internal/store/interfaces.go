@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Entry is one stored value with the revision that a later Update must
+// name.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// ListOptions page through records, most recently created first. Keys
+// must sort by creation time (the engine uses UUIDv7 ids).
+type ListOptions struct {
+	// Cursor is the opaque next value of the previous page; empty starts at
+	// the newest record.
+	Cursor string
+	// Limit is the page size; it must be positive.
+	Limit int
+	// Match, when set, keeps only the values it accepts.
+	Match func(value []byte) bool
+}
+
+// Records stores one value per key with compare-and-set updates.
+type Records interface {
+	// Create stores a new value; ErrExists when the key is taken.
+	Create(ctx context.Context, key string, value []byte) (revision uint64, err error)
+	// Get returns the latest value; ErrNotFound when there is none.
+	Get(ctx context.Context, key string) (Entry, error)
+	// Update replaces the value if revision is still the latest;
+	// ErrConflict otherwise.
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	// List returns a page of entries and the cursor of the next page
+	// ("" when there is none).
+	List(ctx context.Context, opts ListOptions) (entries []Entry, next string, err error)
+}
+
+// Requests stores request payloads, which may be several megabytes.
+type Requests interface {
+	PutRequest(ctx context.Context, id string, data []byte) error
+	// GetRequest returns ErrNotFound when the payload is gone.
+	GetRequest(ctx context.Context, id string) ([]byte, error)
+	DeleteRequest(ctx context.Context, id string) error
+}
+
+// Job is one message taken from the work queue. Until it is acked it stays
+// in the queue and is redelivered after the ack wait.
+type Job interface {
+	ID() string
+	// Ack removes the job from the queue for good.
+	Ack(ctx context.Context) error
+	// InProgress extends the ack wait while the worker holds the job.
+	InProgress() error
+}
+
+// Queue is the durable queue of async executions shared by every worker.
+type Queue interface {
+	Enqueue(ctx context.Context, id string) error
+	// NextJob waits up to maxWait for a job; it returns (nil, nil) when
+	// none arrived in time.
+	NextJob(ctx context.Context, maxWait time.Duration) (Job, error)
+	// QueueDepth counts the jobs not yet acked.
+	QueueDepth(ctx context.Context) (uint64, error)
+	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.
+	QueuedIDs(ctx context.Context) ([]string, error)
+}
+
+// EventMsg is one stored event of an execution.
+type EventMsg struct {
+	// Seq is the position of the event among those of its execution,
+	// starting at 1 without gaps.
+	Seq  uint64
+	Data []byte
+	Time time.Time
+	// StreamSeq orders events across executions; compare it with LastEvent.
+	StreamSeq uint64
+}
+
+// Events publishes an execution's events and replays them.
+type Events interface {
+	PublishEvent(ctx context.Context, id string, data []byte) error
+	// FollowEvents delivers every stored event of id from the first one,
+	// then new ones as they are published, until ctx ends; then the
+	// channel is closed.
+	FollowEvents(ctx context.Context, id string) (<-chan EventMsg, error)
+	// LastEvent returns the StreamSeq of the newest event of id, 0 when
+	// there is none.
+	LastEvent(ctx context.Context, id string) (uint64, error)
+}
+
+// ControlHandler answers a control message addressed to one execution.
+type ControlHandler func(data []byte) (reply []byte)
+
+// Control carries requests (kill) to whichever node runs an execution.
+type Control interface {
+	// HandleControl makes this node the owner of id until stop is called.
+	HandleControl(id string, h ControlHandler) (stop func() error, err error)
+	// SendControl asks the owner of id and returns its reply; ErrNoOwner
+	// when no node owns it.
+	SendControl(ctx context.Context, id string, data []byte) ([]byte, error)
+}
+
+// Audit appends to the audit trail.
+type Audit interface {
+	AppendAudit(ctx context.Context, data []byte) error
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NATS implements every store interface on a JetStream connection.
+type NATS struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	cfg      Config
+	records  jetstream.KeyValue
+	requests jetstream.ObjectStore
+	queue    jetstream.Stream
+	workers  jetstream.Consumer
+	events   jetstream.Stream
+}
+
+var (
+	_ Records  = (*NATS)(nil)
+	_ Requests = (*NATS)(nil)
+	_ Queue    = (*NATS)(nil)
+	_ Events   = (*NATS)(nil)
+	_ Control  = (*NATS)(nil)
+	_ Audit    = (*NATS)(nil)
+)
+
+// Open creates or updates the JetStream assets pyexec uses and returns a
+// store on them. nc may point at the embedded server or at a cluster; the
+// connection stays owned by the caller.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATS, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if max := nc.MaxPayload(); max < int64(cfg.MaxRecordBytes) {
+		return nil, fmt.Errorf("store: the server's max_payload %d is below the record size limit %d", max, cfg.MaxRecordBytes)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("store: opening JetStream: %w", err)
+	}
+	s := &NATS{nc: nc, js: js, cfg: cfg}
+	steps := []struct {
+		what string
+		fn   func(context.Context) error
+	}{
+		{"records bucket", s.openRecords},
+		{"requests bucket", s.openRequests},
+		{"queue stream", s.openQueue},
+		{"events stream", s.openEvents},
+		{"audit stream", s.openAudit},
+	}
+	for _, step := range steps {
+		if err := step.fn(ctx); err != nil {
+			return nil, fmt.Errorf("store: creating %s: %w", step.what, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *NATS) openRecords(ctx context.Context) error {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:       RecordsBucket,
+		Description:  "pyexec execution records",
+		History:      1,
+		TTL:          s.cfg.TTL,
+		MaxValueSize: s.cfg.MaxRecordBytes,
+		Storage:      jetstream.FileStorage,
+		Replicas:     s.cfg.Replicas,
+	})
+	s.records = kv
+	return err
+}
+
+func (s *NATS) openRequests(ctx context.Context) error {
+	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      RequestsBucket,
+		Description: "pyexec request payloads of queued executions",
+		TTL:         s.cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	s.requests = obs
+	return err
+}
+
+func (s *NATS) openQueue(ctx context.Context) error {
+	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        QueueStream,
+		Description: "pyexec async executions waiting for a worker",
+		Subjects:    []string{QueueSubject},
+		Retention:   jetstream.WorkQueuePolicy,
+		MaxAge:      s.cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	s.queue = st
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       QueueConsumer,
+		Description:   "pyexec workers of every node",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		MaxAckPending: -1,
+	})
+	s.workers = cons
+	return err
+}
+
+func (s *NATS) openEvents(ctx context.Context) error {
+	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        EventsStream,
+		Description: "pyexec live events of executions",
+		Subjects:    []string{EventsPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      s.cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	s.events = st
+	return err
+}
+
+func (s *NATS) openAudit(ctx context.Context) error {
+	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        AuditStream,
+		Description: "pyexec audit trail, one record per finished execution",
+		Subjects:    []string{AuditSubject},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      s.cfg.AuditMaxAge,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	return err
+}
+
+// JetStream exposes the underlying context, for tools that read the audit
+// stream or inspect the assets.
+func (s *NATS) JetStream() jetstream.JetStream { return s.js }
+
+// mapErr turns JetStream errors into this package's sentinels.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrObjectNotFound),
+		errors.Is(err, jetstream.ErrMsgNotFound):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return err
+}

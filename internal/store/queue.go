@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Enqueue appends an execution id to the work queue. The publish is
+// acknowledged by JetStream, so once Enqueue returns the job survives a
+// restart.
+func (s *NATS) Enqueue(ctx context.Context, id string) error {
+	if _, err := s.js.Publish(ctx, QueueSubject, []byte(id)); err != nil {
+		return fmt.Errorf("store: enqueueing %s: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// NextJob takes the next job from the shared durable consumer, waiting up
+// to maxWait. It returns (nil, nil) when no job arrived in time.
+func (s *NATS) NextJob(ctx context.Context, maxWait time.Duration) (Job, error) {
+	wctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	msg, err := s.workers.Next(jetstream.FetchContext(wctx))
+	switch {
+	case err == nil:
+		return natsJob{msg}, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("store: waiting for a job: %w", ctx.Err())
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("store: waiting for a job: %w", err)
+}
+
+// QueueDepth counts the jobs in the queue, including those fetched by a
+// worker but not acked yet.
+func (s *NATS) QueueDepth(ctx context.Context) (uint64, error) {
+	info, err := s.queue.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	return info.State.Msgs, nil
+}
+
+// QueuedIDs reads the ids of the jobs still in the queue without taking
+// them, by direct gets over the stream's sequence range (a work-queue
+// stream admits no second consumer). Cost: one request per sequence
+// number, so it is meant for start-up, when the queue is bounded.
+func (s *NATS) QueuedIDs(ctx context.Context) ([]string, error) {
+	info, err := s.queue.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	var ids []string
+	if info.State.Msgs == 0 {
+		return ids, nil
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		msg, err := s.queue.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // acked already: a gap in the work queue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: reading queued job %d: %w", seq, err)
+		}
+		ids = append(ids, string(msg.Data))
+	}
+	return ids, nil
+}
+
+// natsJob is a fetched queue message.
+type natsJob struct{ msg jetstream.Msg }
+
+func (j natsJob) ID() string { return string(j.msg.Data()) }
+
+func (j natsJob) Ack(ctx context.Context) error {
+	if err := j.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("store: acking job %s: %w", j.ID(), err)
+	}
+	return nil
+}
+
+func (j natsJob) InProgress() error {
+	if err := j.msg.InProgress(); err != nil {
+		return fmt.Errorf("store: extending job %s: %w", j.ID(), err)
+	}
+	return nil
+}
