@@ -73,16 +73,21 @@ func openPath(path string) bool {
 }
 
 // presentedKey is the key a request carries: "Authorization: Bearer <key>"
-// or "X-API-Key: <key>".
-func presentedKey(r *http.Request) string {
+// or "X-API-Key: <key>". A non-empty problem explains why there is none.
+func presentedKey(r *http.Request) (key, problem string) {
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		scheme, token, ok := strings.Cut(auth, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(token)
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return "", "unsupported Authorization scheme: send Authorization: Bearer <key> or X-API-Key"
 		}
-		return ""
+		key = strings.TrimSpace(token)
+	} else {
+		key = r.Header.Get("X-API-Key")
 	}
-	return r.Header.Get("X-API-Key")
+	if key == "" {
+		return "", "missing API key: send Authorization: Bearer <key> or X-API-Key"
+	}
+	return key, ""
 }
 
 // middleware records the caller of every request and, when keys are
@@ -94,10 +99,10 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			c.Addr = host
 		}
 		if len(a.keys) > 0 && !openPath(r.URL.Path) {
-			key := presentedKey(r)
-			if key == "" {
+			key, problem := presentedKey(r)
+			if problem != "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pyexec"`)
-				writeError(w, errorf(http.StatusUnauthorized, "missing API key: send Authorization: Bearer <key> or X-API-Key"))
+				writeError(w, errorf(http.StatusUnauthorized, "%s", problem))
 				return
 			}
 			name, ok := a.lookup(key)

@@ -22,7 +22,7 @@ type killOutput struct{ Body KillResult }
 
 type listInput struct {
 	Status string `query:"status" enum:"pending,running,completed,failed,killed" doc:"Only executions in this state"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50" doc:"Page size"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"100" default:"20" doc:"Page size"`
 	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`
 }
 

@@ -209,3 +209,11 @@ func goldenName(t *testing.T) string {
 	}
 	return b.String()
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func mustRequest(t *testing.T, method, path string) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(method, path, nil)
+	return r
+}
