@@ -167,5 +167,7 @@ func writeError(w http.ResponseWriter, e *Error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(e) // the status is out; a failed write has no one to tell
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(e) // the status is out; a failed write has no one to tell
 }
