@@ -13,6 +13,12 @@ import (
 var commands = []func() *cobra.Command{
 	newDoctorCmd,
 	newVersionCmd,
+	newRunCmd,
+	newSubmitCmd,
+	newFollowCmd,
+	newKillCmd,
+	newEvalCmd,
+	newExecutionsCmd,
 }
 
 // exitStatus carries a subcommand's exit code (and optional error message)

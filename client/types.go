@@ -1,0 +1,208 @@
+package client
+
+import "time"
+
+// ExecutionStatus is the state of an execution on the wire.
+type ExecutionStatus string
+
+// Execution states: pending → running → completed | failed | killed.
+const (
+	// StatusPending means the execution is queued and has not started.
+	StatusPending ExecutionStatus = "pending"
+	// StatusRunning means the code is running.
+	StatusRunning ExecutionStatus = "running"
+	// StatusCompleted means the code ran to its end; a Python exception is
+	// still completed, with a non-zero ExitCode.
+	StatusCompleted ExecutionStatus = "completed"
+	// StatusFailed means the execution could not finish: a timeout, a limit,
+	// or a failure of the service itself (see Error and Reason).
+	StatusFailed ExecutionStatus = "failed"
+	// StatusKilled means the execution was killed on request.
+	StatusKilled ExecutionStatus = "killed"
+)
+
+// Final reports whether s is a terminal state (completed, failed or killed).
+func (s ExecutionStatus) Final() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusKilled
+}
+
+// Reasons a server gives in ExecutionResult.Reason for how an execution ended.
+const (
+	ReasonTimeout      = "timeout"
+	ReasonOOM          = "oom"
+	ReasonOutputLimit  = "output_limit"
+	ReasonKilled       = "killed"
+	ReasonInstallError = "install_error"
+	ReasonSetupError   = "setup_error"
+	ReasonNodeLost     = "node_lost"
+)
+
+// ExecutionConfig holds the resource limits of one execution. A zero value
+// (or an absent field) means the server's default.
+type ExecutionConfig struct {
+	// TimeoutSeconds is the wall-clock limit of the execution.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// NetworkDisabled, when set, says explicitly whether the code may use
+	// the network. Absent and false are different requests: older servers
+	// gave the code network access when the field was absent, so set it
+	// (see Bool) whenever the answer matters. pyexec keeps the network off
+	// unless it is asked for and the operator allows it.
+	NetworkDisabled *bool `json:"network_disabled,omitempty"`
+	// MemoryMB is the memory limit in MiB.
+	MemoryMB int `json:"memory_mb,omitempty"`
+	// DiskMB is the limit of the writable workspace in MiB.
+	DiskMB int `json:"disk_mb,omitempty"`
+	// CPUShares is the relative CPU weight (1024 is one default share).
+	CPUShares int `json:"cpu_shares,omitempty"`
+}
+
+// Bool returns a pointer to b, for ExecutionConfig.NetworkDisabled.
+func Bool(b bool) *bool { return &b }
+
+// Metadata is the JSON part of a multipart execution request
+// (ExecuteSync, ExecuteAsync): which file to run and how.
+type Metadata struct {
+	// Entrypoint is the path of the Python file to run, inside the archive.
+	Entrypoint string `json:"entrypoint"`
+	// DockerImage names an interpreter the way python-executor did, e.g.
+	// "python:3.12-slim"; pyexec maps it to an installed Python version.
+	DockerImage string `json:"docker_image,omitempty"`
+	// RequirementsTxt is the text of a requirements.txt to install first.
+	RequirementsTxt string `json:"requirements_txt,omitempty"`
+	// PreCommands are shell commands run before the script.
+	PreCommands []string `json:"pre_commands,omitempty"`
+	// Stdin is given to the script on standard input.
+	Stdin string `json:"stdin,omitempty"`
+	// EnvVars are extra environment variables, each "KEY=value".
+	EnvVars []string `json:"env_vars,omitempty"`
+	// ScriptArgs are the script's arguments (sys.argv[1:]).
+	ScriptArgs []string `json:"script_args,omitempty"`
+	// Config holds the resource limits; nil means the server defaults.
+	Config *ExecutionConfig `json:"config,omitempty"`
+}
+
+// CodeFile is one file of a SimpleExecRequest.
+type CodeFile struct {
+	// Name is the file's path in the workspace, e.g. "main.py".
+	Name string `json:"name"`
+	// Content is the file's text.
+	Content string `json:"content"`
+}
+
+// SimpleExecRequest is the JSON body of Eval: code as text, no archive.
+type SimpleExecRequest struct {
+	// Code becomes main.py; ignored when Files is set.
+	Code string `json:"code,omitempty"`
+	// Files are the files of a multi-file program; they win over Code.
+	Files []CodeFile `json:"files,omitempty"`
+	// Entrypoint is the file to run (default: the first of Files, or main.py).
+	Entrypoint string `json:"entrypoint,omitempty"`
+	// Stdin is given to the program on standard input.
+	Stdin string `json:"stdin,omitempty"`
+	// Config holds the resource limits; nil means the server defaults.
+	Config *ExecutionConfig `json:"config,omitempty"`
+	// PythonVersion selects the interpreter, e.g. "3.12".
+	PythonVersion string `json:"python_version,omitempty"`
+	// EvalLastExpr asks for the repr of a final expression in Result.
+	EvalLastExpr bool `json:"eval_last_expr,omitempty"`
+	// RequirementsTxt lists packages to install; "-" turns off the
+	// detection of imports.
+	RequirementsTxt string `json:"requirements_txt,omitempty"`
+}
+
+// ExecutionResult is the state and outcome of one execution.
+type ExecutionResult struct {
+	// ExecutionID is "exe_" followed by a UUID.
+	ExecutionID string `json:"execution_id"`
+	// Status is the execution's state.
+	Status ExecutionStatus `json:"status"`
+	// ExitCode is the exit status of the script (always present).
+	ExitCode int `json:"exit_code"`
+	// Stdout and Stderr are the captured output (partial if the execution
+	// was killed or timed out).
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	// Error describes why a failed execution failed.
+	Error string `json:"error,omitempty"`
+	// ErrorType is the class of the Python exception, e.g. "NameError".
+	ErrorType string `json:"error_type,omitempty"`
+	// ErrorLine is the line of the user's code where the exception was raised.
+	ErrorLine int `json:"error_line,omitempty"`
+	// StartedAt and FinishedAt bound the run of the code.
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// DurationMs is the wall-clock duration of the run.
+	DurationMs int64 `json:"duration_ms,omitempty"`
+	// Result is the repr of the last expression (Eval with EvalLastExpr),
+	// nil when there was none.
+	Result *string `json:"result,omitempty"`
+
+	// Reason says why the execution ended as it did (one of the Reason
+	// constants); empty for a normal end. A pyexec addition.
+	Reason string `json:"reason,omitempty"`
+	// TimedOut reports that the time limit ended the execution.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// CPUTimeMs is the CPU time used by all processes of the execution.
+	CPUTimeMs int64 `json:"cpu_time_ms,omitempty"`
+	// PeakMemoryBytes is the highest memory use of the execution.
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+	// StdoutTruncated and StderrTruncated report output cut at the limit.
+	StdoutTruncated bool `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool `json:"stderr_truncated,omitempty"`
+	// PythonVersion is the interpreter that ran the code, e.g. "3.12.7".
+	PythonVersion string `json:"python_version,omitempty"`
+	// CreatedAt is when the server accepted the execution.
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// HealthStatus is the answer of GET /health.
+type HealthStatus struct {
+	// Status is "ok" when the server is healthy.
+	Status string `json:"status"`
+}
+
+// ListOptions filter and page ListExecutions. Zero values mean no filter
+// and the server's default page size.
+type ListOptions struct {
+	// Status keeps only executions in this state.
+	Status ExecutionStatus
+	// Limit is the largest number of executions in one page.
+	Limit int
+	// Cursor continues a listing from the Next of the previous page.
+	Cursor string
+}
+
+// ExecutionList is one page of ListExecutions, most recent first.
+type ExecutionList struct {
+	// Executions are the records of this page.
+	Executions []ExecutionResult `json:"executions"`
+	// Next is the cursor of the following page; empty on the last page.
+	Next string `json:"next_cursor,omitempty"`
+}
+
+// EventType names the kind of a live Event.
+type EventType string
+
+// Event types of GET /api/v1/executions/{id}/events.
+const (
+	// EventStdout carries a chunk of standard output in Data.
+	EventStdout EventType = "stdout"
+	// EventStderr carries a chunk of standard error in Data.
+	EventStderr EventType = "stderr"
+	// EventStatus carries the new ExecutionStatus in Data; the stream ends
+	// after the one that is final.
+	EventStatus EventType = "status"
+)
+
+// Event is one live event of an execution. Seq starts at 1 and has no gaps.
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	Type EventType `json:"type"`
+	Data string    `json:"data"`
+	Time time.Time `json:"time"`
+}
+
+// Final reports whether e is the status event that ends the stream.
+func (e Event) Final() bool {
+	return e.Type == EventStatus && ExecutionStatus(e.Data).Final()
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/client"
+)
+
+func newEvalCmd() *cobra.Command {
+	var (
+		python   string
+		noResult bool
+	)
+	cmd := newClientCmd("eval [code]", "Evaluate Python code and print the value of its last expression", cobra.MaximumNArgs(1),
+		func(cmd *cobra.Command, args []string) (int, error) {
+			o, err := readClientOptions(cmd)
+			if err != nil {
+				return exitClientError, err
+			}
+			if o.async {
+				return exitClientError, errors.New("eval runs synchronously; use submit for --async")
+			}
+			if o.image != "" {
+				return exitClientError, errors.New("eval chooses the interpreter with --python, not --image")
+			}
+			code, err := evalCode(args, cmd.InOrStdin())
+			if err != nil {
+				return exitClientError, err
+			}
+			res, err := o.newClient().Eval(cmd.Context(), &client.SimpleExecRequest{
+				Code:          code,
+				Config:        o.config(),
+				PythonVersion: python,
+				EvalLastExpr:  !noResult,
+			})
+			if err != nil {
+				return exitClientError, err
+			}
+			return printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, !noResult)
+		})
+	cmd.Long = `Run code given as an argument or on stdin. If its last statement is an
+expression with a value other than None, that value's repr is printed after
+the program's stdout (with -q, instead of it).`
+	cmd.Example = `  pyexec eval '2 + 2'
+  echo 'import sys; sys.version' | pyexec eval --python 3.11
+  pyexec eval --no-result 'print("hello"); 42'`
+	cmd.Flags().StringVar(&python, "python", "", `Python version, e.g. "3.12" (default: the server's)`)
+	cmd.Flags().BoolVar(&noResult, "no-result", false, "do not evaluate the last expression; just run the code")
+	return cmd
+}
+
+// evalCode returns the code of eval: the argument, else all of stdin.
+func evalCode(args []string, stdin io.Reader) (string, error) {
+	if len(args) == 1 {
+		if args[0] == "" {
+			return "", errors.New("no code given")
+		}
+		return args[0], nil
+	}
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return "", fmt.Errorf("reading stdin: %w", err)
+	}
+	if len(b) == 0 {
+		return "", errors.New("no input: give code as an argument or pipe it on stdin")
+	}
+	return string(b), nil
+}

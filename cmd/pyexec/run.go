@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := newClientCmd("run [file|dir|x.tar] [-- args...]", "Run Python code on the server and print its output", cobra.ArbitraryArgs,
+		func(cmd *cobra.Command, args []string) (int, error) {
+			o, err := readClientOptions(cmd)
+			if err != nil {
+				return exitClientError, err
+			}
+			tar, meta, err := buildExecution(cmd, args, &f, o)
+			if err != nil {
+				return exitClientError, err
+			}
+			c := o.newClient()
+			if o.async {
+				id, err := c.ExecuteAsync(cmd.Context(), tar, meta)
+				if err != nil {
+					return exitClientError, err
+				}
+				return printID(cmd, id, o)
+			}
+			res, err := c.ExecuteSync(cmd.Context(), tar, meta)
+			if err != nil {
+				return exitClientError, err
+			}
+			return printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, false)
+		})
+	cmd.Long = `Upload code, run it and wait for the result. The program's stdout and
+stderr are printed on the matching streams, and pyexec exits with its exit
+code (124 after a timeout, 137 when it was killed).
+
+The code is taken, in this order, from --file flags, a .tar archive, a
+directory, a single file, or stdin (run as main.py). Arguments after "--"
+go to the script.`
+	cmd.Example = `  echo 'print("hi")' | pyexec run -q
+  pyexec run script.py -e API_KEY -e DEBUG=1 -- --input data.csv
+  pyexec run ./project --entrypoint app.py --requirements requirements.txt`
+	f.add(cmd)
+	return cmd
+}
+
+// printID prints the ID of a submitted execution.
+func printID(cmd *cobra.Command, id string, o clientOptions) (int, error) {
+	if o.json {
+		return 0, printJSON(cmd.OutOrStdout(), map[string]string{"execution_id": id})
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), id)
+	return 0, nil
+}

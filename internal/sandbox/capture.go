@@ -1,0 +1,62 @@
+package sandbox
+
+import (
+	"io"
+	"sync"
+)
+
+// capture drains one output pipe of the payload: it keeps at most limit
+// bytes, passes every chunk to the live callback, and reports once when the
+// payload wrote more than the limit (the run is then ended).
+type capture struct {
+	stream  Stream
+	limit   int64
+	live    OutputFunc
+	onLimit func(Stream)
+
+	mu        sync.Mutex
+	buf       []byte
+	truncated bool
+}
+
+// drain reads r until EOF. It runs in its own goroutine, owned by the run.
+func (c *capture) drain(r io.Reader) {
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			c.add(chunk[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *capture) add(p []byte) {
+	c.mu.Lock()
+	room := c.limit - int64(len(c.buf))
+	over := int64(len(p)) > room
+	if over {
+		p = p[:max(room, 0)]
+	}
+	c.buf = append(c.buf, p...)
+	first := over && !c.truncated
+	if over {
+		c.truncated = true
+	}
+	c.mu.Unlock()
+	if len(p) > 0 && c.live != nil {
+		c.live(c.stream, p)
+	}
+	if first && c.onLimit != nil {
+		c.onLimit(c.stream)
+	}
+}
+
+// result returns what was kept and whether anything was dropped.
+func (c *capture) result() ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf, c.truncated
+}

@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"golang.org/x/sys/unix"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+)
+
+// jailCgroup is one jail's cgroup. There is one implementation per cgroup
+// version (cgroup_v1_linux.go, cgroup_v2_linux.go); both bound memory with
+// no swap, the number of tasks, and CPU bandwidth.
+type jailCgroup interface {
+	// intoFD returns a directory fd for CLONE_INTO_CGROUP, or -1 when the
+	// process must be added after it started (cgroup v1).
+	intoFD() int
+	// add moves a started process into the cgroup.
+	add(pid int) error
+	// setLimits applies the payload's limits (at hand-off).
+	setLimits(l Limits) error
+	// cpuUsage is the user+sys CPU time of every task so far.
+	cpuUsage() (time.Duration, error)
+	// usage reports the peak memory and whether the kernel OOM-killed a task.
+	usage() (peak int64, oomKilled bool, err error)
+	// destroy kills whatever is left and removes the cgroup.
+	destroy() error
+}
+
+// cgroupDriver creates jail cgroups below the configured parent.
+type cgroupDriver interface {
+	create(id string, initial Limits) (jailCgroup, error)
+	// sweep removes jail cgroups that a crashed predecessor left behind.
+	sweep() (int, error)
+	// describe says what was found, for doctor.
+	describe() string
+}
+
+// newCgroupDriver picks the implementation for the host's cgroup mode.
+func newCgroupDriver(parent string) (cgroupDriver, error) {
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		return newCgroupV2(parent)
+	case cgroups.Legacy, cgroups.Hybrid:
+		return newCgroupV1(parent)
+	default:
+		return nil, fmt.Errorf("%w: no cgroup hierarchy is mounted", ErrUnsupported)
+	}
+}
+
+// cpuQuota turns a number of cores into a CFS quota for a 100 ms period.
+func cpuQuota(cpus float64) (quota int64, period uint64) {
+	const p = 100_000
+	q := int64(cpus * p)
+	if q < 1000 {
+		q = 1000 // the kernel's minimum is 1 ms
+	}
+	return q, p
+}
+
+// readInt reads a file holding one decimal integer.
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// readKey reads "key value" lines (memory.events, cpu.stat, oom_control)
+// and returns the value of key; missing keys read as 0.
+func readKey(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// waitEmpty polls a cgroup.procs file until no task is left or the
+// deadline passes. After init is killed the kernel tears the pid namespace
+// down asynchronously, so rmdir right away would fail with EBUSY.
+func waitEmpty(procsFile string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(procsFile)
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s still has tasks after %s", procsFile, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// killProcs sends SIGKILL to every pid listed in a cgroup.procs file.
+func killProcs(procsFile string) {
+	b, err := os.ReadFile(procsFile)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = killPid(pid)
+		}
+	}
+}
+
+// killPid sends SIGKILL; a process that is already gone is not an error.
+func killPid(pid int) error {
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return os.NewSyscallError("kill", err)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// python is the interpreter the privileged tests run in jails. It lives
+// under /usr, which every jail mounts.
+const python = "/usr/bin/python3"
+
+// needJail skips a test that needs to build real jails, with the reason.
+func needJail(t testing.TB) *Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: builds namespaces, cgroups and mounts (CI runs as root)")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s: %v", python, err)
+	}
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	return m
+}
+
+// pyOpt adjusts the spec of one hostile program.
+type pyOpt func(*Spec)
+
+func withLimits(l Limits) pyOpt { return func(s *Spec) { s.Limits = l } }
+
+func withFiles(f ...File) pyOpt { return func(s *Spec) { s.Files = append(s.Files, f...) } }
+
+// runPy runs code with the jail's python and fails the test on an invalid
+// spec; every other outcome is for the caller to judge.
+func runPy(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
+	t.Helper()
+	spec := Spec{
+		Argv:   []string{python, "-c", code},
+		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1"},
+		Limits: Limits{WallTime: 20 * time.Second},
+	}
+	for _, o := range opts {
+		o(&spec)
+	}
+	if spec.Limits.WallTime == 0 {
+		spec.Limits.WallTime = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.Run(ctx, spec, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Status == StatusSetupError {
+		t.Fatalf("setup error: %s", res.Reason)
+	}
+	return res
+}
+
+// jailProcesses lists host pids that are still inside a jail cgroup.
+func jailProcesses() []string {
+	var left []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), "/pyexec/") {
+			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			left = append(left, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return left
+}
+
+// jailCgroups lists jail cgroups that still exist below any "pyexec"
+// parent of the v1 hierarchies or the v2 tree.
+func jailCgroups() []string {
+	var left []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if filepath.Base(filepath.Dir(p)) == "pyexec" {
+			left = append(left, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return left
+}
+
+// leftovers reports anything a jail left on the host.
+func leftovers() []string {
+	var out []string
+	for _, p := range jailProcesses() {
+		out = append(out, "process "+p)
+	}
+	for _, c := range jailCgroups() {
+		out = append(out, "cgroup "+c)
+	}
+	tmp, _ := filepath.Glob(filepath.Join(os.TempDir(), "pyexec-work-*"))
+	for _, d := range tmp {
+		out = append(out, "temp dir "+d)
+	}
+	return out
+}
+
+func writeTestModule(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "depmod.py"), []byte("VALUE = 42\n"), 0o644)
+}
+
+// quote renders s as a Python string literal.
+func quote(s string) string { return strconv.Quote(s) }
+
+// ioPipe is an in-memory pipe for protocol tests.
+func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }

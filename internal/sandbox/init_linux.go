@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsInit reports whether this process was started as a jail's init. The
+// pyexec binary and every test binary that runs jails check it first
+// thing (in main or TestMain) and then call Init.
+func IsInit() bool {
+	return len(os.Args) > 1 && os.Args[1] == InitArg
+}
+
+// Init is the body of PID 1 of a jail (the child side of spawn). It
+// returns the process exit code. Failures are reported to the parent as a
+// structured error message on the status pipe.
+func Init() int {
+	// no_new_privs, Landlock and the seccomp filter are applied to this
+	// thread, and the payload is forked from it: it must stay this thread.
+	runtime.LockOSThread()
+	for fd := fdControl; fd <= fdChannel; fd++ {
+		unix.CloseOnExec(fd) // the payload must never inherit our pipes
+	}
+	ctrl := os.NewFile(fdControl, "control")
+	status := os.NewFile(fdStatus, "status")
+	if ctrl == nil || status == nil {
+		fmt.Fprintln(os.Stderr, "pyexec sandbox-init: not started by pyexec (missing control pipes)")
+		return 2
+	}
+	w := newWire(ctrl, status)
+	if err := runInit(w); err != nil {
+		var ie *initError
+		if !errors.As(err, &ie) {
+			ie = &initError{Step: "init", Message: err.Error()}
+		}
+		_ = w.send(message{Kind: kindError, Error: ie})
+		return 1
+	}
+	return 0
+}
+
+func runInit(w *wire) error {
+	m, err := w.expect(kindSetup)
+	if err != nil {
+		return step("read setup", err)
+	}
+	setup := m.Setup
+	if setup == nil {
+		return step("read setup", errors.New("empty setup message"))
+	}
+	if !setup.Unsafe {
+		if err := buildRoot(setup); err != nil {
+			return err
+		}
+	}
+	if err := w.send(message{Kind: kindReady}); err != nil {
+		return err
+	}
+	m, err = w.expect(kindExec)
+	if err != nil {
+		return step("read exec", err)
+	}
+	if m.Exec == nil {
+		return step("read exec", errors.New("empty exec message"))
+	}
+	pid, err := startPayload(setup, m.Exec)
+	if err != nil {
+		return err
+	}
+	if err := w.send(message{Kind: kindStarted, Started: &startedMsg{Pid: pid}}); err != nil {
+		return err
+	}
+	exit := reap(pid)
+	// Our own exit then tears down the pid namespace: every process the
+	// payload left behind is killed by the kernel.
+	return w.send(message{Kind: kindExit, Exit: &exit})
+}
+
+// startPayload prepares the workspace and starts the payload with every
+// layer applied, in this order: scratch mounts and files (as root), then
+// rlimits, the capability bounding set, Landlock, and last, as close to
+// the exec as we can get, no_new_privs and the seccomp filter.
+func startPayload(s *setupMsg, x *execMsg) (int, error) {
+	workDir := WorkDir
+	if s.Unsafe {
+		workDir = s.RootDir
+	} else if err := mountScratch(x.Limits, s.UID, s.GID); err != nil {
+		return 0, err
+	}
+	if err := writeFiles(workDir, x.Files, s.UID, s.GID); err != nil {
+		return 0, step("write files", err)
+	}
+	if err := applyRlimits(x.Limits); err != nil {
+		return 0, step("rlimits", err)
+	}
+	userns := s.UID == 0 // only in a user namespace does the payload stay uid 0
+	if !s.Unsafe {
+		if err := dropBoundingCaps(); err != nil {
+			return 0, step("capabilities", err)
+		}
+		if userns {
+			if err := lockRootCaps(); err != nil {
+				return 0, step("capabilities", err)
+			}
+		}
+		if !s.Layers.NoLandlock {
+			if _, err := applyLandlock(); err != nil {
+				return 0, step("landlock", err)
+			}
+		}
+	}
+	files := []*os.File{os.NewFile(fdStdin, "stdin"), os.NewFile(fdStdout, "stdout"), os.NewFile(fdStderr, "stderr")}
+	if x.Channel {
+		files = append(files, os.NewFile(fdChannel, "channel"))
+	}
+	dir := x.Dir
+	if dir == "" {
+		dir = workDir
+	}
+	if s.Unsafe && (dir == WorkDir || len(dir) > len(WorkDir) && dir[:len(WorkDir)+1] == WorkDir+"/") {
+		dir = filepath.Join(workDir, dir[len(WorkDir):])
+	}
+	attr := &os.ProcAttr{
+		Dir:   dir,
+		Env:   x.Env,
+		Files: files,
+		Sys: &syscall.SysProcAttr{
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if !userns {
+		attr.Sys.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), Groups: []uint32{}}
+	}
+	if !s.Unsafe && !s.Layers.NoSeccomp {
+		filter, err := buildFilter()
+		if err != nil {
+			return 0, step("seccomp", err)
+		}
+		if err := loadSeccomp(filter); err != nil {
+			return 0, step("seccomp", err)
+		}
+	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, step("no_new_privs", os.NewSyscallError("prctl", err))
+	}
+	p, err := os.StartProcess(x.Argv[0], x.Argv, attr)
+	if err != nil {
+		return 0, step("exec", err)
+	}
+	return p.Pid, nil
+}
+
+// writeFiles writes the workspace files as root, then hands the whole
+// workspace to the payload's user. Paths were validated by the parent and
+// are resolved inside an os.Root, so even a hostile name cannot leave it.
+func writeFiles(dir string, files []File, uid, gid int) error {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range files {
+		unsafePath, err := cleanRelPath(f.Path)
+		if err != nil {
+			return err
+		}
+		if d := path.Dir(unsafePath); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		mode := fs.FileMode(f.Mode & 0o777)
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := root.WriteFile(unsafePath, f.Data, mode); err != nil {
+			return fmt.Errorf("writing %s: %w", unsafePath, err)
+		}
+	}
+	return fs.WalkDir(root.FS(), ".", func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return root.Lchown(p, uid, gid)
+	})
+}
+
+// reap waits for the payload, reaping every other process that is
+// re-parented to us (we are PID 1), and forwards termination signals to the
+// payload's session.
+func reap(pid int) exitInfo {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = unix.Kill(-pid, s.(syscall.Signal))
+			case <-done:
+				return
+			}
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			// ECHILD: the payload is gone without us seeing it; cannot
+			// happen while it is our child, but never spin.
+			return exitInfo{Signal: sigKill}
+		}
+		if got != pid {
+			continue
+		}
+		if ws.Exited() {
+			return exitInfo{Exited: true, ExitCode: ws.ExitStatus()}
+		}
+		if ws.Signaled() {
+			return exitInfo{Signal: int(ws.Signal())}
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
+)
+
+// Check is one isolation layer as found on this host.
+type Check struct {
+	Layer    string `json:"layer"`
+	OK       bool   `json:"ok"`
+	Required bool   `json:"required"` // a missing required layer stops `serve`
+	Detail   string `json:"detail"`
+}
+
+// Probe inspects the host for every layer the jail uses, without starting
+// a jail. `pyexec doctor` prints it; `pyexec serve` refuses to start when a
+// required layer is missing.
+func Probe(cfg Config) []Check {
+	var out []Check
+	add := func(layer string, required bool, err error, ok string) {
+		c := Check{Layer: layer, OK: err == nil, Required: required, Detail: ok}
+		if err != nil {
+			c.Detail = err.Error()
+		}
+		out = append(out, c)
+	}
+	root := os.Geteuid() == 0
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		_, err := os.Stat("/proc/self/ns/" + ns)
+		add("namespace "+ns, true, err, "available")
+	}
+	add("user namespaces", !root, probeUserns(), userDetail(root))
+	add("cgroups", !cfg.Disable.NoCgroups, probeCgroups(cfg), cgroupDetail(cfg))
+	add("seccomp", !cfg.Disable.NoSeccomp, probeSeccomp(), "filter mode available")
+	abi := landlockABI()
+	var llErr error
+	if abi == 0 {
+		llErr = errors.New("not enabled in this kernel (best effort: the jail runs without it)")
+	}
+	add("landlock", false, llErr, fmt.Sprintf("ABI version %d", abi))
+	add("mount_setattr", true, probeMountSetattr(), "recursive read-only bind mounts")
+	return out
+}
+
+func userDetail(root bool) string {
+	if root {
+		return "available (not needed: the server runs as root)"
+	}
+	return "available: jails run in a new user namespace"
+}
+
+func probeUserns() error {
+	b, err := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	if err != nil {
+		return fmt.Errorf("cannot read max_user_namespaces: %w", err)
+	}
+	if strings.TrimSpace(string(b)) == "0" {
+		return errors.New("disabled (user.max_user_namespaces = 0)")
+	}
+	return nil
+}
+
+func cgroupDetail(cfg Config) string {
+	d, err := newCgroupDriver(cfg.CgroupParent)
+	if err != nil {
+		return err.Error()
+	}
+	return d.describe()
+}
+
+func probeCgroups(cfg Config) error {
+	if cfg.Disable.NoCgroups {
+		return errors.New("disabled by the operator")
+	}
+	if cgroups.Mode() == cgroups.Unavailable {
+		return errors.New("no cgroup hierarchy is mounted")
+	}
+	parent := cfg.CgroupParent
+	if parent == "" {
+		parent = "pyexec"
+	}
+	d, err := newCgroupDriver(parent)
+	if err != nil {
+		return err
+	}
+	cg, err := d.create("probe-"+newID(), DefaultLimits())
+	if err != nil {
+		return fmt.Errorf("cannot create a jail cgroup: %w", err)
+	}
+	return cg.destroy()
+}
+
+func probeSeccomp() error {
+	// PR_GET_SECCOMP succeeds on any kernel built with seccomp.
+	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not supported by the kernel: %w", err)
+	}
+	if _, err := buildFilter(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func probeMountSetattr() error {
+	// An invalid call distinguishes "absent" (ENOSYS) from "present".
+	err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{})
+	if errors.Is(err, unix.ENOSYS) {
+		return errors.New("mount_setattr is missing (Linux 5.12 or newer is needed)")
+	}
+	return nil
+}

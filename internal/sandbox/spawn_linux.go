@@ -1,0 +1,372 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Manager starts jails. It is safe for concurrent use.
+type Manager struct {
+	cfg      Config
+	initPath string
+	cgroups  cgroupDriver // nil when cgroups are disabled or in unsafe mode
+	userns   bool         // the server is not root: jails get a user namespace
+	log      *slog.Logger
+}
+
+var _ Runner = (*Manager)(nil)
+
+// New validates cfg and prepares the host side of the jail (the cgroup
+// parent). It fails when a required layer is unavailable.
+func New(cfg Config) (*Manager, error) {
+	if cfg.UID == 0 {
+		cfg.UID = 65534
+	}
+	if cfg.GID == 0 {
+		cfg.GID = 65534
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "pyexec"
+	}
+	if cfg.UID < 0 || cfg.GID < 0 {
+		return nil, fmt.Errorf("%w: negative uid or gid", ErrInvalidSpec)
+	}
+	m := &Manager{cfg: cfg, initPath: cfg.InitPath, userns: os.Geteuid() != 0, log: cfg.Logger}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.initPath == "" {
+		m.initPath = "/proc/self/exe"
+	}
+	if cfg.Unsafe {
+		m.log.Warn("running payloads WITHOUT isolation: rlimits only (--unsafe-no-isolation)")
+		return m, nil
+	}
+	if !cfg.Disable.NoCgroups {
+		d, err := newCgroupDriver(cfg.CgroupParent)
+		if err != nil {
+			return nil, fmt.Errorf("cgroups: %w", err)
+		}
+		m.cgroups = d
+	}
+	return m, nil
+}
+
+// Sweep removes what a crashed predecessor left behind: jail cgroups and
+// their processes. Mounts need no sweeping: they only ever exist in the
+// jails' own mount namespaces and vanish with them.
+func (m *Manager) Sweep() (int, error) {
+	if m.cgroups == nil {
+		return 0, nil
+	}
+	return m.cgroups.sweep()
+}
+
+// Run runs one payload in a fresh jail and destroys the jail. The returned
+// error is non-nil only for an invalid spec; every other failure is a
+// Result with StatusSetupError.
+func (m *Manager) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, error) {
+	if err := spec.Validate(); err != nil {
+		return Result{}, err
+	}
+	j, err := m.Prepare(ctx, Base{Mounts: spec.Mounts, Network: spec.Network})
+	if err != nil {
+		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
+	}
+	defer j.Close()
+	return j.Run(ctx, spec, out)
+}
+
+// Jail is a started jail whose init waits for its one payload. A warm pool
+// keeps prepared jails and hands each to exactly one Run.
+type Jail struct {
+	m    *Manager
+	id   string
+	base Base
+	cmd  *exec.Cmd
+	cg   jailCgroup
+	wire *wire
+
+	// parent ends of the pipes
+	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR *os.File
+
+	initDone   chan struct{} // closed when init has exited and been waited for
+	initStderr *limitedBuffer
+	workHost   string // unsafe mode: the host directory used as workspace
+
+	mu     sync.Mutex
+	used   bool
+	closed bool
+}
+
+// Prepare starts a jail for base and waits until its root is built and
+// its init waits for a payload. The jail must be Run once or Closed.
+func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error) {
+	for _, mt := range base.Mounts {
+		if err := mt.validate(); err != nil {
+			return nil, err
+		}
+	}
+	j := &Jail{m: m, id: newID(), base: base, initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
+	defer func() {
+		if retErr != nil {
+			j.Close()
+		}
+	}()
+	if m.cgroups != nil {
+		cg, err := m.cgroups.create(j.id, DefaultLimits())
+		if err != nil {
+			return nil, err
+		}
+		j.cg = cg
+	}
+	if m.cfg.Unsafe {
+		dir, err := os.MkdirTemp("", "pyexec-work-")
+		if err != nil {
+			return nil, err
+		}
+		j.workHost = dir
+		if err := os.Chown(dir, m.cfg.UID, m.cfg.GID); err != nil && !m.userns {
+			return nil, err
+		}
+	}
+	if err := j.start(); err != nil {
+		return nil, err
+	}
+	setup := &setupMsg{
+		RootDir:  j.workHost,
+		Mounts:   base.Mounts,
+		Network:  base.Network,
+		UID:      m.cfg.UID,
+		GID:      m.cfg.GID,
+		Hostname: "pyexec",
+		Unsafe:   m.cfg.Unsafe,
+		Layers:   m.cfg.Disable,
+	}
+	if m.userns {
+		setup.UID, setup.GID = 0, 0 // the only ids mapped in the user namespace
+	}
+	if err := j.send(ctx, message{Kind: kindSetup, Setup: setup}); err != nil {
+		return nil, err
+	}
+	if _, err := j.await(ctx, kindReady); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// start creates the pipes and starts init in its namespaces and cgroup.
+func (j *Jail) start() error {
+	m := j.m
+	var child [6]*os.File // init's ends, in fd order 3..8
+	var err error
+	pipes := []struct {
+		parentIsWriter bool
+		parent         **os.File
+	}{
+		{true, &j.ctrlW}, {false, &j.statusR}, {true, &j.stdinW},
+		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR},
+	}
+	defer func() {
+		for _, f := range child {
+			if f != nil {
+				f.Close() // init has its own copies now
+			}
+		}
+	}()
+	for i, p := range pipes {
+		r, w, perr := os.Pipe()
+		if perr != nil {
+			return fmt.Errorf("creating pipe: %w", perr)
+		}
+		if p.parentIsWriter {
+			*p.parent, child[i] = w, r
+		} else {
+			*p.parent, child[i] = r, w
+		}
+	}
+	cmd := exec.Command(m.initPath, InitArg)
+	cmd.Args[0] = "pyexec"
+	cmd.Env = []string{} // nothing of the server's environment enters the jail
+	cmd.ExtraFiles = child[:]
+	cmd.Stderr = j.initStderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if !m.cfg.Unsafe {
+		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+		if !j.base.Network {
+			flags |= unix.CLONE_NEWNET
+		}
+		if m.userns {
+			flags |= unix.CLONE_NEWUSER
+			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+			cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		}
+		cmd.SysProcAttr.Cloneflags = flags
+	}
+	if j.cg != nil && j.cg.intoFD() >= 0 {
+		// cgroup v2: the child is born inside its cgroup (CLONE_INTO_CGROUP),
+		// so not one instruction of it runs unconfined.
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = j.cg.intoFD()
+	}
+	if err = cmd.Start(); err != nil {
+		return fmt.Errorf("starting jail init: %w", err)
+	}
+	j.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(j.initDone)
+	}()
+	if j.cg != nil && j.cg.intoFD() < 0 {
+		// cgroup v1: init waits for its setup message, which is sent only
+		// after this, so it runs nothing of substance before confinement.
+		if err := j.cg.add(cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
+	j.wire = newWire(j.statusR, j.ctrlW)
+	return nil
+}
+
+// send writes a message to init.
+func (j *Jail) send(ctx context.Context, msg message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := j.wire.send(msg); err != nil {
+		return j.initFailure(err)
+	}
+	return nil
+}
+
+// await reads the next message from init, giving up when ctx ends (the
+// jail is then killed, which unblocks the read).
+func (j *Jail) await(ctx context.Context, kind msgKind) (message, error) {
+	type res struct {
+		m   message
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		m, err := j.wire.expect(kind)
+		ch <- res{m, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			var ie *initError
+			if errors.As(r.err, &ie) {
+				return r.m, r.err
+			}
+			return r.m, j.initFailure(r.err)
+		}
+		return r.m, nil
+	case <-ctx.Done():
+		j.kill()
+		<-ch
+		return message{}, ctx.Err()
+	}
+}
+
+// initFailure explains a broken pipe to init with what init printed.
+func (j *Jail) initFailure(err error) error {
+	j.kill()
+	<-j.initDone
+	if msg := bytes.TrimSpace(j.initStderr.Bytes()); len(msg) > 0 {
+		return fmt.Errorf("jail init failed: %s (%w)", msg, err)
+	}
+	if st := j.cmd.ProcessState; st != nil {
+		return fmt.Errorf("jail init exited (%s): %w", st, err)
+	}
+	return fmt.Errorf("jail init: %w", err)
+}
+
+// kill ends init; the kernel then kills every process of its pid
+// namespace.
+func (j *Jail) kill() {
+	if j.cmd != nil && j.cmd.Process != nil {
+		_ = j.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+// Close destroys the jail: init and every process of it, its cgroup and,
+// in unsafe mode, its workspace. It is safe to call more than once.
+func (j *Jail) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	j.kill()
+	if j.cmd != nil {
+		<-j.initDone
+	}
+	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	errs := []error{j.releaseCgroup()}
+	if j.workHost != "" {
+		errs = append(errs, os.RemoveAll(j.workHost))
+	}
+	return errors.Join(errs...)
+}
+
+// releaseCgroup removes the jail's cgroup (killing anything left in it)
+// once; later calls do nothing.
+func (j *Jail) releaseCgroup() error {
+	j.mu.Lock()
+	cg := j.cg
+	j.cg = nil
+	j.mu.Unlock()
+	if cg == nil {
+		return nil
+	}
+	return cg.destroy()
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// limitedBuffer keeps the first max bytes written to it (init's stderr).
+type limitedBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)
