@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
 // uploadInput is a multipart exec request, read whole (up to the body cap)
@@ -102,10 +103,9 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 	if err != nil {
 		return engine.Request{}, err
 	}
-	version, err := imageVersion(up.meta.DockerImage)
-	if err != nil {
-		return engine.Request{}, err
-	}
+	// A python image names the interpreter; any other image, or a tag
+	// without MAJOR.MINOR, means the server's default.
+	version, _ := pyenv.VersionFromImage(up.meta.DockerImage)
 	return s.limits.request(ctx, up.files, up.paths, runSpec{
 		Entrypoint:    up.meta.Entrypoint,
 		Stdin:         up.meta.Stdin,
