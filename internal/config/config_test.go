@@ -156,7 +156,7 @@ func TestValidate(t *testing.T) {
 		{"max memory below default", func(c *Config) { c.MaxMemoryMB = 128 },
 			"PYEXEC_MAX_MEMORY_MB: must be at least PYEXEC_DEFAULT_MEMORY_MB (256), got 128"},
 		{"no concurrency", func(c *Config) { c.MaxConcurrency = 0 }, "PYEXEC_MAX_CONCURRENCY: must be at least 1, got 0"},
-		{"negative queue", func(c *Config) { c.QueueSize = -1 }, "PYEXEC_QUEUE_SIZE: must not be negative, got -1"},
+		{"empty queue", func(c *Config) { c.QueueSize = 0 }, "PYEXEC_QUEUE_SIZE: must be at least 1, got 0"},
 		{"short ttl", func(c *Config) { c.RecordTTL = time.Second }, "PYEXEC_RECORD_TTL: must be at least 1m0s, got 1s"},
 		{"zero body", func(c *Config) { c.MaxBodyMB = 0 }, "PYEXEC_MAX_BODY_MB: must be at least 1, got 0"},
 		{"archive total below per file", func(c *Config) { c.MaxArchiveBytes = 10 },
@@ -176,7 +176,7 @@ func TestValidate(t *testing.T) {
 		{"localhost without keys", func(c *Config) { c.Host = "localhost" }, ""},
 		{"ipv6 loopback without keys", func(c *Config) { c.Host = "::1" }, ""},
 		{"two problems at once", func(c *Config) { c.Port = 0; c.QueueSize = -1 },
-			"PYEXEC_PORT: must be 1-65535, got 0\nPYEXEC_QUEUE_SIZE: must not be negative, got -1"},
+			"PYEXEC_PORT: must be 1-65535, got 0\nPYEXEC_QUEUE_SIZE: must be at least 1, got -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

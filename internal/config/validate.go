@@ -58,8 +58,8 @@ func (c *Config) Validate() error {
 	if c.MaxConcurrency < 1 {
 		bad("PYEXEC_MAX_CONCURRENCY", "must be at least 1, got %d", c.MaxConcurrency)
 	}
-	if c.QueueSize < 0 {
-		bad("PYEXEC_QUEUE_SIZE", "must not be negative, got %d", c.QueueSize)
+	if c.QueueSize < 1 {
+		bad("PYEXEC_QUEUE_SIZE", "must be at least 1, got %d", c.QueueSize)
 	}
 	if c.RecordTTL < minRecordTTL {
 		bad("PYEXEC_RECORD_TTL", "must be at least %v, got %v", minRecordTTL, c.RecordTTL)
