@@ -150,8 +150,10 @@ func (s *Server) humaConfig(version string) huma.Config {
 // Handler is the complete HTTP handler: routes, auth and metrics.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Metrics are the server's Prometheus metrics; the engine reports
-// finished executions to Metrics().ObserveExecution.
+// Metrics are the server's Prometheus metrics. Finished executions are
+// counted by Metrics().ObserveExecution, which the caller must feed from
+// the engine (the engine has no completion hook yet; see the api branch
+// notes).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // SetReady sets what /readyz reports; Serve clears it when shutting down.
