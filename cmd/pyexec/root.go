@@ -19,6 +19,7 @@ var commands = []func() *cobra.Command{
 	newKillCmd,
 	newEvalCmd,
 	newExecutionsCmd,
+	newServeCmd,
 }
 
 // exitStatus carries a subcommand's exit code (and optional error message)
