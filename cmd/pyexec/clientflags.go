@@ -66,8 +66,9 @@ func addClientFlags(fs *pflag.FlagSet) {
 
 // newClientCmd returns a command carrying the client flags, whose body is f.
 func newClientCmd(use, short string, args cobra.PositionalArgs, f runFunc) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(f)}
+	cmd := &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(f))}
 	addClientFlags(cmd.Flags())
+	cmd.Flags().Bool(flagLocal, false, "run through a private in-process engine instead of a server (needs the rights to build jails)")
 	return cmd
 }
 
