@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
@@ -44,9 +45,26 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, fmt.Errorf("finding python interpreters: %w", err)
 	}
-	jails, err := sandbox.New(sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, Logger: log.With("component", "sandbox")})
+	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, Logger: log.With("component", "sandbox")}
+	if !cfg.UnsafeNoIsolation {
+		if err := checkIsolation(jcfg); err != nil {
+			return nil, err
+		}
+	}
+	jails, err := sandbox.New(jcfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting the jail manager (see `pyexec doctor`): %w", err)
+	}
+	if !cfg.UnsafeNoIsolation {
+		// Build one jail now: a host that cannot should fail at start, not
+		// on the first request.
+		j, err := jails.Prepare(ctx, sandbox.Base{})
+		if err != nil {
+			return nil, fmt.Errorf("this host cannot build a jail (see `pyexec doctor`; --unsafe-no-isolation runs without one): %w", err)
+		}
+		if err := j.Close(); err != nil {
+			return nil, fmt.Errorf("removing the start-up test jail: %w", err)
+		}
 	}
 	if n, err := jails.Sweep(); err != nil {
 		return nil, fmt.Errorf("removing jails left by a previous run: %w", err)
@@ -82,6 +100,21 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		return s.eng.Close(cctx)
 	})
 	return s, nil
+}
+
+// checkIsolation refuses to run on a host that lacks a required layer.
+func checkIsolation(cfg sandbox.Config) error {
+	var missing []string
+	for _, c := range sandbox.Probe(cfg) {
+		if c.Required && !c.OK {
+			missing = append(missing, c.Layer+": "+c.Detail)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("this host cannot isolate payloads (run `pyexec doctor`; --unsafe-no-isolation runs without isolation):\n  %s",
+			strings.Join(missing, "\n  "))
+	}
+	return nil
 }
 
 // close stops the engine (running executions get engineDrainTimeout to
