@@ -17,34 +17,9 @@ import (
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
 )
-
-// realInterpreters and realDriver adapt pyenv and runner to the engine, as
-// `pyexec serve` does.
-type realInterpreters struct{ set *pyenv.Interpreters }
-
-func (i realInterpreters) Lookup(v string) (engine.Interpreter, error) {
-	in, err := i.set.Lookup(v)
-	return engine.Interpreter{Version: in.Full, Path: in.Path, Mounts: in.Mounts}, err
-}
-
-type realDriver struct{}
-
-func (realDriver) Argv(python, entry string, o engine.DriverOptions) []string {
-	return runner.Argv(python, runner.Options{Entrypoint: entry, Args: o.Args, EvalLastExpr: o.EvalLastExpr})
-}
-
-func (realDriver) Parse(b []byte) (engine.Report, error) {
-	r, err := runner.ParseReport(b)
-	out := engine.Report{Result: r.Result}
-	if r.Error != nil {
-		out.ErrorType, out.ErrorLine, out.Error = r.Error.Name, r.Error.Line, r.Error.Value
-	}
-	return out, err
-}
 
 // newRealServer serves the API over the real engine: embedded JetStream in
 // a temporary directory, real jails and interpreters, concurrency 1 and
@@ -73,7 +48,7 @@ func newRealServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	eng, err := engine.New(engine.Config{Concurrency: 1, QueueSize: 1, DefaultTimeout: 10 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Interpreters: realInterpreters{pythons}, Driver: realDriver{}, Logger: slog.New(slog.DiscardHandler)})
+		engine.Deps{Store: st, Runner: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
