@@ -19,6 +19,10 @@ import (
 // binary is the pyexec binary built once for the whole package.
 var binary string
 
+// cgroupParent keeps the e2e servers' jails apart from jails that other
+// packages' tests build at the same time.
+var cgroupParent = fmt.Sprintf("pyexec-e2e-%d", os.Getpid())
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -37,7 +41,24 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building pyexec:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	removeCgroupParents()
+	return code
+}
+
+// removeCgroupParents removes the (empty) cgroup parents the servers made.
+func removeCgroupParents() {
+	var dirs []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == cgroupParent {
+			dirs = append(dirs, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
 }
 
 // needRoot skips tests that start real jails.
@@ -100,7 +121,7 @@ func freePort(t *testing.T) int {
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
 	port := freePort(t)
-	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir}, args...)
+	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent}, args...)
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{})}
 	s.cmd = exec.Command(binary, argv...)
 	s.cmd.Env = cleanEnv()
@@ -191,7 +212,7 @@ func jailProcesses() []string {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err == nil && strings.Contains(string(b), "/pyexec/") {
+		if err == nil && strings.Contains(string(b), "/"+cgroupParent+"/") {
 			left = append(left, e.Name())
 		}
 	}

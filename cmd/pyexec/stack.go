@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/config"
@@ -45,7 +48,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, fmt.Errorf("finding python interpreters: %w", err)
 	}
-	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, Logger: log.With("component", "sandbox")}
+	instance, err := instanceName(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance, Logger: log.With("component", "sandbox")}
 	if !cfg.UnsafeNoIsolation {
 		if err := checkIsolation(jcfg); err != nil {
 			return nil, err
@@ -100,6 +107,18 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		return s.eng.Close(cctx)
 	})
 	return s, nil
+}
+
+// instanceName names this server's jails after its data directory: a
+// restart on the same data sweeps what its predecessor left, and servers on
+// other data never touch each other's jails.
+func instanceName(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "px" + hex.EncodeToString(sum[:4]), nil
 }
 
 // checkIsolation refuses to run on a host that lacks a required layer.

@@ -40,6 +40,9 @@ type Config struct {
 	InsecureNoAuth bool
 	// UnsafeNoIsolation runs payloads without the jail (development only).
 	UnsafeNoIsolation bool
+	// CgroupParent names the cgroup, below the server's own, under which
+	// every jail gets its cgroup; also what a restart sweeps.
+	CgroupParent string
 
 	MaxBodyMB      int   // request body cap
 	MaxOutputBytes int64 // stdout and stderr cap, each
@@ -68,6 +71,7 @@ func Default() Config {
 		MaxConcurrency:      runtime.NumCPU(),
 		QueueSize:           100,
 		RecordTTL:           24 * time.Hour,
+		CgroupParent:        "pyexec",
 		MaxBodyMB:           50,
 		MaxOutputBytes:      10 << 20,
 		MaxArchiveFiles:     1000,

@@ -56,6 +56,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("queue-size", "executions waiting for a slot before requests get 429")
 	fs.Var(secondsValue{&c.RecordTTL}, "record-ttl", "")
 	add("record-ttl", "how long execution records are kept")
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
+	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
 
 	fs.StringSliceVar(&c.APIKeys, "api-keys", c.APIKeys, "")
 	add("api-keys", `API keys, comma separated, each "key" or "name:key"`)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"strings"
 	"time"
 )
@@ -34,6 +35,9 @@ func (c *Config) Validate() error {
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("PYEXEC_DATA_DIR", "must not be empty")
+	}
+	if p := c.CgroupParent; p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.Contains(p, "..") {
+		bad("PYEXEC_CGROUP_PARENT", "must be a clean relative cgroup path without \"..\", got %q", p)
 	}
 
 	if c.DefaultTimeout < minTimeout {
