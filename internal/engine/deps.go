@@ -75,6 +75,9 @@ type Deps struct {
 	// Linter serves lint requests; nil refuses them.
 	Linter Linter
 	Logger *slog.Logger // nil discards
+	// OnFinish, if set, is told about every execution this node ends (for
+	// metrics). It gets a copy and must not block.
+	OnFinish func(Execution)
 }
 
 func (d Deps) validate() error {

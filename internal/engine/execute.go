@@ -129,8 +129,11 @@ func stoppedWaiting(cause error) func(*record) {
 }
 
 // ended publishes the final status event and the audit record of an
-// execution that just became final.
+// execution that just became final, and tells the OnFinish hook.
 func (e *Engine) ended(ctx context.Context, r *record) {
 	e.publishEvent(ctx, r.ID, EventStatus, string(r.Status))
 	e.appendAudit(ctx, r)
+	if e.deps.OnFinish != nil {
+		e.deps.OnFinish(r.Execution)
+	}
 }
