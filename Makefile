@@ -23,7 +23,7 @@ test:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 
 bench: build
-	$(GO) run ./bench
+	$(GO) run ./bench -pyexec $(BIN)
 
 clean:
 	rm -rf bin

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// bare spawns python -c code, unsandboxed: the baseline.
+func bare(ctx context.Context, python, code string) error {
+	return exec.CommandContext(ctx, python, "-c", code).Run()
+}
+
+// latencyPrint: print(1) spawned bare vs through /api/v1/eval, interleaved.
+func latencyPrint(ctx context.Context, s *server, python string, n int) ([]row, error) {
+	var b, p []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := bare(ctx, python, "print(1)"); err != nil {
+			return nil, err
+		}
+		b = append(b, time.Since(t))
+		t = time.Now()
+		if _, err := s.eval(ctx, "print(1)"); err != nil {
+			return nil, err
+		}
+		p = append(p, time.Since(t))
+	}
+	base := summarize("print(1): bare python -c", b, nil)
+	return []row{base, summarize("print(1): pyexec /api/v1/eval", p, &base)}, nil
+}
+
+// latencyAsync: submit with /api/v1/exec/async, then wait for the result on
+// the event stream.
+func latencyAsync(ctx context.Context, s *server, n int) ([]row, error) {
+	tarData, err := tarOf("main.py", "print(1)\n")
+	if err != nil {
+		return nil, err
+	}
+	var d []time.Duration
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		id, err := s.submit(ctx, tarData)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.waitEvents(ctx, id); err != nil {
+			return nil, err
+		}
+		d = append(d, time.Since(t))
+	}
+	return []row{summarize("async submit → final event", d, nil)}, nil
+}
+
+// throughput runs total print(1) executions at each concurrency level,
+// bare and through the API, and reports executions per second.
+func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, error) {
+	var rows []row
+	for _, c := range levels {
+		b, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
+		if err != nil {
+			return nil, err
+		}
+		p, err := rate(c, total, func() error { _, err := s.eval(ctx, "print(1)"); return err })
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{name: fmt.Sprintf("throughput c=%d: bare / pyexec (exec/s)", c), rate: true, base: b, value: p})
+	}
+	return rows, nil
+}
+
+func rate(workers, total int, f func() error) (float64, error) {
+	var wg sync.WaitGroup
+	jobs := make(chan struct{}, total)
+	for i := 0; i < total; i++ {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	errs := make(chan error, workers)
+	t := time.Now()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				if err := f(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(total) / time.Since(t).Seconds(), nil
+}
+
+func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {
+	body, ctype, err := multipartBody(tarData, `{"entrypoint":"main.py"}`)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/exec/async", body)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("submit: HTTP %d", resp.StatusCode)
+	}
+	var r result
+	return r.ID, json.NewDecoder(resp.Body).Decode(&r)
+}
+
+// waitEvents reads the NDJSON event stream until the final status.
+func (s *server) waitEvents(ctx context.Context, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1/executions/"+id+"/events", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct{ Type, Data string }
+		if err := dec.Decode(&ev); err != nil {
+			return fmt.Errorf("events of %s: %w", id, err)
+		}
+		if ev.Type == "status" && (ev.Data == "completed" || ev.Data == "failed" || ev.Data == "killed") {
+			if ev.Data != "completed" {
+				return fmt.Errorf("%s ended %s", id, ev.Data)
+			}
+			return nil
+		}
+	}
+}

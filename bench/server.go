@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is the pyexec under test.
+type server struct {
+	url  string
+	cmd  *exec.Cmd
+	dir  string
+	logs bytes.Buffer
+}
+
+func startServer(ctx context.Context, binary string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir, err := os.MkdirTemp("/var/tmp", "pyexec-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
+	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
+		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn")
+	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(s.url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop()
+	return nil, fmt.Errorf("server not healthy after 60s: %s", s.logs.String())
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Wait()
+	os.RemoveAll(s.dir)
+}
+
+// result is the part of an ExecutionResult the benchmark reads.
+type result struct {
+	ID       string `json:"execution_id"`
+	Status   string `json:"status"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Error    string `json:"error"`
+}
+
+func (s *server) eval(ctx context.Context, code string) (result, error) {
+	var r result
+	body, _ := json.Marshal(map[string]any{"code": code})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/eval", bytes.NewReader(body))
+	if err != nil {
+		return r, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r, fmt.Errorf("eval: HTTP %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return r, err
+	}
+	if r.Status != "completed" || r.ExitCode != 0 {
+		return r, fmt.Errorf("eval ended %s (exit %d): %s", r.Status, r.ExitCode, r.Error)
+	}
+	return r, nil
+}
+
+// interpreter asks the server which python runs code by default, so the
+// bare baseline spawns the very same binary.
+func (s *server) interpreter(ctx context.Context) (string, error) {
+	r, err := s.eval(ctx, "import sys; print(sys.executable)")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(r.Stdout), nil
+}
+
+// rssBytes is the server process's resident set size.
+func (s *server) rssBytes() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
+}
