@@ -45,7 +45,9 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
 	})
-	res, runErr := e.deps.Runner.Run(ctx, p.spec, out.write)
+	res, runErr := e.deps.Runner.Run(ctx, p.spec, e.liveOutputs(out.write, func(t EventType, d string) {
+		e.publishEvent(sctx, o.id, t, d)
+	}))
 	out.close()
 
 	ran := *r
@@ -54,6 +56,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		cause = context.Cause(ctx)
 	}
 	e.outcome(&ran, p, res, runErr, cause)
+	ran.Files, ran.FilesOmitted = e.saveFiles(sctx, o.id, res.Files), res.FilesOmitted
 	return e.finish(sctx, &ran)
 }
 

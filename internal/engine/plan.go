@@ -56,6 +56,9 @@ func (e *Engine) prepare(req Request) (*plan, error) {
 	if req.Entrypoint == "" || !slices.ContainsFunc(req.Files, func(f File) bool { return path.Clean(f.Path) == entry }) {
 		return nil, invalid("entrypoint %q is not among the files", req.Entrypoint)
 	}
+	if err := validateRich(req); err != nil {
+		return nil, invalid("%v", err)
+	}
 	env, err := buildEnv(req.Env)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -79,7 +82,8 @@ func (e *Engine) prepare(req Request) (*plan, error) {
 	}
 	p := &plan{
 		spec: sandbox.Spec{
-			Argv:          e.deps.Driver.Argv(interp.Path, entry, DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr}),
+			Argv: e.deps.Driver.Argv(interp.Path, entry, DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr,
+				FigureFormat: req.FigureFormat, MaxRows: req.MaxRows, DataFrames: req.DataFrames}),
 			Env:           env,
 			Dir:           sandbox.WorkDir,
 			Files:         files,
@@ -88,6 +92,8 @@ func (e *Engine) prepare(req Request) (*plan, error) {
 			Stdin:         []byte(req.Stdin),
 			Limits:        limits,
 			ResultChannel: true,
+			StreamChannel: true,
+			Collect:       e.collectSpec(req),
 		},
 		interpreter: interp,
 		timeout:     limits.WallTime,

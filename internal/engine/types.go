@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -70,6 +71,15 @@ type Request struct {
 	CPUShares     int           `json:"cpu_shares,omitempty"`
 	Network       bool          `json:"network,omitempty"`
 
+	// Rich output and files (see rich.go, files.go). DataFrames maps a
+	// variable name to one of Files, loaded with pandas before the code
+	// runs; Collect selects the files returned (empty: every file the run
+	// created or changed).
+	FigureFormat string            `json:"figure_format,omitempty"` // png (default) or svg
+	MaxRows      int               `json:"max_rows,omitempty"`      // DataFrame rows kept; 0: the driver's default
+	DataFrames   map[string]string `json:"dataframes,omitempty"`
+	Collect      []string          `json:"collect,omitempty"`
+
 	// Who asked, for the audit trail.
 	Caller     string `json:"caller,omitempty"`
 	ClientAddr string `json:"client_addr,omitempty"`
@@ -99,6 +109,12 @@ type Execution struct {
 	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
 	PythonVersion   string    `json:"python_version,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
+
+	Outputs          []Output        `json:"outputs,omitempty"`
+	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
+	Results          json.RawMessage `json:"results,omitempty"` // the script's `results` dict
+	Files            []FileInfo      `json:"files,omitempty"`
+	FilesOmitted     int             `json:"files_omitted,omitempty"` // left out by the caps
 }
 
 // EventType names the kinds of live events of an execution.
