@@ -46,7 +46,10 @@ const (
 	ReasonNodeLost     = "node_lost"
 )
 
-// File is one file of a project, relative to the workspace.
+// File is one file of a project, relative to the workspace. Data is the
+// raw content: a transport that carries text (the JSON API's
+// {"name","content","encoding":"base64"}) decodes it before building the
+// Request, so binary files arrive byte for byte.
 type File struct {
 	Path string `json:"path"`
 	Data []byte `json:"data"`

@@ -25,7 +25,7 @@ import sys
 _G = globals()
 _MAX_RESULT = 1 << 20  # characters of a result repr kept
 _MAX_TEXT = 256 << 10  # characters of an error value or traceback kept
-_MAX_OUTPUT = 6 << 20  # bytes of rich output per run (the jail keeps 8 MiB of the channel)
+_MAX_OUTPUT = 4 << 20  # bytes of rich output per run (the jail keeps 8 MiB of the channel)
 _MAX_RESULTS = 1 << 20  # bytes of the JSON of the results dict
 _INF = float("inf")
 _ESC = {i: "\\u%04x" % i for i in range(32)}

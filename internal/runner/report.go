@@ -52,7 +52,7 @@ type Report struct {
 	// Outputs are the rich outputs in the order they happened.
 	Outputs []Output `json:"outputs,omitempty"`
 	// OutputsDropped counts outputs left out once the run's output budget
-	// (6 MiB) was spent.
+	// (4 MiB) was spent.
 	OutputsDropped int `json:"outputs_dropped,omitempty"`
 	// Results is the JSON of the dict the script left in its global
 	// `results`; nil when there was none.

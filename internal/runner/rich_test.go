@@ -164,8 +164,8 @@ func TestDriverRichOutputs(t *testing.T) {
 		{name: "outputs beyond the budget are dropped, the report survives",
 			code: "for i in range(8):\n    display('x' * (1 << 20))\n",
 			check: func(t *testing.T, rep Report) {
-				if len(rep.Outputs) != 5 || rep.OutputsDropped != 3 {
-					t.Errorf("%d outputs, %d dropped; want 5 and 3", len(rep.Outputs), rep.OutputsDropped)
+				if len(rep.Outputs) != 3 || rep.OutputsDropped != 5 {
+					t.Errorf("%d outputs, %d dropped; want 3 and 5", len(rep.Outputs), rep.OutputsDropped)
 				}
 			}},
 	}
