@@ -255,6 +255,10 @@ func TestRunFlagsBeforeTheCommandAndEnvironment(t *testing.T) {
 	if code, _, stderr := runCLI("--server", os.Getenv("PYEXEC_SERVER"), "run", script); code != 0 {
 		t.Errorf("--server before run: exit %d: %s", code, stderr)
 	}
+	// Boolean global flags before the command, too.
+	if code, _, stderr := runCLI("-q", "-v", "--server", os.Getenv("PYEXEC_SERVER"), "run", script); code != 0 {
+		t.Errorf("-q -v before run: exit %d: %s", code, stderr)
+	}
 }
 
 func TestRunClientErrors(t *testing.T) {

@@ -62,13 +62,12 @@ func addClientFlags(fs *pflag.FlagSet) {
 	fs.BoolP(flagQuiet, "q", false, "quiet: print only the program's stdout")
 	fs.BoolP(flagVerbose, "v", false, "verbose: print execution ID, status and duration on stderr first")
 	fs.Bool(flagJSON, false, "print the raw result as JSON")
+	fs.Bool(flagLocal, false, "run through a private in-process engine instead of a server (needs the rights to build jails)")
 }
 
 // newClientCmd returns a command carrying the client flags, whose body is f.
 func newClientCmd(use, short string, args cobra.PositionalArgs, f runFunc) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(f)}
-	addClientFlags(cmd.Flags())
-	return cmd
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(f))}
 }
 
 // readClientOptions reads the client flags of cmd, with the environment

@@ -11,7 +11,6 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report which isolation layers this host supports, and why any is missing",
@@ -21,7 +20,7 @@ func newDoctorCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: wrap(func(cmd *cobra.Command, _ []string) (int, error) {
 			checks := sandbox.Probe(sandbox.Config{})
-			if asJSON {
+			if asJSON, _ := cmd.Flags().GetBool(flagJSON); asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(checks); err != nil {
@@ -51,6 +50,5 @@ func newDoctorCmd() *cobra.Command {
 			return 0, nil
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	return cmd
 }

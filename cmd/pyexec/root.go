@@ -10,15 +10,20 @@ import (
 
 // commands lists the constructors of every subcommand; each lives in its
 // own file.
-var commands = []func() *cobra.Command{
-	newDoctorCmd,
-	newVersionCmd,
-	newRunCmd,
-	newSubmitCmd,
-	newFollowCmd,
-	newKillCmd,
-	newEvalCmd,
-	newExecutionsCmd,
+func commands() []func() *cobra.Command {
+	return []func() *cobra.Command{
+		newDoctorCmd,
+		newVersionCmd,
+		newRunCmd,
+		newSubmitCmd,
+		newFollowCmd,
+		newKillCmd,
+		newEvalCmd,
+		newExecutionsCmd,
+		newServeCmd,
+		newEnvCmd,
+		newLintCmd,
+	}
 }
 
 // exitStatus carries a subcommand's exit code (and optional error message)
@@ -60,7 +65,9 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	for _, c := range commands {
+	// The python-executor global flags work before or after the subcommand.
+	addClientFlags(root.PersistentFlags())
+	for _, c := range commands() {
 		root.AddCommand(c())
 	}
 	return root

@@ -24,7 +24,7 @@ const (
 // is durably queued. Errors are ErrInvalid, ErrOverloaded, ErrClosed or a
 // store failure.
 func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
-	p, err := e.prepare(req)
+	p, err := e.prepare(ctx, req)
 	if err != nil {
 		return "", err
 	}
@@ -184,7 +184,7 @@ func (e *Engine) loadPlan(ctx context.Context, id string) (*plan, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("the queued request is unreadable: %w", err)
 	}
-	p, err := e.prepare(req)
+	p, err := e.prepare(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("the queued request can no longer run: %w", err)
 	}

@@ -78,9 +78,17 @@ type Deps struct {
 	Runner       Runner
 	Interpreters Interpreters
 	Driver       Driver
+	// Envs resolves and installs dependencies; nil refuses requests
+	// with requirements and detects nothing.
+	Envs Environments
+	// Linter serves lint requests; nil refuses them.
+	Linter Linter
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
 	Logger    *slog.Logger // nil discards
+	// OnFinish, if set, is told about every execution this node ends (for
+	// metrics). It gets a copy and must not block.
+	OnFinish func(Execution)
 }
 
 func (d Deps) validate() error {

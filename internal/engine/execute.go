@@ -45,9 +45,15 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
 	})
-	res, runErr := e.deps.Runner.Run(ctx, p.spec, e.liveOutputs(out.write, func(t EventType, d string) {
+	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
+	if done != nil {
+		out.close()
+		return e.finish(sctx, done)
+	}
+	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
 	}))
+	release()
 	out.close()
 
 	ran := *r
@@ -126,8 +132,11 @@ func stoppedWaiting(cause error) func(*record) {
 }
 
 // ended publishes the final status event and the audit record of an
-// execution that just became final.
+// execution that just became final, and tells the OnFinish hook.
 func (e *Engine) ended(ctx context.Context, r *record) {
 	e.publishEvent(ctx, r.ID, EventStatus, string(r.Status))
 	e.appendAudit(ctx, r)
+	if e.deps.OnFinish != nil {
+		e.deps.OnFinish(r.Execution)
+	}
 }

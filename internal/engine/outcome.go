@@ -63,6 +63,9 @@ func (e *Engine) classify(r *record, p *plan, res sandbox.Result) {
 	case sandbox.StatusOK, sandbox.StatusError:
 		// A Python exception is a completed execution with a non-zero
 		// exit code; the driver's report says which exception.
+		if preCommandFailed(r, p, res) {
+			return
+		}
 		r.Status = StatusCompleted
 		e.applyReport(r, res.Channel)
 	case sandbox.StatusTimeout:

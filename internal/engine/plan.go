@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -20,6 +21,7 @@ type plan struct {
 	interpreter Interpreter
 	timeout     time.Duration
 	limits      auditLimits
+	env         envPlan
 }
 
 // baseEnv is the payload's environment before the request's additions.
@@ -34,17 +36,12 @@ func baseEnv() []string {
 	}
 }
 
-// prepare validates req and builds the jail spec. Every error wraps
-// ErrInvalid.
-func (e *Engine) prepare(req Request) (*plan, error) {
+// prepare validates req, resolves its dependencies (see env.go) and
+// builds the jail spec. Every error wraps ErrInvalid, except a failure of
+// the import detector.
+func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
-	}
-	if req.Requirements != "" || len(req.PreCommands) > 0 {
-		// Dependency environments come with the environments work; until
-		// then a request that needs them is refused rather than run
-		// without them.
-		return nil, invalid("requirements and pre_commands are not supported by this server")
 	}
 	if req.Network && !e.cfg.AllowNetwork {
 		return nil, invalid("network access is disabled on this server")
@@ -82,8 +79,7 @@ func (e *Engine) prepare(req Request) (*plan, error) {
 	}
 	p := &plan{
 		spec: sandbox.Spec{
-			Argv: e.deps.Driver.Argv(interp.Path, entry, DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr,
-				FigureFormat: req.FigureFormat, MaxRows: req.MaxRows, DataFrames: req.DataFrames}),
+			Argv:          e.deps.Driver.Argv(interp.Path, entry, driverOptions(req)),
 			Env:           env,
 			Dir:           sandbox.WorkDir,
 			Files:         files,
@@ -107,6 +103,9 @@ func (e *Engine) prepare(req Request) (*plan, error) {
 	}
 	if err := p.spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := e.planEnv(ctx, req, p, entry); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

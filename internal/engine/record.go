@@ -60,6 +60,7 @@ func newRecord(id string, req Request, p *plan, async bool) *record {
 			ID:            id,
 			Status:        StatusPending,
 			PythonVersion: p.interpreter.Version,
+			Warnings:      p.env.warnings,
 			CreatedAt:     now(),
 		},
 		Async: async,

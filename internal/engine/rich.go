@@ -47,6 +47,12 @@ const (
 	FigureSVG = "svg"
 )
 
+// driverOptions are the driver's options for req.
+func driverOptions(req Request) DriverOptions {
+	return DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr,
+		FigureFormat: req.FigureFormat, MaxRows: req.MaxRows, DataFrames: req.DataFrames}
+}
+
 // validateRich checks the rich-output and file options of a request.
 func validateRich(req Request) error {
 	switch {

@@ -10,7 +10,7 @@ import (
 // Cancelling ctx kills the execution (it ends killed). Errors are
 // ErrInvalid, ErrOverloaded, ErrClosed or a store failure.
 func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
-	p, err := e.prepare(req)
+	p, err := e.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}

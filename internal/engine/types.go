@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -67,6 +69,7 @@ type Request struct {
 	PythonVersion string        `json:"python_version,omitempty"`
 	Requirements  string        `json:"requirements,omitempty"`
 	PreCommands   []string      `json:"pre_commands,omitempty"`
+	Lint          string        `json:"lint,omitempty"` // LintOff, LintWith or LintOnly
 	EvalLastExpr  bool          `json:"eval_last_expr,omitempty"`
 	Timeout       time.Duration `json:"timeout,omitempty"`
 	MemoryBytes   int64         `json:"memory_bytes,omitempty"`
@@ -104,14 +107,18 @@ type Execution struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	DurationMs int64      `json:"duration_ms,omitempty"`
 
-	Reason          string    `json:"reason,omitempty"`
-	TimedOut        bool      `json:"timed_out"`
-	CPUTimeMs       int64     `json:"cpu_time_ms,omitempty"`
-	PeakMemoryBytes int64     `json:"peak_memory_bytes,omitempty"`
-	StdoutTruncated bool      `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
-	PythonVersion   string    `json:"python_version,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
+	Reason          string `json:"reason,omitempty"`
+	TimedOut        bool   `json:"timed_out"`
+	CPUTimeMs       int64  `json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64  `json:"peak_memory_bytes,omitempty"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	PythonVersion   string `json:"python_version,omitempty"`
+	// Warnings are policy warnings and detected imports not installed.
+	Warnings []string `json:"warnings,omitempty"`
+	// Lint holds ruff's diagnostics when the request asked for them.
+	Lint      []pyenv.Diagnostic `json:"lint,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
 
 	Outputs          []Output        `json:"outputs,omitempty"`
 	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`

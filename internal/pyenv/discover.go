@@ -25,6 +25,9 @@ type Options struct {
 	// Default is the version used when a request names none; empty means
 	// the newest available. It must be available, or Discover fails.
 	Default string
+	// Preferred is the default when Default is empty and an interpreter of
+	// that version was found; otherwise the newest one is.
+	Preferred string
 	// PathDirs are searched for python3 and python3.N (the directories of $PATH).
 	PathDirs []string
 	// Globs are further patterns of interpreter binaries, searched in order
@@ -132,7 +135,11 @@ func Discover(ctx context.Context, opts Options) (*Interpreters, error) {
 	for _, in := range chosen {
 		list = append(list, in)
 	}
-	return newInterpreters(list, opts.Default)
+	def := opts.Default
+	if _, ok := chosen[opts.Preferred]; def == "" && ok {
+		def = opts.Preferred
+	}
+	return newInterpreters(list, def)
 }
 
 // probePinned probes an operator-pinned interpreter and checks its version.

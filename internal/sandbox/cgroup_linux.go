@@ -36,8 +36,9 @@ type jailCgroup interface {
 // cgroupDriver creates jail cgroups below the configured parent.
 type cgroupDriver interface {
 	create(id string, initial Limits) (jailCgroup, error)
-	// sweep removes jail cgroups that a crashed predecessor left behind.
-	sweep() (int, error)
+	// sweep removes the jail cgroups whose names start with prefix that a
+	// crashed predecessor left behind.
+	sweep(prefix string) (int, error)
 	// describe says what was found, for doctor.
 	describe() string
 }

@@ -139,7 +139,7 @@ func v1Resources(l Limits, swap bool) *specs.LinuxResources {
 	return r
 }
 
-func (d *cgroupV1) sweep() (int, error) {
+func (d *cgroupV1) sweep(prefix string) (int, error) {
 	n := 0
 	var errs []error
 	entries, err := os.ReadDir(filepath.Join(d.mounts[cgroup1.Memory], d.base[cgroup1.Memory]))
@@ -150,7 +150,7 @@ func (d *cgroupV1) sweep() (int, error) {
 		return 0, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
 		j := &v1Jail{d: d, id: e.Name()}

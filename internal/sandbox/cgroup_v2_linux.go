@@ -123,7 +123,7 @@ func (d *cgroupV2) create(id string, initial Limits) (jailCgroup, error) {
 	return &v2Jail{m: m, dir: dir, fd: fd}, nil
 }
 
-func (d *cgroupV2) sweep() (int, error) {
+func (d *cgroupV2) sweep(prefix string) (int, error) {
 	entries, err := os.ReadDir(filepath.Join(v2Mount, d.base))
 	if err != nil {
 		return 0, err
@@ -131,7 +131,7 @@ func (d *cgroupV2) sweep() (int, error) {
 	n := 0
 	var errs []error
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
 		m, err := cgroup2.Load(filepath.Join(d.base, e.Name()))

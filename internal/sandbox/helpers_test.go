@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,11 @@ import (
 // under /usr, which every jail mounts.
 const python = "/usr/bin/python3"
 
+// testParent is the cgroup parent of this test binary's jails, so that
+// the leftover checks see only them: other packages' tests build jails in
+// parallel under the default parent.
+var testParent = fmt.Sprintf("pyexec-test-%d", os.Getpid())
+
 // needJail skips a test that needs to build real jails, with the reason.
 func needJail(t testing.TB) *Manager {
 	t.Helper()
@@ -24,7 +30,7 @@ func needJail(t testing.TB) *Manager {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s: %v", python, err)
 	}
-	m, err := New(Config{})
+	m, err := New(Config{CgroupParent: testParent})
 	if err != nil {
 		t.Fatalf("sandbox.New: %v", err)
 	}
@@ -77,7 +83,7 @@ func jailProcesses() []string {
 		if err != nil {
 			continue
 		}
-		if strings.Contains(string(b), "/pyexec/") {
+		if strings.Contains(string(b), "/"+testParent+"/") {
 			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 			left = append(left, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
@@ -85,15 +91,15 @@ func jailProcesses() []string {
 	return left
 }
 
-// jailCgroups lists jail cgroups that still exist below any "pyexec"
-// parent of the v1 hierarchies or the v2 tree.
+// jailCgroups lists jail cgroups that still exist below this binary's
+// parent in the v1 hierarchies or the v2 tree.
 func jailCgroups() []string {
 	var left []string
 	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
 		}
-		if filepath.Base(filepath.Dir(p)) == "pyexec" {
+		if filepath.Base(filepath.Dir(p)) == testParent {
 			left = append(left, p)
 			return filepath.SkipDir
 		}
@@ -127,3 +133,18 @@ func quote(s string) string { return strconv.Quote(s) }
 
 // ioPipe is an in-memory pipe for protocol tests.
 func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }
+
+// removeTestParents removes this binary's (empty) cgroup parents.
+func removeTestParents() {
+	var dirs []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == testParent {
+			dirs = append(dirs, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}

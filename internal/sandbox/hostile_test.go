@@ -198,7 +198,8 @@ func netCases(t *testing.T) []hostileCase {
 	}
 	t.Cleanup(func() { ln.Close() })
 	port := ln.Addr().(*net.TCPAddr).Port
-	abstract, err := net.Listen("unix", "@pyexec-test-host-service")
+	abstractName := fmt.Sprintf("pyexec-test-host-service-%d", os.Getpid())
+	abstract, err := net.Listen("unix", "@"+abstractName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func netCases(t *testing.T) []hostileCase {
 		{"packet socket", try(`socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)`), nil, printed("BLOCKED")},
 		{"vsock socket", try(`socket.socket(40, socket.SOCK_STREAM, 0)`), nil, printed("BLOCKED")},
 		{"netlink audit socket", try(`socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)`), nil, printed("BLOCKED")},
-		{"abstract unix socket of a host service", try(`s = socket.socket(socket.AF_UNIX); s.connect("\0pyexec-test-host-service")`), nil, printed("BLOCKED")},
+		{"abstract unix socket of a host service", try(fmt.Sprintf(`s = socket.socket(socket.AF_UNIX); s.connect("\0%s")`, abstractName)), nil, printed("BLOCKED")},
 		{"filesystem unix socket of a host service", try(fmt.Sprintf(`s = socket.socket(socket.AF_UNIX); s.connect(%q)`, sockPath)), nil, printed("BLOCKED")},
 		{"loopback inside the jail works", `import socket, threading
 srv = socket.create_server(("127.0.0.1", 0)); port = srv.getsockname()[1]

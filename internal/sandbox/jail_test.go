@@ -223,3 +223,46 @@ try:
 except OSError: print("READONLY")`, func(s *Spec) { s.Mounts = []Mount{{Source: dir}} })
 	printed("42\nREADONLY")(t, r)
 }
+
+// TestSweepRemovesOnlyItsInstance: a restarted server removes the jails
+// its predecessor left — processes and cgroups — and never touches the
+// jails of another server sharing the cgroup parent.
+func TestSweepRemovesOnlyItsInstance(t *testing.T) {
+	needJail(t)
+	newM := func(instance string) *Manager {
+		t.Helper()
+		x, err := New(Config{CgroupParent: testParent, Instance: instance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	mine, other := newM("sweepa"), newM("sweepb")
+	left, err := mine.Prepare(context.Background(), Base{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer left.Close()
+	alive, err := other.Prepare(context.Background(), Base{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alive.Close()
+
+	n, err := newM("sweepa").Sweep()
+	if err != nil || n != 1 {
+		t.Fatalf("sweep removed %d jails (err %v), want exactly the predecessor's one", n, err)
+	}
+	select {
+	case <-left.initDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the swept jail's init is still running")
+	}
+	r, err := alive.Run(context.Background(), Spec{Argv: []string{python, "-c", "print('still here')"}}, nil)
+	if err != nil || r.Status != StatusOK || string(r.Stdout) != "still here\n" {
+		t.Fatalf("the other server's jail was disturbed: %v %s %s %q", err, r.Status, r.Reason, r.Stdout)
+	}
+	if err := left.Close(); err != nil {
+		t.Fatalf("closing a swept jail: %v", err)
+	}
+}

@@ -27,5 +27,6 @@ func TestMain(m *testing.M) {
 		}
 		code = 1
 	}
+	removeTestParents()
 	os.Exit(code)
 }

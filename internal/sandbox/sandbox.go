@@ -26,6 +26,12 @@ type Config struct {
 	// CgroupParent names the cgroup under which every jail gets its own
 	// child, e.g. "pyexec" (the default) → /sys/fs/cgroup/.../pyexec/<id>.
 	CgroupParent string
+	// Instance names this server's jails (their cgroups are called
+	// "<Instance>-<random>"), so that Sweep removes only what an earlier
+	// run of the same server left, never the jails of another server
+	// sharing the cgroup parent. Empty: Sweep removes every jail under the
+	// parent.
+	Instance string
 	// UID and GID run the payload; zero means 65534 (nobody/nogroup).
 	UID, GID int
 	// Disable lists layers the operator explicitly switched off.

@@ -64,14 +64,22 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Sweep removes what a crashed predecessor left behind: jail cgroups and
-// their processes. Mounts need no sweeping: they only ever exist in the
+// Sweep removes what a crashed predecessor left behind: jail cgroups of
+// this instance (see Config.Instance) and their processes. Mounts need no sweeping: they only ever exist in the
 // jails' own mount namespaces and vanish with them.
 func (m *Manager) Sweep() (int, error) {
 	if m.cgroups == nil {
 		return 0, nil
 	}
-	return m.cgroups.sweep()
+	return m.cgroups.sweep(m.jailPrefix())
+}
+
+// jailPrefix starts the name of every jail of this instance.
+func (m *Manager) jailPrefix() string {
+	if m.cfg.Instance == "" {
+		return ""
+	}
+	return m.cfg.Instance + "-"
 }
 
 // Run runs one payload in a fresh jail and destroys the jail. The returned
@@ -119,7 +127,7 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 			return nil, err
 		}
 	}
-	j := &Jail{m: m, id: newID(), base: base, initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
+	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: base, initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
 	defer func() {
 		if retErr != nil {
 			j.Close()

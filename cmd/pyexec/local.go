@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/internal/config"
+)
+
+const flagLocal = "local"
+
+// startLocal runs a private pyexec in this process for one CLI command:
+// the full stack on a temporary data dir, its API on an ephemeral loopback
+// port that nothing else knows about. It returns the API's URL and a stop
+// function that shuts everything down and removes the data dir.
+func startLocal(ctx context.Context, logOut io.Writer) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "pyexec-local-")
+	if err != nil {
+		return "", nil, err
+	}
+	cfg := config.Default()
+	cfg.DataDir = dir
+	cfg.Host = "127.0.0.1"
+	if err := cfg.Validate(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- serveOn(ctx, ln, cfg, log, ready) }()
+	stop := func() {
+		cancel()
+		<-done
+		os.RemoveAll(dir)
+	}
+	select {
+	case <-ready:
+		return "http://" + ln.Addr().String(), stop, nil
+	case err := <-done:
+		cancel()
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("starting the local engine: %w", err)
+	}
+}
+
+// withLocal wraps a client command's body: with --local it first starts a
+// private in-process pyexec and points --server at it.
+func withLocal(f runFunc) runFunc {
+	return func(cmd *cobra.Command, args []string) (int, error) {
+		local, err := cmd.Flags().GetBool(flagLocal)
+		if err != nil || !local {
+			return f(cmd, args)
+		}
+		url, stop, err := startLocal(cmd.Context(), cmd.ErrOrStderr())
+		if err != nil {
+			return 1, err
+		}
+		defer stop()
+		if err := cmd.Flags().Set(flagServer, url); err != nil {
+			return 1, err
+		}
+		return f(cmd, args)
+	}
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// defaultPython is the interpreter used when a request names none and the
+// operator did not choose one: python-executor's default, when installed.
+const defaultPython = "3.12"
+
+// stack is an engine with everything beneath it: interpreters, the jail
+// manager and the store. `serve` puts the HTTP API on top; `--local` runs
+// one in-process.
+type stack struct {
+	eng     *engine.Engine
+	pythons *pyenv.Interpreters
+	closers []func() error // in reverse order of start
+	log     *slog.Logger
+}
+
+// startStack starts the engine on cfg's data dir. onFinish (may be nil) is
+// told about every finished execution.
+func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFinish func(engine.Execution)) (_ *stack, err error) {
+	s := &stack{log: log}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	popts := pyenv.OptionsFromEnv(os.Getenv)
+	popts.Logger = log.With("component", "pyenv")
+	popts.Preferred = defaultPython
+	s.pythons, err = pyenv.Discover(ctx, popts)
+	if err != nil {
+		return nil, fmt.Errorf("finding python interpreters: %w", err)
+	}
+	instance, err := instanceName(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance, Logger: log.With("component", "sandbox")}
+	if !cfg.UnsafeNoIsolation {
+		if err := checkIsolation(jcfg); err != nil {
+			return nil, err
+		}
+	}
+	jails, err := sandbox.New(jcfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting the jail manager (see `pyexec doctor`): %w", err)
+	}
+	if !cfg.UnsafeNoIsolation {
+		// Build one jail now: a host that cannot should fail at start, not
+		// on the first request.
+		j, err := jails.Prepare(ctx, sandbox.Base{})
+		if err != nil {
+			return nil, fmt.Errorf("this host cannot build a jail (see `pyexec doctor`; --unsafe-no-isolation runs without one): %w", err)
+		}
+		if err := j.Close(); err != nil {
+			return nil, fmt.Errorf("removing the start-up test jail: %w", err)
+		}
+	}
+	if n, err := jails.Sweep(); err != nil {
+		return nil, fmt.Errorf("removing jails left by a previous run: %w", err)
+	} else if n > 0 {
+		log.Info("removed jails left by a previous run", "count", n)
+	}
+	nats, err := store.StartEmbedded(ctx, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, nats.Close)
+	st, err := store.Open(ctx, nats.Conn(), store.Config{TTL: cfg.RecordTTL})
+	if err != nil {
+		return nil, err
+	}
+	s.eng, err = engine.New(engineConfig(cfg), engine.Deps{
+		Store:        st,
+		Runner:       jails,
+		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
+		Driver:       engine.RunnerDriver{},
+		Logger:       log.With("component", "engine"),
+		OnFinish:     onFinish,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), engineDrainTimeout)
+		defer cancel()
+		return s.eng.Close(cctx)
+	})
+	return s, nil
+}
+
+// instanceName names this server's jails after its data directory: a
+// restart on the same data sweeps what its predecessor left, and servers on
+// other data never touch each other's jails.
+func instanceName(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "px" + hex.EncodeToString(sum[:4]), nil
+}
+
+// checkIsolation refuses to run on a host that lacks a required layer.
+func checkIsolation(cfg sandbox.Config) error {
+	var missing []string
+	for _, c := range sandbox.Probe(cfg) {
+		if c.Required && !c.OK {
+			missing = append(missing, c.Layer+": "+c.Detail)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("this host cannot isolate payloads (run `pyexec doctor`; --unsafe-no-isolation runs without isolation):\n  %s",
+			strings.Join(missing, "\n  "))
+	}
+	return nil
+}
+
+// close stops the engine (running executions get engineDrainTimeout to
+// finish), then the store.
+func (s *stack) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		if err := s.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error("shutting down", "err", err)
+		}
+	}
+	s.closers = nil
+}
+
+// engineConfig carries the serve configuration over to the engine.
+func engineConfig(cfg config.Config) engine.Config {
+	return engine.Config{
+		Concurrency:        cfg.MaxConcurrency,
+		QueueSize:          cfg.QueueSize,
+		AllowNetwork:       cfg.AllowNetwork,
+		DefaultTimeout:     cfg.DefaultTimeout,
+		MaxTimeout:         cfg.MaxTimeout,
+		DefaultMemoryBytes: int64(cfg.DefaultMemoryMB) << 20,
+		MaxMemoryBytes:     int64(cfg.MaxMemoryMB) << 20,
+		DefaultDiskBytes:   int64(cfg.DefaultDiskMB) << 20,
+		MaxDiskBytes:       int64(cfg.MaxDiskMB) << 20,
+		OutputBytes:        cfg.MaxOutputBytes,
+	}
+}

@@ -1,0 +1,30 @@
+package api
+
+import (
+	"context"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// Engine is what the HTTP API needs from the execution engine. Errors are
+// the engine's sentinels (engine.ErrNotFound, ErrOverloaded, ErrInvalid,
+// ErrClosed), possibly wrapped; the API maps them to status codes.
+type Engine interface {
+	// RunSync runs req and returns its final record.
+	RunSync(ctx context.Context, req engine.Request) (*engine.Execution, error)
+	// Submit queues req and returns the execution id at once.
+	Submit(ctx context.Context, req engine.Request) (string, error)
+	// Get returns the current record of an execution.
+	Get(ctx context.Context, id string) (*engine.Execution, error)
+	// Kill stops an execution and returns its status afterwards: killed, or
+	// the final status it already had.
+	Kill(ctx context.Context, id string) (engine.Status, error)
+	// List returns executions, most recent first, and the cursor of the
+	// next page ("" on the last page).
+	List(ctx context.Context, opts engine.ListOptions) ([]*engine.Execution, string, error)
+	// Follow streams the events of an execution after afterSeq; the channel
+	// closes after the final status event or when ctx ends.
+	Follow(ctx context.Context, id string, afterSeq uint64) (<-chan engine.Event, error)
+	// Stats is a snapshot of the engine's load.
+	Stats() engine.Stats
+}

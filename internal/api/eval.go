@@ -1,0 +1,118 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// maxEvalCodeBytes caps the code of one eval request, summed over files.
+const maxEvalCodeBytes = 100 << 10
+
+// EvalFile is one file of an eval request.
+type EvalFile struct {
+	Name    string `json:"name" example:"helper.py"`
+	Content string `json:"content"`
+}
+
+// EvalRequest is the JSON body of POST /api/v1/eval. Unknown fields are
+// ignored.
+type EvalRequest struct {
+	Code            string      `json:"code,omitempty" doc:"Python source, run as main.py" example:"print(1 + 1)"`
+	Files           []EvalFile  `json:"files,omitempty" doc:"Project files; when present, code is ignored"`
+	Entrypoint      string      `json:"entrypoint,omitempty" doc:"File to run; default files[0].name, or main.py"`
+	Stdin           string      `json:"stdin,omitempty"`
+	Config          *ExecConfig `json:"config,omitempty"`
+	PythonVersion   string      `json:"python_version,omitempty" doc:"Interpreter version, e.g. 3.12; default the server's" example:"3.12"`
+	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
+	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content; \"-\" turns off import auto-detection"`
+}
+
+// evalInput is the eval body, read whole and decoded by decodeJSON so that
+// malformed JSON and wrong types get precise 400s and unknown fields pass.
+type evalInput struct {
+	RawBody []byte `contentType:"application/json"`
+}
+
+func (s *Server) registerEval(hapi huma.API) {
+	o := op(hapi, "eval", http.MethodPost, "/api/v1/eval", "Run code sent as JSON and wait for the result",
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge,
+		http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable)
+	o.Tags = []string{"executions"}
+	o.RequestBody = &huma.RequestBody{
+		Required: true,
+		Content: map[string]*huma.MediaType{"application/json": {
+			Schema: hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[EvalRequest](), true, "EvalRequest"),
+		}},
+	}
+	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1 // see uploadLimits
+	o.BodyReadTimeout = bodyReadTimeout
+	o.SkipValidateBody = true // decodeJSON checks the body, ignoring unknown fields
+	huma.Register(hapi, o, func(ctx context.Context, in *evalInput) (*resultOutput, error) {
+		var body EvalRequest
+		if err := decodeJSON(in.RawBody, &body, "request body"); err != nil {
+			return nil, err
+		}
+		req, err := s.evalRequest(ctx, &body)
+		if err != nil {
+			return nil, err
+		}
+		e, err := s.eng.RunSync(ctx, req)
+		if err != nil {
+			return nil, engineError(s.log, err)
+		}
+		return &resultOutput{Body: newResult(e)}, nil
+	})
+}
+
+// evalRequest turns an eval body into an engine.Request: files win over
+// code, and the code, summed over files, is capped at 100 KiB.
+func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Request, error) {
+	sources := body.Files
+	if len(sources) == 0 {
+		if body.Code == "" {
+			return engine.Request{}, errorf(http.StatusBadRequest, "code or files is required")
+		}
+		sources = []EvalFile{{Name: defaultEntrypoint, Content: body.Code}}
+	}
+	total := 0
+	for _, f := range sources {
+		total += len(f.Content)
+	}
+	if total > maxEvalCodeBytes {
+		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", total, maxEvalCodeBytes)
+	}
+	if len(sources) > s.limits.Archive.MaxFiles {
+		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
+	}
+	set := newFileSet()
+	files := make([]engine.File, len(sources))
+	for i, f := range sources {
+		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
+		name, err := cleanPath(f.Name, what)
+		if err != nil {
+			return engine.Request{}, err
+		}
+		if err := set.add(name, what); err != nil {
+			return engine.Request{}, err
+		}
+		files[i] = engine.File{Path: name, Data: []byte(f.Content), Mode: 0o644}
+	}
+	entry := body.Entrypoint
+	if entry == "" {
+		entry = files[0].Path
+	}
+	return s.limits.request(ctx, files, set, runSpec{
+		Entrypoint:    entry,
+		Stdin:         body.Stdin,
+		Requirements:  body.RequirementsTxt,
+		PythonVersion: body.PythonVersion,
+		EvalLastExpr:  body.EvalLastExpr,
+		Config:        body.Config,
+	})
+}

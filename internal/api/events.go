@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// ndjsonType is the media type that selects NDJSON instead of SSE.
+const ndjsonType = "application/x-ndjson"
+
+// Event is one live event on the wire: an SSE frame's data, or an NDJSON
+// line.
+type Event struct {
+	Seq  uint64    `json:"seq" doc:"Starts at 1, no gaps; resume with Last-Event-ID or ?after="`
+	Type string    `json:"type" enum:"status,stdout,stderr"`
+	Data string    `json:"data" doc:"Output text, or the new status; the last status event is final"`
+	Time time.Time `json:"time"`
+}
+
+type eventsInput struct {
+	ID          string `path:"id" maxLength:"128"`
+	After       uint64 `query:"after" doc:"Send only events with a larger seq"`
+	LastEventID string `header:"Last-Event-ID" doc:"Set by EventSource on reconnect; wins over after"`
+	Accept      string `header:"Accept" doc:"application/x-ndjson for NDJSON; SSE otherwise"`
+}
+
+func (s *Server) registerEvents(hapi huma.API) {
+	o := op(hapi, "execution-events", http.MethodGet, "/api/v1/executions/{id}/events",
+		"Follow an execution's output and status live",
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError)
+	o.Tags = []string{"executions"}
+	o.Description = "Server-Sent Events (id: seq, event: type, data: Event JSON) by default, NDJSON with " +
+		"Accept: application/x-ndjson. Replays from the start (or after a seq) and ends after the final status event."
+	schema := hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Event](), true, "Event")
+	o.Responses["200"] = &huma.Response{
+		Description: "Event stream",
+		Content: map[string]*huma.MediaType{
+			"text/event-stream": {Schema: &huma.Schema{Type: huma.TypeString}},
+			ndjsonType:          {Schema: schema},
+		},
+	}
+	huma.Register(hapi, o, func(ctx context.Context, in *eventsInput) (*huma.StreamResponse, error) {
+		after := in.After
+		if in.LastEventID != "" {
+			n, err := strconv.ParseUint(strings.TrimSpace(in.LastEventID), 10, 64)
+			if err != nil {
+				return nil, errorf(http.StatusBadRequest, "Last-Event-ID must be an event seq (a non-negative integer), got %q", in.LastEventID)
+			}
+			after = n
+		}
+		// The stream outlives this function (huma calls Body afterwards,
+		// within the same request) and must also end when the server
+		// shuts down.
+		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(s.streams, cancel)
+		events, err := s.eng.Follow(sctx, in.ID, after)
+		if err != nil {
+			stop()
+			cancel()
+			return nil, engineError(s.log, err)
+		}
+		format := formatSSE
+		if strings.Contains(in.Accept, ndjsonType) {
+			format = formatNDJSON
+		}
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer cancel()
+			defer stop()
+			s.stream(sctx, hctx, events, format)
+		}}, nil
+	})
+}
+
+// streamFormat is the wire format of an event stream.
+type streamFormat int
+
+const (
+	formatSSE streamFormat = iota
+	formatNDJSON
+)
+
+func (f streamFormat) contentType() string {
+	if f == formatNDJSON {
+		return ndjsonType
+	}
+	return "text/event-stream"
+}
+
+// write frames one event: an SSE frame whose id is the seq (so that
+// EventSource resumes with Last-Event-ID), or one NDJSON line.
+func (f streamFormat) write(w io.Writer, ev Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if f == formatNDJSON {
+		_, err = fmt.Fprintf(w, "%s\n", data)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, data)
+	return err
+}
+
+// heartbeat keeps idle connections open through proxies. NDJSON has no
+// comment syntax, so it sends nothing rather than a fake event.
+func (f streamFormat) heartbeat(w io.Writer) error {
+	if f == formatNDJSON {
+		return nil
+	}
+	_, err := io.WriteString(w, ": heartbeat\n\n")
+	return err
+}
+
+// stream writes events until the final status event, the end of the
+// channel or of ctx, flushing each one and sending heartbeats meanwhile.
+func (s *Server) stream(ctx context.Context, hctx huma.Context, events <-chan engine.Event, format streamFormat) {
+	hctx.SetHeader("Content-Type", format.contentType())
+	hctx.SetHeader("Cache-Control", "no-cache")
+	hctx.SetHeader("X-Accel-Buffering", "no") // let reverse proxies stream
+	hctx.SetStatus(http.StatusOK)
+	w, ok := hctx.BodyWriter().(http.ResponseWriter)
+	if !ok {
+		s.log.Error("event stream: response writer cannot flush")
+		return
+	}
+	rc := http.NewResponseController(w)
+	flush := func() bool { return rc.Flush() == nil }
+	if !flush() {
+		return
+	}
+	tick := time.NewTicker(s.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := format.heartbeat(w); err != nil || !flush() {
+				return
+			}
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			out := Event{Seq: ev.Seq, Type: string(ev.Type), Data: ev.Data, Time: ev.Time.Truncate(time.Microsecond)}
+			if err := format.write(w, out); err != nil || !flush() {
+				return
+			}
+			if ev.Type == engine.EventStatus && engine.Status(ev.Data).Final() {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEvents(t *testing.T) {
+	path := "/api/v1/executions/" + idCompleted + "/events"
+	tests := []struct {
+		name     string
+		path     string
+		header   map[string]string
+		wantCode int
+		wantCT   string
+	}{
+		{"sse replay", path, nil, 200, "text/event-stream"},
+		{"sse resume with Last-Event-ID", path, map[string]string{"Last-Event-ID": "2"}, 200, "text/event-stream"},
+		{"sse resume with after", path + "?after=3", nil, 200, "text/event-stream"},
+		{"ndjson replay", path, map[string]string{"Accept": "application/x-ndjson"}, 200, "application/x-ndjson"},
+		{"ndjson resume", path + "?after=1", map[string]string{"Accept": "application/x-ndjson"}, 200, "application/x-ndjson"},
+	}
+	ts := newTestServer(t, newFakeEngine(), nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, hdr, body := call(t, ts, http.MethodGet, tt.path, "", nil, tt.header)
+			if code != tt.wantCode || hdr.Get("Content-Type") != tt.wantCT {
+				t.Fatalf("status %d Content-Type %q, want %d %q: %s", code, hdr.Get("Content-Type"), tt.wantCode, tt.wantCT, body)
+			}
+			compareGolden(t, goldenName(t)+".txt", body)
+		})
+	}
+
+	errs := []struct {
+		name     string
+		path     string
+		header   map[string]string
+		wantCode int
+	}{
+		{"unknown execution", "/api/v1/executions/exe_nope/events", nil, 404},
+		{"bad Last-Event-ID", path, map[string]string{"Last-Event-ID": "abc"}, 400},
+		{"bad after", path + "?after=-1", nil, 400},
+	}
+	for _, tt := range errs {
+		t.Run(tt.name, func(t *testing.T) {
+			code, hdr, body := call(t, ts, http.MethodGet, tt.path, "", nil, tt.header)
+			if code != tt.wantCode {
+				t.Errorf("status = %d, want %d: %s", code, tt.wantCode, body)
+			}
+			checkGolden(t, goldenName(t), code, hdr, body)
+		})
+	}
+}
+
+// TestEventsHeartbeatAndDisconnect follows an execution that produces no
+// more events: the stream must carry heartbeat comments, and end when the
+// client goes away.
+func TestEventsHeartbeatAndDisconnect(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/v1/executions/"+idLive+"/events", nil)
+	res, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if sc.Text() == ": heartbeat" && len(lines) > 4 {
+			break
+		}
+	}
+	want := []string{"id: 1", "event: status", `data: {"seq":1,"type":"status","data":"running","time":"2025-01-02T03:04:01.123456Z"}`, ""}
+	if len(lines) < 5 || strings.Join(lines[:4], "\n") != strings.Join(want, "\n") || lines[len(lines)-1] != ": heartbeat" {
+		t.Fatalf("stream = %q, want the first event then a heartbeat", lines)
+	}
+}

@@ -1,0 +1,51 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// healthBody answers GET /health: {"status":"ok"} plus facts an operator
+// checks first.
+type healthBody struct {
+	Status            string `json:"status" example:"ok"`
+	Version           string `json:"version"`
+	Isolation         string `json:"isolation" doc:"How payloads are isolated"`
+	UnsafeNoIsolation bool   `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
+	AuthRequired      bool   `json:"auth_required"`
+	NetworkAllowed    bool   `json:"network_allowed" doc:"Whether requests may ask for network access"`
+}
+
+type healthOutput struct{ Body healthBody }
+
+// readyBody answers GET /readyz while the server takes work.
+type readyBody struct {
+	Status   string `json:"status" example:"ready"`
+	Running  int    `json:"running" doc:"Executions running now"`
+	Queued   int    `json:"queued" doc:"Executions waiting for a slot"`
+	Capacity int    `json:"capacity" doc:"Executions that may run at once"`
+}
+
+type readyOutput struct{ Body readyBody }
+
+func (s *Server) registerHealth(hapi huma.API) {
+	o := op(hapi, "health", http.MethodGet, "/health", "Liveness: the process is up", http.StatusInternalServerError)
+	o.Security = nil
+	o.Tags = []string{"service"}
+	huma.Register(hapi, o, func(context.Context, *struct{}) (*healthOutput, error) {
+		return &healthOutput{Body: s.info}, nil
+	})
+
+	o = op(hapi, "ready", http.MethodGet, "/readyz", "Readiness: the server accepts executions", http.StatusServiceUnavailable)
+	o.Security = nil
+	o.Tags = []string{"service"}
+	huma.Register(hapi, o, func(context.Context, *struct{}) (*readyOutput, error) {
+		if !s.ready.Load() {
+			return nil, errorf(http.StatusServiceUnavailable, "server is shutting down")
+		}
+		st := s.eng.Stats()
+		return &readyOutput{Body: readyBody{Status: "ready", Running: st.Running, Queued: st.Queued, Capacity: st.Capacity}}, nil
+	})
+}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// Metadata is the "metadata" part of exec/sync and exec/async. Unknown
+// fields are ignored.
+type Metadata struct {
+	Entrypoint      string      `json:"entrypoint,omitempty" doc:"File to run; default main.py" example:"main.py"`
+	DockerImage     string      `json:"docker_image,omitempty" doc:"python:<version>[-variant]; selects the interpreter version" example:"python:3.12-slim"`
+	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content to install before running"`
+	PreCommands     []string    `json:"pre_commands,omitempty" doc:"Shell commands run in the sandbox before the script"`
+	Stdin           string      `json:"stdin,omitempty"`
+	EnvVars         []string    `json:"env_vars,omitempty" doc:"KEY=value pairs" example:"[\"DEBUG=1\"]"`
+	ScriptArgs      []string    `json:"script_args,omitempty"`
+	Config          *ExecConfig `json:"config,omitempty"`
+}
+
+// upload is a decoded multipart request: the project files, the set of
+// their paths and the metadata.
+type upload struct {
+	files []engine.File
+	paths *fileSet
+	meta  Metadata
+}
+
+// readUpload decodes a multipart/form-data body held in memory. The part
+// "tar" is an uncompressed tar; the part "metadata" is JSON, sent either as
+// a plain form field or as an application/json part; both are the same to
+// a multipart reader. Other parts are ignored.
+func readUpload(contentType string, body []byte, lim archiveLimits) (*upload, error) {
+	mediaType, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
+		return nil, errorf(http.StatusBadRequest, "expected a multipart/form-data body with a \"tar\" part and a \"metadata\" part, got Content-Type %q", contentType)
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	up := &upload{}
+	var haveTar, haveMeta bool
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, "malformed multipart body: %v", err)
+		}
+		switch part.FormName() {
+		case "tar":
+			if haveTar {
+				return nil, errorf(http.StatusBadRequest, "more than one \"tar\" part")
+			}
+			haveTar = true
+			if up.files, up.paths, err = readTar(part, lim); err != nil {
+				return nil, err
+			}
+		case "metadata":
+			if haveMeta {
+				return nil, errorf(http.StatusBadRequest, "more than one \"metadata\" part")
+			}
+			haveMeta = true
+			data, err := io.ReadAll(part)
+			if err != nil {
+				return nil, errorf(http.StatusBadRequest, "malformed multipart body: %v", err)
+			}
+			if err := decodeJSON(data, &up.meta, "metadata"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !haveTar {
+		return nil, errorf(http.StatusBadRequest, "missing \"tar\" part")
+	}
+	return up, nil
+}

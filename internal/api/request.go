@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// maxCPUShares is the largest cgroup cpu.shares value the kernel accepts.
+const maxCPUShares = 262144
+
+// defaultEntrypoint runs when a request names none.
+const defaultEntrypoint = "main.py"
+
+// ExecConfig is the "config" object of exec metadata and eval requests.
+// Zero or absent limits mean the server defaults.
+type ExecConfig struct {
+	TimeoutSeconds int `json:"timeout_seconds,omitempty" minimum:"0" doc:"Wall-clock limit in seconds; 0 means the server default"`
+	// NetworkDisabled is a pointer because absent and false differ: only an
+	// explicit false asks for network access.
+	NetworkDisabled *bool `json:"network_disabled,omitempty" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	MemoryMB        int   `json:"memory_mb,omitempty" minimum:"0" doc:"Memory limit in MiB; 0 means the server default"`
+	DiskMB          int   `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
+	CPUShares       int   `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
+}
+
+// limits are the bounds the server puts on what a request may ask for.
+type limits struct {
+	MaxTimeout   time.Duration
+	MaxMemoryMB  int
+	MaxDiskMB    int
+	AllowNetwork bool
+	Archive      archiveLimits
+	MaxBodyBytes int64
+}
+
+// runSpec is what exec metadata and eval requests have in common, after
+// decoding and before it becomes an engine.Request.
+type runSpec struct {
+	Entrypoint    string
+	Stdin         string
+	Env           []string
+	Args          []string
+	Requirements  string
+	PreCommands   []string
+	PythonVersion string
+	EvalLastExpr  bool
+	Config        *ExecConfig
+}
+
+// request checks spec against the server's limits and builds the
+// engine.Request for files (whose paths set already holds), recording
+// the caller from ctx for the audit trail.
+func (l *limits) request(ctx context.Context, files []engine.File, set *fileSet, spec runSpec) (engine.Request, error) {
+	entry := spec.Entrypoint
+	if entry == "" {
+		entry = defaultEntrypoint
+	}
+	entry, err := cleanPath(entry, quoted("entrypoint", spec.Entrypoint))
+	if err != nil {
+		return engine.Request{}, err
+	}
+	if !set.has(entry) {
+		return engine.Request{}, errorf(http.StatusBadRequest, "entrypoint %q is not among the uploaded files", entry)
+	}
+	for i, kv := range spec.Env {
+		if !validEnv(kv) {
+			return engine.Request{}, errorf(http.StatusBadRequest, "env_vars[%d]: %q is not KEY=value with KEY made of letters, digits and _ (not starting with a digit)", i, kv)
+		}
+	}
+	caller := callerFrom(ctx)
+	req := engine.Request{
+		Files:         files,
+		Entrypoint:    entry,
+		Args:          spec.Args,
+		Stdin:         spec.Stdin,
+		Env:           spec.Env,
+		PythonVersion: spec.PythonVersion,
+		Requirements:  spec.Requirements,
+		PreCommands:   spec.PreCommands,
+		EvalLastExpr:  spec.EvalLastExpr,
+		Caller:        caller.Name,
+		ClientAddr:    caller.Addr,
+	}
+	if err := l.applyConfig(&req, spec.Config); err != nil {
+		return engine.Request{}, err
+	}
+	return req, nil
+}
+
+// applyConfig copies the requested limits into req after checking them
+// against the server's maxima; zero stays zero (the engine's defaults).
+func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
+	if c == nil {
+		return nil
+	}
+	maxTimeout := int(l.MaxTimeout / time.Second)
+	checks := []struct {
+		field    string
+		val, max int
+	}{
+		{"config.timeout_seconds", c.TimeoutSeconds, maxTimeout},
+		{"config.memory_mb", c.MemoryMB, l.MaxMemoryMB},
+		{"config.disk_mb", c.DiskMB, l.MaxDiskMB},
+		{"config.cpu_shares", c.CPUShares, maxCPUShares},
+	}
+	for _, ck := range checks {
+		if ck.val < 0 {
+			return errorf(http.StatusBadRequest, "%s must not be negative, got %d", ck.field, ck.val)
+		}
+		if ck.val > ck.max {
+			return errorf(http.StatusBadRequest, "%s must be at most %d, got %d", ck.field, ck.max, ck.val)
+		}
+	}
+	req.Timeout = time.Duration(c.TimeoutSeconds) * time.Second
+	req.MemoryBytes = int64(c.MemoryMB) << 20
+	req.DiskBytes = int64(c.DiskMB) << 20
+	req.CPUShares = c.CPUShares
+	if c.NetworkDisabled != nil && !*c.NetworkDisabled {
+		if !l.AllowNetwork {
+			return errorf(http.StatusBadRequest, "network access is disabled on this server")
+		}
+		req.Network = true
+	}
+	return nil
+}
+
+// validEnv reports whether kv is KEY=value with a portable variable name.
+func validEnv(kv string) bool {
+	key, value, ok := strings.Cut(kv, "=")
+	if !ok || key == "" || strings.ContainsRune(value, 0) {
+		return false
+	}
+	for i, r := range key {
+		letter := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}

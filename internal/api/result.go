@@ -1,0 +1,69 @@
+package api
+
+import (
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// ExecutionResult is python-executor's ExecutionResult plus the fields
+// pyexec adds. Fields may be added; none may be renamed.
+type ExecutionResult struct {
+	ExecutionID string     `json:"execution_id" doc:"exe_ followed by a UUID" example:"exe_3f1c2b9e-8d4a-4f7e-9c1a-2b3c4d5e6f70"`
+	Status      string     `json:"status" enum:"pending,running,completed,failed,killed" doc:"A Python exception is completed with a non-zero exit_code; failed means the execution could not finish (timeout, limits, infrastructure)"`
+	ExitCode    int        `json:"exit_code" doc:"Exit status of the script; always present"`
+	Stdout      string     `json:"stdout,omitempty"`
+	Stderr      string     `json:"stderr,omitempty"`
+	Error       string     `json:"error,omitempty" doc:"Why the execution failed or the exception message"`
+	ErrorType   string     `json:"error_type,omitempty" doc:"Exception class, e.g. NameError"`
+	ErrorLine   int        `json:"error_line,omitempty" doc:"Line of the innermost frame in the user's code"`
+	Result      *string    `json:"result,omitempty" doc:"repr of the last expression (eval with eval_last_expr)"`
+	StartedAt   *time.Time `json:"started_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
+	DurationMs  int64      `json:"duration_ms,omitempty"`
+
+	Reason          string    `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
+	TimedOut        bool      `json:"timed_out"`
+	CPUTimeMs       int64     `json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64     `json:"peak_memory_bytes,omitempty"`
+	StdoutTruncated bool      `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
+	PythonVersion   string    `json:"python_version,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+// newResult encodes an engine record for the wire. Timestamps are cut to
+// microseconds: Python ≤ 3.10's datetime.fromisoformat rejects the nine
+// fractional digits Go would otherwise write.
+func newResult(e *engine.Execution) ExecutionResult {
+	return ExecutionResult{
+		ExecutionID:     e.ID,
+		Status:          string(e.Status),
+		ExitCode:        e.ExitCode,
+		Stdout:          e.Stdout,
+		Stderr:          e.Stderr,
+		Error:           e.Error,
+		ErrorType:       e.ErrorType,
+		ErrorLine:       e.ErrorLine,
+		Result:          e.Result,
+		StartedAt:       micro(e.StartedAt),
+		FinishedAt:      micro(e.FinishedAt),
+		DurationMs:      e.DurationMs,
+		Reason:          e.Reason,
+		TimedOut:        e.TimedOut,
+		CPUTimeMs:       e.CPUTimeMs,
+		PeakMemoryBytes: e.PeakMemoryBytes,
+		StdoutTruncated: e.StdoutTruncated,
+		StderrTruncated: e.StderrTruncated,
+		PythonVersion:   e.PythonVersion,
+		CreatedAt:       e.CreatedAt.Truncate(time.Microsecond),
+	}
+}
+
+func micro(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.Truncate(time.Microsecond)
+	return &u
+}

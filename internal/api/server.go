@@ -1,0 +1,209 @@
+// Package api is pyexec's HTTP API: the python-executor-compatible
+// endpoints (/health, /api/v1/exec/sync|async, /api/v1/executions/{id},
+// /api/v1/eval) plus listing, live events, readiness, metrics, the
+// OpenAPI 3.1 document and an offline docs UI. Handlers decode, call the
+// Engine and encode; they hold no business logic, and nothing here runs
+// code, touches the disk or knows how executions are stored.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/pyexec/pyexec/internal/config"
+)
+
+// Defaults for the Options a caller may leave zero.
+const (
+	defaultHeartbeat       = 15 * time.Second
+	defaultShutdownTimeout = 30 * time.Second
+	// bodyReadTimeout bounds reading an upload, so that a slow client
+	// cannot hold a connection forever.
+	bodyReadTimeout = 2 * time.Minute
+)
+
+// Options configure a Server.
+type Options struct {
+	Config    config.Config // validated serve configuration
+	Version   string        // reported by /health and the OpenAPI document
+	Isolation string        // isolation mode reported by /health, e.g. "jail"
+	Logger    *slog.Logger  // nil discards
+
+	// Heartbeat is the interval of SSE keep-alive comments (default 15s).
+	Heartbeat time.Duration
+	// ShutdownTimeout is how long Serve waits for requests in flight once
+	// its context ends (default 30s).
+	ShutdownTimeout time.Duration
+}
+
+// Server is the HTTP API over an Engine.
+type Server struct {
+	eng       Engine
+	log       *slog.Logger
+	limits    limits
+	info      healthBody
+	heartbeat time.Duration
+	shutdown  time.Duration
+	metrics   *Metrics
+	handler   http.Handler
+	ready     atomic.Bool
+
+	// streams is canceled when Serve shuts down, ending event streams that
+	// would otherwise keep the server open until the timeout.
+	streams     context.Context
+	stopStreams context.CancelFunc
+}
+
+// New builds the API over eng. It fails if the configured API keys do not
+// parse (run Config.Validate first).
+func New(eng Engine, opts Options) (*Server, error) {
+	cfg := opts.Config
+	keys, err := cfg.Keys()
+	if err != nil {
+		return nil, fmt.Errorf("api keys: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		eng: eng,
+		log: log,
+		limits: limits{
+			MaxTimeout:   cfg.MaxTimeout,
+			MaxMemoryMB:  cfg.MaxMemoryMB,
+			MaxDiskMB:    cfg.MaxDiskMB,
+			AllowNetwork: cfg.AllowNetwork,
+			MaxBodyBytes: cfg.MaxBodyBytes(),
+			Archive: archiveLimits{
+				MaxFiles:      cfg.MaxArchiveFiles,
+				MaxFileBytes:  cfg.MaxArchiveFileBytes,
+				MaxTotalBytes: cfg.MaxArchiveBytes,
+			},
+		},
+		info: healthBody{
+			Status:            "ok",
+			Version:           opts.Version,
+			Isolation:         opts.Isolation,
+			UnsafeNoIsolation: cfg.UnsafeNoIsolation,
+			AuthRequired:      len(keys) > 0,
+			NetworkAllowed:    cfg.AllowNetwork,
+		},
+		heartbeat: opts.Heartbeat,
+		shutdown:  opts.ShutdownTimeout,
+		metrics:   NewMetrics(eng.Stats),
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = defaultHeartbeat
+	}
+	if s.shutdown <= 0 {
+		s.shutdown = defaultShutdownTimeout
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.ready.Store(true)
+
+	mux := http.NewServeMux()
+	hapi := humago.New(mux, s.humaConfig(opts.Version))
+	hapi.UseMiddleware(validationAs400)
+	s.registerHealth(hapi)
+	s.registerExec(hapi)
+	s.registerEval(hapi)
+	s.registerExecutions(hapi)
+	s.registerEvents(hapi)
+	registerDocs(mux)
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+
+	s.handler = s.metrics.instrument(mux, newAuthenticator(keys).middleware(mux))
+	return s, nil
+}
+
+// humaConfig is huma's default configuration minus what this API does
+// differently: no $schema links in bodies, no CDN docs page (docs.go
+// serves an embedded one), no schema routes, and errors as {"error": ...}.
+func (s *Server) humaConfig(version string) huma.Config {
+	hc := huma.DefaultConfig("pyexec", version)
+	hc.CreateHooks = nil
+	hc.DocsPath = ""
+	hc.SchemasPath = ""
+	hc.Info.Description = "Runs untrusted Python in a Linux jail. Wire-compatible with python-executor; " +
+		"errors are {\"error\": \"message\"}. When the server has API keys, send Authorization: Bearer <key> or X-API-Key."
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer"},
+		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
+	}
+	hc.Transformers = append(hc.Transformers, humaErrors(s.limits.MaxBodyBytes))
+	return hc
+}
+
+// Handler is the complete HTTP handler: routes, auth and metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Metrics are the server's Prometheus metrics. Finished executions are
+// counted by Metrics().ObserveExecution, which the caller must feed from
+// the engine (the engine has no completion hook yet; see the api branch
+// notes).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// SetReady sets what /readyz reports; Serve clears it when shutting down.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: /readyz
+// turns 503, event streams end, and requests in flight get ShutdownTimeout
+// to finish before their connections are closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(s.stopStreams)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	s.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), s.shutdown)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("requests still running at shutdown timeout; closing their connections", "timeout", s.shutdown)
+		err = srv.Close()
+	}
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down http server: %w", err)
+	}
+	return nil
+}
+
+// op is the skeleton of an operation: its identity and its documented
+// error responses.
+func op(hapi huma.API, id, method, path, summary string, errs ...int) huma.Operation {
+	return huma.Operation{
+		OperationID: id,
+		Method:      method,
+		Path:        path,
+		Summary:     summary,
+		Responses:   errorResponses(hapi.OpenAPI().Components.Schemas, errs...),
+		Security:    []map[string][]string{{"bearer": {}}, {"apiKey": {}}},
+	}
+}

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+func TestHealthAndReady(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	for _, path := range []string{"/health", "/readyz"} {
+		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
+			code, hdr, body := call(t, ts, http.MethodGet, path, "", nil, nil)
+			checkGolden(t, goldenName(t), code, hdr, body)
+		})
+	}
+	t.Run("unsafe mode is reported", func(t *testing.T) {
+		ts := newTestServer(t, newFakeEngine(), func(c *config.Config) { c.UnsafeNoIsolation = true })
+		_, _, body := call(t, ts, http.MethodGet, "/health", "", nil, nil)
+		var h struct {
+			Status string `json:"status"`
+			Unsafe bool   `json:"unsafe_no_isolation"`
+		}
+		if err := json.Unmarshal(body, &h); err != nil || h.Status != "ok" || !h.Unsafe {
+			t.Fatalf("health = %s (%v)", body, err)
+		}
+	})
+	t.Run("not ready while shutting down", func(t *testing.T) {
+		c := config.Default()
+		s, err := New(newFakeEngine(), Options{Config: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetReady(false)
+		rec := newRecorder()
+		s.Handler().ServeHTTP(rec, mustRequest(t, http.MethodGet, "/readyz"))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"error":"server is shutting down"`) {
+			t.Fatalf("readyz = %d %s", rec.Code, rec.Body)
+		}
+	})
+}
+
+func TestOpenAPI(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	code, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
+	if code != 200 {
+		t.Fatalf("status = %d", code)
+	}
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+	want := map[string][]string{
+		"/health": {"get"}, "/readyz": {"get"}, "/api/v1/exec/sync": {"post"}, "/api/v1/exec/async": {"post"},
+		"/api/v1/eval": {"post"}, "/api/v1/executions": {"get"}, "/api/v1/executions/{id}": {"get", "delete"},
+		"/api/v1/executions/{id}/events": {"get"},
+	}
+	for path, methods := range want {
+		for _, m := range methods {
+			if _, ok := doc.Paths[path][m]; !ok {
+				t.Errorf("%s %s is not documented", m, path)
+			}
+		}
+	}
+	if strings.Contains(string(body), "problem+json") {
+		t.Error("the document still describes huma's problem+json errors")
+	}
+	if !strings.Contains(string(doc.Paths["/api/v1/exec/async"]["post"]), `"202"`) {
+		t.Error("exec/async does not document 202")
+	}
+}
+
+func TestDocs(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	code, hdr, body := call(t, ts, http.MethodGet, "/docs", "", nil, nil)
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("docs: %d %q", code, hdr.Get("Content-Type"))
+	}
+	if !strings.Contains(hdr.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Errorf("CSP = %q", hdr.Get("Content-Security-Policy"))
+	}
+	refs := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(string(body), -1)
+	if len(refs) < 3 {
+		t.Fatalf("docs page references %d assets: %s", len(refs), body)
+	}
+	for _, m := range refs {
+		ref := m[1]
+		if strings.Contains(ref, "//") {
+			t.Errorf("docs page loads %q from elsewhere; everything must be embedded", ref)
+			continue
+		}
+		t.Run(ref, func(t *testing.T) {
+			code, _, asset := call(t, ts, http.MethodGet, ref, "", nil, nil)
+			if code != 200 || len(asset) == 0 {
+				t.Fatalf("asset %s: status %d, %d bytes", ref, code, len(asset))
+			}
+		})
+	}
+	if strings.Contains(string(body), "http://") || strings.Contains(string(body), "https://") {
+		t.Errorf("docs page mentions an absolute URL: %s", body)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	eng := newFakeEngine()
+	c := config.Default()
+	s, err := New(eng, Options{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Metrics().ObserveExecution(&engine.Execution{Status: engine.StatusFailed, Reason: engine.ReasonTimeout, DurationMs: 1500})
+	s.Metrics().ObserveExecution(&engine.Execution{Status: engine.StatusRunning}) // not final: ignored
+	for range 2 {
+		s.Handler().ServeHTTP(newRecorder(), mustRequest(t, http.MethodGet, "/api/v1/executions/"+idCompleted))
+	}
+	s.Handler().ServeHTTP(newRecorder(), mustRequest(t, http.MethodGet, "/api/v1/executions/exe_x"))
+	rec := newRecorder()
+	s.Handler().ServeHTTP(rec, mustRequest(t, http.MethodGet, "/metrics"))
+	out := rec.Body.String()
+	for _, want := range []string{
+		`pyexec_executions_total{reason="timeout",status="failed"} 1`,
+		`pyexec_execution_duration_seconds_count{status="failed"} 1`,
+		`pyexec_queue_depth 2`,
+		`pyexec_running_sandboxes 1`,
+		`pyexec_capacity 4`,
+		`pyexec_http_requests_total{code="200",route="GET /api/v1/executions/{id}"} 2`,
+		`pyexec_http_requests_total{code="404",route="GET /api/v1/executions/{id}"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(out, `status="running"`) {
+		t.Error("a running execution was counted as finished")
+	}
+}

@@ -1,0 +1,98 @@
+// Package config holds the one configuration of `pyexec serve`: every knob
+// of the HTTP service and the engine behind it, filled from command-line
+// flags and PYEXEC_* environment variables (flags win) and validated once
+// at startup. It performs no I/O beyond reading the API keys file and must
+// never hold process-wide state: callers own the Config they load.
+package config
+
+import (
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Config is the validated configuration of `pyexec serve`. Sizes are in
+// the unit their name says; zero values are not meaningful, so always start
+// from Default.
+type Config struct {
+	Host    string // listen address (PYEXEC_HOST)
+	Port    int    // listen port (PYEXEC_PORT)
+	DataDir string // embedded store and environments (PYEXEC_DATA_DIR)
+
+	DefaultTimeout  time.Duration // per execution when the request says 0
+	MaxTimeout      time.Duration // upper bound a request may ask for
+	DefaultMemoryMB int
+	MaxMemoryMB     int
+	DefaultDiskMB   int
+	MaxDiskMB       int
+
+	MaxConcurrency int           // executions running at once
+	QueueSize      int           // executions waiting for a slot
+	RecordTTL      time.Duration // how long finished records are kept
+
+	APIKeys      []string // entries "key" or "name:key" (PYEXEC_API_KEYS)
+	APIKeysFile  string   // one entry per line; '#' starts a comment
+	AllowNetwork bool     // requests may ask for network access
+
+	// InsecureNoAuth lets a server without API keys listen on a
+	// non-loopback address.
+	InsecureNoAuth bool
+	// UnsafeNoIsolation runs payloads without the jail (development only).
+	UnsafeNoIsolation bool
+	// CgroupParent names the cgroup, below the server's own, under which
+	// every jail gets its cgroup; also what a restart sweeps.
+	CgroupParent string
+
+	MaxBodyMB      int   // request body cap
+	MaxOutputBytes int64 // stdout and stderr cap, each
+
+	MaxArchiveFiles     int   // files in an uploaded tar
+	MaxArchiveFileBytes int64 // bytes of one file in an uploaded tar
+	MaxArchiveBytes     int64 // bytes of all files in an uploaded tar
+
+	LogLevel  string // debug, info, warn, error
+	LogFormat string // text or json
+}
+
+// Default returns the configuration used when nothing is set: loopback
+// only, no network, conservative limits.
+func Default() Config {
+	return Config{
+		Host:                "127.0.0.1",
+		Port:                8080,
+		DataDir:             "./data",
+		DefaultTimeout:      30 * time.Second,
+		MaxTimeout:          300 * time.Second,
+		DefaultMemoryMB:     256,
+		MaxMemoryMB:         2048,
+		DefaultDiskMB:       512,
+		MaxDiskMB:           4096,
+		MaxConcurrency:      runtime.NumCPU(),
+		QueueSize:           100,
+		RecordTTL:           24 * time.Hour,
+		CgroupParent:        "pyexec",
+		MaxBodyMB:           50,
+		MaxOutputBytes:      10 << 20,
+		MaxArchiveFiles:     1000,
+		MaxArchiveFileBytes: 10 << 20,
+		MaxArchiveBytes:     50 << 20,
+		LogLevel:            "info",
+		LogFormat:           "text",
+	}
+}
+
+// MaxBodyBytes is the request body cap in bytes.
+func (c *Config) MaxBodyBytes() int64 { return int64(c.MaxBodyMB) << 20 }
+
+// NewLogger returns a logger writing to w in LogFormat at LogLevel. Call
+// it on a validated Config: an unknown level or format is an error there.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel)) // checked by Validate
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

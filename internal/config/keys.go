@@ -1,0 +1,62 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// MinKeyLength is the shortest API key accepted: anything shorter is
+// guessable.
+const MinKeyLength = 16
+
+// APIKey is one accepted API key and the name recorded as the caller in
+// the audit trail. Its String never shows the secret.
+type APIKey struct {
+	Name   string
+	Secret string
+}
+
+// String is the key's name, safe to log.
+func (k APIKey) String() string { return k.Name }
+
+// ParseKey parses an entry of PYEXEC_API_KEYS or of the keys file: either
+// "secret", named after a hash prefix of the secret ("key-1a2b3c4d"), or
+// "name:secret".
+func ParseKey(entry string) (APIKey, error) {
+	entry = strings.TrimSpace(entry)
+	name, secret, named := strings.Cut(entry, ":")
+	if !named {
+		secret = entry
+		sum := sha256.Sum256([]byte(secret))
+		name = "key-" + hex.EncodeToString(sum[:4])
+	}
+	if named && name == "" {
+		return APIKey{}, fmt.Errorf("an API key entry has an empty name before ':'")
+	}
+	if len(secret) < MinKeyLength {
+		// Never echo the secret; the name (or its position) is enough.
+		return APIKey{}, fmt.Errorf("API key %q is %d characters long; at least %d are required", name, len(secret), MinKeyLength)
+	}
+	return APIKey{Name: name, Secret: secret}, nil
+}
+
+// Keys parses every entry of APIKeys. An empty result means the server
+// runs without authentication.
+func (c *Config) Keys() ([]APIKey, error) {
+	keys := make([]APIKey, 0, len(c.APIKeys))
+	seen := make(map[string]bool, len(c.APIKeys))
+	for _, e := range c.APIKeys {
+		k, err := ParseKey(e)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k.Name] {
+			return nil, fmt.Errorf("API key name %q is used twice", k.Name)
+		}
+		seen[k.Name] = true
+		keys = append(keys, k)
+	}
+	return keys, nil
+}

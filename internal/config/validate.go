@@ -1,0 +1,140 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"strings"
+	"time"
+)
+
+// Lower bounds below which a limit is a mistake rather than a choice.
+const (
+	minTimeout   = time.Second
+	minMemoryMB  = 16
+	minRecordTTL = time.Minute
+)
+
+// Validate checks every field and returns all problems at once, each
+// naming its environment variable: "PYEXEC_PORT: must be 1-65535, got 0".
+// It enforces the security rule that a server without API keys listens on
+// loopback only unless InsecureNoAuth is set.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(env, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, args...)))
+	}
+
+	hostErr := checkHost(c.Host)
+	if hostErr != nil {
+		bad("PYEXEC_HOST", "%v", hostErr)
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		bad("PYEXEC_PORT", "must be 1-65535, got %d", c.Port)
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("PYEXEC_DATA_DIR", "must not be empty")
+	}
+	if p := c.CgroupParent; p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.Contains(p, "..") {
+		bad("PYEXEC_CGROUP_PARENT", "must be a clean relative cgroup path without \"..\", got %q", p)
+	}
+
+	if c.DefaultTimeout < minTimeout {
+		bad("PYEXEC_DEFAULT_TIMEOUT", "must be at least %v, got %v", minTimeout, c.DefaultTimeout)
+	}
+	if c.MaxTimeout < c.DefaultTimeout {
+		bad("PYEXEC_MAX_TIMEOUT", "must be at least PYEXEC_DEFAULT_TIMEOUT (%v), got %v", c.DefaultTimeout, c.MaxTimeout)
+	}
+	if c.DefaultMemoryMB < minMemoryMB {
+		bad("PYEXEC_DEFAULT_MEMORY_MB", "must be at least %d, got %d", minMemoryMB, c.DefaultMemoryMB)
+	}
+	if c.MaxMemoryMB < c.DefaultMemoryMB {
+		bad("PYEXEC_MAX_MEMORY_MB", "must be at least PYEXEC_DEFAULT_MEMORY_MB (%d), got %d", c.DefaultMemoryMB, c.MaxMemoryMB)
+	}
+	if c.DefaultDiskMB < 1 {
+		bad("PYEXEC_DEFAULT_DISK_MB", "must be at least 1, got %d", c.DefaultDiskMB)
+	}
+	if c.MaxDiskMB < c.DefaultDiskMB {
+		bad("PYEXEC_MAX_DISK_MB", "must be at least PYEXEC_DEFAULT_DISK_MB (%d), got %d", c.DefaultDiskMB, c.MaxDiskMB)
+	}
+
+	if c.MaxConcurrency < 1 {
+		bad("PYEXEC_MAX_CONCURRENCY", "must be at least 1, got %d", c.MaxConcurrency)
+	}
+	if c.QueueSize < 1 {
+		bad("PYEXEC_QUEUE_SIZE", "must be at least 1, got %d", c.QueueSize)
+	}
+	if c.RecordTTL < minRecordTTL {
+		bad("PYEXEC_RECORD_TTL", "must be at least %v, got %v", minRecordTTL, c.RecordTTL)
+	}
+
+	if c.MaxBodyMB < 1 {
+		bad("PYEXEC_MAX_BODY_MB", "must be at least 1, got %d", c.MaxBodyMB)
+	}
+	if c.MaxOutputBytes < 1 {
+		bad("PYEXEC_MAX_OUTPUT_BYTES", "must be at least 1, got %d", c.MaxOutputBytes)
+	}
+	if c.MaxArchiveFiles < 1 {
+		bad("PYEXEC_MAX_ARCHIVE_FILES", "must be at least 1, got %d", c.MaxArchiveFiles)
+	}
+	if c.MaxArchiveFileBytes < 1 {
+		bad("PYEXEC_MAX_ARCHIVE_FILE_BYTES", "must be at least 1, got %d", c.MaxArchiveFileBytes)
+	}
+	if c.MaxArchiveBytes < c.MaxArchiveFileBytes {
+		bad("PYEXEC_MAX_ARCHIVE_BYTES", "must be at least PYEXEC_MAX_ARCHIVE_FILE_BYTES (%d), got %d", c.MaxArchiveFileBytes, c.MaxArchiveBytes)
+	}
+
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("PYEXEC_LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("PYEXEC_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
+	}
+
+	keys, err := c.Keys()
+	if err != nil {
+		bad("PYEXEC_API_KEYS", "%v", err)
+	}
+	if err == nil && hostErr == nil && len(keys) == 0 && !c.InsecureNoAuth && !isLoopback(c.Host) {
+		bad("PYEXEC_HOST", "%s is not a loopback address and no API key is configured; "+
+			"set PYEXEC_API_KEYS or PYEXEC_API_KEYS_FILE, or PYEXEC_INSECURE_NO_AUTH=true to serve without authentication", c.Host)
+	}
+	return errors.Join(errs...)
+}
+
+// checkHost accepts an IP address or a DNS name, without a port.
+func checkHost(host string) error {
+	if host == "" {
+		return errors.New("must not be empty (use 0.0.0.0 to listen on every interface)")
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	for _, r := range host {
+		ok := r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !ok {
+			return fmt.Errorf("must be an IP address or host name without a port, got %q", host)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether host certainly means this machine only.
+// Other names are not resolved: a name that might not be loopback is not.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Addr is the host:port the server listens on.
+func (c *Config) Addr() string {
+	return net.JoinHostPort(c.Host, fmt.Sprint(c.Port))
+}

@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// envEngine is an engine on the real jail with environments served from a
+// loopback index and the ruff linter.
+func envEngine(t *testing.T) (*Engine, *pyenv.Environments) {
+	t.Helper()
+	run := jailRunner(t)
+	uv, ruff := pyenvtest.Tools(t)
+	ix := pyenvtest.NewIndex(t,
+		pyenvtest.Wheel{Name: "PyYAML", Version: "6.0.99", Files: map[string]string{"yaml/__init__.py": "def safe_load(s):\n    return {'yaml': s}\n"}},
+		pyenvtest.Wheel{Name: "rich-ish", Version: "2.0", Files: map[string]string{"richish.py": "def shout(s):\n    return s.upper()\n"}},
+	)
+	ctx := context.Background()
+	pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
+	if err != nil {
+		t.Skipf("no interpreters: %v", err)
+	}
+	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), IndexURL: ix.URL, UV: uv, Base: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(envs.Close)
+	imports, err := pyenv.ParseImportMap("richish rich-ish\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := pyenv.NewResolver(pyenv.NewAnalyzer(run, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{
+		Imports: pyenv.DefaultImportMap().With(imports),
+		Policy:  pyenv.Policy{Rules: []pyenv.Rule{{Name: "no-shell", Action: pyenv.Deny, Calls: []string{"os.system"}}, {Name: "eval", Action: pyenv.Warn, Calls: []string{"eval"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	linter, err := pyenv.NewLinter(run, pyenv.LintConfig{Ruff: ruff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, emb.Conn(), store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := New(Config{}, Deps{Store: st, Runner: run, Interpreters: PyenvInterpreters{Set: pythons}, Driver: RunnerDriver{},
+		Envs: PyenvEnvironments{Resolver: res, Envs: envs}, Linter: PyenvLinter{L: linter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		eng.Close(cctx)
+		emb.Close()
+	})
+	return eng, envs
+}
+
+func files(kv ...string) []File {
+	var out []File
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, File{Path: kv[i], Data: []byte(kv[i+1])})
+	}
+	return out
+}
+
+func TestEnvironmentsEndToEnd(t *testing.T) {
+	eng, envs := envEngine(t)
+	ctx := context.Background()
+	cases := []struct {
+		name       string
+		req        Request
+		status     Status
+		reason     string
+		stdout     string
+		errText    string
+		builds     int64 // environments built so far, after this case
+		installEvt bool  // install events were published
+		invalid    string
+	}{
+		{name: "import yaml installs pyyaml", req: Request{Files: files("main.py", "import yaml\nprint(yaml.safe_load('x'))\n")},
+			status: StatusCompleted, stdout: "{'yaml': 'x'}\n", builds: 1, installEvt: true},
+		{name: "same set again reuses the environment", req: Request{Files: files("main.py", "import yaml  # again\nprint('ok')\n")},
+			status: StatusCompleted, stdout: "ok\n", builds: 1},
+		{name: "project module installs nothing", req: Request{Files: files("main.py", "from helper import x\nprint(x)\n", "helper.py", "x = 'mine'\n")},
+			status: StatusCompleted, stdout: "mine\n", builds: 1},
+		{name: "guarded import never fails", req: Request{Files: files("main.py", "try:\n    import ujson\nexcept ImportError:\n    ujson = None\nprint(ujson)\n")},
+			status: StatusCompleted, stdout: "None\n", builds: 2, installEvt: true},
+		{name: "PEP 723 dependencies", req: Request{Files: files("main.py", "# /// script\n# dependencies = [\"rich-ish>=2\"]\n# ///\nimport importlib\nprint(importlib.import_module('richish').shout('hi'))\n")},
+			status: StatusCompleted, stdout: "HI\n", builds: 3, installEvt: true},
+		{name: "dash disables detection", req: Request{Requirements: "-", Files: files("main.py", "try:\n    import yaml\nexcept ImportError:\n    print('not installed')\n")},
+			status: StatusCompleted, stdout: "not installed\n", builds: 3},
+		{name: "install failure does not run the code", req: Request{Requirements: "no-such-dist\n", Files: files("main.py", "print('ran')\n")},
+			status: StatusFailed, reason: ReasonInstallError, errText: "no-such-dist", builds: 3, installEvt: true},
+		{name: "pre_commands run first", req: Request{PreCommands: []string{"echo pre > /work/marker"}, Files: files("main.py", "print(open('marker').read().strip())\n")},
+			status: StatusCompleted, stdout: "pre\n", builds: 3},
+		{name: "failing pre_command ends the run", req: Request{PreCommands: []string{"echo out; exit 3", "echo never"}, Files: files("main.py", "print('ran')\n")},
+			status: StatusFailed, stdout: "out\n", errText: `pre_commands[0] "echo out; exit 3" failed with exit code 3`, builds: 3},
+		{name: "lint only does not run", req: Request{Lint: LintOnly, Files: files("main.py", "import os\nopen('/work/x','w').write('ran')\nprint('ran')\n")},
+			status: StatusCompleted, builds: 3},
+		{name: "policy deny is a 400 naming the rule", req: Request{Files: files("main.py", "import os\nos.system('id')\n")},
+			invalid: `policy rule "no-shell"`},
+		{name: "bad requirement is a 400", req: Request{Requirements: "--index-url http://evil/\n", Files: files("main.py", "pass\n")},
+			invalid: "is not supported"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Entrypoint = "main.py"
+			x, err := eng.RunSync(ctx, tc.req)
+			if tc.invalid != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.invalid) {
+					t.Fatalf("error %v, want ErrInvalid with %q", err, tc.invalid)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Status != tc.status || x.Reason != tc.reason || x.Stdout != tc.stdout || !strings.Contains(x.Error, tc.errText) {
+				t.Errorf("status=%s reason=%q stdout=%q error=%q stderr=%q", x.Status, x.Reason, x.Stdout, x.Error, x.Stderr)
+			}
+			if got := envs.Stats().Builds; got != tc.builds {
+				t.Errorf("%d environments built so far, want %d", got, tc.builds)
+			}
+			if got := hasInstallEvent(t, eng, x.ID); got != tc.installEvt {
+				t.Errorf("install events: %v, want %v", got, tc.installEvt)
+			}
+			if tc.req.Lint == LintOnly && (len(x.Lint) == 0 || x.Lint[0].Code == "") {
+				t.Errorf("lint only returned no diagnostics: %+v", x.Lint)
+			}
+		})
+	}
+	t.Run("policy warning and lint alongside", func(t *testing.T) {
+		x, err := eng.RunSync(ctx, Request{Entrypoint: "main.py", Lint: LintWith, Files: files("main.py", "print(eval('1+1'))\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Stdout != "2\n" || len(x.Warnings) != 1 || !strings.Contains(x.Warnings[0], `policy rule "eval"`) {
+			t.Errorf("stdout %q warnings %q", x.Stdout, x.Warnings)
+		}
+		found := false
+		for _, d := range x.Lint {
+			found = found || d.Code == "S307"
+		}
+		if !found {
+			t.Errorf("lint %+v lacks S307 (eval)", x.Lint)
+		}
+	})
+}
+
+// hasInstallEvent replays an execution's events.
+func hasInstallEvent(t *testing.T, eng *Engine, id string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ch, err := eng.Follow(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for ev := range ch {
+		found = found || ev.Type == EventInstall
+	}
+	return found
+}

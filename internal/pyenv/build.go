@@ -1,0 +1,297 @@
+package pyenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// outputTail is how many lines of installer output an InstallError keeps.
+const outputTail = 40
+
+// build installs set into a new environment: in a temporary directory
+// that is renamed into place only when complete, so that an environment
+// that exists is always whole. The caller holds the build lock of key.
+func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key string, progress func(string)) error {
+	started := time.Now()
+	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
+	if err != nil {
+		return fmt.Errorf("creating a build directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	venv := filepath.Join(tmp, "env")
+	final := filepath.Join(envsDir(m.cfg), key)
+	m.log.Info("building environment", "key", key, "python", in.Full, "requirements", set.Specs(), "installer", m.Installer())
+	progress(fmt.Sprintf("installing %s with %s", strings.Join(set.Specs(), ", "), m.Installer()))
+
+	if err := m.run(ctx, m.venvCmd(in, venv), progress); err != nil {
+		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
+	}
+	var notInstalled []string
+	if err := m.install(ctx, venv, tmp, "all", set, progress); err != nil {
+		opt := set.Optional()
+		if len(opt) == 0 {
+			return &InstallError{Requirements: set.Specs(), Output: err.output, Err: err.err}
+		}
+		// Optional requirements never fail a build: install the
+		// required ones, then each optional one on its own.
+		progress("retrying without the optional requirements")
+		if err := m.install(ctx, venv, tmp, "required", set.Required(), progress); err != nil {
+			return &InstallError{Requirements: set.Required().Specs(), Output: err.output, Err: err.err}
+		}
+		for _, r := range opt {
+			if err := m.install(ctx, venv, tmp, "optional-"+r.Name, Set{r}, progress); err != nil {
+				notInstalled = append(notInstalled, r.Spec)
+				progress(fmt.Sprintf("optional requirement %s was not installed", r.Spec))
+			}
+		}
+	}
+	if m.uv == "" {
+		if err := fixShebangs(venv, final); err != nil {
+			return fmt.Errorf("relocating scripts: %w", err)
+		}
+	}
+	installed, err := installedNames(venv)
+	if err != nil {
+		return fmt.Errorf("listing installed distributions: %w", err)
+	}
+	if err := makeReadable(venv); err != nil {
+		return fmt.Errorf("setting permissions: %w", err)
+	}
+	size, err := dirSize(venv)
+	if err != nil {
+		return fmt.Errorf("measuring the environment: %w", err)
+	}
+	env := Env{Python: in.Full, PythonPath: in.Path, Requirements: set.Specs(), Installed: installed,
+		NotInstalled: notInstalled, Installer: m.Installer(), SizeBytes: size, Created: time.Now().UTC(),
+		BuildDuration: time.Since(started).Round(time.Millisecond).String()}
+	b, err := json.MarshalIndent(env, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(venv, metaFile), b, 0o644); err != nil {
+		return fmt.Errorf("writing the environment record: %w", err)
+	}
+	if err := os.Rename(venv, final); err != nil {
+		return fmt.Errorf("moving the environment into place: %w", err)
+	}
+	m.builds.Add(1)
+	progress(fmt.Sprintf("environment ready in %s", env.BuildDuration))
+	m.log.Info("built environment", "key", key, "size_bytes", size, "duration", env.BuildDuration)
+	return nil
+}
+
+// venvCmd creates the virtualenv. uv's --relocatable makes its scripts
+// find the interpreter relative to themselves, so the rename into place
+// keeps them working.
+func (m *Environments) venvCmd(in Interpreter, venv string) []string {
+	if m.uv != "" {
+		return []string{m.uv, "venv", "--no-config", "--no-project", "--no-python-downloads", "--relocatable",
+			"--quiet", "--cache-dir", m.cacheDir("uv"), "--python", in.Path, venv}
+	}
+	return []string{in.Path, "-m", "venv", venv}
+}
+
+// install installs set into venv, wheels only: no source distribution is
+// ever built, so no code of a package runs while installing it.
+func (m *Environments) install(ctx context.Context, venv, tmp, name string, set Set, progress func(string)) *runError {
+	reqFile := filepath.Join(tmp, name+".txt")
+	if err := os.WriteFile(reqFile, []byte(strings.Join(set.Specs(), "\n")+"\n"), 0o600); err != nil {
+		return &runError{err: err}
+	}
+	py := filepath.Join(venv, "bin", "python")
+	var argv []string
+	if m.uv != "" {
+		argv = []string{m.uv, "pip", "install", "--no-config", "--no-progress", "--no-build",
+			"--cache-dir", m.cacheDir("uv"), "--python", py, "--index-url", m.cfg.IndexURL}
+		for _, u := range m.cfg.ExtraIndexURLs {
+			argv = append(argv, "--extra-index-url", u)
+		}
+		for _, h := range m.cfg.TrustedHosts {
+			argv = append(argv, "--allow-insecure-host", h)
+		}
+	} else {
+		argv = []string{py, "-m", "pip", "install", "--isolated", "--no-input", "--disable-pip-version-check",
+			"--only-binary", ":all:", "--cache-dir", m.cacheDir("pip"), "--index-url", m.cfg.IndexURL}
+		for _, u := range m.cfg.ExtraIndexURLs {
+			argv = append(argv, "--extra-index-url", u)
+		}
+		for _, h := range m.cfg.TrustedHosts {
+			argv = append(argv, "--trusted-host", h)
+		}
+	}
+	argv = append(argv, "-r", reqFile)
+	return m.run(ctx, argv, progress)
+}
+
+func (m *Environments) cacheDir(tool string) string { return filepath.Join(m.cfg.Dir, "cache", tool) }
+
+// runError is a failed installer command with the tail of its output.
+type runError struct {
+	err    error
+	output string
+}
+
+// run runs argv with a clean environment, streaming its output lines to
+// progress, and returns the tail of the output when it fails.
+func (m *Environments) run(ctx context.Context, argv []string, progress func(string)) *runError {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = m.toolEnv()
+	cmd.Dir = m.cfg.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var tail []string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := strings.TrimRight(sc.Text(), " \r")
+			if line == "" {
+				continue
+			}
+			progress(line)
+			tail = append(tail, line)
+			if len(tail) > outputTail {
+				tail = tail[1:]
+			}
+		}
+		io.Copy(io.Discard, pr) // a line over 1 MiB: drain the rest
+	}()
+	err := cmd.Run()
+	pw.Close()
+	wg.Wait()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return &runError{err: err, output: strings.Join(tail, "\n")}
+}
+
+// toolEnv is the installers' environment: nothing of the server's but
+// what reaching an index needs (proxies, a CA bundle).
+func (m *Environments) toolEnv() []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + m.cfg.Dir, "LANG=C.UTF-8",
+		"NO_COLOR=1", "UV_NO_CONFIG=1", "PIP_CONFIG_FILE=/dev/null"}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// installedNames lists the normalised names of the distributions in the
+// virtualenv's site-packages.
+func installedNames(venv string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(venv, "lib", "python*", "site-packages", "*.dist-info"))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range matches {
+		base := strings.TrimSuffix(filepath.Base(m), ".dist-info")
+		name, _, _ := strings.Cut(base, "-")
+		if n := NormalizeName(name); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// fixShebangs points the scripts pip wrote in the build directory at the
+// environment's final place.
+func fixShebangs(venv, final string) error {
+	bin := filepath.Join(venv, "bin")
+	entries, err := os.ReadDir(bin)
+	if err != nil {
+		return err
+	}
+	prefix := []byte("#!" + venv + "/")
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(bin, e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(b, prefix) {
+			continue
+		}
+		b = append([]byte("#!"+final+"/"), b[len(prefix):]...)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeReadable lets the unprivileged payload user read every file and
+// enter every directory of the environment.
+func makeReadable(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := info.Mode().Perm() | 0o044
+		if d.IsDir() || info.Mode().Perm()&0o100 != 0 {
+			want |= 0o011
+		}
+		if want != info.Mode().Perm() {
+			return os.Chmod(p, want)
+		}
+		return nil
+	})
+}
+
+// dirSize is the disk space a directory tree takes.
+func dirSize(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		} else {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}

@@ -1,0 +1,142 @@
+package pyenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// DefaultLintIgnore is the rule set's exclusions: everything else ruff
+// knows is selected. COM812 and the D203/D213 pair conflict with the
+// formatter and with each other, CPY and D100 demand headers snippets
+// never have, FBT flags ordinary boolean arguments and RUF029 async
+// functions without await.
+var DefaultLintIgnore = []string{"COM812", "CPY", "D100", "D203", "D213", "FBT", "RUF029"}
+
+// Position is a place in a file, 1-based.
+type Position struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+}
+
+// Diagnostic is one problem ruff found.
+type Diagnostic struct {
+	Code        string          `json:"code"`
+	Message     string          `json:"message"`
+	Location    Position        `json:"location"`
+	EndLocation Position        `json:"end_location"`
+	Fix         json.RawMessage `json:"fix"` // ruff's fix object, or null
+	Filename    string          `json:"filename"`
+}
+
+// LintConfig configures a Linter.
+type LintConfig struct {
+	// Ruff is the ruff binary; empty means "ruff" on $PATH.
+	Ruff string
+	// Select and Ignore are ruff rule selectors. Defaults: ALL and
+	// DefaultLintIgnore.
+	Select, Ignore []string
+	// Timeout bounds one run. Default 20s.
+	Timeout time.Duration
+}
+
+// Linter runs ruff on a project inside a jail, with no network.
+type Linter struct {
+	run     JailRunner
+	ruff    string
+	sel     []string
+	ignore  []string
+	timeout time.Duration
+}
+
+// NewLinter finds ruff and returns a Linter that runs it through run.
+func NewLinter(run JailRunner, cfg LintConfig) (*Linter, error) {
+	ruff, err := FindTool("ruff", cfg.Ruff)
+	if err != nil {
+		return nil, err
+	}
+	l := &Linter{run: run, ruff: ruff, sel: cfg.Select, ignore: cfg.Ignore, timeout: cfg.Timeout}
+	if l.sel == nil {
+		l.sel = []string{"ALL"}
+	}
+	if l.ignore == nil {
+		l.ignore = DefaultLintIgnore
+	}
+	if l.timeout <= 0 {
+		l.timeout = 20 * time.Second
+	}
+	return l, nil
+}
+
+// Lint checks the project's Python files and returns the diagnostics,
+// ordered by file and position, with file names relative to the project.
+// The project's own ruff configuration is ignored (--isolated): the
+// operator chooses the rules.
+func (l *Linter) Lint(ctx context.Context, files []File) ([]Diagnostic, error) {
+	var sf []sandbox.File
+	for _, f := range files {
+		if strings.HasSuffix(f.Path, ".py") || strings.HasSuffix(f.Path, ".pyi") {
+			sf = append(sf, sandbox.File{Path: f.Path, Data: f.Data})
+		}
+	}
+	if len(sf) == 0 {
+		return []Diagnostic{}, nil
+	}
+	argv := []string{l.ruff, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
+		"--select", strings.Join(l.sel, ",")}
+	if len(l.ignore) > 0 {
+		argv = append(argv, "--ignore", strings.Join(l.ignore, ","))
+	}
+	argv = append(argv, ".")
+	res, err := l.run.Run(ctx, sandbox.Spec{
+		Argv:   argv,
+		Env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + sandbox.WorkDir, "NO_COLOR=1"},
+		Dir:    sandbox.WorkDir,
+		Files:  sf,
+		Mounts: []sandbox.Mount{{Source: filepath.Dir(l.ruff)}},
+		Limits: sandbox.Limits{WallTime: l.timeout, CPUTime: l.timeout, MemoryBytes: 512 << 20,
+			StdoutBytes: 16 << 20, StderrBytes: 64 << 10},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("running ruff: %w", err)
+	}
+	if res.Status != sandbox.StatusOK {
+		return nil, fmt.Errorf("running ruff: it ended %s (%s): %s", res.Status, res.Reason, firstLine(string(res.Stderr)))
+	}
+	var wire []ruffDiagnostic
+	if err := json.Unmarshal(res.Stdout, &wire); err != nil {
+		return nil, fmt.Errorf("running ruff: unreadable output: %w", err)
+	}
+	out := make([]Diagnostic, len(wire))
+	for i, w := range wire {
+		out[i] = Diagnostic{Code: w.Code, Message: w.Message, Fix: w.Fix,
+			Location:    Position{Line: w.Location.Row, Column: w.Location.Column},
+			EndLocation: Position{Line: w.EndLocation.Row, Column: w.EndLocation.Column},
+			Filename:    strings.TrimPrefix(path.Clean(w.Filename), sandbox.WorkDir+"/")}
+		if len(out[i].Fix) == 0 {
+			out[i].Fix = json.RawMessage("null")
+		}
+	}
+	return out, nil
+}
+
+// ruffDiagnostic is one entry of ruff's JSON output.
+type ruffDiagnostic struct {
+	Code        string          `json:"code"`
+	Message     string          `json:"message"`
+	Location    ruffPosition    `json:"location"`
+	EndLocation ruffPosition    `json:"end_location"`
+	Fix         json.RawMessage `json:"fix"`
+	Filename    string          `json:"filename"`
+}
+
+type ruffPosition struct {
+	Row    int `json:"row"`
+	Column int `json:"column"`
+}

@@ -1,0 +1,118 @@
+package pyenvtest
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pinned versions of the helper tools the tests install.
+const (
+	UVVersion   = "0.13.9"
+	RuffVersion = "0.17.6"
+)
+
+// Tools returns the paths of uv and ruff, installing the pinned versions
+// from PyPI with `python3 -m pip install --target` into a cache directory
+// ($PYEXEC_TEST_TOOLS, else the user's cache directory) on first use. When
+// they cannot be installed because PyPI is unreachable the test is
+// skipped with the reason; any other failure fails it.
+func Tools(t testing.TB) (uv, ruff string) {
+	t.Helper()
+	dir := os.Getenv("PYEXEC_TEST_TOOLS")
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatalf("no cache directory for the test tools: %v", err)
+		}
+		dir = filepath.Join(cache, "pyexec-test-tools", "uv-"+UVVersion+"-ruff-"+RuffVersion)
+	}
+	uv, ruff = filepath.Join(dir, "bin", "uv"), filepath.Join(dir, "bin", "ruff")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Test binaries of several packages may get here at once.
+	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if isExec(uv) && isExec(ruff) {
+		return uv, ruff
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 is needed to install uv and ruff: %v", err)
+	}
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+		"--target", tmp, "uv=="+UVVersion, "ruff=="+RuffVersion)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		os.RemoveAll(tmp)
+		if !PyPIReachable() {
+			t.Skipf("uv and ruff cannot be installed: PyPI is unreachable (%v)", err)
+		}
+		t.Fatalf("installing uv and ruff: %v\n%s", err, out)
+	}
+	os.RemoveAll(dir)
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	// The jail runs ruff as an unprivileged user.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !isExec(uv) || !isExec(ruff) {
+		t.Fatalf("pip installed uv and ruff but %s or %s is missing", uv, ruff)
+	}
+	return uv, ruff
+}
+
+// PyPIReachable reports whether https://pypi.org/simple/ answers.
+func PyPIReachable() bool {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Head("https://pypi.org/simple/pip/")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode < 500
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// EnvDir returns a new directory for environments that jails can mount:
+// outside /tmp (reserved inside the jail) and readable by the payload
+// user. It is removed when the test ends.
+func EnvDir(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("PYEXEC_TEST_ENV_DIR")
+	if base == "" {
+		base = "/var/tmp"
+	}
+	dir, err := os.MkdirTemp(base, "pyexec-envs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -1,0 +1,140 @@
+package pyenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+)
+
+// ErrNotAllowed marks an explicitly requested distribution that the
+// operator's allowlist or denylist forbids (a 400).
+var ErrNotAllowed = errors.New("distribution not allowed on this server")
+
+// NoDetection is the requirements_txt value that turns import detection
+// off (and installs nothing).
+const NoDetection = "-"
+
+// ResolverConfig is the operator's configuration of dependency
+// resolution.
+type ResolverConfig struct {
+	// Imports maps import names to distributions; nil means the curated
+	// DefaultImportMap.
+	Imports *ImportMap
+	// Allow, when not empty, lists the only distributions that may be
+	// installed; Deny lists distributions that never are. Names are
+	// normalised.
+	Allow, Deny []string
+	// Policy rules run on every project's imports and calls.
+	Policy Policy
+	// DisableDetection turns off import auto-detection for every request.
+	DisableDetection bool
+}
+
+// Needs is what a request needs beyond its interpreter.
+type Needs struct {
+	Set      Set      // empty: the bare interpreter will do
+	Warnings []string // policy warnings, detected imports not installed
+}
+
+// Resolver turns a request into its dependency set: the request's
+// requirements_txt › the project's requirements.txt › PEP 723 metadata of
+// the entry file › imports detected in the code.
+type Resolver struct {
+	cfg ResolverConfig
+	an  *Analyzer
+}
+
+// NewResolver validates cfg and returns a Resolver that detects imports
+// with an.
+func NewResolver(an *Analyzer, cfg ResolverConfig) (*Resolver, error) {
+	if cfg.Imports == nil {
+		cfg.Imports = DefaultImportMap()
+	}
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	for i, n := range cfg.Allow {
+		cfg.Allow[i] = NormalizeName(n)
+	}
+	for i, n := range cfg.Deny {
+		cfg.Deny[i] = NormalizeName(n)
+	}
+	return &Resolver{cfg: cfg, an: an}, nil
+}
+
+// Resolve computes what the project needs. Errors that are the request's
+// fault wrap ErrBadRequirement, ErrNotAllowed or ErrPolicy; others are
+// failures of the detector.
+func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, entry, requirementsTxt string) (Needs, error) {
+	var needs Needs
+	var lists [][]Requirement
+	detect := !r.cfg.DisableDetection && requirementsTxt != NoDetection
+	if requirementsTxt != NoDetection {
+		reqs, err := ParseRequirements(requirementsTxt, FromRequest)
+		if err != nil {
+			return Needs{}, fmt.Errorf("requirements_txt: %w", err)
+		}
+		lists = append(lists, reqs)
+		for _, f := range files {
+			if path.Clean(f.Path) == "requirements.txt" {
+				reqs, err := ParseRequirements(string(f.Data), FromProject)
+				if err != nil {
+					return Needs{}, fmt.Errorf("requirements.txt: %w", err)
+				}
+				lists = append(lists, reqs)
+			}
+		}
+		for _, f := range files {
+			if path.Clean(f.Path) == path.Clean(entry) {
+				reqs, err := ScriptDependencies(string(f.Data))
+				if err != nil {
+					return Needs{}, fmt.Errorf("%s: %w", entry, err)
+				}
+				lists = append(lists, reqs)
+			}
+		}
+	}
+	for _, list := range lists {
+		for _, req := range list {
+			if err := r.allowed(req.Name); err != nil {
+				return Needs{}, fmt.Errorf("%s: %w", req.Source, err)
+			}
+		}
+	}
+	if detect || len(r.cfg.Policy.Rules) > 0 {
+		an, err := r.an.Analyze(ctx, in, files, entry)
+		if err != nil {
+			return Needs{}, err
+		}
+		w, err := r.cfg.Policy.Check(an.AllImports, an.Calls)
+		if err != nil {
+			return Needs{}, err
+		}
+		needs.Warnings = w
+		if detect {
+			var detected []Requirement
+			for _, req := range an.Requirements(r.cfg.Imports) {
+				if err := r.allowed(req.Name); err != nil {
+					needs.Warnings = append(needs.Warnings, fmt.Sprintf("imported distribution %s is not installed: %v", req.Name, err))
+					continue
+				}
+				detected = append(detected, req)
+			}
+			lists = append(lists, detected)
+		}
+	}
+	needs.Set = Merge(lists...)
+	return needs, nil
+}
+
+func (r *Resolver) allowed(name string) error {
+	if slices.Contains(r.cfg.Deny, name) {
+		return fmt.Errorf("%w: %s is on the denylist", ErrNotAllowed, name)
+	}
+	if len(r.cfg.Allow) > 0 && !slices.Contains(r.cfg.Allow, name) {
+		return fmt.Errorf("%w: %s is not on the allowlist", ErrNotAllowed, name)
+	}
+	return nil
+}
