@@ -9,11 +9,17 @@ import (
 // driver that reports exceptions and the last expression on fd 3.
 type RunnerDriver struct{}
 
-var _ Driver = RunnerDriver{}
+var _ LiveDriver = RunnerDriver{}
 
 // Argv runs entrypoint under python through the driver.
 func (RunnerDriver) Argv(python, entrypoint string, opts DriverOptions) []string {
-	return runner.Argv(python, runner.Options{Entrypoint: entrypoint, Args: opts.Args, EvalLastExpr: opts.EvalLastExpr})
+	return runner.Argv(python, runner.Options{Entrypoint: entrypoint, Args: opts.Args, EvalLastExpr: opts.EvalLastExpr,
+		FigureFormat: opts.FigureFormat, MaxRows: opts.MaxRows, DataFrames: opts.DataFrames})
+}
+
+// LiveOutputs decodes the driver's outputs as the channel streams them.
+func (RunnerDriver) LiveOutputs(emit func(Output)) func([]byte) {
+	return runner.NewOutputScanner(func(o runner.Output) { emit(Output(o)) }).Write
 }
 
 // Parse decodes the driver's report.
@@ -22,7 +28,10 @@ func (RunnerDriver) Parse(b []byte) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	out := Report{Result: rep.Result}
+	out := Report{Result: rep.Result, Results: rep.Results, OutputsTruncated: rep.OutputsDropped > 0}
+	for _, o := range rep.Outputs {
+		out.Outputs = append(out.Outputs, Output(o))
+	}
 	if rep.Error != nil {
 		out.ErrorType, out.ErrorLine, out.Error = rep.Error.Name, rep.Error.Line, rep.Error.Value
 	}

@@ -39,6 +39,11 @@ type Config struct {
 	// pending. Defaults 50ms and 32 KiB.
 	FlushInterval time.Duration
 	FlushBytes    int
+	// MaxFiles and MaxFileBytes cap the files collected from one
+	// execution (count, total bytes); zero means the jail's defaults
+	// (sandbox.DefaultCollectFiles, sandbox.DefaultCollectBytes).
+	MaxFiles     int
+	MaxFileBytes int64
 	// KillWait bounds how long Kill waits for the node running an
 	// execution to stop it and record the outcome. Default 10s.
 	KillWait time.Duration
@@ -96,6 +101,7 @@ func (c Config) validate() error {
 		{c.OutputBytes < 1, "output limit must be positive"},
 		{c.FlushInterval < time.Millisecond || c.FlushBytes < 1, "event flush interval and size must be positive"},
 		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
+		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

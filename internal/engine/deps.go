@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 
@@ -34,6 +35,10 @@ type Interpreters interface {
 type DriverOptions struct {
 	Args         []string // the script's arguments
 	EvalLastExpr bool     // report the repr of a trailing expression
+	FigureFormat string   // "png" or "svg"; empty: png
+	MaxRows      int      // DataFrame rows kept in outputs; 0: the driver's default
+	// DataFrames are loaded before the code runs: variable → workspace file.
+	DataFrames map[string]string
 }
 
 // Report is what the driver wrote on the result channel (fd 3).
@@ -42,6 +47,10 @@ type Report struct {
 	ErrorLine int     // line in the user's file, 0 if unknown
 	Error     string  // the exception message
 	Result    *string // repr of the last expression when asked for
+	Outputs   []Output
+	// OutputsTruncated says the driver left outputs out (its budget).
+	OutputsTruncated bool
+	Results          json.RawMessage // the script's `results` dict, nil without one
 }
 
 // Driver is the Python-side runner: it wraps the user's entrypoint so that
@@ -74,7 +83,9 @@ type Deps struct {
 	Envs Environments
 	// Linter serves lint requests; nil refuses them.
 	Linter Linter
-	Logger *slog.Logger // nil discards
+	// Artifacts stores the files executions produce; nil collects none.
+	Artifacts store.Artifacts
+	Logger    *slog.Logger // nil discards
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
 	OnFinish func(Execution)

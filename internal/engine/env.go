@@ -62,7 +62,7 @@ type envPlan struct {
 // commands and lint mode. Errors wrap ErrInvalid except failures of the
 // detector itself.
 func (e *Engine) planEnv(ctx context.Context, req Request, p *plan, entry string) error {
-	p.env = envPlan{entry: entry, dopts: DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr},
+	p.env = envPlan{entry: entry, dopts: driverOptions(req),
 		pre: req.PreCommands, lint: req.Lint}
 	switch req.Lint {
 	case LintOff:

@@ -50,7 +50,9 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		out.close()
 		return e.finish(sctx, done)
 	}
-	res, runErr := e.deps.Runner.Run(ctx, spec, out.write)
+	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
+		e.publishEvent(sctx, o.id, t, d)
+	}))
 	release()
 	out.close()
 
@@ -60,6 +62,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		cause = context.Cause(ctx)
 	}
 	e.outcome(&ran, p, res, runErr, cause)
+	ran.Files, ran.FilesOmitted = e.saveFiles(sctx, o.id, res.Files), res.FilesOmitted
 	return e.finish(sctx, &ran)
 }
 

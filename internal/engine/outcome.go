@@ -101,6 +101,9 @@ func (e *Engine) applyReport(r *record, channel []byte) {
 		return
 	}
 	r.ErrorType, r.ErrorLine, r.Error, r.Result = rep.ErrorType, rep.ErrorLine, rep.Error, rep.Result
+	r.Outputs, r.OutputsTruncated = keepOutputs(rep.Outputs)
+	r.OutputsTruncated = r.OutputsTruncated || rep.OutputsTruncated
+	r.Results = rep.Results
 }
 
 func fail(r *record, reason, msg string, code int) {
@@ -125,6 +128,7 @@ func merge(dst, run *record) {
 	dst.Stdout, dst.Stderr = run.Stdout, run.Stderr
 	dst.StdoutTruncated, dst.StderrTruncated = run.StdoutTruncated, run.StderrTruncated
 	dst.CPUTimeMs, dst.PeakMemoryBytes, dst.DurationMs = run.CPUTimeMs, run.PeakMemoryBytes, run.DurationMs
+	dst.Files, dst.FilesOmitted = run.Files, run.FilesOmitted
 	if dst.StartedAt == nil {
 		dst.StartedAt = run.StartedAt
 	}

@@ -53,6 +53,9 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 	if req.Entrypoint == "" || !slices.ContainsFunc(req.Files, func(f File) bool { return path.Clean(f.Path) == entry }) {
 		return nil, invalid("entrypoint %q is not among the files", req.Entrypoint)
 	}
+	if err := validateRich(req); err != nil {
+		return nil, invalid("%v", err)
+	}
 	env, err := buildEnv(req.Env)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -76,7 +79,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 	}
 	p := &plan{
 		spec: sandbox.Spec{
-			Argv:          e.deps.Driver.Argv(interp.Path, entry, DriverOptions{Args: req.Args, EvalLastExpr: req.EvalLastExpr}),
+			Argv:          e.deps.Driver.Argv(interp.Path, entry, driverOptions(req)),
 			Env:           env,
 			Dir:           sandbox.WorkDir,
 			Files:         files,
@@ -85,6 +88,8 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 			Stdin:         []byte(req.Stdin),
 			Limits:        limits,
 			ResultChannel: true,
+			StreamChannel: true,
+			Collect:       e.collectSpec(req),
 		},
 		interpreter: interp,
 		timeout:     limits.WallTime,

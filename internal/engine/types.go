@@ -5,9 +5,11 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
-	"github.com/pyexec/pyexec/internal/pyenv"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -46,7 +48,10 @@ const (
 	ReasonNodeLost     = "node_lost"
 )
 
-// File is one file of a project, relative to the workspace.
+// File is one file of a project, relative to the workspace. Data is the
+// raw content: a transport that carries text (the JSON API's
+// {"name","content","encoding":"base64"}) decodes it before building the
+// Request, so binary files arrive byte for byte.
 type File struct {
 	Path string `json:"path"`
 	Data []byte `json:"data"`
@@ -71,6 +76,15 @@ type Request struct {
 	DiskBytes     int64         `json:"disk_bytes,omitempty"`
 	CPUShares     int           `json:"cpu_shares,omitempty"`
 	Network       bool          `json:"network,omitempty"`
+
+	// Rich output and files (see rich.go, files.go). DataFrames maps a
+	// variable name to one of Files, loaded with pandas before the code
+	// runs; Collect selects the files returned (empty: every file the run
+	// created or changed).
+	FigureFormat string            `json:"figure_format,omitempty"` // png (default) or svg
+	MaxRows      int               `json:"max_rows,omitempty"`      // DataFrame rows kept; 0: the driver's default
+	DataFrames   map[string]string `json:"dataframes,omitempty"`
+	Collect      []string          `json:"collect,omitempty"`
 
 	// Who asked, for the audit trail.
 	Caller     string `json:"caller,omitempty"`
@@ -105,6 +119,12 @@ type Execution struct {
 	// Lint holds ruff's diagnostics when the request asked for them.
 	Lint      []pyenv.Diagnostic `json:"lint,omitempty"`
 	CreatedAt time.Time          `json:"created_at"`
+
+	Outputs          []Output        `json:"outputs,omitempty"`
+	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
+	Results          json.RawMessage `json:"results,omitempty"` // the script's `results` dict
+	Files            []FileInfo      `json:"files,omitempty"`
+	FilesOmitted     int             `json:"files_omitted,omitempty"` // left out by the caps
 }
 
 // EventType names the kinds of live events of an execution.

@@ -1,16 +1,21 @@
 # pyexec runner driver.
 #
 # The jail starts this instead of the user's program, as
-#     python -B -c <this source> --report-fd N [--eval-last-expr] -- ENTRY [ARGS...]
-# It runs ENTRY as __main__ the way `python ENTRY ARGS...` would and, at the
-# end, writes one JSON line describing the outcome to a private copy of fd N.
+#     python -B -c <this source> --report-fd N [OPTIONS] -- ENTRY [ARGS...]
+# OPTIONS: --eval-last-expr, --figure-format png|svg, --max-rows N,
+# --dataframe NAME=PATH (repeatable).
+# It runs ENTRY as __main__ the way `python ENTRY ARGS...` would. On a
+# private copy of fd N it streams one JSON line per rich output
+# ({"output": {"type", "data", "metadata"}}) as it happens and, at the end,
+# one JSON line describing the outcome: the report, always the last line.
 #
 # Rules this file keeps:
 # - It travels on argv, so it stays small (the Go side checks < 32 KiB).
 # - It imports nothing before the user's code runs: only modules the
 #   interpreter loaded at startup, so a user's json.py or random.py shadows the
 #   standard library for the user exactly as with `python main.py`. The error
-#   path imports traceback with the project directory off sys.path.
+#   path imports traceback with the project directory off sys.path. Rich
+#   output touches matplotlib and pandas only when the user's code loaded them.
 # - None of its frames appears in a traceback shown to the user.
 # - It supports every CPython from 3.8.
 
@@ -20,22 +25,50 @@ import sys
 _G = globals()
 _MAX_RESULT = 1 << 20  # characters of a result repr kept
 _MAX_TEXT = 256 << 10  # characters of an error value or traceback kept
+_MAX_OUTPUT = 4 << 20  # bytes of rich output per run (the jail keeps 8 MiB of the channel)
+_MAX_RESULTS = 1 << 20  # bytes of the JSON of the results dict
+_INF = float("inf")
 _ESC = {i: "\\u%04x" % i for i in range(32)}
 _ESC[ord('"')] = '\\"'
 _ESC[ord("\\")] = "\\\\"
 
 
-def _json(v):
-    # Enough JSON for the report: None, bool, int, str and dicts of them.
+class _Raw(str):
+    # Text that is already JSON.
+    pass
+
+
+def _json(v, depth=0):
+    # JSON of plain data; anything else becomes what tolist() or to_dict()
+    # make of it (numpy, pandas) or its str().
     if v is None:
         return "null"
     if v is True or v is False:
         return "true" if v else "false"
+    if type(v) is _Raw:
+        return str.__str__(v)
     if isinstance(v, int):
-        return str(int(v))
+        return int.__repr__(v)
+    if isinstance(v, float):
+        return float.__repr__(v) if v == v and v != _INF and v != -_INF else "null"
     if isinstance(v, str):
         return '"' + v.translate(_ESC) + '"'
-    return "{" + ",".join(_json(k) + ":" + _json(x) for k, x in v.items()) + "}"
+    if depth < 64:
+        if isinstance(v, dict):
+            return "{" + ",".join(_json(k if isinstance(k, str) else str(k)) + ":" + _json(x, depth + 1)
+                                  for k, x in v.items()) + "}"
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return "[" + ",".join(_json(x, depth + 1) for x in v) + "]"
+        for name, args in (("tolist", ()), ("to_dict", ("records",))):
+            if callable(getattr(type(v), name, None)):
+                try:
+                    return _json(getattr(v, name)(*args), depth + 1)
+                except Exception:
+                    pass
+    try:
+        return _json(str(v))
+    except Exception:
+        return '"<unprintable>"'
 
 
 class _Channel:
@@ -48,6 +81,7 @@ class _Channel:
     def __init__(self, fd):
         self.fd = -1
         self.pid = os.getpid()
+        self.lock = sys.modules["_thread"].allocate_lock()  # display() may be called from threads
         try:
             self.fd = os.dup(fd)
             os.close(fd)
@@ -56,18 +90,22 @@ class _Channel:
             return  # no channel: run anyway, the caller uses the exit code
         self.ident = (st.st_dev, st.st_ino)
 
-    def send(self, report):
+    def send(self, obj):
+        # Returns the number of bytes written (0 when nothing was).
         if self.fd < 0 or os.getpid() != self.pid:
-            return
-        try:
-            st = os.fstat(self.fd)
-            if (st.st_dev, st.st_ino) != self.ident:
-                return
-            data = memoryview((_json(report) + "\n").encode("utf-8", "backslashreplace"))
-            while data:
-                data = data[os.write(self.fd, data):]
-        except OSError:
-            pass
+            return 0
+        data = (_json(obj) + "\n").encode("utf-8", "backslashreplace")
+        with self.lock:
+            try:
+                st = os.fstat(self.fd)
+                if (st.st_dev, st.st_ino) != self.ident:
+                    return 0
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self.fd, view):]
+            except OSError:
+                return 0
+        return len(data)
 
 
 def _usage(msg):
@@ -75,23 +113,38 @@ def _usage(msg):
     sys.exit(2)
 
 
+class _Opts:
+    fd = 3
+    last = False
+    figure = "png"
+    rows = 100
+    frames = ()
+
+
 def _parse(argv):
-    fd, last = 3, False
-    i = 0
+    o, frames, i = _Opts(), [], 0
     while i < len(argv) and argv[i] != "--":
-        if argv[i] == "--report-fd" and i + 1 < len(argv) and argv[i + 1].isdigit():
-            fd = int(argv[i + 1])
-            i += 2
-        elif argv[i] == "--eval-last-expr":
-            last = True
-            i += 1
+        a, v = argv[i], argv[i + 1] if i + 1 < len(argv) else ""
+        if a == "--eval-last-expr":
+            o.last, i = True, i + 1
+            continue
+        if a == "--report-fd" and v.isdigit():
+            o.fd = int(v)
+        elif a == "--figure-format" and v in ("png", "svg"):
+            o.figure = v
+        elif a == "--max-rows" and v.isdigit() and int(v) > 0:
+            o.rows = int(v)
+        elif a == "--dataframe" and v.partition("=")[0].isidentifier() and v.partition("=")[2]:
+            frames.append(v.partition("="))
         else:
-            _usage("unknown option %r" % argv[i])
+            _usage("bad option %r" % a)
+        i += 2
     if i + 1 >= len(argv):
         _usage("missing -- ENTRY")
-    if fd < 3:
+    if o.fd < 3:
         _usage("report fd must be 3 or more")
-    return fd, last, argv[i + 1], argv[i + 2:]
+    o.frames = frames
+    return o, argv[i + 1], argv[i + 2:]
 
 
 def _compile(src, path, last):
@@ -201,9 +254,186 @@ def _quiet_hook(*_):
     pass
 
 
+_REPRS = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
+          ("text/latex", "_repr_latex_"), ("image/svg+xml", "_repr_svg_"), ("image/png", "_repr_png_"),
+          ("image/jpeg", "_repr_jpeg_"), ("application/json", "_repr_json_"))
+
+
+def _kind(obj, module, *names):
+    t = type(obj)
+    return (t.__module__ or "").split(".")[0] == module and t.__name__ in names
+
+
+class _Rich:
+    # Rich outputs: MIME bundles streamed on the channel as they happen.
+
+    def __init__(self, channel, opts, clean_path):
+        self.channel, self.opts, self.clean_path = channel, opts, clean_path
+        self.left, self.dropped = _MAX_OUTPUT, 0
+
+    def emit(self, kind, data, meta=None):
+        out = {"type": kind, "data": data}
+        if meta:
+            out["metadata"] = meta
+        line = _json({"output": out})
+        if len(line) >= self.left:
+            self.dropped += 1
+            return
+        self.left -= self.channel.send(_Raw(line))
+
+    def display(self, *objs, raw=False, metadata=None, **_ignored):
+        # IPython's display(): one output per object, in order.
+        for obj in objs:
+            if raw and isinstance(obj, dict):
+                self.emit("display", obj, metadata)
+            else:
+                data, meta = self.bundle(obj)
+                self.emit("display", data, metadata or meta)
+
+    def bundle(self, obj, text=None):
+        data, meta = {}, {}
+        if _kind(obj, "pandas", "DataFrame", "Series"):
+            self.frame(obj, data)
+        elif _kind(obj, "matplotlib", "Figure"):
+            try:
+                self.figure(obj, data)
+            except Exception:
+                pass
+        else:
+            r = self.call(obj, "_repr_mimebundle_")
+            if isinstance(r, tuple) and len(r) == 2:
+                r, m = r
+                meta.update(m if isinstance(m, dict) else {})
+            if isinstance(r, dict):
+                data.update((k, v) for k, v in r.items() if isinstance(k, str))
+            for mime, name in _REPRS:
+                if mime in data:
+                    continue
+                r = self.call(obj, name)
+                if isinstance(r, tuple) and len(r) == 2:
+                    r, meta[mime] = r
+                if r is None:
+                    continue
+                if isinstance(r, (bytes, bytearray)):
+                    r = self.b64(r)
+                data[mime] = r if mime == "application/json" else str(r)
+        if "text/plain" not in data:
+            data["text/plain"] = (repr(obj) if text is None else text)[:_MAX_RESULT]
+        return data, meta
+
+    def call(self, obj, name):
+        # The method only when the class defines it: a __getattr__ that
+        # answers every name does not make an object rich.
+        if not callable(getattr(type(obj), name, None)):
+            return None
+        try:
+            return getattr(obj, name)()
+        except Exception:
+            return None
+
+    def b64(self, b):
+        return _stdlib_import("binascii", self.clean_path).b2a_base64(bytes(b), newline=False).decode("ascii")
+
+    def frame(self, obj, data):
+        n = self.opts.rows
+        df = obj.to_frame() if _kind(obj, "pandas", "Series") else obj
+        try:
+            data["text/html"] = df.to_html(max_rows=n, max_cols=100)
+        except Exception:
+            pass
+        try:
+            head = df.head(n)
+            records = head.to_json(orient="records", date_format="iso", default_handler=str)
+            data["application/json"] = {"columns": [str(c) for c in head.columns], "records": _Raw(records),
+                                        "total_rows": len(df), "truncated": len(df) > n}
+        except Exception:
+            pass
+
+    def figure(self, fig, data):
+        buf = sys.modules["io"].BytesIO()
+        fig.savefig(buf, format=self.opts.figure)
+        b = buf.getvalue()
+        if self.opts.figure == "svg":
+            data["image/svg+xml"] = b.decode("utf-8", "replace")
+        else:
+            data["image/png"] = self.b64(b)
+
+    def show_figures(self):
+        # pyplot.show(): every open figure becomes an output and is closed,
+        # as in a notebook.
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            try:
+                data, meta = self.bundle(fig)
+                self.emit("display", data, meta)
+            finally:
+                plt.close(fig)
+
+    def find_spec(self, name, path, target=None):
+        # A meta path finder that only patches pyplot.show as pyplot loads.
+        if name != "matplotlib.pyplot":
+            return None
+        for f in sys.meta_path:
+            spec = f.find_spec(name, path, target) if f is not self and hasattr(f, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        run = getattr(spec.loader, "exec_module", None)
+        if run is not None:
+            def exec_module(module):
+                run(module)
+
+                def show(*args, **kwargs):  # a function: pyplot sets its __signature__
+                    self.show_figures()
+                module.show = show
+            spec.loader.exec_module = exec_module
+        return spec
+
+    def start(self):
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        sys.meta_path.insert(0, self)
+        b = sys.modules["builtins"]
+        if not hasattr(b, "display"):
+            b.display = self.display
+
+    def load_frames(self, g):
+        # The request's dataframes, loaded before the user's code runs.
+        if self.opts.frames:
+            try:
+                pd = __import__("pandas")
+            except ImportError as e:
+                raise ImportError("dataframes need pandas, which this environment does not have: %s" % e)
+            readers = {"csv": pd.read_csv, "tsv": lambda p: pd.read_csv(p, sep="\t"), "json": pd.read_json,
+                       "parquet": pd.read_parquet, "xlsx": pd.read_excel}
+            for name, _, path in self.opts.frames:
+                ext = path.rpartition(".")[2].lower()
+                if ext not in readers:
+                    raise ValueError("cannot load %r as a DataFrame: unknown file type" % path)
+                g[name] = readers[ext](path)
+
+    def finish(self, report, g):
+        try:
+            self.show_figures()
+        except Exception:
+            pass
+        res = g.get("results")
+        if isinstance(res, dict):
+            text = _json(res)
+            if len(text) <= _MAX_RESULTS:
+                report["results"] = _Raw(text)
+            else:
+                report["results_truncated"] = True
+        if self.dropped:
+            report["outputs_dropped"] = self.dropped
+
+
 def _main():
-    fd, last, entry, args = _parse(sys.argv[1:])
-    channel = _Channel(fd)
+    opts, entry, args = _parse(sys.argv[1:])
+    channel = _Channel(opts.fd)
     report = {"result": None, "error": None, "exit_code": 0}
     roots = _user_roots(entry)
     cwd = os.getcwd()
@@ -242,9 +472,12 @@ def _main():
         channel.send(report)
         sys.exit(2)
 
+    rich = _Rich(channel, opts, clean_path)
+    rich.start()
     exc = None
     try:
-        body, tail = _compile(src, path, last)
+        rich.load_frames(g)
+        body, tail = _compile(src, path, opts.last)
         exec(body, g)
         if tail is not None:
             value = eval(tail, g)
@@ -253,13 +486,16 @@ def _main():
                 report["result"] = r[:_MAX_RESULT]
                 if len(r) > _MAX_RESULT:
                     report["result_truncated"] = True
+                rich.emit("result", *rich.bundle(value, report["result"]))
     except SystemExit as e:
         report["exit_code"] = _exit_code(e.code)
+        rich.finish(report, g)
         channel.send(report)
         raise  # the interpreter prints a non-int code and exits as usual
     except BaseException as e:
         exc = e
 
+    rich.finish(report, g)
     if exc is None:
         channel.send(report)
         return

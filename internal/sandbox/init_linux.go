@@ -83,7 +83,10 @@ func runInit(w *wire) error {
 	exit := reap(pid)
 	// Our own exit then tears down the pid namespace: every process the
 	// payload left behind is killed by the kernel.
-	return w.send(message{Kind: kindExit, Exit: &exit})
+	if err := w.send(message{Kind: kindExit, Exit: &exit}); err != nil || m.Exec.Collect == nil {
+		return err
+	}
+	return collectFiles(w, setup, m.Exec, pid)
 }
 
 // startPayload prepares the workspace and starts the payload with every

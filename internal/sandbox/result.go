@@ -26,6 +26,9 @@ type Stream int
 const (
 	Stdout Stream = 1
 	Stderr Stream = 2
+	// Channel is the result channel (fd 3), passed to the OutputFunc only
+	// when Spec.StreamChannel is set.
+	Channel Stream = 3
 )
 
 func (s Stream) String() string {
@@ -34,6 +37,8 @@ func (s Stream) String() string {
 		return "stdout"
 	case Stderr:
 		return "stderr"
+	case Channel:
+		return "channel"
 	}
 	return fmt.Sprintf("stream(%d)", int(s))
 }
@@ -61,6 +66,10 @@ type Result struct {
 	// Channel holds what the payload wrote to fd 3 when Spec.ResultChannel
 	// was set (at most ChannelBytes).
 	Channel []byte
+	// Files are the workspace files Spec.Collect asked for, in walk order;
+	// FilesOmitted counts files left out by its caps.
+	Files        []CollectedFile
+	FilesOmitted int
 
 	WallTime   time.Duration // from payload start to its end
 	CPUTime    time.Duration // user+sys of every process of the jail

@@ -44,7 +44,10 @@ func (j *Jail) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, erro
 	r := &runState{limits: limits, stop: make(chan struct{})}
 	stdout := &capture{stream: Stdout, limit: limits.StdoutBytes, live: out, onLimit: r.outputLimit}
 	stderr := &capture{stream: Stderr, limit: limits.StderrBytes, live: out, onLimit: r.outputLimit}
-	channel := &capture{limit: ChannelBytes}
+	channel := &capture{stream: Channel, limit: ChannelBytes}
+	if spec.StreamChannel {
+		channel.live = out
+	}
 	var drains sync.WaitGroup
 	for _, d := range []struct {
 		c *capture
@@ -62,6 +65,10 @@ func (j *Jail) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, erro
 		dir = WorkDir
 	}
 	exec := &execMsg{Argv: spec.Argv, Env: spec.Env, Dir: dir, Files: spec.Files, Limits: limits, Channel: spec.ResultChannel}
+	if spec.Collect != nil {
+		c := spec.Collect.withDefaults()
+		exec.Collect = &c
+	}
 	if err := j.send(ctx, message{Kind: kindExec, Exec: exec}); err != nil {
 		return setupErr(err)
 	}
@@ -78,20 +85,35 @@ func (j *Jail) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, erro
 	go j.feedStdin(spec.Stdin)
 
 	exitCh := make(chan exitInfo, 1)
+	col := &collected{done: make(chan struct{})}
 	go func() {
+		defer close(col.done)
 		if m, err := j.wire.expect(kindExit); err == nil && m.Exit != nil {
 			exitCh <- *m.Exit
+			if exec.Collect != nil {
+				col.files, col.omitted, col.err = receiveFiles(j.wire, *exec.Collect)
+			}
 		}
 		close(exitCh)
 	}()
 	r.wait(ctx, j, exitCh, start)
 	wall := time.Since(start)
+	if exec.Collect != nil && r.exited() {
+		col.wait(ctx)
+	}
 	// Whatever happened, the jail ends now: killing init kills its pid
 	// namespace; the pipes then reach EOF and the drains finish.
 	j.kill()
 	<-j.initDone
 	j.waitDrains(&drains)
 	res := r.result(j, stdout, stderr, channel, wall)
+	if exec.Collect != nil {
+		<-col.done // init is gone: its pipe is at EOF
+		res.Files, res.FilesOmitted = col.files, col.omitted
+		if col.err != nil {
+			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", col.err)
+		}
+	}
 	j.releaseCgroup()
 	return res, nil
 }
@@ -231,4 +253,11 @@ func sameBase(a, b Base) bool {
 		}
 	}
 	return true
+}
+
+// exited reports whether the payload ended by itself (not stopped).
+func (r *runState) exited() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.end.haveExit
 }

@@ -34,6 +34,12 @@ type Spec struct {
 	// results (the runner's report). Its bytes arrive in Result.Channel,
 	// capped at ChannelBytes.
 	ResultChannel bool
+	// StreamChannel also hands the result channel's bytes to the
+	// OutputFunc as they arrive, as Stream Channel (with ResultChannel).
+	StreamChannel bool
+	// Collect, when set, returns files the payload leaves in the workspace
+	// in Result.Files (see Collect).
+	Collect *Collect
 }
 
 // ChannelBytes caps what the payload may write to its result channel.
@@ -190,6 +196,9 @@ func (s *Spec) Validate() error {
 		if err := m.validate(); err != nil {
 			return err
 		}
+	}
+	if err := s.Collect.validate(); err != nil {
+		return err
 	}
 	return s.Limits.withDefaults().validate()
 }

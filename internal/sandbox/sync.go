@@ -22,6 +22,9 @@ import (
 //	                               ◀─────── msgStarted | msgError
 //	  feed stdin, read output, timers
 //	                               ◀─────── msgExit{exited, code, signal}
+//	  (with Spec.Collect: init kills what the payload left, walks /work)
+//	                               ◀─────── msgFile{path, mode, data} ...
+//	                               ◀─────── msgCollected{omitted}
 //	  SIGKILL init (kills the whole pid namespace), remove the cgroup
 //
 // Init never trusts anything but the parent's pipe; the payload never sees
@@ -40,12 +43,14 @@ const (
 type msgKind string
 
 const (
-	kindSetup   msgKind = "setup"
-	kindReady   msgKind = "ready"
-	kindExec    msgKind = "exec"
-	kindStarted msgKind = "started"
-	kindExit    msgKind = "exit"
-	kindError   msgKind = "error"
+	kindSetup     msgKind = "setup"
+	kindReady     msgKind = "ready"
+	kindExec      msgKind = "exec"
+	kindStarted   msgKind = "started"
+	kindExit      msgKind = "exit"
+	kindError     msgKind = "error"
+	kindFile      msgKind = "file"
+	kindCollected msgKind = "collected"
 )
 
 // message is the envelope of every protocol message; exactly one of the
@@ -57,6 +62,9 @@ type message struct {
 	Started *startedMsg `json:"started,omitempty"`
 	Exit    *exitInfo   `json:"exit,omitempty"`
 	Error   *initError  `json:"error,omitempty"`
+
+	File      *fileMsg      `json:"file,omitempty"`
+	Collected *collectedMsg `json:"collected,omitempty"`
 }
 
 // setupMsg is everything init needs to build the root.
@@ -81,6 +89,7 @@ type execMsg struct {
 	Files   []File   `json:"files"`
 	Limits  Limits   `json:"limits"`
 	Channel bool     `json:"channel"`
+	Collect *Collect `json:"collect,omitempty"` // with defaults applied
 }
 
 type startedMsg struct {

@@ -19,6 +19,8 @@ type NATS struct {
 	queue    jetstream.Stream
 	workers  jetstream.Consumer
 	events   jetstream.Stream
+	// artifacts holds the files executions produce (artifacts.go).
+	artifacts jetstream.ObjectStore
 }
 
 var (
@@ -55,6 +57,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATS, error) {
 		{"queue stream", s.openQueue},
 		{"events stream", s.openEvents},
 		{"audit stream", s.openAudit},
+		{"artifacts bucket", s.openArtifacts},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {

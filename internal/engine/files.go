@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// ErrFileNotFound: the execution exists but has no such file (404).
+var ErrFileNotFound = errors.New("file not found")
+
+// Inlining of small images in FileInfo.Content.
+const (
+	maxInlineImage = 64 << 10
+	maxInlineTotal = 256 << 10
+)
+
+// FileInfo describes one file an execution produced (an artifact).
+type FileInfo struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	MIME   string `json:"mime"`
+	// Content is the base64 of a small image, inlined in the record.
+	Content string `json:"content,omitempty"`
+}
+
+// collectSpec is what the jail collects for req; nil when this engine has
+// nowhere to store files.
+func (e *Engine) collectSpec(req Request) *sandbox.Collect {
+	if e.deps.Artifacts == nil {
+		return nil
+	}
+	return &sandbox.Collect{Globs: req.Collect, MaxFiles: e.cfg.MaxFiles, MaxBytes: e.cfg.MaxFileBytes}
+}
+
+// saveFiles stores what the jail collected and returns the listing for the
+// record. A file that cannot be stored is left out of the listing (and
+// logged): the listing names only files that can be downloaded.
+func (e *Engine) saveFiles(ctx context.Context, id string, files []sandbox.CollectedFile) []FileInfo {
+	if e.deps.Artifacts == nil || len(files) == 0 {
+		return nil
+	}
+	out := make([]FileInfo, 0, len(files))
+	inlined := 0
+	for _, f := range files {
+		mime := mimeOf(f.Path, f.Data)
+		a, err := e.deps.Artifacts.PutArtifact(ctx, id, f.Path, mime, f.Data)
+		if err != nil {
+			e.log.Warn("storing an execution file", "execution_id", id, "path", f.Path, "err", err)
+			continue
+		}
+		info := FileInfo{Path: a.Path, Size: a.Size, SHA256: a.SHA256, MIME: a.MIME}
+		if strings.HasPrefix(mime, "image/") && len(f.Data) <= maxInlineImage && inlined+len(f.Data) <= maxInlineTotal {
+			info.Content = base64.StdEncoding.EncodeToString(f.Data)
+			inlined += len(f.Data)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// ListFiles returns the files an execution produced; ErrNotFound when the
+// execution does not exist.
+func (e *Engine) ListFiles(ctx context.Context, id string) ([]FileInfo, error) {
+	x, err := e.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return x.Files, nil
+}
+
+// OpenFile opens one file an execution produced, by its workspace-relative
+// path as listed. Only listed files are served: the path is compared with
+// the listing, never resolved on a filesystem. ErrNotFound when the
+// execution does not exist, ErrFileNotFound when it has no such file.
+func (e *Engine) OpenFile(ctx context.Context, id, unsafePath string) (io.ReadCloser, FileInfo, error) {
+	x, err := e.Get(ctx, id)
+	if err != nil {
+		return nil, FileInfo{}, err
+	}
+	want := path.Clean(strings.TrimPrefix(unsafePath, "/"))
+	for _, f := range x.Files {
+		if f.Path != want {
+			continue
+		}
+		if e.deps.Artifacts == nil {
+			return nil, FileInfo{}, fmt.Errorf("%w: %s (this server stores no files)", ErrFileNotFound, f.Path)
+		}
+		r, _, err := e.deps.Artifacts.GetArtifact(ctx, id, f.Path)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, FileInfo{}, fmt.Errorf("%w: %s (expired)", ErrFileNotFound, f.Path)
+		}
+		if err != nil {
+			return nil, FileInfo{}, fmt.Errorf("engine: opening %s of %s: %w", f.Path, id, err)
+		}
+		f.Content = ""
+		return r, f, nil
+	}
+	return nil, FileInfo{}, fmt.Errorf("%w: %s", ErrFileNotFound, want)
+}
+
+// mimeOf names the type of common data files by their extension and
+// sniffs the content of others.
+func mimeOf(name string, data []byte) string {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".csv":
+		return "text/csv"
+	case ".tsv":
+		return "text/tab-separated-values"
+	case ".txt", ".log":
+		return "text/plain; charset=utf-8"
+	case ".md":
+		return "text/markdown"
+	case ".json":
+		return "application/json"
+	case ".html", ".htm":
+		return "text/html; charset=utf-8"
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".svg":
+		return "image/svg+xml"
+	case ".pdf":
+		return "application/pdf"
+	case ".parquet":
+		return "application/vnd.apache.parquet"
+	case ".xlsx":
+		return "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+	}
+	return http.DetectContentType(data)
+}
