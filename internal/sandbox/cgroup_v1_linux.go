@@ -200,6 +200,10 @@ func (j *v1Jail) cpuUsage() (time.Duration, error) {
 	return time.Duration(ns), err
 }
 
+func (j *v1Jail) current() (int64, error) {
+	return readInt(j.file(cgroup1.Memory, "memory.usage_in_bytes"))
+}
+
 func (j *v1Jail) usage() (int64, bool, error) {
 	peak, err := readInt(j.file(cgroup1.Memory, "memory.max_usage_in_bytes"))
 	if err != nil {

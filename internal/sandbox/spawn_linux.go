@@ -108,7 +108,7 @@ type Jail struct {
 	wire *wire
 
 	// parent ends of the pipes
-	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR *os.File
+	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR, reqW *os.File
 
 	initDone   chan struct{} // closed when init has exited and been waited for
 	initStderr *limitedBuffer
@@ -117,6 +117,7 @@ type Jail struct {
 	mu     sync.Mutex
 	used   bool
 	closed bool
+	proc   *Process // the payload, once started
 }
 
 // Prepare starts a jail for base and waits until its root is built and
@@ -178,14 +179,14 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 // start creates the pipes and starts init in its namespaces and cgroup.
 func (j *Jail) start() error {
 	m := j.m
-	var child [6]*os.File // init's ends, in fd order 3..8
+	var child [7]*os.File // init's ends, in fd order 3..9
 	var err error
 	pipes := []struct {
 		parentIsWriter bool
 		parent         **os.File
 	}{
 		{true, &j.ctrlW}, {false, &j.statusR}, {true, &j.stdinW},
-		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR},
+		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR}, {true, &j.reqW},
 	}
 	defer func() {
 		for _, f := range child {
@@ -324,7 +325,13 @@ func (j *Jail) Close() error {
 	if j.cmd != nil {
 		<-j.initDone
 	}
-	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR} {
+	j.mu.Lock()
+	p := j.proc
+	j.mu.Unlock()
+	if p != nil {
+		<-p.done // its teardown reads the cgroup before releasing it
+	}
+	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW} {
 		if f != nil {
 			f.Close()
 		}
@@ -334,6 +341,13 @@ func (j *Jail) Close() error {
 		errs = append(errs, os.RemoveAll(j.workHost))
 	}
 	return errors.Join(errs...)
+}
+
+// cgroup returns the jail's cgroup while it exists.
+func (j *Jail) cgroup() jailCgroup {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cg
 }
 
 // releaseCgroup removes the jail's cgroup (killing anything left in it)

@@ -34,6 +34,10 @@ type Spec struct {
 	// results (the runner's report). Its bytes arrive in Result.Channel,
 	// capped at ChannelBytes.
 	ResultChannel bool
+	// Requests gives the payload a fourth descriptor, fd 4, the read end of
+	// a pipe its caller writes to while it runs (Process.Send, HandOff): how
+	// a warm interpreter gets its work and a session its cells.
+	Requests bool
 	// StreamChannel also hands the result channel's bytes to the
 	// OutputFunc as they arrive, as Stream Channel (with ResultChannel).
 	StreamChannel bool

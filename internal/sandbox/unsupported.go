@@ -41,6 +41,19 @@ func (j *Jail) Run(context.Context, Spec, OutputFunc) (Result, error) {
 	return Result{}, ErrUnsupported
 }
 
+// Start fails with ErrUnsupported.
+func (j *Jail) Start(context.Context, Spec, OutputFunc) (*Process, error) {
+	return nil, ErrUnsupported
+}
+
+// Process is unavailable off Linux.
+type Process struct{}
+
+// Wait never runs off Linux.
+func (p *Process) Wait() Result {
+	return Result{Status: StatusSetupError, Reason: ErrUnsupported.Error()}
+}
+
 // Close does nothing.
 func (j *Jail) Close() error { return nil }
 
