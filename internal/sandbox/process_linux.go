@@ -81,7 +81,7 @@ func (p *Process) MemoryUsage() int64 {
 // request on the request pipe, which it then closes. Limits may only
 // shrink: a warm jail is started with the pool's ceilings.
 func (p *Process) HandOff(l Limits, files []File, request []byte) error {
-	l = l.withDefaults()
+	l = l.WithDefaults()
 	if err := l.validate(); err != nil {
 		return err
 	}

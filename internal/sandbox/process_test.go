@@ -9,18 +9,8 @@ import (
 	"time"
 )
 
-// waiter is a tiny stand-in for the runner's warm mode: it starts, then
-// blocks on its request pipe (fd 4) and runs the code it is sent.
-const waiter = `import os, sys
-print("ready", flush=True)
-code = b""
-while True:
-    chunk = os.read(4, 65536)
-    if not chunk:
-        break
-    code += chunk
-exec(compile(code, "request", "exec"))
-`
+// waiter is silentWaiter announcing that it is up.
+const waiter = "print('ready', flush=True)\n" + silentWaiter
 
 // TestHandOffTightensLimitsOfAWarmPayload: a payload started ahead of time
 // with generous ceilings gets the request's tighter limits, its files and

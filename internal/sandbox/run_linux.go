@@ -45,7 +45,7 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 	j.used = true
 	j.mu.Unlock()
 
-	limits := spec.Limits.withDefaults()
+	limits := spec.Limits.WithDefaults()
 	p := &Process{
 		j:      j,
 		ctx:    ctx,

@@ -106,8 +106,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-// withDefaults returns l with every zero field taken from DefaultLimits.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field taken from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	pick := func(v, def int64) int64 {
 		if v == 0 {
@@ -204,7 +204,7 @@ func (s *Spec) Validate() error {
 	if err := s.Collect.validate(); err != nil {
 		return err
 	}
-	return s.Limits.withDefaults().validate()
+	return s.Limits.WithDefaults().validate()
 }
 
 func (m Mount) validate() error {
