@@ -84,7 +84,11 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 		isolation = "none (unsafe)"
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
-	srv, err := api.New(st.eng, api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation, Logger: log.With("component", "api")})
+	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation, Logger: log.With("component", "api")}
+	if st.pool != nil {
+		opts.Collectors = append(opts.Collectors, st.pool.Collector())
+	}
+	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err
 	}

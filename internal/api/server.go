@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,6 +44,9 @@ type Options struct {
 	// ShutdownTimeout is how long Serve waits for requests in flight once
 	// its context ends (default 30s).
 	ShutdownTimeout time.Duration
+	// Collectors are further Prometheus metrics served on /metrics (the
+	// warm pool's, say).
+	Collectors []prometheus.Collector
 }
 
 // Server is the HTTP API over an Engine.
@@ -101,6 +105,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),
+	}
+	if err := s.metrics.Register(opts.Collectors...); err != nil {
+		return nil, err
 	}
 	if s.heartbeat <= 0 {
 		s.heartbeat = defaultHeartbeat
