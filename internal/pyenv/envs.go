@@ -144,6 +144,9 @@ func NewEnvironments(cfg EnvConfig) (*Environments, error) {
 			return nil, err
 		}
 	}
+	if err := checkTraversable(cfg.Dir); err != nil {
+		return nil, err
+	}
 	uv := ""
 	if !cfg.NoUV {
 		var err error
