@@ -22,16 +22,16 @@ type ExecutionResult struct {
 	FinishedAt  *time.Time `json:"finished_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
 	DurationMs  int64      `json:"duration_ms,omitempty"`
 
-	Reason          string    `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
-	TimedOut        bool      `json:"timed_out"`
-	CPUTimeMs       int64     `json:"cpu_time_ms,omitempty"`
-	PeakMemoryBytes int64     `json:"peak_memory_bytes,omitempty"`
-	StdoutTruncated bool      `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
-	PythonVersion   string    `json:"python_version,omitempty"`
-	Warnings        []string  `json:"warnings,omitempty" doc:"Policy warnings, and detected imports that were not installed"`
-	Lint      []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
-	CreatedAt time.Time        `json:"created_at"`
+	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
+	TimedOut        bool             `json:"timed_out"`
+	CPUTimeMs       int64            `json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	PythonVersion   string           `json:"python_version,omitempty"`
+	Warnings        []string         `json:"warnings,omitempty" doc:"Policy warnings, and detected imports that were not installed"`
+	Lint            []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
+	CreatedAt       time.Time        `json:"created_at"`
 }
 
 // newResult encodes an engine record for the wire. Timestamps are cut to

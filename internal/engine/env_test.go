@@ -164,17 +164,14 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("standalone lint with request rules", func(t *testing.T) {
-		diags, err := eng.Lint(ctx, files("main.py", "import os
-print(eval('1'))
-"), pyenv.LintRules{Select: []string{"F"}})
+		diags, err := eng.Lint(ctx, files("main.py", "import os\nprint(eval('1'))\n"), pyenv.LintRules{Select: []string{"F"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(diags) != 1 || diags[0].Code != "F401" {
 			t.Errorf("select F: %+v, want only F401", diags)
 		}
-		if _, err := eng.Lint(ctx, files("main.py", "pass
-"), pyenv.LintRules{Ignore: []string{"e501;rm"}}); !errors.Is(err, ErrInvalid) {
+		if _, err := eng.Lint(ctx, files("main.py", "pass\n"), pyenv.LintRules{Ignore: []string{"e501;rm"}}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("bad selector: %v, want ErrInvalid", err)
 		}
 	})
