@@ -28,6 +28,8 @@ const defaultPython = "3.12"
 type stack struct {
 	eng     *engine.Engine
 	pythons *pyenv.Interpreters
+	envs    *pyenv.Environments
+	base    *baseState // what /health reports about the base environment
 	closers []func() error // in reverse order of start
 	log     *slog.Logger
 }
@@ -87,14 +89,18 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, err
 	}
-	s.eng, err = engine.New(engineConfig(cfg), engine.Deps{
+	deps := engine.Deps{
 		Store:        st,
 		Runner:       jails,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
-	})
+	}
+	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
+		return nil, err
+	}
+	s.eng, err = engine.New(engineConfig(cfg), deps)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,10 @@ type Envs struct {
 	InstallTimeout time.Duration // bound of one environment build
 	// BasePackages is the base environment, comma or space separated;
 	// "-" means none.
-	BasePackages    string
+	BasePackages string
+	// PrepareBase builds the base environment in the background at
+	// start-up (never delaying readiness).
+	PrepareBase     bool
 	NoDetectImports bool     // never install detected imports
 	AllowPackages   []string // when set, the only installable distributions
 	DenyPackages    []string // never installed
@@ -51,6 +54,7 @@ func defaultEnvs() Envs {
 		IndexURL:       "https://pypi.org/simple",
 		InstallTimeout: 10 * time.Minute,
 		BasePackages:   strings.Join(pyenv.DefaultBasePackages, ","),
+		PrepareBase:    true,
 		LintSelect:     []string{"ALL"},
 		LintIgnore:     append([]string(nil), pyenv.DefaultLintIgnore...),
 	}
@@ -77,6 +81,8 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 	add("install-timeout", "time limit of one environment build")
 	fs.StringVar(&e.BasePackages, "base-packages", e.BasePackages, "")
 	add("base-packages", `base environment built at start-up, comma or space separated; "-" for none`)
+	fs.BoolVar(&e.PrepareBase, "prepare-base", e.PrepareBase, "")
+	add("prepare-base", "build the base environment in the background at start-up (false leaves it to pyexec env prepare)")
 	fs.BoolVar(&e.NoDetectImports, "no-detect-imports", e.NoDetectImports, "")
 	add("no-detect-imports", "do not install the distributions of imports found in the code")
 	fs.StringSliceVar(&e.AllowPackages, "allow-packages", e.AllowPackages, "")

@@ -177,6 +177,9 @@ func (m *Environments) Installer() string {
 	return "pip"
 }
 
+// Dir is the directory holding the environments.
+func (m *Environments) Dir() string { return m.cfg.Dir }
+
 // Stats returns the counters.
 func (m *Environments) Stats() EnvStats {
 	return EnvStats{Builds: m.builds.Load(), Hits: m.hits.Load(), Evictions: m.evicts.Load()}
