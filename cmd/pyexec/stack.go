@@ -29,7 +29,7 @@ type stack struct {
 	eng     *engine.Engine
 	pythons *pyenv.Interpreters
 	envs    *pyenv.Environments
-	base    *baseState // what /health reports about the base environment
+	base    *baseState     // what /health reports about the base environment
 	closers []func() error // in reverse order of start
 	log     *slog.Logger
 }
