@@ -84,7 +84,7 @@ func (e *Engine) planEnv(ctx context.Context, req Request, p *plan, entry string
 	}
 	if e.deps.Envs == nil {
 		if strings.TrimSpace(req.Requirements) != "" && req.Requirements != pyenv.NoDetection {
-			return fmt.Errorf("%w: requirements are not supported by this server", ErrInvalid)
+			return fmt.Errorf("%w: requirements need dependency environments, which this engine was started without", ErrInvalid)
 		}
 		return nil
 	}
