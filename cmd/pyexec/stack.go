@@ -31,6 +31,8 @@ type stack struct {
 	eng     *engine.Engine
 	pool    *pool.Pool // nil when the warm pool is off
 	pythons *pyenv.Interpreters
+	envs    *pyenv.Environments
+	base    *baseState     // what /health reports about the base environment
 	closers []func() error // in reverse order of start
 	log     *slog.Logger
 }
@@ -96,14 +98,18 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, err
 	}
-	s.eng, err = engine.New(engineConfig(cfg), engine.Deps{
+	deps := engine.Deps{
 		Store:        st,
 		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
-	})
+	}
+	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
+		return nil, err
+	}
+	s.eng, err = engine.New(engineConfig(cfg), deps)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type EvalRequest struct {
 	PythonVersion   string      `json:"python_version,omitempty" doc:"Interpreter version, e.g. 3.12; default the server's" example:"3.12"`
 	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
 	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content; \"-\" turns off import auto-detection"`
+	Lint            LintMode    `json:"lint,omitempty"`
 }
 
 // evalInput is the eval body, read whole and decoded by decodeJSON so that
@@ -70,38 +71,11 @@ func (s *Server) registerEval(hapi huma.API) {
 	})
 }
 
-// evalRequest turns an eval body into an engine.Request: files win over
-// code, and the code, summed over files, is capped at 100 KiB.
+// evalRequest turns an eval body into an engine.Request.
 func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Request, error) {
-	sources := body.Files
-	if len(sources) == 0 {
-		if body.Code == "" {
-			return engine.Request{}, errorf(http.StatusBadRequest, "code or files is required")
-		}
-		sources = []EvalFile{{Name: defaultEntrypoint, Content: body.Code}}
-	}
-	total := 0
-	for _, f := range sources {
-		total += len(f.Content)
-	}
-	if total > maxEvalCodeBytes {
-		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", total, maxEvalCodeBytes)
-	}
-	if len(sources) > s.limits.Archive.MaxFiles {
-		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
-	}
-	set := newFileSet()
-	files := make([]engine.File, len(sources))
-	for i, f := range sources {
-		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
-		name, err := cleanPath(f.Name, what)
-		if err != nil {
-			return engine.Request{}, err
-		}
-		if err := set.add(name, what); err != nil {
-			return engine.Request{}, err
-		}
-		files[i] = engine.File{Path: name, Data: []byte(f.Content), Mode: 0o644}
+	files, set, err := s.sourceFiles(body.Code, body.Files)
+	if err != nil {
+		return engine.Request{}, err
 	}
 	entry := body.Entrypoint
 	if entry == "" {
@@ -113,6 +87,43 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		Requirements:  body.RequirementsTxt,
 		PythonVersion: body.PythonVersion,
 		EvalLastExpr:  body.EvalLastExpr,
+		Lint:          body.Lint,
 		Config:        body.Config,
 	})
+}
+
+// sourceFiles are the files of an eval or lint body: files win over code
+// (which becomes main.py), and the code, summed over files, is capped at
+// 100 KiB.
+func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *fileSet, error) {
+	if len(sources) == 0 {
+		if code == "" {
+			return nil, nil, errorf(http.StatusBadRequest, "code or files is required")
+		}
+		sources = []EvalFile{{Name: defaultEntrypoint, Content: code}}
+	}
+	total := 0
+	for _, f := range sources {
+		total += len(f.Content)
+	}
+	if total > maxEvalCodeBytes {
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", total, maxEvalCodeBytes)
+	}
+	if len(sources) > s.limits.Archive.MaxFiles {
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
+	}
+	set := newFileSet()
+	files := make([]engine.File, len(sources))
+	for i, f := range sources {
+		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
+		name, err := cleanPath(f.Name, what)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := set.add(name, what); err != nil {
+			return nil, nil, err
+		}
+		files[i] = engine.File{Path: name, Data: []byte(f.Content), Mode: 0o644}
+	}
+	return files, set, nil
 }

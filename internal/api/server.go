@@ -38,6 +38,9 @@ type Options struct {
 	Version   string        // reported by /health and the OpenAPI document
 	Isolation string        // isolation mode reported by /health, e.g. "jail"
 	Logger    *slog.Logger  // nil discards
+	// BaseEnvironment, if set, reports the state of the base dependency
+	// environment on /health ("building", "ready", "failed: why"...).
+	BaseEnvironment func() string
 
 	// Heartbeat is the interval of SSE keep-alive comments (default 15s).
 	Heartbeat time.Duration
@@ -55,6 +58,7 @@ type Server struct {
 	log       *slog.Logger
 	limits    limits
 	info      healthBody
+	baseEnv   func() string
 	heartbeat time.Duration
 	shutdown  time.Duration
 	metrics   *Metrics
@@ -102,6 +106,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 			AuthRequired:      len(keys) > 0,
 			NetworkAllowed:    cfg.AllowNetwork,
 		},
+		baseEnv:   opts.BaseEnvironment,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),
@@ -126,6 +131,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerEval(hapi)
 	s.registerExecutions(hapi)
 	s.registerEvents(hapi)
+	s.registerLint(hapi)
 	registerDocs(mux)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

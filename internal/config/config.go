@@ -62,6 +62,9 @@ type Config struct {
 
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
+
+	// Envs configures dependency environments and lint.
+	Envs Envs
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -92,6 +95,7 @@ func Default() Config {
 		MaxArchiveBytes:     50 << 20,
 		LogLevel:            "info",
 		LogFormat:           "text",
+		Envs:                defaultEnvs(),
 	}
 }
 

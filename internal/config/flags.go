@@ -24,12 +24,7 @@ func EnvName(flag string) string {
 // Bind registers one flag per field of c on fs, with c's current values as
 // defaults; parsing fs writes straight into c.
 func (c *Config) Bind(fs *pflag.FlagSet) {
-	add := func(name, usage string) {
-		env := EnvName(name)
-		f := fs.Lookup(name)
-		f.Usage = fmt.Sprintf("%s (env %s)", usage, env)
-		_ = fs.SetAnnotation(name, envAnnotation, []string{env}) // the flag was just added
-	}
+	add := func(name, usage string) { describe(fs, name, usage) }
 	fs.StringVar(&c.Host, "host", c.Host, "address to listen on")
 	add("host", "address to listen on; non-loopback needs API keys or --insecure-no-auth")
 	fs.IntVar(&c.Port, "port", c.Port, "")
@@ -93,6 +88,17 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("log-level", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "")
 	add("log-format", "text or json")
+
+	c.Envs.bind(fs)
+}
+
+// describe sets the usage of the flag name just added to fs and records
+// its environment variable.
+func describe(fs *pflag.FlagSet, name, usage string) {
+	env := EnvName(name)
+	f := fs.Lookup(name)
+	f.Usage = fmt.Sprintf("%s (env %s)", usage, env)
+	_ = fs.SetAnnotation(name, envAnnotation, []string{env}) // the flag was just added
 }
 
 // Resolve completes c after fs (on which Bind was called) has been parsed:

@@ -102,6 +102,8 @@ func (c *Config) Validate() error {
 		bad("PYEXEC_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
 	}
 
+	c.validateEnvs(bad)
+
 	keys, err := c.Keys()
 	if err != nil {
 		bad("PYEXEC_API_KEYS", "%v", err)
