@@ -21,6 +21,7 @@ func commands() []func() *cobra.Command {
 		newEvalCmd,
 		newExecutionsCmd,
 		newServeCmd,
+		newMCPCmd,
 	}
 }
 
