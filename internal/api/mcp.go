@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/pyexec/pyexec/client"
@@ -20,7 +21,7 @@ const inProcessURL = "http://pyexec.in-process"
 // they see exactly what the HTTP API does. api is the API's routes
 // without the auth middleware.
 func (s *Server) mcpHandler(api http.Handler) http.Handler {
-	return mcpserver.NewHTTPHandler(func(r *http.Request) mcpserver.Backend {
+	h := mcpserver.NewHTTPHandler(func(r *http.Request) mcpserver.Backend {
 		hc := &http.Client{Transport: &inProcess{handler: api, caller: callerFrom(r.Context())}}
 		return client.New(inProcessURL, client.WithHTTPClient(hc), client.WithTimeout(0))
 	}, mcpserver.HTTPOptions{
@@ -32,5 +33,14 @@ func (s *Server) mcpHandler(api http.Handler) http.Handler {
 		// With API keys, a rebinding page cannot call the server anyway,
 		// and a reverse proxy on this host must be able to.
 		AnyHost: s.info.AuthRequired,
+	})
+	// MCP clients hold a stream open for the whole session; end it when
+	// the server shuts down, as the event streams are, rather than making
+	// shutdown wait for its timeout.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.streams, cancel)()
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -10,10 +10,9 @@ import httpx
 
 from . import _common as c
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
+from .client import POLL_INTERVAL
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
-
-from .client import POLL_INTERVAL
 
 
 class AsyncPyExec:
@@ -133,17 +132,14 @@ class AsyncPyExec:
 
     async def events(self, execution_id: str, *, after: int = 0,
                      timeout: Optional[float] = None) -> AsyncIterator[Event]:
-        """Iterate asynchronously over an execution's live events: output chunks as they are
-        written and status changes, replayed from the start (or after seq
-        ``after``). Ends after the final status event; raises
-        StreamEndedError if the stream ends before it. ``timeout`` bounds the
-        wait for each event (the server sends heartbeats every 15 s)."""
+        """Iterate asynchronously over an execution's live events; see
+        PyExec.events."""
         path = f"/api/v1/executions/{execution_id}/events"
         params = {"after": str(after)} if after else None
         hdrs = dict(self._headers, Accept="text/event-stream")
         try:
             async with self._http.stream("GET", self.base_url + path, headers=hdrs, params=params,
-                                   timeout=httpx.Timeout(self._timeout, read=timeout)) as resp:
+                                         timeout=httpx.Timeout(self._timeout, read=timeout)) as resp:
                 if resp.status_code >= 400:
                     await resp.aread()
                     raise c.api_error(resp.status_code, resp.content, resp.headers.get("Retry-After"),
