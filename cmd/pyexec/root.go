@@ -23,6 +23,7 @@ func commands() []func() *cobra.Command {
 		newServeCmd,
 		newEnvCmd,
 		newLintCmd,
+		newMCPCmd,
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package api is pyexec's HTTP API: the python-executor-compatible
 // endpoints (/health, /api/v1/exec/sync|async, /api/v1/executions/{id},
-// /api/v1/eval) plus listing, live events, readiness, metrics, the
-// OpenAPI 3.1 document and an offline docs UI. Handlers decode, call the
-// Engine and encode; they hold no business logic, and nothing here runs
-// code, touches the disk or knows how executions are stored.
+// /api/v1/eval) plus listing, live events, tool definitions, the MCP
+// server (/mcp), readiness, metrics, the OpenAPI 3.1 document and an
+// offline docs UI. Handlers decode, call the Engine and encode; they hold
+// no business logic, and nothing here runs code, touches the disk or knows
+// how executions are stored.
 package api
 
 import (
@@ -132,7 +133,10 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerExecutions(hapi)
 	s.registerEvents(hapi)
 	s.registerLint(hapi)
+	s.registerTools(hapi)
 	registerDocs(mux)
+	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
+	mux.Handle(mcpPath, s.mcpHandler(mux))
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
