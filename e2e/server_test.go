@@ -205,8 +205,9 @@ func cli(t *testing.T, url, stdin string, args ...string) cliResult {
 	return cliResult{out.String(), errOut.String(), code}
 }
 
-// jailProcesses lists host processes still inside a pyexec jail cgroup.
-func jailProcesses() []string {
+// jailProcesses lists host processes still inside a jail cgroup of the
+// e2e servers; with comm set, only those of that name.
+func jailProcesses(comm string) []string {
 	var left []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -214,7 +215,10 @@ func jailProcesses() []string {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err == nil && strings.Contains(string(b), "/"+cgroupParent+"/") {
+		if err != nil || !strings.Contains(string(b), "/"+cgroupParent+"/") {
+			continue
+		}
+		if c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); comm == "" || strings.TrimSpace(string(c)) == comm {
 			left = append(left, e.Name())
 		}
 	}
