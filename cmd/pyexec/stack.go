@@ -83,6 +83,8 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	} else if n > 0 {
 		log.Info("removed jails left by a previous run", "count", n)
 	}
+	// Closed last: wait until every jail removed in the background is gone.
+	s.closers = append(s.closers, func() error { jails.Wait(); return nil })
 	var runner engine.Runner = jails
 	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
 		s.pool = pool.New(jails, poolConfig(cfg, log))

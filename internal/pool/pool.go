@@ -22,6 +22,7 @@ import (
 type Jails interface {
 	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
 	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
+	Release(j *sandbox.Jail)
 }
 
 var _ Jails = (*sandbox.Manager)(nil)
@@ -138,7 +139,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return p.jails.Run(ctx, spec, out)
 	}
 	p.hits.Add(1)
-	defer w.jail.Close()
+	defer p.jails.Release(w.jail)
 	return w.run(ctx, spec, request, out)
 }
 
