@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -82,13 +83,16 @@ type Pool struct {
 	kinds map[string]*kind
 	warm  int // warm jails of all kinds, ready or being built
 
+	builds chan struct{} // bounds warm jails being built at once
+
 	hits, misses, cold atomic.Int64
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
 func New(jails Jails, cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{}}
+	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{},
+		builds: make(chan struct{}, runtime.NumCPU())}
 	p.wg.Add(1)
 	go p.janitor()
 	return p
