@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -25,6 +26,11 @@ type Engine interface {
 	// Follow streams the events of an execution after afterSeq; the channel
 	// closes after the final status event or when ctx ends.
 	Follow(ctx context.Context, id string, afterSeq uint64) (<-chan engine.Event, error)
+	// ListFiles returns the files an execution produced.
+	ListFiles(ctx context.Context, id string) ([]engine.FileInfo, error)
+	// OpenFile opens one of them by its listed path; engine.ErrFileNotFound
+	// when the execution has no such file.
+	OpenFile(ctx context.Context, id, path string) (io.ReadCloser, engine.FileInfo, error)
 	// Stats is a snapshot of the engine's load.
 	Stats() engine.Stats
 }

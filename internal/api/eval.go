@@ -16,8 +16,9 @@ const maxEvalCodeBytes = 100 << 10
 
 // EvalFile is one file of an eval request.
 type EvalFile struct {
-	Name    string `json:"name" example:"helper.py"`
-	Content string `json:"content"`
+	Name     string `json:"name" example:"helper.py"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty" enum:"utf-8,base64" doc:"How content is written: utf-8 text (the default) or base64 of the raw bytes (binary data files)"`
 }
 
 // EvalRequest is the JSON body of POST /api/v1/eval. Unknown fields are
@@ -31,6 +32,11 @@ type EvalRequest struct {
 	PythonVersion   string      `json:"python_version,omitempty" doc:"Interpreter version, e.g. 3.12; default the server's" example:"3.12"`
 	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
 	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content; \"-\" turns off import auto-detection"`
+
+	DataFrames   map[string]string `json:"dataframes,omitempty" doc:"Variables to load with pandas before the code runs: name → one of the uploaded files (CSV, TSV, JSON, Parquet, Excel)" example:"{\"df\":\"data.csv\"}"`
+	Collect      []string          `json:"collect,omitempty" doc:"Glob patterns (path.Match, relative to the workspace) of the files to return as artifacts; default every file the run created or changed" example:"[\"out/*.csv\",\"*.png\"]"`
+	FigureFormat string            `json:"figure_format,omitempty" enum:"png,svg" doc:"Format of matplotlib figures in outputs; default png"`
+	MaxRows      int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs (the rest is cut and flagged); 0 means the server default"`
 }
 
 // evalInput is the eval body, read whole and decoded by decodeJSON so that
@@ -80,18 +86,12 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		}
 		sources = []EvalFile{{Name: defaultEntrypoint, Content: body.Code}}
 	}
-	total := 0
-	for _, f := range sources {
-		total += len(f.Content)
-	}
-	if total > maxEvalCodeBytes {
-		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", total, maxEvalCodeBytes)
-	}
 	if len(sources) > s.limits.Archive.MaxFiles {
 		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
 	}
 	set := newFileSet()
 	files := make([]engine.File, len(sources))
+	var code, data int64 // text bytes (the code cap) and decoded binary bytes (the archive caps)
 	for i, f := range sources {
 		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
 		name, err := cleanPath(f.Name, what)
@@ -101,7 +101,21 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		if err := set.add(name, what); err != nil {
 			return engine.Request{}, err
 		}
-		files[i] = engine.File{Path: name, Data: []byte(f.Content), Mode: 0o644}
+		content, err := fileContent(f, fmt.Sprintf("files[%d]", i))
+		if err != nil {
+			return engine.Request{}, err
+		}
+		if f.Encoding == encodingBase64 {
+			if err := s.limits.Archive.checkBinary(name, int64(len(content)), &data); err != nil {
+				return engine.Request{}, err
+			}
+		} else {
+			code += int64(len(content))
+		}
+		files[i] = engine.File{Path: name, Data: content, Mode: 0o644}
+	}
+	if code > maxEvalCodeBytes {
+		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", code, maxEvalCodeBytes)
 	}
 	entry := body.Entrypoint
 	if entry == "" {
@@ -114,5 +128,6 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		PythonVersion: body.PythonVersion,
 		EvalLastExpr:  body.EvalLastExpr,
 		Config:        body.Config,
+		Rich:          richOptions{body.DataFrames, body.Collect, body.FigureFormat, body.MaxRows},
 	})
 }

@@ -115,5 +115,6 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 		PreCommands:   up.meta.PreCommands,
 		PythonVersion: version,
 		Config:        up.meta.Config,
+		Rich:          richOptions{up.meta.DataFrames, up.meta.Collect, up.meta.FigureFormat, up.meta.MaxRows},
 	})
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -30,6 +31,12 @@ type ExecutionResult struct {
 	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
 	PythonVersion   string    `json:"python_version,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
+
+	Outputs          []Output        `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
+	OutputsTruncated bool            `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
+	Results          json.RawMessage `json:"results,omitempty" doc:"The script's top-level results dict, as JSON"`
+	Files            []FileInfo      `json:"files,omitempty" doc:"Files the run created or changed (or those matching collect), stored as artifacts"`
+	FilesOmitted     int             `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
 }
 
 // newResult encodes an engine record for the wire. Timestamps are cut to
@@ -57,6 +64,12 @@ func newResult(e *engine.Execution) ExecutionResult {
 		StderrTruncated: e.StderrTruncated,
 		PythonVersion:   e.PythonVersion,
 		CreatedAt:       e.CreatedAt.Truncate(time.Microsecond),
+
+		Outputs:          newOutputs(e.Outputs),
+		OutputsTruncated: e.OutputsTruncated,
+		Results:          e.Results,
+		Files:            newFiles(e.Files),
+		FilesOmitted:     e.FilesOmitted,
 	}
 }
 

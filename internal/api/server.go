@@ -119,6 +119,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerEval(hapi)
 	s.registerExecutions(hapi)
 	s.registerEvents(hapi)
+	s.registerFiles(hapi)
 	registerDocs(mux)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
