@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ExecutionStatus is the state of an execution on the wire.
 type ExecutionStatus string
@@ -79,14 +82,20 @@ type Metadata struct {
 	ScriptArgs []string `json:"script_args,omitempty"`
 	// Config holds the resource limits; nil means the server defaults.
 	Config *ExecutionConfig `json:"config,omitempty"`
+
+	// Rich output and files (pyexec additions).
+	RichOptions
 }
 
 // CodeFile is one file of a SimpleExecRequest.
 type CodeFile struct {
 	// Name is the file's path in the workspace, e.g. "main.py".
 	Name string `json:"name"`
-	// Content is the file's text.
+	// Content is the file's text, or with Encoding "base64" the base64
+	// of its bytes (see BinaryFile).
 	Content string `json:"content"`
+	// Encoding is "" or "utf-8" for text, "base64" for binary data.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // SimpleExecRequest is the JSON body of Eval: code as text, no archive.
@@ -108,6 +117,9 @@ type SimpleExecRequest struct {
 	// RequirementsTxt lists packages to install; "-" turns off the
 	// detection of imports.
 	RequirementsTxt string `json:"requirements_txt,omitempty"`
+
+	// Rich output and files (pyexec additions).
+	RichOptions
 }
 
 // ExecutionResult is the state and outcome of one execution.
@@ -153,6 +165,19 @@ type ExecutionResult struct {
 	PythonVersion string `json:"python_version,omitempty"`
 	// CreatedAt is when the server accepted the execution.
 	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Outputs are the rich outputs in order: display() calls, matplotlib
+	// figures and the bundle of the last expression. A pyexec addition.
+	Outputs []Output `json:"outputs,omitempty"`
+	// OutputsTruncated reports outputs left out for size.
+	OutputsTruncated bool `json:"outputs_truncated,omitempty"`
+	// Results is the JSON of the script's top-level results dict.
+	Results json.RawMessage `json:"results,omitempty"`
+	// Files are the files the run created or changed (or those matching
+	// Collect), downloadable with DownloadFile.
+	Files []FileInfo `json:"files,omitempty"`
+	// FilesOmitted counts files left out by the server's caps.
+	FilesOmitted int `json:"files_omitted,omitempty"`
 }
 
 // HealthStatus is the answer of GET /health.
@@ -192,6 +217,9 @@ const (
 	// EventStatus carries the new ExecutionStatus in Data; the stream ends
 	// after the one that is final.
 	EventStatus EventType = "status"
+	// EventDisplay carries a rich output as it happens: Data is the JSON
+	// of an Output (see Event.Output).
+	EventDisplay EventType = "display"
 )
 
 // Event is one live event of an execution. Seq starts at 1 and has no gaps.
