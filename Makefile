@@ -21,6 +21,7 @@ test:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	./python/run-tests.sh -q
 
 bench: build
 	$(GO) run ./bench -pyexec $(BIN)

@@ -61,6 +61,11 @@ func run() int {
 	} else {
 		rows = append(rows, r...)
 	}
+	pool, err := srv.poolCounters(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
 	mem, err := srv.rssBytes()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -70,6 +75,7 @@ func run() int {
 	fmt.Printf("pyexec benchmark — %s, interpreter %s, %d iterations\n\n", time.Now().UTC().Format(time.RFC3339), python, *n)
 	fmt.Println(renderTable(rows))
 	fmt.Printf("\nserver RSS after the run: %.1f MiB\n", float64(mem)/(1<<20))
+	fmt.Printf("warm pool: %s\n", pool)
 	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))
 	return 0
 }

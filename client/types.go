@@ -82,6 +82,8 @@ type Metadata struct {
 	ScriptArgs []string `json:"script_args,omitempty"`
 	// Config holds the resource limits; nil means the server defaults.
 	Config *ExecutionConfig `json:"config,omitempty"`
+	// Lint asks for ruff's diagnostics (a pyexec addition).
+	Lint LintMode `json:"lint,omitempty"`
 
 	// Rich output and files (pyexec additions).
 	RichOptions
@@ -117,6 +119,8 @@ type SimpleExecRequest struct {
 	// RequirementsTxt lists packages to install; "-" turns off the
 	// detection of imports.
 	RequirementsTxt string `json:"requirements_txt,omitempty"`
+	// Lint asks for ruff's diagnostics (a pyexec addition).
+	Lint LintMode `json:"lint,omitempty"`
 
 	// Rich output and files (pyexec additions).
 	RichOptions
@@ -163,6 +167,11 @@ type ExecutionResult struct {
 	StderrTruncated bool `json:"stderr_truncated,omitempty"`
 	// PythonVersion is the interpreter that ran the code, e.g. "3.12.7".
 	PythonVersion string `json:"python_version,omitempty"`
+	// Warnings are policy warnings and detected imports that were not
+	// installed.
+	Warnings []string `json:"warnings,omitempty"`
+	// Lint holds ruff's diagnostics when the request asked for them.
+	Lint []Diagnostic `json:"lint,omitempty"`
 	// CreatedAt is when the server accepted the execution.
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 
@@ -217,6 +226,9 @@ const (
 	// EventStatus carries the new ExecutionStatus in Data; the stream ends
 	// after the one that is final.
 	EventStatus EventType = "status"
+	// EventInstall carries a line of installer progress while the
+	// execution's dependency environment is built.
+	EventInstall EventType = "install"
 	// EventDisplay carries a rich output as it happens: Data is the JSON
 	// of an Output (see Event.Output).
 	EventDisplay EventType = "display"

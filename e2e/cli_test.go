@@ -92,7 +92,9 @@ func TestCLISubmitFollowKill(t *testing.T) {
 		t.Fatalf("follow: exit %d stdout %q stderr %s", f.code, f.stdout, f.stderr)
 	}
 
-	runaway := writeScript(t, "runaway.py", "import os\nprint('spinning', flush=True)\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        while True: pass\n    os._exit(0)\nwhile True: pass\n")
+	// The runaway names its processes (comm, inherited by its children), so
+	// the test tells them from the warm pool's idle interpreters.
+	runaway := writeScript(t, "runaway.py", "import ctypes, os\nctypes.CDLL(None).prctl(15, b'runaway')\nprint('spinning', flush=True)\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        while True: pass\n    os._exit(0)\nwhile True: pass\n")
 	id = strings.TrimSpace(cli(t, s.url, "", "submit", "--timeout", "60", runaway).stdout)
 	if !strings.Contains(cli(t, s.url, "", "executions", "list", "--status", "running").stdout, id) &&
 		!strings.Contains(cli(t, s.url, "", "executions", "list", "--status", "pending").stdout, id) {
@@ -106,7 +108,7 @@ func TestCLISubmitFollowKill(t *testing.T) {
 	if f.code != 137 || !strings.Contains(f.stdout, "spinning") {
 		t.Fatalf("follow after kill: exit %d stdout %q stderr %s", f.code, f.stdout, f.stderr)
 	}
-	eventually(t, 10*time.Second, "no process of the killed run", func() bool { return len(jailProcesses()) == 0 })
+	eventually(t, 10*time.Second, "no process of the killed run", func() bool { return len(jailProcesses("runaway")) == 0 })
 	// Killed stays killed.
 	time.Sleep(300 * time.Millisecond)
 	if r := cli(t, s.url, "", "follow", id); r.code != 137 {

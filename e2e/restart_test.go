@@ -32,7 +32,7 @@ func TestRestartKeepsHistoryAndMarksLostRuns(t *testing.T) {
 		return err == nil && r.Status == client.StatusRunning
 	})
 	s.crash()
-	eventually(t, 10*time.Second, "the crashed server's jail to die with it", func() bool { return len(jailProcesses()) == 0 })
+	eventually(t, 10*time.Second, "the crashed server's jail to die with it", func() bool { return len(jailProcesses("")) == 0 })
 
 	s = startServer(t, data)
 	c = client.New(s.url)

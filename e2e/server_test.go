@@ -117,11 +117,13 @@ func freePort(t *testing.T) int {
 }
 
 // startServer starts `pyexec serve` on dataDir and waits until /health
-// answers. The server is stopped when the test ends.
+// answers. The server is stopped when the test ends. It builds no base
+// environment unless args say otherwise (later flags win).
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
 	port := freePort(t)
-	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent}, args...)
+	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent,
+		"--prepare-base=false"}, args...)
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{})}
 	s.cmd = exec.Command(binary, argv...)
 	s.cmd.Env = cleanEnv()
@@ -203,8 +205,9 @@ func cli(t *testing.T, url, stdin string, args ...string) cliResult {
 	return cliResult{out.String(), errOut.String(), code}
 }
 
-// jailProcesses lists host processes still inside a pyexec jail cgroup.
-func jailProcesses() []string {
+// jailProcesses lists host processes still inside a jail cgroup of the
+// e2e servers; with comm set, only those of that name.
+func jailProcesses(comm string) []string {
 	var left []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -212,7 +215,10 @@ func jailProcesses() []string {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err == nil && strings.Contains(string(b), "/"+cgroupParent+"/") {
+		if err != nil || !strings.Contains(string(b), "/"+cgroupParent+"/") {
+			continue
+		}
+		if c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); comm == "" || strings.TrimSpace(string(c)) == comm {
 			left = append(left, e.Name())
 		}
 	}

@@ -44,6 +44,8 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 		fmt.Fprintf(stderr, "Execution ID: %s\n---\n", id)
 	}
 	streamed := false
+	prog := newProgress(stderr, o.quiet || o.json)
+	defer prog.Stop()
 	for ev, err := range c.Follow(ctx, id) {
 		if err != nil {
 			if !streamed && eventsUnsupported(err) {
@@ -62,6 +64,11 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 		if o.json {
 			continue
 		}
+		if ev.Type == client.EventInstall {
+			prog.Install(ev.Data)
+			continue
+		}
+		prog.Stop()
 		switch ev.Type {
 		case client.EventStdout:
 			io.WriteString(stdout, ev.Data)
@@ -77,6 +84,7 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 			}
 		}
 	}
+	prog.Stop()
 	res, err := c.WaitForCompletion(ctx, id, finalPoll)
 	if err != nil {
 		return exitClientError, err

@@ -1,58 +1,58 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
-	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/client"
 )
 
 func newLintCmd() *cobra.Command {
-	var ruff string
-	cmd := &cobra.Command{
-		Use:   "lint FILE|-",
-		Short: "Check a Python file with ruff (inside the jail) and print the diagnostics as JSON",
-		Long: "lint runs ruff with every rule except COM812, CPY, D100, D203, D213, FBT and RUF029, in a jail\n" +
-			"without network, and prints [{\"code\",\"message\",\"location\",\"end_location\",\"fix\"}]. It exits 1 when\n" +
-			"there are diagnostics. ruff is found with --ruff, $PYEXEC_RUFF or on $PATH.",
-		Args: cobra.ExactArgs(1),
-		RunE: wrap(func(cmd *cobra.Command, args []string) (int, error) {
+	var sel, ignore []string
+	cmd := newClientCmd("lint FILE|-", "Check a Python file with the server's ruff and print the diagnostics as JSON", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, args []string) (int, error) {
+			o, err := readClientOptions(cmd)
+			if err != nil {
+				return exitClientError, err
+			}
 			name, data, err := readLintInput(args[0], cmd.InOrStdin())
 			if err != nil {
-				return 2, err
+				return exitClientError, err
 			}
-			if ruff == "" {
-				ruff = os.Getenv("PYEXEC_RUFF")
+			if len(data) == 0 {
+				return exitClientError, errors.New("nothing to lint: the input is empty")
 			}
-			run, err := sandbox.New(sandbox.Config{})
+			diags, err := o.newClient().Lint(cmd.Context(), &client.LintRequest{
+				Files:  []client.CodeFile{{Name: name, Content: string(data)}},
+				Select: sel,
+				Ignore: ignore,
+			})
 			if err != nil {
-				return 2, err
+				return exitClientError, err
 			}
-			l, err := pyenv.NewLinter(run, pyenv.LintConfig{Ruff: ruff})
-			if err != nil {
-				return 2, err
-			}
-			diags, err := l.Lint(cmd.Context(), []pyenv.File{{Path: name, Data: data}})
-			if err != nil {
-				return 2, err
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(diags); err != nil {
-				return 2, err
+			if err := printJSON(cmd.OutOrStdout(), diags); err != nil {
+				return exitClientError, err
 			}
 			if len(diags) > 0 {
 				return 1, nil
 			}
 			return 0, nil
-		}),
-	}
-	cmd.Flags().StringVar(&ruff, "ruff", "", "the ruff binary")
+		})
+	cmd.Long = `lint sends the file to the server (or, with --local, to a private in-process
+engine), which runs ruff in a jail without network, and prints the list
+[{"code","message","location","end_location","fix","filename"}] as JSON.
+The server's default rules are every rule except COM812, CPY, D100, D203,
+D213, FBT and RUF029; --select and --ignore replace them. It exits 1 when
+there are diagnostics, 0 when the code is clean.`
+	cmd.Example = `  pyexec lint script.py
+  cat script.py | pyexec lint - --select E,F`
+	cmd.Flags().StringSliceVar(&sel, "select", nil, "ruff rules to check instead of the server's selection, comma separated")
+	cmd.Flags().StringSliceVar(&ignore, "ignore", nil, "ruff rules to ignore instead of the server's list, comma separated")
 	return cmd
 }
 
@@ -61,7 +61,10 @@ func newLintCmd() *cobra.Command {
 func readLintInput(arg string, stdin io.Reader) (string, []byte, error) {
 	if arg == "-" {
 		b, err := io.ReadAll(stdin)
-		return "main.py", b, err
+		if err != nil {
+			return "", nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		return "main.py", b, nil
 	}
 	b, err := os.ReadFile(arg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pyexec/pyexec/internal/config"
 )
@@ -25,8 +26,17 @@ func startLocal(ctx context.Context, logOut io.Writer) (string, func(), error) {
 		return "", nil, err
 	}
 	cfg := config.Default()
+	// The environment settings (PYEXEC_RUFF, PYEXEC_INDEX_URL...) apply.
+	fs := pflag.NewFlagSet("local", pflag.ContinueOnError)
+	cfg.BindEnvironments(fs)
+	if err := cfg.Resolve(fs, os.LookupEnv); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
 	cfg.DataDir = dir
 	cfg.Host = "127.0.0.1"
+	// A one-shot engine builds only what its request needs.
+	cfg.Envs.PrepareBase = false
 	if err := cfg.Validate(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err

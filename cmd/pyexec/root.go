@@ -24,6 +24,7 @@ func commands() []func() *cobra.Command {
 		newServeCmd,
 		newEnvCmd,
 		newLintCmd,
+		newMCPCmd,
 	}
 }
 

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/client"
 )
 
 func newRunCmd() *cobra.Command {
@@ -29,6 +34,11 @@ func newRunCmd() *cobra.Command {
 				}
 				return printID(cmd, id, o)
 			}
+			if !o.json && isTerminal(cmd.ErrOrStderr()) {
+				// On a terminal, follow the execution live: output as it
+				// comes, and a spinner while dependencies install.
+				return runFollowing(cmd.Context(), c, tar, meta, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			res, err := c.ExecuteSync(cmd.Context(), tar, meta)
 			if err != nil {
 				return exitClientError, err
@@ -38,7 +48,9 @@ func newRunCmd() *cobra.Command {
 		})
 	cmd.Long = `Upload code, run it and wait for the result. The program's stdout and
 stderr are printed on the matching streams, and pyexec exits with its exit
-code (124 after a timeout, 137 when it was killed).
+code (124 after a timeout, 137 when it was killed). When stderr is a
+terminal, the output is streamed as it is written and a spinner shows the
+installation of dependencies; elsewhere the result is printed at the end.
 
 The code is taken, in this order, from --file flags, a .tar archive, a
 directory, a single file, or stdin (run as main.py). Arguments after "--"
@@ -55,6 +67,24 @@ noted on stderr, one line each, unless -q; --outputs-dir saves them, and
 	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the run's images (output-N.png) and files (by their paths) in this directory")
 	_ = cmd.MarkFlagDirname("outputs-dir")
 	return cmd
+}
+
+// runFollowing submits the execution and follows it; when the user
+// interrupts pyexec, the execution is killed as a synchronous run would be.
+func runFollowing(ctx context.Context, c *client.Client, tar []byte, meta *client.Metadata, o clientOptions, stdout, stderr io.Writer) (int, error) {
+	id, err := c.ExecuteAsync(ctx, tar, meta)
+	if err != nil {
+		return exitClientError, err
+	}
+	code, err := follow(ctx, c, id, o, stdout, stderr)
+	if ctx.Err() != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, kerr := c.Kill(kctx, id); kerr != nil {
+			fmt.Fprintf(stderr, "killing %s: %v\n", id, kerr)
+		}
+	}
+	return code, err
 }
 
 // printID prints the ID of a submitted execution.

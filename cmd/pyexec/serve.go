@@ -84,12 +84,18 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 		isolation = "none (unsafe)"
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
-	srv, err := api.New(st.eng, api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation, Logger: log.With("component", "api")})
+	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
+		Logger: log.With("component", "api"), BaseEnvironment: st.base.String}
+	if st.pool != nil {
+		opts.Collectors = append(opts.Collectors, st.pool.Collector())
+	}
+	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err
 	}
 	sink.Store(srv.Metrics())
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
+	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.envs.Installer(),
+		"pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
 	if ready != nil {
 		close(ready)
 	}

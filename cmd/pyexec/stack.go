@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pool"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
@@ -27,7 +29,10 @@ const defaultPython = "3.12"
 // one in-process.
 type stack struct {
 	eng     *engine.Engine
+	pool    *pool.Pool // nil when the warm pool is off
 	pythons *pyenv.Interpreters
+	envs    *pyenv.Environments
+	base    *baseState     // what /health reports about the base environment
 	closers []func() error // in reverse order of start
 	log     *slog.Logger
 }
@@ -78,6 +83,14 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	} else if n > 0 {
 		log.Info("removed jails left by a previous run", "count", n)
 	}
+	// Closed last: wait until every jail removed in the background is gone.
+	s.closers = append(s.closers, func() error { jails.Wait(); return nil })
+	var runner engine.Runner = jails
+	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
+		s.pool = pool.New(jails, poolConfig(cfg, log))
+		s.closers = append(s.closers, s.pool.Close) // closed after the engine
+		runner = s.pool
+	}
 	nats, err := store.StartEmbedded(ctx, cfg.DataDir, log)
 	if err != nil {
 		return nil, err
@@ -87,15 +100,19 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, err
 	}
-	s.eng, err = engine.New(engineConfig(cfg), engine.Deps{
+	deps := engine.Deps{
 		Store:        st,
-		Runner:       jails,
+		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
 		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
-	})
+	}
+	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
+		return nil, err
+	}
+	s.eng, err = engine.New(engineConfig(cfg), deps)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +137,24 @@ func instanceName(dataDir string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return "px" + hex.EncodeToString(sum[:4]), nil
+}
+
+// poolConfig sizes the warm pool: warm jails start with the largest limits
+// a request may ask for and are tightened at hand-off.
+func poolConfig(cfg config.Config, log *slog.Logger) pool.Config {
+	ceilings := sandbox.DefaultLimits()
+	ceilings.MemoryBytes = int64(cfg.MaxMemoryMB) << 20
+	ceilings.WorkspaceBytes = int64(cfg.MaxDiskMB) << 20
+	ceilings.CPUs = float64(runtime.NumCPU())
+	ceilings.StdoutBytes, ceilings.StderrBytes = cfg.MaxOutputBytes, cfg.MaxOutputBytes
+	return pool.Config{
+		BaseEnv:  engine.BaseEnv(),
+		Ceilings: ceilings,
+		Max:      cfg.PoolPerKind,
+		MaxWarm:  cfg.PoolMaxWarm,
+		Idle:     cfg.PoolIdle,
+		Logger:   log.With("component", "pool"),
+	}
 }
 
 // checkIsolation refuses to run on a host that lacks a required layer.

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
 // Engine is what the HTTP API needs from the execution engine. Errors are
@@ -26,6 +27,9 @@ type Engine interface {
 	// Follow streams the events of an execution after afterSeq; the channel
 	// closes after the final status event or when ctx ends.
 	Follow(ctx context.Context, id string, afterSeq uint64) (<-chan engine.Event, error)
+	// Lint checks files with ruff without running them; nil rules are the
+	// server's.
+	Lint(ctx context.Context, files []engine.File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error)
 	// ListFiles returns the files an execution produced.
 	ListFiles(ctx context.Context, id string) ([]engine.FileInfo, error)
 	// OpenFile opens one of them by its listed path; engine.ErrFileNotFound

@@ -32,6 +32,7 @@ type EvalRequest struct {
 	PythonVersion   string      `json:"python_version,omitempty" doc:"Interpreter version, e.g. 3.12; default the server's" example:"3.12"`
 	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
 	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content; \"-\" turns off import auto-detection"`
+	Lint            LintMode    `json:"lint,omitempty"`
 
 	DataFrames   map[string]string `json:"dataframes,omitempty" doc:"Variables to load with pandas before the code runs: name → one of the uploaded files (CSV, TSV, JSON, Parquet, Excel)" example:"{\"df\":\"data.csv\"}"`
 	Collect      []string          `json:"collect,omitempty" doc:"Glob patterns (path.Match, relative to the workspace) of the files to return as artifacts; default every file the run created or changed" example:"[\"out/*.csv\",\"*.png\"]"`
@@ -76,46 +77,11 @@ func (s *Server) registerEval(hapi huma.API) {
 	})
 }
 
-// evalRequest turns an eval body into an engine.Request: files win over
-// code, and the code, summed over files, is capped at 100 KiB.
+// evalRequest turns an eval body into an engine.Request.
 func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Request, error) {
-	sources := body.Files
-	if len(sources) == 0 {
-		if body.Code == "" {
-			return engine.Request{}, errorf(http.StatusBadRequest, "code or files is required")
-		}
-		sources = []EvalFile{{Name: defaultEntrypoint, Content: body.Code}}
-	}
-	if len(sources) > s.limits.Archive.MaxFiles {
-		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
-	}
-	set := newFileSet()
-	files := make([]engine.File, len(sources))
-	var code, data int64 // text bytes (the code cap) and decoded binary bytes (the archive caps)
-	for i, f := range sources {
-		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
-		name, err := cleanPath(f.Name, what)
-		if err != nil {
-			return engine.Request{}, err
-		}
-		if err := set.add(name, what); err != nil {
-			return engine.Request{}, err
-		}
-		content, err := fileContent(f, fmt.Sprintf("files[%d]", i))
-		if err != nil {
-			return engine.Request{}, err
-		}
-		if f.Encoding == encodingBase64 {
-			if err := s.limits.Archive.checkBinary(name, int64(len(content)), &data); err != nil {
-				return engine.Request{}, err
-			}
-		} else {
-			code += int64(len(content))
-		}
-		files[i] = engine.File{Path: name, Data: content, Mode: 0o644}
-	}
-	if code > maxEvalCodeBytes {
-		return engine.Request{}, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", code, maxEvalCodeBytes)
+	files, set, err := s.sourceFiles(body.Code, body.Files)
+	if err != nil {
+		return engine.Request{}, err
 	}
 	entry := body.Entrypoint
 	if entry == "" {
@@ -127,7 +93,53 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		Requirements:  body.RequirementsTxt,
 		PythonVersion: body.PythonVersion,
 		EvalLastExpr:  body.EvalLastExpr,
+		Lint:          body.Lint,
 		Config:        body.Config,
 		Rich:          richOptions{body.DataFrames, body.Collect, body.FigureFormat, body.MaxRows},
 	})
+}
+
+// sourceFiles are the files of an eval or lint body: files win over code
+// (which becomes main.py), and the code, summed over the text files, is
+// capped at 100 KiB; base64 files are decoded and fall under the archive
+// caps instead.
+func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *fileSet, error) {
+	if len(sources) == 0 {
+		if code == "" {
+			return nil, nil, errorf(http.StatusBadRequest, "code or files is required")
+		}
+		sources = []EvalFile{{Name: defaultEntrypoint, Content: code}}
+	}
+	if len(sources) > s.limits.Archive.MaxFiles {
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
+	}
+	set := newFileSet()
+	files := make([]engine.File, len(sources))
+	var text, data int64 // text bytes (the code cap) and decoded binary bytes (the archive caps)
+	for i, f := range sources {
+		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
+		name, err := cleanPath(f.Name, what)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := set.add(name, what); err != nil {
+			return nil, nil, err
+		}
+		content, err := fileContent(f, fmt.Sprintf("files[%d]", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		if f.Encoding == encodingBase64 {
+			if err := s.limits.Archive.checkBinary(name, int64(len(content)), &data); err != nil {
+				return nil, nil, err
+			}
+		} else {
+			text += int64(len(content))
+		}
+		files[i] = engine.File{Path: name, Data: content, Mode: 0o644}
+	}
+	if text > maxEvalCodeBytes {
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", text, maxEvalCodeBytes)
+	}
+	return files, set, nil
 }

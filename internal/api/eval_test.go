@@ -53,6 +53,25 @@ func TestEval(t *testing.T) {
 					t.Errorf("entrypoint = %q", req.Entrypoint)
 				}
 			}},
+		{name: "lint alongside", body: []byte(`{"code":"1","lint":true}`), wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if req.Lint != engine.LintWith {
+					t.Errorf("Lint = %q, want %q", req.Lint, engine.LintWith)
+				}
+			}},
+		{name: "lint only", body: []byte(`{"code":"1","lint":"only"}`), wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if req.Lint != engine.LintOnly {
+					t.Errorf("Lint = %q, want %q", req.Lint, engine.LintOnly)
+				}
+			}},
+		{name: "lint false", body: []byte(`{"code":"1","lint":false}`), wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if req.Lint != engine.LintOff {
+					t.Errorf("Lint = %q, want off", req.Lint)
+				}
+			}},
+		{name: "lint of another value", body: []byte(`{"code":"1","lint":"always"}`), wantCode: 400},
 		{name: "unknown fields are ignored", ct: "application/x-www-form-urlencoded", body: []byte(`{"code":"print(1)","future_field":[1,2]}`), wantCode: 200},
 		{name: "code at the limit", body: jsonBody(map[string]any{"code": strings.Repeat("x", 102400)}), wantCode: 200},
 		{name: "code over the limit", body: jsonBody(map[string]any{"code": strings.Repeat("x", 102401)}), wantCode: 413},

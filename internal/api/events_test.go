@@ -23,6 +23,7 @@ func TestEvents(t *testing.T) {
 		{"sse resume with after", path + "?after=3", nil, 200, "text/event-stream"},
 		{"ndjson replay", path, map[string]string{"Accept": "application/x-ndjson"}, 200, "application/x-ndjson"},
 		{"ndjson resume", path + "?after=1", map[string]string{"Accept": "application/x-ndjson"}, 200, "application/x-ndjson"},
+		{"sse install progress", "/api/v1/executions/" + idInstall + "/events", nil, 200, "text/event-stream"},
 	}
 	ts := newTestServer(t, newFakeEngine(), nil)
 	for _, tt := range tests {

@@ -114,6 +114,7 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 		Requirements:  up.meta.RequirementsTxt,
 		PreCommands:   up.meta.PreCommands,
 		PythonVersion: version,
+		Lint:          up.meta.Lint,
 		Config:        up.meta.Config,
 		Rich:          richOptions{up.meta.DataFrames, up.meta.Collect, up.meta.FigureFormat, up.meta.MaxRows},
 	})

@@ -109,6 +109,13 @@ func TestExec(t *testing.T) {
 					t.Errorf("PythonVersion = %q, want the default", req.PythonVersion)
 				}
 			}},
+		{name: "lint only from metadata", tar: ustar, meta: `{"lint":"only","pre_commands":["echo hi"],"requirements_txt":"pyyaml\n"}`, wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if req.Lint != engine.LintOnly || len(req.PreCommands) != 1 || req.Requirements != "pyyaml\n" {
+					t.Errorf("request = %+v", req)
+				}
+			}},
+		{name: "lint of wrong type in metadata", tar: ustar, meta: `{"lint":1}`, wantCode: 400},
 		{name: "entrypoint not in archive", tar: ustar, meta: `{"entrypoint":"app.py"}`, wantCode: 400},
 		{name: "entrypoint escapes", tar: ustar, meta: `{"entrypoint":"../main.py"}`, wantCode: 400},
 		{name: "unknown python version from image", tar: ustar, meta: `{"docker_image":"python:2.7-slim"}`, wantCode: 400},

@@ -16,6 +16,7 @@ func TestExecutions(t *testing.T) {
 		{"get completed", http.MethodGet, "/api/v1/executions/" + idCompleted, 200},
 		{"get failed by timeout", http.MethodGet, "/api/v1/executions/" + idFailed, 200},
 		{"get running", http.MethodGet, "/api/v1/executions/" + idRunning, 200},
+		{"get with warnings and lint", http.MethodGet, "/api/v1/executions/" + idLinted, 200},
 		{"get unknown", http.MethodGet, "/api/v1/executions/exe_nope", 404},
 		{"kill running", http.MethodDelete, "/api/v1/executions/" + idRunning, 200},
 		{"kill finished reports its status", http.MethodDelete, "/api/v1/executions/" + idCompleted, 200},

@@ -2,14 +2,17 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
 // fakeEngine is an in-memory Engine with fixed, deterministic records, for
@@ -33,6 +36,8 @@ const (
 	idFailed    = "exe_00000000-0000-4000-8000-000000000003"
 	idLive      = "exe_00000000-0000-4000-8000-000000000004" // events never end
 	idSubmitted = "exe_00000000-0000-4000-8000-0000000000aa"
+	idLinted    = "exe_00000000-0000-4000-8000-000000000005" // warnings and lint
+	idInstall   = "exe_00000000-0000-4000-8000-000000000006" // install events
 )
 
 func fakeTime(sec int) time.Time {
@@ -56,11 +61,17 @@ func newFakeEngine() *fakeEngine {
 		Error: "execution timeout after 1s", Reason: engine.ReasonTimeout, TimedOut: true,
 		StartedAt: &started, FinishedAt: &finished, DurationMs: 1000, PythonVersion: "3.11", CreatedAt: fakeTime(3),
 	}
+	linted := &engine.Execution{
+		ID: idLinted, Status: engine.StatusCompleted, Stdout: "2\n", StartedAt: &started, FinishedAt: &finished,
+		DurationMs: 1000, PythonVersion: "3.12", CreatedAt: fakeTime(2),
+		Warnings: []string{`policy rule "eval": call of eval at main.py:1: avoid eval`},
+		Lint:     fakeDiagnostics([]engine.File{{Path: "main.py", Data: []byte("import os\n")}}),
+	}
 	ev := func(seq uint64, typ engine.EventType, data string) engine.Event {
 		return engine.Event{Seq: seq, Type: typ, Data: data, Time: fakeTime(int(seq))}
 	}
 	return &fakeEngine{
-		records: map[string]*engine.Execution{idCompleted: completed, idRunning: running, idFailed: failed},
+		records: map[string]*engine.Execution{idCompleted: completed, idRunning: running, idFailed: failed, idLinted: linted},
 		events: map[string][]engine.Event{
 			idCompleted: {
 				ev(1, engine.EventStatus, "running"),
@@ -69,6 +80,13 @@ func newFakeEngine() *fakeEngine {
 				ev(4, engine.EventStatus, "completed"),
 			},
 			idLive: {ev(1, engine.EventStatus, "running")},
+			idInstall: {
+				ev(1, engine.EventStatus, "running"),
+				ev(2, engine.EventInstall, "installing pyyaml with uv"),
+				ev(3, engine.EventInstall, "environment ready in 1.2s"),
+				ev(4, engine.EventStdout, "ok\n"),
+				ev(5, engine.EventStatus, "completed"),
+			},
 		},
 	}
 }
@@ -189,6 +207,41 @@ func (f *fakeEngine) Follow(ctx context.Context, id string, afterSeq uint64) (<-
 		close(ch)
 	}()
 	return ch, nil
+}
+
+// Lint reports F401 for every "import os" line, rejects lower-case rule
+// selectors as the real linter does, and records the files it got.
+func (f *fakeEngine) Lint(_ context.Context, files []engine.File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error) {
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	for _, r := range slices.Concat(rules.Select, rules.Ignore) {
+		if !pyenv.ValidLintRule(r) {
+			return nil, fmt.Errorf("%w: %w: %q is not ALL, a linter prefix or a rule code", engine.ErrInvalid, pyenv.ErrBadRule, r)
+		}
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, engine.Request{Files: files})
+	f.mu.Unlock()
+	if slices.Equal(rules.Select, []string{"E"}) {
+		return []pyenv.Diagnostic{}, nil
+	}
+	return fakeDiagnostics(files), nil
+}
+
+// fakeDiagnostics is what the fake linter finds.
+func fakeDiagnostics(files []engine.File) []pyenv.Diagnostic {
+	out := []pyenv.Diagnostic{}
+	for _, file := range files {
+		for i, line := range strings.Split(string(file.Data), "\n") {
+			if line == "import os" {
+				out = append(out, pyenv.Diagnostic{Code: "F401", Message: "`os` imported but unused", Filename: file.Path,
+					Location: pyenv.Position{Line: i + 1, Column: 8}, EndLocation: pyenv.Position{Line: i + 1, Column: 10},
+					Fix: json.RawMessage(`{"applicability":"safe","message":"Remove unused import: ` + "`os`" + `","edits":[]}`)})
+			}
+		}
+	}
+	return out
 }
 
 func (f *fakeEngine) Stats() engine.Stats {

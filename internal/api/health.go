@@ -16,6 +16,7 @@ type healthBody struct {
 	UnsafeNoIsolation bool   `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
 	AuthRequired      bool   `json:"auth_required"`
 	NetworkAllowed    bool   `json:"network_allowed" doc:"Whether requests may ask for network access"`
+	BaseEnvironment   string `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
 }
 
 type healthOutput struct{ Body healthBody }
@@ -35,7 +36,11 @@ func (s *Server) registerHealth(hapi huma.API) {
 	o.Security = nil
 	o.Tags = []string{"service"}
 	huma.Register(hapi, o, func(context.Context, *struct{}) (*healthOutput, error) {
-		return &healthOutput{Body: s.info}, nil
+		body := s.info
+		if s.baseEnv != nil {
+			body.BaseEnvironment = s.baseEnv()
+		}
+		return &healthOutput{Body: body}, nil
 	})
 
 	o = op(hapi, "ready", http.MethodGet, "/readyz", "Readiness: the server accepts executions", http.StatusServiceUnavailable)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,6 +79,16 @@ func (m *Metrics) ObserveExecution(e *engine.Execution) {
 	}
 	m.executions.WithLabelValues(string(e.Status), reason).Inc()
 	m.duration.WithLabelValues(string(e.Status)).Observe(float64(e.DurationMs) / 1000)
+}
+
+// Register adds further collectors to the registry.
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.registry.Register(c); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // Handler serves the metrics in the Prometheus exposition format.

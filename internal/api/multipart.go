@@ -16,8 +16,9 @@ import (
 type Metadata struct {
 	Entrypoint      string      `json:"entrypoint,omitempty" doc:"File to run; default main.py" example:"main.py"`
 	DockerImage     string      `json:"docker_image,omitempty" doc:"python:<version>[-variant]; selects the interpreter version" example:"python:3.12-slim"`
-	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content to install before running"`
-	PreCommands     []string    `json:"pre_commands,omitempty" doc:"Shell commands run in the sandbox before the script"`
+	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content to install before running; \"-\" turns off import auto-detection"`
+	PreCommands     []string    `json:"pre_commands,omitempty" doc:"Shell commands run in order with /bin/sh -c in the sandbox, with the same limits, before the script; a failing one ends the execution"`
+	Lint            LintMode    `json:"lint,omitempty"`
 	Stdin           string      `json:"stdin,omitempty"`
 	EnvVars         []string    `json:"env_vars,omitempty" doc:"KEY=value pairs" example:"[\"DEBUG=1\"]"`
 	ScriptArgs      []string    `json:"script_args,omitempty"`

@@ -48,6 +48,7 @@ type runSpec struct {
 	PreCommands   []string
 	PythonVersion string
 	EvalLastExpr  bool
+	Lint          LintMode
 	Config        *ExecConfig
 	Rich          richOptions
 }
@@ -83,6 +84,7 @@ func (l *limits) request(ctx context.Context, files []engine.File, set *fileSet,
 		Requirements:  spec.Requirements,
 		PreCommands:   spec.PreCommands,
 		EvalLastExpr:  spec.EvalLastExpr,
+		Lint:          string(spec.Lint),
 		Caller:        caller.Name,
 		ClientAddr:    caller.Addr,
 	}

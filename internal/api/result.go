@@ -23,14 +23,16 @@ type ExecutionResult struct {
 	FinishedAt  *time.Time `json:"finished_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
 	DurationMs  int64      `json:"duration_ms,omitempty"`
 
-	Reason          string    `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
-	TimedOut        bool      `json:"timed_out"`
-	CPUTimeMs       int64     `json:"cpu_time_ms,omitempty"`
-	PeakMemoryBytes int64     `json:"peak_memory_bytes,omitempty"`
-	StdoutTruncated bool      `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool      `json:"stderr_truncated,omitempty"`
-	PythonVersion   string    `json:"python_version,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
+	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
+	TimedOut        bool             `json:"timed_out"`
+	CPUTimeMs       int64            `json:"cpu_time_ms,omitempty"`
+	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	PythonVersion   string           `json:"python_version,omitempty"`
+	Warnings        []string         `json:"warnings,omitempty" doc:"Policy warnings, and detected imports that were not installed"`
+	Lint            []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
+	CreatedAt       time.Time        `json:"created_at"`
 
 	Outputs          []Output        `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
 	OutputsTruncated bool            `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
@@ -43,7 +45,7 @@ type ExecutionResult struct {
 // microseconds: Python ≤ 3.10's datetime.fromisoformat rejects the nine
 // fractional digits Go would otherwise write.
 func newResult(e *engine.Execution) ExecutionResult {
-	return ExecutionResult{
+	r := ExecutionResult{
 		ExecutionID:     e.ID,
 		Status:          string(e.Status),
 		ExitCode:        e.ExitCode,
@@ -63,6 +65,7 @@ func newResult(e *engine.Execution) ExecutionResult {
 		StdoutTruncated: e.StdoutTruncated,
 		StderrTruncated: e.StderrTruncated,
 		PythonVersion:   e.PythonVersion,
+		Warnings:        e.Warnings,
 		CreatedAt:       e.CreatedAt.Truncate(time.Microsecond),
 
 		Outputs:          newOutputs(e.Outputs),
@@ -71,6 +74,10 @@ func newResult(e *engine.Execution) ExecutionResult {
 		Files:            newFiles(e.Files),
 		FilesOmitted:     e.FilesOmitted,
 	}
+	if len(e.Lint) > 0 {
+		r.Lint = newDiagnostics(e.Lint)
+	}
+	return r
 }
 
 func micro(t *time.Time) *time.Time {

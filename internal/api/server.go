@@ -1,15 +1,17 @@
 // Package api is pyexec's HTTP API: the python-executor-compatible
 // endpoints (/health, /api/v1/exec/sync|async, /api/v1/executions/{id},
-// /api/v1/eval) plus listing, live events, readiness, metrics, the
-// OpenAPI 3.1 document and an offline docs UI. Handlers decode, call the
-// Engine and encode; they hold no business logic, and nothing here runs
-// code, touches the disk or knows how executions are stored.
+// /api/v1/eval) plus listing, live events, tool definitions, the MCP
+// server (/mcp), readiness, metrics, the OpenAPI 3.1 document and an
+// offline docs UI. Handlers decode, call the Engine and encode; they hold
+// no business logic, and nothing here runs code, touches the disk or knows
+// how executions are stored.
 package api
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -37,12 +39,18 @@ type Options struct {
 	Version   string        // reported by /health and the OpenAPI document
 	Isolation string        // isolation mode reported by /health, e.g. "jail"
 	Logger    *slog.Logger  // nil discards
+	// BaseEnvironment, if set, reports the state of the base dependency
+	// environment on /health ("building", "ready", "failed: why"...).
+	BaseEnvironment func() string
 
 	// Heartbeat is the interval of SSE keep-alive comments (default 15s).
 	Heartbeat time.Duration
 	// ShutdownTimeout is how long Serve waits for requests in flight once
 	// its context ends (default 30s).
 	ShutdownTimeout time.Duration
+	// Collectors are further Prometheus metrics served on /metrics (the
+	// warm pool's, say).
+	Collectors []prometheus.Collector
 }
 
 // Server is the HTTP API over an Engine.
@@ -51,6 +59,7 @@ type Server struct {
 	log       *slog.Logger
 	limits    limits
 	info      healthBody
+	baseEnv   func() string
 	heartbeat time.Duration
 	shutdown  time.Duration
 	metrics   *Metrics
@@ -98,9 +107,13 @@ func New(eng Engine, opts Options) (*Server, error) {
 			AuthRequired:      len(keys) > 0,
 			NetworkAllowed:    cfg.AllowNetwork,
 		},
+		baseEnv:   opts.BaseEnvironment,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),
+	}
+	if err := s.metrics.Register(opts.Collectors...); err != nil {
+		return nil, err
 	}
 	if s.heartbeat <= 0 {
 		s.heartbeat = defaultHeartbeat
@@ -119,8 +132,12 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerEval(hapi)
 	s.registerExecutions(hapi)
 	s.registerEvents(hapi)
+	s.registerLint(hapi)
+	s.registerTools(hapi)
 	s.registerFiles(hapi)
 	registerDocs(mux)
+	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
+	mux.Handle(mcpPath, s.mcpHandler(mux))
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))

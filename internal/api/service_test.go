@@ -30,6 +30,17 @@ func TestHealthAndReady(t *testing.T) {
 			t.Fatalf("health = %s (%v)", body, err)
 		}
 	})
+	t.Run("base environment state is reported", func(t *testing.T) {
+		s, err := New(newFakeEngine(), Options{Config: config.Default(), BaseEnvironment: func() string { return "building" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		s.Handler().ServeHTTP(rec, mustRequest(t, http.MethodGet, "/health"))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"base_environment":"building"`) {
+			t.Fatalf("health = %d %s", rec.Code, rec.Body)
+		}
+	})
 	t.Run("not ready while shutting down", func(t *testing.T) {
 		c := config.Default()
 		s, err := New(newFakeEngine(), Options{Config: c})
@@ -64,7 +75,7 @@ func TestOpenAPI(t *testing.T) {
 	want := map[string][]string{
 		"/health": {"get"}, "/readyz": {"get"}, "/api/v1/exec/sync": {"post"}, "/api/v1/exec/async": {"post"},
 		"/api/v1/eval": {"post"}, "/api/v1/executions": {"get"}, "/api/v1/executions/{id}": {"get", "delete"},
-		"/api/v1/executions/{id}/events": {"get"},
+		"/api/v1/executions/{id}/events": {"get"}, "/api/v1/lint": {"post"},
 	}
 	for path, methods := range want {
 		for _, m := range methods {

@@ -44,6 +44,15 @@ type Config struct {
 	// every jail gets its cgroup; also what a restart sweeps.
 	CgroupParent string
 
+	// WarmPool keeps jails with the interpreter already started, per kind
+	// of execution in use; off, every execution builds its jail cold.
+	WarmPool bool
+	// PoolMaxWarm bounds warm jails of all kinds together; PoolPerKind
+	// bounds one kind; PoolIdle is how long an unused kind stays warm.
+	PoolMaxWarm int
+	PoolPerKind int
+	PoolIdle    time.Duration
+
 	MaxBodyMB      int   // request body cap
 	MaxOutputBytes int64 // stdout and stderr cap, each
 
@@ -56,6 +65,9 @@ type Config struct {
 
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
+
+	// Envs configures dependency environments and lint.
+	Envs Envs
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -75,6 +87,10 @@ func Default() Config {
 		QueueSize:           100,
 		RecordTTL:           24 * time.Hour,
 		CgroupParent:        "pyexec",
+		WarmPool:            true,
+		PoolMaxWarm:         8,
+		PoolPerKind:         4,
+		PoolIdle:            5 * time.Minute,
 		MaxBodyMB:           50,
 		MaxOutputBytes:      10 << 20,
 		MaxArchiveFiles:     1000,
@@ -84,6 +100,7 @@ func Default() Config {
 		MaxCollectBytes:     64 << 20,
 		LogLevel:            "info",
 		LogFormat:           "text",
+		Envs:                defaultEnvs(),
 	}
 }
 

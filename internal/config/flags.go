@@ -24,12 +24,7 @@ func EnvName(flag string) string {
 // Bind registers one flag per field of c on fs, with c's current values as
 // defaults; parsing fs writes straight into c.
 func (c *Config) Bind(fs *pflag.FlagSet) {
-	add := func(name, usage string) {
-		env := EnvName(name)
-		f := fs.Lookup(name)
-		f.Usage = fmt.Sprintf("%s (env %s)", usage, env)
-		_ = fs.SetAnnotation(name, envAnnotation, []string{env}) // the flag was just added
-	}
+	add := func(name, usage string) { describe(fs, name, usage) }
 	fs.StringVar(&c.Host, "host", c.Host, "address to listen on")
 	add("host", "address to listen on; non-loopback needs API keys or --insecure-no-auth")
 	fs.IntVar(&c.Port, "port", c.Port, "")
@@ -58,6 +53,14 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("record-ttl", "how long execution records are kept")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
 	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
+	fs.BoolVar(&c.WarmPool, "warm-pool", c.WarmPool, "")
+	add("warm-pool", "keep jails with the interpreter started ahead of time (--warm-pool=false: every jail cold)")
+	fs.IntVar(&c.PoolMaxWarm, "pool-max-warm", c.PoolMaxWarm, "")
+	add("pool-max-warm", "warm jails kept at most, all kinds together")
+	fs.IntVar(&c.PoolPerKind, "pool-per-kind", c.PoolPerKind, "")
+	add("pool-per-kind", "warm jails kept at most for one kind of execution (interpreter, environment, network)")
+	fs.Var(secondsValue{&c.PoolIdle}, "pool-idle", "")
+	add("pool-idle", "how long an unused kind of execution stays warm")
 
 	fs.StringSliceVar(&c.APIKeys, "api-keys", c.APIKeys, "")
 	add("api-keys", `API keys, comma separated, each "key" or "name:key"`)
@@ -89,6 +92,17 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("log-level", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "")
 	add("log-format", "text or json")
+
+	c.Envs.bind(fs)
+}
+
+// describe sets the usage of the flag name just added to fs and records
+// its environment variable.
+func describe(fs *pflag.FlagSet, name, usage string) {
+	env := EnvName(name)
+	f := fs.Lookup(name)
+	f.Usage = fmt.Sprintf("%s (env %s)", usage, env)
+	_ = fs.SetAnnotation(name, envAnnotation, []string{env}) // the flag was just added
 }
 
 // Resolve completes c after fs (on which Bind was called) has been parsed:

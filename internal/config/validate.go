@@ -36,6 +36,12 @@ func (c *Config) Validate() error {
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("PYEXEC_DATA_DIR", "must not be empty")
 	}
+	if c.PoolMaxWarm < 0 || c.PoolPerKind < 1 || c.PoolPerKind > 64 {
+		bad("PYEXEC_POOL_PER_KIND", "must be 1-64 (and PYEXEC_POOL_MAX_WARM not negative), got %d and %d", c.PoolPerKind, c.PoolMaxWarm)
+	}
+	if c.PoolIdle < time.Second {
+		bad("PYEXEC_POOL_IDLE", "must be at least 1s, got %v", c.PoolIdle)
+	}
 	if p := c.CgroupParent; p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.Contains(p, "..") {
 		bad("PYEXEC_CGROUP_PARENT", "must be a clean relative cgroup path without \"..\", got %q", p)
 	}
@@ -101,6 +107,8 @@ func (c *Config) Validate() error {
 	default:
 		bad("PYEXEC_LOG_FORMAT", "must be text or json, got %q", c.LogFormat)
 	}
+
+	c.validateEnvs(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

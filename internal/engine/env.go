@@ -43,9 +43,10 @@ type EnvLease interface {
 }
 
 // Linter checks a project with ruff; *pyenv.Linter implements it
-// through PyenvLinter.
+// through PyenvLinter. Zero rules mean the server's; an invalid selector
+// wraps pyenv.ErrBadRule.
 type Linter interface {
-	Lint(ctx context.Context, files []File) ([]pyenv.Diagnostic, error)
+	Lint(ctx context.Context, files []File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error)
 }
 
 // envPlan is the part of a plan about environments, pre-commands and lint.
@@ -83,7 +84,7 @@ func (e *Engine) planEnv(ctx context.Context, req Request, p *plan, entry string
 	}
 	if e.deps.Envs == nil {
 		if strings.TrimSpace(req.Requirements) != "" && req.Requirements != pyenv.NoDetection {
-			return fmt.Errorf("%w: requirements are not supported by this server", ErrInvalid)
+			return fmt.Errorf("%w: requirements need dependency environments, which this engine was started without", ErrInvalid)
 		}
 		return nil
 	}
@@ -105,7 +106,7 @@ func (e *Engine) planEnv(ctx context.Context, req Request, p *plan, entry string
 func (e *Engine) enterEnv(ctx, sctx context.Context, id string, p *plan, r *record) (sandbox.Spec, func(), *record) {
 	spec := p.spec
 	if p.env.lint != LintOff {
-		diags, err := e.deps.Linter.Lint(ctx, e.planFiles(p))
+		diags, err := e.deps.Linter.Lint(ctx, e.planFiles(p), pyenv.LintRules{})
 		if err != nil {
 			done := *r
 			fail(&done, ReasonSetupError, "lint failed: "+err.Error(), exitNoRun)
@@ -242,10 +243,10 @@ type PyenvLinter struct{ L *pyenv.Linter }
 var _ Linter = PyenvLinter{}
 
 // Lint runs ruff on the project.
-func (p PyenvLinter) Lint(ctx context.Context, files []File) ([]pyenv.Diagnostic, error) {
+func (p PyenvLinter) Lint(ctx context.Context, files []File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error) {
 	pf := make([]pyenv.File, len(files))
 	for i, f := range files {
 		pf[i] = pyenv.File{Path: f.Path, Data: f.Data}
 	}
-	return p.L.Lint(ctx, pf)
+	return p.L.Lint(ctx, pf, rules)
 }

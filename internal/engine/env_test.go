@@ -163,6 +163,18 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 			t.Errorf("lint %+v lacks S307 (eval)", x.Lint)
 		}
 	})
+	t.Run("standalone lint with request rules", func(t *testing.T) {
+		diags, err := eng.Lint(ctx, files("main.py", "import os\nprint(eval('1'))\n"), pyenv.LintRules{Select: []string{"F"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(diags) != 1 || diags[0].Code != "F401" {
+			t.Errorf("select F: %+v, want only F401", diags)
+		}
+		if _, err := eng.Lint(ctx, files("main.py", "pass\n"), pyenv.LintRules{Ignore: []string{"e501;rm"}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("bad selector: %v, want ErrInvalid", err)
+		}
+	})
 }
 
 // hasInstallEvent replays an execution's events.

@@ -24,9 +24,9 @@ type plan struct {
 	env         envPlan
 }
 
-// baseEnv is the payload's environment before the request's additions.
+// BaseEnv is the payload's environment before the request's additions.
 // Nothing of the server's own environment is passed on.
-func baseEnv() []string {
+func BaseEnv() []string {
 	return []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + sandbox.WorkDir,
@@ -161,7 +161,7 @@ func (e *Engine) limits(req Request) (sandbox.Limits, error) {
 // buildEnv appends the request's KEY=value pairs to the base environment;
 // a request entry replaces a base entry of the same key.
 func buildEnv(extra []string) ([]string, error) {
-	env := baseEnv()
+	env := BaseEnv()
 	for _, kv := range extra {
 		key, _, ok := strings.Cut(kv, "=")
 		if !ok || key == "" || strings.ContainsRune(kv, 0) {

@@ -3,8 +3,8 @@ package pyenv
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -71,13 +71,8 @@ func (c EnvConfig) withDefaults() EnvConfig {
 }
 
 func (c EnvConfig) validate() error {
-	if !filepath.IsAbs(c.Dir) || filepath.Clean(c.Dir) != c.Dir {
-		return fmt.Errorf("environment directory %q is not a clean absolute path", c.Dir)
-	}
-	for _, reserved := range []string{"/tmp", "/proc", "/dev", "/etc", "/work"} {
-		if c.Dir == reserved || strings.HasPrefix(c.Dir, reserved+"/") {
-			return fmt.Errorf("environment directory %q is under %s, which jails cannot mount", c.Dir, reserved)
-		}
+	if err := MountableDir(c.Dir); err != nil {
+		return fmt.Errorf("environment directory: %w", err)
 	}
 	if c.MaxBytes < 0 {
 		return fmt.Errorf("environment size cap must not be negative")
@@ -88,50 +83,73 @@ func (c EnvConfig) validate() error {
 	return nil
 }
 
-// EnvConfigFromEnv reads the configuration from the environment:
-// PYEXEC_ENV_DIR, PYEXEC_ENV_MAX_BYTES, PYEXEC_INDEX_URL,
-// PYEXEC_EXTRA_INDEX_URLS and PYEXEC_TRUSTED_HOSTS (comma-separated),
-// PYEXEC_UV, PYEXEC_NO_UV=1, PYEXEC_INSTALL_TIMEOUT (a Go duration) and
-// PYEXEC_BASE_PACKAGES (comma-separated; "-" for none).
-func EnvConfigFromEnv(getenv func(string) string) (EnvConfig, error) {
-	c := EnvConfig{
-		Dir:            getenv("PYEXEC_ENV_DIR"),
-		IndexURL:       getenv("PYEXEC_INDEX_URL"),
-		ExtraIndexURLs: splitList(getenv("PYEXEC_EXTRA_INDEX_URLS")),
-		TrustedHosts:   splitList(getenv("PYEXEC_TRUSTED_HOSTS")),
-		UV:             getenv("PYEXEC_UV"),
-		NoUV:           getenv("PYEXEC_NO_UV") == "1",
+// ParseBaseList reads an operator's list of base requirements: entries
+// separated by whitespace or by commas, where a comma followed by a
+// version operator stays inside the entry ("scipy>=1.11,<2" is one
+// entry). "-" alone means none.
+func ParseBaseList(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "-" {
+		return []string{}, nil
 	}
-	if v := getenv("PYEXEC_ENV_MAX_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return EnvConfig{}, fmt.Errorf("PYEXEC_ENV_MAX_BYTES: %w", err)
+	var out []string
+	for _, field := range strings.Fields(s) {
+		start := 0
+		for i := 0; i < len(field); i++ {
+			if field[i] != ',' {
+				continue
+			}
+			if i+1 < len(field) && strings.IndexByte("<>=!~ ", field[i+1]) >= 0 {
+				continue
+			}
+			if part := field[start:i]; part != "" {
+				out = append(out, part)
+			}
+			start = i + 1
 		}
-		c.MaxBytes = n
-	}
-	if v := getenv("PYEXEC_INSTALL_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return EnvConfig{}, fmt.Errorf("PYEXEC_INSTALL_TIMEOUT: %w", err)
+		if part := field[start:]; part != "" {
+			out = append(out, part)
 		}
-		c.InstallTimeout = d
 	}
-	switch v := getenv("PYEXEC_BASE_PACKAGES"); v {
-	case "":
-	case "-":
-		c.Base = []string{}
-	default:
-		c.Base = splitList(v)
+	for _, e := range out {
+		if _, err := ParseRequirement(e, FromProject); err != nil {
+			return nil, err
+		}
 	}
-	return c, nil
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+// MountableDir reports why jails cannot mount dir at its own path: it is
+// under a directory the jail replaces (/tmp, /proc, /dev, /etc, /work).
+// It returns nil for a clean absolute path elsewhere.
+func MountableDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("%q is not a clean absolute path", dir)
+	}
+	for _, reserved := range []string{"/tmp", "/proc", "/dev", "/etc", "/work"} {
+		if dir == reserved || strings.HasPrefix(dir, reserved+"/") {
+			return fmt.Errorf("%q is under %s, which jails cannot mount", dir, reserved)
 		}
 	}
-	return out
+	return nil
+}
+
+// checkTraversable makes sure the payload user can reach dir: every
+// directory above it must be searchable by others.
+func checkTraversable(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("environment directory %s: %s is not searchable by other users (mode %v), so jails cannot reach it", dir, d, st.Mode().Perm())
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }

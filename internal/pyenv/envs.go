@@ -144,6 +144,9 @@ func NewEnvironments(cfg EnvConfig) (*Environments, error) {
 			return nil, err
 		}
 	}
+	if err := checkTraversable(cfg.Dir); err != nil {
+		return nil, err
+	}
 	uv := ""
 	if !cfg.NoUV {
 		var err error
@@ -173,6 +176,9 @@ func (m *Environments) Installer() string {
 	}
 	return "pip"
 }
+
+// Dir is the directory holding the environments.
+func (m *Environments) Dir() string { return m.cfg.Dir }
 
 // Stats returns the counters.
 func (m *Environments) Stats() EnvStats {

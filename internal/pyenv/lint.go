@@ -3,9 +3,12 @@ package pyenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +47,14 @@ type LintConfig struct {
 	Select, Ignore []string
 	// Timeout bounds one run. Default 20s.
 	Timeout time.Duration
+	// Concurrency bounds the ruff jails running at once. Default 2.
+	Concurrency int
+}
+
+// LintRules choose the rules of one run; nil fields take the Linter's
+// configured ones. An empty, non-nil Ignore ignores nothing.
+type LintRules struct {
+	Select, Ignore []string
 }
 
 // Linter runs ruff on a project inside a jail, with no network.
@@ -53,6 +64,7 @@ type Linter struct {
 	sel     []string
 	ignore  []string
 	timeout time.Duration
+	sem     chan struct{}
 }
 
 // NewLinter finds ruff and returns a Linter that runs it through run.
@@ -71,14 +83,53 @@ func NewLinter(run JailRunner, cfg LintConfig) (*Linter, error) {
 	if l.timeout <= 0 {
 		l.timeout = 20 * time.Second
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 2
+	}
+	l.sem = make(chan struct{}, cfg.Concurrency)
+	for _, r := range slices.Concat(l.sel, l.ignore) {
+		if !ruleSelector.MatchString(r) {
+			return nil, fmt.Errorf("%w: lint rule selector %q", ErrBadRule, r)
+		}
+	}
 	return l, nil
 }
+
+// ErrBadRule marks a lint rule selector that is not one (a 400 when a
+// request sent it).
+var ErrBadRule = errors.New("invalid rule selector")
+
+// ruleSelector is what ruff accepts as a rule selector: ALL, a linter
+// prefix or a rule code ("E", "E4", "F401", "PLR0913").
+var ruleSelector = regexp.MustCompile(`^(ALL|[A-Z]{1,5}[0-9]{0,4})$`)
+
+// ValidLintRule reports whether s is a ruff rule selector: ALL, a linter
+// prefix or a rule code.
+func ValidLintRule(s string) bool { return ruleSelector.MatchString(s) }
+
+// Ruff is the ruff binary the Linter runs.
+func (l *Linter) Ruff() string { return l.ruff }
 
 // Lint checks the project's Python files and returns the diagnostics,
 // ordered by file and position, with file names relative to the project.
 // The project's own ruff configuration is ignored (--isolated): the
 // operator chooses the rules.
-func (l *Linter) Lint(ctx context.Context, files []File) ([]Diagnostic, error) {
+func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Diagnostic, error) {
+	sel, ignore := l.sel, l.ignore
+	if rules.Select != nil {
+		sel = rules.Select
+	}
+	if rules.Ignore != nil {
+		ignore = rules.Ignore
+	}
+	if len(sel) == 0 {
+		return nil, fmt.Errorf("%w: no rule is selected", ErrBadRule)
+	}
+	for _, r := range slices.Concat(sel, ignore) {
+		if !ruleSelector.MatchString(r) {
+			return nil, fmt.Errorf("%w: %q is not ALL, a linter prefix or a rule code", ErrBadRule, r)
+		}
+	}
 	var sf []sandbox.File
 	for _, f := range files {
 		if strings.HasSuffix(f.Path, ".py") || strings.HasSuffix(f.Path, ".pyi") {
@@ -89,11 +140,17 @@ func (l *Linter) Lint(ctx context.Context, files []File) ([]Diagnostic, error) {
 		return []Diagnostic{}, nil
 	}
 	argv := []string{l.ruff, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
-		"--select", strings.Join(l.sel, ",")}
-	if len(l.ignore) > 0 {
-		argv = append(argv, "--ignore", strings.Join(l.ignore, ","))
+		"--select", strings.Join(sel, ",")}
+	if len(ignore) > 0 {
+		argv = append(argv, "--ignore", strings.Join(ignore, ","))
 	}
 	argv = append(argv, ".")
+	select {
+	case l.sem <- struct{}{}:
+		defer func() { <-l.sem }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to run ruff: %w", ctx.Err())
+	}
 	res, err := l.run.Run(ctx, sandbox.Spec{
 		Argv:   argv,
 		Env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + sandbox.WorkDir, "NO_COLOR=1"},

@@ -16,7 +16,7 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := "import os, sys\ndef f(x = 1):\n    return undefined_name\n"
-	diags, err := l.Lint(context.Background(), []File{{Path: "main.py", Data: []byte(src)}, {Path: "data.txt", Data: []byte("x")}})
+	diags, err := l.Lint(context.Background(), []File{{Path: "main.py", Data: []byte(src)}, {Path: "data.txt", Data: []byte("x")}}, LintRules{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package pyenv
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +56,25 @@ func (p Policy) Validate() error {
 		seen[r.Name] = true
 	}
 	return nil
+}
+
+// ParsePolicy reads a policy file: a JSON object {"rules": [Rule...]}
+// whose unknown fields are errors (a misspelt "imports" would otherwise
+// silently match nothing). The rules are validated.
+func ParsePolicy(data []byte) (Policy, error) {
+	var p Policy
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Policy{}, fmt.Errorf("policy: %w", err)
+	}
+	if dec.More() {
+		return Policy{}, errors.New("policy: trailing data after the JSON object")
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
 }
 
 // PolicyError is a request refused by a rule; its message names the rule

@@ -4,6 +4,9 @@
 #     python -B -c <this source> --report-fd N [OPTIONS] -- ENTRY [ARGS...]
 # OPTIONS: --eval-last-expr, --figure-format png|svg, --max-rows N,
 # --dataframe NAME=PATH (repeatable).
+# Warm: `python -B -c <this source> --wait-request N` starts ahead of its work
+# and blocks on fd N; the request that arrives there holds the arguments
+# above and environment additions (see _wait_request).
 # It runs ENTRY as __main__ the way `python ENTRY ARGS...` would. On a
 # private copy of fd N it streams one JSON line per rich output
 # ({"output": {"type", "data", "metadata"}}) as it happens and, at the end,
@@ -431,8 +434,34 @@ class _Rich:
             report["outputs_dropped"] = self.dropped
 
 
+def _wait_request(fd):
+    # The request: NUL-terminated fields, the number of arguments, the
+    # arguments, then KEY=VALUE environment additions. No json: nothing may
+    # be imported before the user's code runs.
+    data = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    fields = [os.fsdecode(f) for f in data.split(b"\0")[:-1]]
+    if not fields or not fields[0].isdigit() or int(fields[0]) > len(fields) - 1:
+        _usage("malformed request")
+    n = int(fields[0])
+    for kv in fields[1 + n:]:
+        key, sep, value = kv.partition("=")
+        if not key or not sep:
+            _usage("malformed environment entry in the request")
+        os.environ[key] = value
+    return fields[1:1 + n]
+
+
 def _main():
-    opts, entry, args = _parse(sys.argv[1:])
+    argv = sys.argv[1:]
+    if argv[:1] == ["--wait-request"] and len(argv) == 2 and argv[1].isdigit():
+        argv = _wait_request(int(argv[1]))
+    opts, entry, args = _parse(argv)
     channel = _Channel(opts.fd)
     report = {"result": None, "error": None, "exit_code": 0}
     roots = _user_roots(entry)

@@ -62,6 +62,14 @@ type outcome struct {
 // with the report channel on opts.ReportFD (default 3) as the jail does.
 func runDriver(t *testing.T, python string, files map[string]string, opts Options, stdin string) outcome {
 	t.Helper()
+	return execDriver(t, writeFiles(t, files), Argv(python, opts), testEnv(), stdin, nil, opts.ReportFD)
+}
+
+// testEnv is the environment the driver runs with in these tests.
+func testEnv() []string { return []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"} }
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
 		p := filepath.Join(dir, name)
@@ -72,7 +80,14 @@ func runDriver(t *testing.T, python string, files map[string]string, opts Option
 			t.Fatal(err)
 		}
 	}
-	fd := opts.ReportFD
+	return dir
+}
+
+// execDriver runs argv in dir with the report on fd reportFD (0 = 3) and,
+// when request is not nil, a pipe carrying it on RequestFD.
+func execDriver(t *testing.T, dir string, argv, env []string, stdin string, request []byte, reportFD int) outcome {
+	t.Helper()
+	fd := reportFD
 	if fd == 0 {
 		fd = ChannelFD
 	}
@@ -87,10 +102,9 @@ func runDriver(t *testing.T, python string, files map[string]string, opts Option
 	}
 	defer devnull.Close()
 
-	argv := Argv(python, opts)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -98,10 +112,26 @@ func runDriver(t *testing.T, python string, files map[string]string, opts Option
 		cmd.ExtraFiles = append(cmd.ExtraFiles, devnull)
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	var reqW *os.File
+	if request != nil {
+		reqR, rw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reqR.Close()
+		reqW = rw
+		cmd.ExtraFiles = append(cmd.ExtraFiles, reqR)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
+	if reqW != nil {
+		if _, err := reqW.Write(request); err != nil {
+			t.Fatal(err)
+		}
+		reqW.Close()
+	}
 	channel := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(r)

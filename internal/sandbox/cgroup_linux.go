@@ -27,6 +27,8 @@ type jailCgroup interface {
 	setLimits(l Limits) error
 	// cpuUsage is the user+sys CPU time of every task so far.
 	cpuUsage() (time.Duration, error)
+	// current is the memory in use now, in bytes.
+	current() (int64, error)
 	// usage reports the peak memory and whether the kernel OOM-killed a task.
 	usage() (peak int64, oomKilled bool, err error)
 	// destroy kills whatever is left and removes the cgroup.

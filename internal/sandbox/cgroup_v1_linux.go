@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -189,7 +190,24 @@ func (j *v1Jail) add(pid int) error {
 }
 
 func (j *v1Jail) setLimits(l Limits) error {
-	if err := j.cg.Update(v1Resources(l, j.d.swap)); err != nil {
+	// memory.memsw.limit_in_bytes may never be below memory.limit_in_bytes:
+	// raising both, memsw goes first; lowering, the plain limit goes first.
+	mem := strconv.FormatInt(l.MemoryBytes, 10)
+	files := []string{"memory.limit_in_bytes"}
+	if j.d.swap {
+		files = append(files, "memory.memsw.limit_in_bytes")
+		if cur, err := readInt(j.file(cgroup1.Memory, "memory.limit_in_bytes")); err == nil && l.MemoryBytes > cur {
+			files[0], files[1] = files[1], files[0]
+		}
+	}
+	for _, f := range files {
+		if err := os.WriteFile(j.file(cgroup1.Memory, f), []byte(mem), 0); err != nil {
+			return fmt.Errorf("setting cgroup limits: %w", err)
+		}
+	}
+	r := v1Resources(l, j.d.swap)
+	r.Memory = nil
+	if err := j.cg.Update(r); err != nil {
 		return fmt.Errorf("setting cgroup limits: %w", err)
 	}
 	return nil
@@ -198,6 +216,10 @@ func (j *v1Jail) setLimits(l Limits) error {
 func (j *v1Jail) cpuUsage() (time.Duration, error) {
 	ns, err := readInt(j.file(cgroup1.Cpuacct, "cpuacct.usage"))
 	return time.Duration(ns), err
+}
+
+func (j *v1Jail) current() (int64, error) {
+	return readInt(j.file(cgroup1.Memory, "memory.usage_in_bytes"))
 }
 
 func (j *v1Jail) usage() (int64, bool, error) {

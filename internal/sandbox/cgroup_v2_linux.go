@@ -176,6 +176,10 @@ func (j *v2Jail) cpuUsage() (time.Duration, error) {
 	return time.Duration(us) * time.Microsecond, err
 }
 
+func (j *v2Jail) current() (int64, error) {
+	return readInt(filepath.Join(j.dir, "memory.current"))
+}
+
 func (j *v2Jail) usage() (int64, bool, error) {
 	// memory.peak exists since Linux 5.19; older kernels report 0.
 	peak, err := readInt(filepath.Join(j.dir, "memory.peak"))

@@ -71,6 +71,63 @@ func runPy(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 	return res
 }
 
+// silentWaiter stands in for the runner's warm mode: started ahead of its
+// work, it blocks on its request pipe (fd 4) and runs the code it is sent.
+const silentWaiter = `import os
+code = b""
+while True:
+    chunk = os.read(4, 65536)
+    if not chunk:
+        break
+    code += chunk
+os.close(4)
+exec(compile(code, "<string>", "exec"))
+`
+
+// runWarm runs code as runPy does, but in a jail whose interpreter started
+// first with generous ceilings and got the code and the real limits at
+// hand-off.
+func runWarm(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
+	t.Helper()
+	spec := Spec{
+		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1"},
+		Limits: Limits{WallTime: 20 * time.Second},
+	}
+	for _, o := range opts {
+		o(&spec)
+	}
+	l := spec.Limits.WithDefaults()
+	d := DefaultLimits()
+	ceilings := l
+	ceilings.MemoryBytes = max(l.MemoryBytes, d.MemoryBytes)
+	ceilings.Pids = max(l.Pids, d.Pids)
+	ceilings.CPUs = max(l.CPUs, d.CPUs)
+	ceilings.WorkspaceBytes = max(l.WorkspaceBytes, d.WorkspaceBytes)
+	ceilings.WorkspaceInodes = max(l.WorkspaceInodes, d.WorkspaceInodes)
+	ceilings.ShmBytes = max(l.ShmBytes, d.ShmBytes)
+	ceilings.WallTime, ceilings.CPUTime = time.Hour, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	j, err := m.Prepare(ctx, Base{})
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	defer j.Close()
+	p, err := j.Start(ctx, Spec{Argv: []string{python, "-c", silentWaiter}, Env: spec.Env, Requests: true, Limits: ceilings}, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := p.HandOff(spec.Limits, spec.Files, []byte(code)); err != nil {
+		t.Fatalf("HandOff: %v", err)
+	}
+	p.CloseStdin()
+	res := p.Wait()
+	if res.Status == StatusSetupError {
+		t.Fatalf("setup error: %s", res.Reason)
+	}
+	return res
+}
+
 // jailProcesses lists host pids that are still inside a jail cgroup.
 func jailProcesses() []string {
 	var left []string

@@ -385,8 +385,9 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 	}
 }
 
-// TestHostilePrograms runs every hostile program in a fresh jail and
-// checks its safe outcome, then that nothing of it is left on the host.
+// TestHostilePrograms runs every hostile program in a fresh jail, cold and
+// warm, and checks its safe outcome, then that nothing of it is left on
+// the host.
 func TestHostilePrograms(t *testing.T) {
 	m := needJail(t)
 	t.Setenv("PYEXEC_TEST_SECRET", "s3cr3t-value")
@@ -398,12 +399,23 @@ func TestHostilePrograms(t *testing.T) {
 	if len(cases) < 40 {
 		t.Fatalf("the suite has %d hostile programs, want at least 40", len(cases))
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := runPy(t, m, c.code, c.opts...)
-			c.check(t, r)
-			if left := jailProcesses(); len(left) > 0 {
-				t.Errorf("processes outlived the run: %v", left)
+	// Cold: a jail built for the run. Warm: a jail whose interpreter was
+	// started ahead of time and handed the program and its limits, as the
+	// warm pool does.
+	modes := []struct {
+		name string
+		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
+	}{{"cold", runPy}, {"warm", runWarm}}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					r := mode.run(t, m, c.code, c.opts...)
+					c.check(t, r)
+					if left := jailProcesses(); len(left) > 0 {
+						t.Errorf("processes outlived the run: %v", left)
+					}
+				})
 			}
 		})
 	}

@@ -28,7 +28,7 @@ func Init() int {
 	// no_new_privs, Landlock and the seccomp filter are applied to this
 	// thread, and the payload is forked from it: it must stay this thread.
 	runtime.LockOSThread()
-	for fd := fdControl; fd <= fdChannel; fd++ {
+	for fd := fdControl; fd <= fdRequests; fd++ {
 		unix.CloseOnExec(fd) // the payload must never inherit our pipes
 	}
 	ctrl := os.NewFile(fdControl, "control")
@@ -123,8 +123,15 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 		}
 	}
 	files := []*os.File{os.NewFile(fdStdin, "stdin"), os.NewFile(fdStdout, "stdout"), os.NewFile(fdStderr, "stderr")}
-	if x.Channel {
-		files = append(files, os.NewFile(fdChannel, "channel"))
+	if x.Channel || x.Requests {
+		var ch *os.File // a nil entry leaves the payload's fd 3 closed
+		if x.Channel {
+			ch = os.NewFile(fdChannel, "channel")
+		}
+		files = append(files, ch)
+	}
+	if x.Requests {
+		files = append(files, os.NewFile(fdRequests, "requests"))
 	}
 	dir := x.Dir
 	if dir == "" {

@@ -266,3 +266,11 @@ func TestSweepRemovesOnlyItsInstance(t *testing.T) {
 		t.Fatalf("closing a swept jail: %v", err)
 	}
 }
+
+// TestMemoryLimitAboveTheDefault: a run may ask for more memory than the
+// jail was created with (the v1 swap limit must be raised first).
+func TestMemoryLimitAboveTheDefault(t *testing.T) {
+	m := needJail(t)
+	r := runPy(t, m, "x = bytearray(600 << 20)\nprint('allocated', len(x) >> 20)", withLimits(Limits{MemoryBytes: 1 << 30}))
+	printed("allocated 600")(t, r)
+}

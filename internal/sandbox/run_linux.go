@@ -16,106 +16,202 @@ const cpuPoll = 50 * time.Millisecond
 // exactly one payload: a second call fails with ErrJailUsed. Run does not
 // Close the jail; the caller does (Manager.Run does both).
 func (j *Jail) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, error) {
-	if err := spec.Validate(); err != nil {
+	p, err := j.Start(ctx, spec, out)
+	if err != nil {
 		return Result{}, err
 	}
+	go p.feedStdin(spec.Stdin)
+	return p.Wait(), nil
+}
+
+// Start starts spec's payload in the prepared jail and returns while it
+// runs; Wait then gives its Result. Every layer and every limit of spec is
+// in force from the first instruction of the payload; the wall clock
+// starts now (HandOff restarts it). The payload's stdin stays open until
+// CloseStdin (spec.Stdin is not written: see Run). A setup failure is not
+// an error: the Process ends at once and Wait reports StatusSetupError.
+func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
 	if !sameBase(j.base, Base{Mounts: spec.Mounts, Network: spec.Network}) {
-		return Result{}, fmt.Errorf("%w: mounts or network differ from the prepared jail", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: mounts or network differ from the prepared jail", ErrInvalidSpec)
 	}
 	j.mu.Lock()
 	if j.used || j.closed {
 		j.mu.Unlock()
-		return Result{}, ErrJailUsed
+		return nil, ErrJailUsed
 	}
 	j.used = true
 	j.mu.Unlock()
 
-	limits := spec.Limits.withDefaults()
-	setupErr := func(err error) (Result, error) {
-		j.kill()
-		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
+	limits := spec.Limits.WithDefaults()
+	p := &Process{
+		j:        j,
+		ctx:      ctx,
+		r:        &runState{limits: limits, stop: make(chan struct{})},
+		rearm:    make(chan Limits),
+		done:     make(chan struct{}),
+		released: make(chan struct{}),
+		exitCh:   make(chan exitInfo, 1),
+	}
+	j.mu.Lock()
+	j.proc = p
+	j.mu.Unlock()
+	p.stdout = &capture{stream: Stdout, limit: limits.StdoutBytes, live: out, onLimit: p.r.outputLimit}
+	p.stderr = &capture{stream: Stderr, limit: limits.StderrBytes, live: out, onLimit: p.r.outputLimit}
+	p.channel = &capture{stream: Channel, limit: ChannelBytes}
+	if spec.StreamChannel {
+		p.channel.live = out
 	}
 	if j.cg != nil {
 		if err := j.cg.setLimits(limits); err != nil {
-			return setupErr(err)
+			return p.failed(err), nil
 		}
 	}
-
-	r := &runState{limits: limits, stop: make(chan struct{})}
-	stdout := &capture{stream: Stdout, limit: limits.StdoutBytes, live: out, onLimit: r.outputLimit}
-	stderr := &capture{stream: Stderr, limit: limits.StderrBytes, live: out, onLimit: r.outputLimit}
-	channel := &capture{stream: Channel, limit: ChannelBytes}
-	if spec.StreamChannel {
-		channel.live = out
-	}
-	var drains sync.WaitGroup
 	for _, d := range []struct {
 		c *capture
-		f interface{ Read([]byte) (int, error) }
-	}{{stdout, j.stdoutR}, {stderr, j.stderrR}, {channel, j.chanR}} {
-		drains.Add(1)
+		f *os.File
+	}{{p.stdout, j.stdoutR}, {p.stderr, j.stderrR}, {p.channel, j.chanR}} {
+		p.drains.Add(1)
 		go func() {
-			defer drains.Done()
+			defer p.drains.Done()
 			d.c.drain(d.f)
 		}()
 	}
-
 	dir := spec.Dir
 	if dir == "" {
 		dir = WorkDir
 	}
-	exec := &execMsg{Argv: spec.Argv, Env: spec.Env, Dir: dir, Files: spec.Files, Limits: limits, Channel: spec.ResultChannel}
+	p.exec = &execMsg{Argv: spec.Argv, Env: spec.Env, Dir: dir, Files: spec.Files, Limits: limits,
+		Channel: spec.ResultChannel, Requests: spec.Requests}
 	if spec.Collect != nil {
 		c := spec.Collect.withDefaults()
-		exec.Collect = &c
+		p.exec.Collect = &c
 	}
-	if err := j.send(ctx, message{Kind: kindExec, Exec: exec}); err != nil {
-		return setupErr(err)
+	if err := j.send(ctx, message{Kind: kindExec, Exec: p.exec}); err != nil {
+		return p.failed(err), nil
 	}
-	if _, err := j.await(ctx, kindStarted); err != nil {
+	m, err := j.await(ctx, kindStarted)
+	if err != nil {
 		if ctx.Err() != nil {
-			r.end.cancelled = true
-			j.kill()
-			drains.Wait()
-			return r.result(j, stdout, stderr, channel, 0), nil
+			p.r.end.cancelled = true
+			p.finish(0)
+			return p, nil
 		}
-		return setupErr(err)
+		return p.failed(err), nil
 	}
-	start := time.Now()
-	go j.feedStdin(spec.Stdin)
+	if m.Started == nil {
+		return p.failed(fmt.Errorf("protocol: started message without a pid")), nil
+	}
+	p.hostPid = j.payloadHostPid(m.Started.Pid)
+	p.start = time.Now()
+	p.col = &collected{done: make(chan struct{})}
+	go p.readExit()
+	go p.watch()
+	return p, nil
+}
 
-	exitCh := make(chan exitInfo, 1)
-	col := &collected{done: make(chan struct{})}
-	go func() {
-		defer close(col.done)
-		if m, err := j.wire.expect(kindExit); err == nil && m.Exit != nil {
-			exitCh <- *m.Exit
-			if exec.Collect != nil {
-				col.files, col.omitted, col.err = receiveFiles(j.wire, *exec.Collect)
-			}
+// Process is a payload running in its jail. Its owner may talk to it
+// while it runs (Send, Signal, HandOff) and must call Wait.
+type Process struct {
+	j       *Jail
+	ctx     context.Context
+	r       *runState
+	exec    *execMsg
+	hostPid int // the payload's pid in the host's pid namespace, 0 if unknown
+	start   time.Time
+
+	stdout, stderr, channel *capture
+	drains                  sync.WaitGroup
+	col                     *collected
+	exitCh                  chan exitInfo
+	rearm                   chan Limits
+
+	done     chan struct{} // closed when every process is gone and res is final
+	released chan struct{} // closed when the cgroup is removed too
+	res      Result
+	sendMu   sync.Mutex
+}
+
+// failed ends a Process that never started its payload.
+func (p *Process) failed(err error) *Process {
+	p.j.kill()
+	p.res = Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}
+	close(p.done)
+	close(p.released)
+	return p
+}
+
+// readExit receives init's exit report, then the collected files.
+func (p *Process) readExit() {
+	defer close(p.col.done)
+	if m, err := p.j.wire.expect(kindExit); err == nil && m.Exit != nil {
+		p.exitCh <- *m.Exit
+		if p.exec.Collect != nil {
+			p.col.files, p.col.omitted, p.col.err = receiveFiles(p.j.wire, *p.exec.Collect)
 		}
-		close(exitCh)
-	}()
-	r.wait(ctx, j, exitCh, start)
-	wall := time.Since(start)
-	if exec.Collect != nil && r.exited() {
-		col.wait(ctx)
 	}
-	// Whatever happened, the jail ends now: killing init kills its pid
-	// namespace; the pipes then reach EOF and the drains finish.
+	close(p.exitCh)
+}
+
+// watch waits for the end of the run and tears the jail down.
+func (p *Process) watch() {
+	p.r.wait(p.ctx, p.j, p.exitCh, p.rearm)
+	wall := time.Since(p.startTime())
+	if p.exec.Collect != nil && p.r.exited() {
+		p.col.wait(p.ctx)
+	}
+	p.finish(wall)
+}
+
+func (p *Process) startTime() time.Time {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	return p.start
+}
+
+// finish ends the jail and records the Result. Whatever happened, the jail
+// ends now: killing init kills its pid namespace; the pipes then reach EOF
+// and the drains finish.
+func (p *Process) finish(wall time.Duration) {
+	j := p.j
 	j.kill()
 	<-j.initDone
-	j.waitDrains(&drains)
-	res := r.result(j, stdout, stderr, channel, wall)
-	if exec.Collect != nil {
-		<-col.done // init is gone: its pipe is at EOF
-		res.Files, res.FilesOmitted = col.files, col.omitted
-		if col.err != nil {
-			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", col.err)
+	j.waitDrains(&p.drains)
+	res := p.r.result(j, p.stdout, p.stderr, p.channel, wall)
+	if p.col != nil && p.exec.Collect != nil {
+		<-p.col.done // init is gone: its pipe is at EOF
+		res.Files, res.FilesOmitted = p.col.files, p.col.omitted
+		if p.col.err != nil {
+			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", p.col.err)
 		}
 	}
+	p.res = res
+	// Every process of the jail is gone by now (init's exit waits for the
+	// whole pid namespace), so the Result is final; removing the cgroup is
+	// only cleanup, which Jail.Close waits for.
+	close(p.done)
 	j.releaseCgroup()
-	return res, nil
+	close(p.released)
+}
+
+// Wait blocks until the payload has ended and every process of its jail
+// is gone, and returns the Result.
+func (p *Process) Wait() Result {
+	<-p.done
+	return p.res
+}
+
+// Done is closed when the Process has ended (Wait no longer blocks).
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Kill stops the payload now; Wait then reports StatusKilled.
+func (p *Process) Kill() {
+	p.r.mu.Lock()
+	p.r.end.cancelled = true
+	p.r.mu.Unlock()
+	p.r.once.Do(func() { close(p.r.stop) })
 }
 
 // drainGrace bounds how long output is still read after init died. With a
@@ -157,9 +253,11 @@ func (r *runState) outputLimit(s Stream) {
 	r.once.Do(func() { close(r.stop) })
 }
 
-// wait blocks until the payload exits, a limit is hit or ctx ends.
-func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, start time.Time) {
-	wall := time.NewTimer(r.limits.WallTime)
+// wait blocks until the payload exits, a limit is hit or ctx ends. A
+// value on rearm (a hand-off) replaces the limits and restarts the wall
+// clock and the CPU budget.
+func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, rearm <-chan Limits) {
+	wall := time.NewTimer(r.currentLimits().WallTime)
 	defer wall.Stop()
 	var tick <-chan time.Time
 	if j.cg != nil {
@@ -167,6 +265,7 @@ func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, st
 		defer t.Stop()
 		tick = t.C
 	}
+	var cpuBase time.Duration
 	for {
 		select {
 		case x, ok := <-exitCh:
@@ -178,13 +277,21 @@ func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, st
 			return
 		case <-r.stop:
 			return
+		case l := <-rearm:
+			r.mu.Lock()
+			r.limits = l
+			r.mu.Unlock()
+			wall.Reset(l.WallTime)
+			if j.cg != nil {
+				cpuBase, _ = j.cg.cpuUsage()
+			}
 		case <-wall.C:
 			r.mu.Lock()
 			r.end.wallTimeout = true
 			r.mu.Unlock()
 			return
 		case <-tick:
-			if used, err := j.cg.cpuUsage(); err == nil && used > r.limits.CPUTime {
+			if used, err := j.cg.cpuUsage(); err == nil && used-cpuBase > r.currentLimits().CPUTime {
 				r.mu.Lock()
 				r.end.cpuTimeout = true
 				r.mu.Unlock()
@@ -199,14 +306,20 @@ func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, st
 	}
 }
 
+func (r *runState) currentLimits() Limits {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.limits
+}
+
 // result assembles the Result after the jail is gone.
 func (r *runState) result(j *Jail, stdout, stderr, channel *capture, wall time.Duration) Result {
 	res := Result{WallTime: wall, ExitCode: -1}
-	if j.cg != nil {
-		if cpu, err := j.cg.cpuUsage(); err == nil {
+	if cg := j.cgroup(); cg != nil {
+		if cpu, err := cg.cpuUsage(); err == nil {
 			res.CPUTime = cpu
 		}
-		if peak, oom, err := j.cg.usage(); err == nil {
+		if peak, oom, err := cg.usage(); err == nil {
 			res.PeakMemory = peak
 			r.mu.Lock()
 			r.end.oomKilled = oom && !(r.end.haveExit && r.end.exit.Exited && r.end.exit.ExitCode == 0)
@@ -218,7 +331,7 @@ func (r *runState) result(j *Jail, stdout, stderr, channel *capture, wall time.D
 	r.mu.Lock()
 	end := r.end
 	r.mu.Unlock()
-	end.limits = r.limits
+	end.limits = r.currentLimits()
 	res.Status, res.Reason = end.classify()
 	if end.haveExit {
 		res.ExitCode = end.exit.exitCode()
@@ -236,11 +349,11 @@ func (r *runState) result(j *Jail, stdout, stderr, channel *capture, wall time.D
 // feedStdin writes the payload's stdin and closes it, so a payload that
 // reads to EOF sees the end. A payload that never reads gets EPIPE here
 // when it exits, which is fine.
-func (j *Jail) feedStdin(data []byte) {
+func (p *Process) feedStdin(data []byte) {
 	if len(data) > 0 {
-		_, _ = j.stdinW.Write(data)
+		_, _ = p.j.stdinW.Write(data)
 	}
-	_ = j.stdinW.Close()
+	_ = p.j.stdinW.Close()
 }
 
 func sameBase(a, b Base) bool {

@@ -24,6 +24,7 @@ type Manager struct {
 	cgroups  cgroupDriver // nil when cgroups are disabled or in unsafe mode
 	userns   bool         // the server is not root: jails get a user namespace
 	log      *slog.Logger
+	releases sync.WaitGroup
 }
 
 var _ Runner = (*Manager)(nil)
@@ -93,9 +94,25 @@ func (m *Manager) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, e
 	if err != nil {
 		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
 	}
-	defer j.Close()
+	defer m.Release(j)
 	return j.Run(ctx, spec, out)
 }
+
+// Release closes j in the background: every process of it is already gone
+// once its payload's Result is known, and the caller need not wait for the
+// kernel to remove the cgroup. Wait waits for every release.
+func (m *Manager) Release(j *Jail) {
+	m.releases.Add(1)
+	go func() {
+		defer m.releases.Done()
+		if err := j.Close(); err != nil {
+			m.log.Warn("removing a jail", "jail", j.id, "err", err)
+		}
+	}()
+}
+
+// Wait blocks until every jail given to Release is removed.
+func (m *Manager) Wait() { m.releases.Wait() }
 
 // Jail is a started jail whose init waits for its one payload. A warm pool
 // keeps prepared jails and hands each to exactly one Run.
@@ -108,7 +125,7 @@ type Jail struct {
 	wire *wire
 
 	// parent ends of the pipes
-	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR *os.File
+	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR, reqW *os.File
 
 	initDone   chan struct{} // closed when init has exited and been waited for
 	initStderr *limitedBuffer
@@ -117,6 +134,7 @@ type Jail struct {
 	mu     sync.Mutex
 	used   bool
 	closed bool
+	proc   *Process // the payload, once started
 }
 
 // Prepare starts a jail for base and waits until its root is built and
@@ -178,14 +196,14 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 // start creates the pipes and starts init in its namespaces and cgroup.
 func (j *Jail) start() error {
 	m := j.m
-	var child [6]*os.File // init's ends, in fd order 3..8
+	var child [7]*os.File // init's ends, in fd order 3..9
 	var err error
 	pipes := []struct {
 		parentIsWriter bool
 		parent         **os.File
 	}{
 		{true, &j.ctrlW}, {false, &j.statusR}, {true, &j.stdinW},
-		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR},
+		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR}, {true, &j.reqW},
 	}
 	defer func() {
 		for _, f := range child {
@@ -324,7 +342,13 @@ func (j *Jail) Close() error {
 	if j.cmd != nil {
 		<-j.initDone
 	}
-	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR} {
+	j.mu.Lock()
+	p := j.proc
+	j.mu.Unlock()
+	if p != nil {
+		<-p.released // its teardown reads the cgroup, then removes it
+	}
+	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW} {
 		if f != nil {
 			f.Close()
 		}
@@ -334,6 +358,13 @@ func (j *Jail) Close() error {
 		errs = append(errs, os.RemoveAll(j.workHost))
 	}
 	return errors.Join(errs...)
+}
+
+// cgroup returns the jail's cgroup while it exists.
+func (j *Jail) cgroup() jailCgroup {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cg
 }
 
 // releaseCgroup removes the jail's cgroup (killing anything left in it)

@@ -34,6 +34,10 @@ type Spec struct {
 	// results (the runner's report). Its bytes arrive in Result.Channel,
 	// capped at ChannelBytes.
 	ResultChannel bool
+	// Requests gives the payload a fourth descriptor, fd 4, the read end of
+	// a pipe its caller writes to while it runs (Process.Send, HandOff): how
+	// a warm interpreter gets its work and a session its cells.
+	Requests bool
 	// StreamChannel also hands the result channel's bytes to the
 	// OutputFunc as they arrive, as Stream Channel (with ResultChannel).
 	StreamChannel bool
@@ -102,8 +106,8 @@ func DefaultLimits() Limits {
 	}
 }
 
-// withDefaults returns l with every zero field taken from DefaultLimits.
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field taken from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	pick := func(v, def int64) int64 {
 		if v == 0 {
@@ -200,7 +204,7 @@ func (s *Spec) Validate() error {
 	if err := s.Collect.validate(); err != nil {
 		return err
 	}
-	return s.Limits.withDefaults().validate()
+	return s.Limits.WithDefaults().validate()
 }
 
 func (m Mount) validate() error {

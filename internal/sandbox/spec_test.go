@@ -56,10 +56,10 @@ func TestSpecValidate(t *testing.T) {
 }
 
 func TestLimitsDefaults(t *testing.T) {
-	got := Limits{MemoryBytes: 64 << 20}.withDefaults()
+	got := Limits{MemoryBytes: 64 << 20}.WithDefaults()
 	d := DefaultLimits()
 	if got.MemoryBytes != 64<<20 || got.WallTime != d.WallTime || got.Pids != d.Pids || got.CPUs != d.CPUs {
-		t.Fatalf("withDefaults kept or filled the wrong fields: %+v", got)
+		t.Fatalf("WithDefaults kept or filled the wrong fields: %+v", got)
 	}
 	if err := got.validate(); err != nil {
 		t.Fatal(err)

@@ -32,12 +32,13 @@ import (
 
 // Inherited file descriptors of init, in the order of exec.Cmd.ExtraFiles.
 const (
-	fdControl = 3 // parent → init messages
-	fdStatus  = 4 // init → parent messages
-	fdStdin   = 5 // payload stdin (read end)
-	fdStdout  = 6 // payload stdout (write end)
-	fdStderr  = 7 // payload stderr (write end)
-	fdChannel = 8 // payload result channel (write end), becomes the payload's fd 3
+	fdControl  = 3 // parent → init messages
+	fdStatus   = 4 // init → parent messages
+	fdStdin    = 5 // payload stdin (read end)
+	fdStdout   = 6 // payload stdout (write end)
+	fdStderr   = 7 // payload stderr (write end)
+	fdChannel  = 8 // payload result channel (write end), becomes the payload's fd 3
+	fdRequests = 9 // payload request pipe (read end), becomes the payload's fd 4
 )
 
 type msgKind string
@@ -89,7 +90,9 @@ type execMsg struct {
 	Files   []File   `json:"files"`
 	Limits  Limits   `json:"limits"`
 	Channel bool     `json:"channel"`
-	Collect *Collect `json:"collect,omitempty"` // with defaults applied
+	// Requests gives the payload fd 4, the read end of the request pipe.
+	Requests bool     `json:"requests,omitempty"`
+	Collect  *Collect `json:"collect,omitempty"` // with defaults applied
 }
 
 type startedMsg struct {

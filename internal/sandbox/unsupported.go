@@ -41,6 +41,25 @@ func (j *Jail) Run(context.Context, Spec, OutputFunc) (Result, error) {
 	return Result{}, ErrUnsupported
 }
 
+// Start fails with ErrUnsupported.
+func (j *Jail) Start(context.Context, Spec, OutputFunc) (*Process, error) {
+	return nil, ErrUnsupported
+}
+
+// Process is unavailable off Linux.
+type Process struct{}
+
+// Wait never runs off Linux.
+func (p *Process) Wait() Result {
+	return Result{Status: StatusSetupError, Reason: ErrUnsupported.Error()}
+}
+
+// Release does nothing.
+func (m *Manager) Release(*Jail) {}
+
+// Wait does nothing.
+func (m *Manager) Wait() {}
+
 // Close does nothing.
 func (j *Jail) Close() error { return nil }
 

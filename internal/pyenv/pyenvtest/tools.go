@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ const (
 
 // Tools returns the paths of uv and ruff, installing the pinned versions
 // from PyPI with `python3 -m pip install --target` into a cache directory
-// ($PYEXEC_TEST_TOOLS, else the user's cache directory) on first use. When
+// ($PYEXEC_TEST_TOOLS, else the user's cache directory, or /var/tmp when
+// that is under /tmp or /work) on first use. When
 // they cannot be installed because PyPI is unreachable the test is
 // skipped with the reason; any other failure fails it.
 func Tools(t testing.TB) (uv, ruff string) {
@@ -30,6 +32,13 @@ func Tools(t testing.TB) (uv, ruff string) {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			t.Fatalf("no cache directory for the test tools: %v", err)
+		}
+		// The jail mounts ruff's directory at its own path, which cannot
+		// be under /tmp or /work (a HOME there is common in CI).
+		for _, reserved := range []string{"/tmp", "/work"} {
+			if cache == reserved || strings.HasPrefix(cache, reserved+"/") {
+				cache = "/var/tmp"
+			}
 		}
 		dir = filepath.Join(cache, "pyexec-test-tools", "uv-"+UVVersion+"-ruff-"+RuffVersion)
 	}

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
+)
+
+// TestEnvironments drives the built binary with dependency environments
+// installed from a loopback index: the base environment built at start-up
+// in the background, --requirements end to end, detection, lint and the
+// env commands on the same directory.
+func TestEnvironments(t *testing.T) {
+	needRoot(t)
+	uv, ruff := pyenvtest.Tools(t)
+	ix := pyenvtest.NewIndex(t,
+		pyenvtest.Wheel{Name: "tinybase", Version: "1.0", Files: map[string]string{"tinybase.py": "NAME = 'base'\n"}},
+		pyenvtest.Wheel{Name: "tinyreq", Version: "2.0", Files: map[string]string{"tinyreq.py": "NAME = 'req'\n"}},
+		pyenvtest.Wheel{Name: "PyYAML", Version: "6.0.99", Files: map[string]string{"yaml/__init__.py": "def safe_load(s):\n    return [s]\n"}},
+	)
+	envDir := pyenvtest.EnvDir(t)
+	envFlags := []string{"--env-dir", envDir, "--uv", uv, "--index-url", ix.URL, "--base-packages", "tinybase"}
+	srv := startServer(t, t.TempDir(), append(envFlags, "--ruff", ruff, "--prepare-base=true")...)
+
+	t.Run("the base environment is built in the background", func(t *testing.T) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var h struct {
+				BaseEnvironment string `json:"base_environment"`
+			}
+			resp, err := http.Get(srv.url + "/health")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BaseEnvironment == "ready" {
+				break
+			}
+			if h.BaseEnvironment != "building" || time.Now().After(deadline) {
+				t.Fatalf("base_environment = %q\n%s", h.BaseEnvironment, srv.logs)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("a script needing only the base runs in it", func(t *testing.T) {
+		r := cli(t, srv.url, "import tinybase\nprint(tinybase.NAME)\n", "run", "-q")
+		if r.code != 0 || r.stdout != "base\n" {
+			t.Fatalf("%+v", r)
+		}
+	})
+
+	t.Run("--requirements installs before running", func(t *testing.T) {
+		dir := t.TempDir()
+		req := filepath.Join(dir, "requirements.txt")
+		script := filepath.Join(dir, "job.py")
+		if err := os.WriteFile(req, []byte("tinyreq==2.0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(script, []byte("import importlib\nprint(importlib.import_module('tinyreq').NAME)\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := cli(t, srv.url, "", "run", "--requirements", req, script)
+		if r.code != 0 || r.stdout != "req\n" {
+			t.Fatalf("%+v\n%s", r, srv.logs)
+		}
+	})
+
+	t.Run("follow shows install progress", func(t *testing.T) {
+		sub := cli(t, srv.url, "import yaml\nprint(yaml.safe_load('x'))\n", "submit")
+		if sub.code != 0 {
+			t.Fatalf("%+v", sub)
+		}
+		r := cli(t, srv.url, "", "follow", strings.TrimSpace(sub.stdout))
+		if r.code != 0 || r.stdout != "['x']\n" || !strings.Contains(r.stderr, "install: ") {
+			t.Fatalf("%+v", r)
+		}
+	})
+
+	t.Run("lint through the server", func(t *testing.T) {
+		r := cli(t, srv.url, "import os\n", "lint", "-", "--select", "F")
+		var diags []struct {
+			Code string `json:"code"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &diags); r.code != 1 || err != nil || len(diags) != 1 || diags[0].Code != "F401" {
+			t.Fatalf("%+v", r)
+		}
+	})
+
+	t.Run("env list sees what the server built", func(t *testing.T) {
+		r := cli(t, srv.url, "", append([]string{"env", "list"}, envFlags...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "(base) [tinybase]") || strings.Count(r.stdout, "tinybase") != 1 || !strings.Contains(r.stdout, "[tinyreq==2.0]") {
+			t.Fatalf("%+v", r)
+		}
+	})
+}

@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pyexec/pyexec/internal/pyenv"
+)
+
+// Lint checks files with the server's linter without running anything
+// and without an execution record. Rules left nil are the server's. It
+// fails with ErrInvalid when the server has no linter or a selector is
+// not one, and with ErrClosed after Close.
+func (e *Engine) Lint(ctx context.Context, files []File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error) {
+	if e.stopping.Err() != nil {
+		return nil, ErrClosed
+	}
+	if e.deps.Linter == nil {
+		return nil, fmt.Errorf("%w: lint is not available on this server (ruff is not installed)", ErrInvalid)
+	}
+	// The jail must not outlive the engine.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.base, cancel)()
+	diags, err := e.deps.Linter.Lint(ctx, files, rules)
+	switch {
+	case errors.Is(err, pyenv.ErrBadRule):
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		return nil, fmt.Errorf("engine: lint: %w", err)
+	}
+	if diags == nil {
+		diags = []pyenv.Diagnostic{}
+	}
+	return diags, nil
+}

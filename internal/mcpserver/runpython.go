@@ -1,0 +1,220 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/client"
+)
+
+// Limits of run_python's arguments that the schema states to the model.
+const (
+	// entrypoint is the file the code argument becomes.
+	entrypoint = "main.py"
+	// maxTimeoutSeconds caps timeout_seconds in the schema; the server may
+	// allow less and says so in its error.
+	maxTimeoutSeconds = 3600
+)
+
+// pollInterval is how often a run is polled when its event stream broke
+// off before the final status.
+const pollInterval = 250 * time.Millisecond
+
+// pythonVersion is the shape of python_version: MAJOR.MINOR.
+var pythonVersion = regexp.MustCompile(`^3\.[0-9]{1,2}$`)
+
+// RunPythonInput are the arguments of run_python.
+type RunPythonInput struct {
+	Code           string      `json:"code" jsonschema:"Python source code to run, as the file main.py. Print whatever you want to see: only stdout and stderr come back."`
+	Files          []InputFile `json:"files,omitempty" jsonschema:"Extra files written next to main.py before it runs, such as modules it imports or data it reads."`
+	PythonVersion  string      `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
+	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
+	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
+	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
+}
+
+// InputFile is one extra file of a run_python call.
+type InputFile struct {
+	Path    string `json:"path" jsonschema:"Relative path in the working directory, e.g. helpers.py or data/input.csv."`
+	Content string `json:"content" jsonschema:"The file's text."`
+}
+
+// RunPythonOutput is the structured result of run_python: the execution's
+// record, as the API reports it.
+type RunPythonOutput struct {
+	ExecutionID     string `json:"execution_id" jsonschema:"ID of the execution in pyexec's API."`
+	Status          string `json:"status" jsonschema:"completed (the program ran to its end, whatever its exit code), failed (timeout, limit or service failure) or killed."`
+	ExitCode        int    `json:"exit_code" jsonschema:"Exit status of the program; non-zero after an uncaught exception."`
+	Stdout          string `json:"stdout,omitempty"`
+	Stderr          string `json:"stderr,omitempty"`
+	Error           string `json:"error,omitempty" jsonschema:"Why a failed execution failed."`
+	ErrorType       string `json:"error_type,omitempty" jsonschema:"Class of the uncaught exception, e.g. NameError."`
+	ErrorLine       int    `json:"error_line,omitempty" jsonschema:"Line of the code where the uncaught exception was raised."`
+	Reason          string `json:"reason,omitempty" jsonschema:"Why the execution ended as it did, e.g. timeout or oom."`
+	DurationMs      int64  `json:"duration_ms,omitempty"`
+	PythonVersion   string `json:"python_version,omitempty" jsonschema:"Interpreter that ran the code."`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+}
+
+// runPythonTool is run_python's definition.
+func runPythonTool() *mcp.Tool {
+	in := schemaFor[RunPythonInput]()
+	in.Properties["timeout_seconds"].Minimum = ptr(1.0)
+	in.Properties["timeout_seconds"].Maximum = ptr(float64(maxTimeoutSeconds))
+	in.Properties["python_version"].Pattern = pythonVersion.String()
+	// A nil slice is never sent; models read a plain array best.
+	in.Properties["files"].Types, in.Properties["files"].Type = nil, "array"
+	return &mcp.Tool{
+		Name:  "run_python",
+		Title: "Run Python",
+		Description: "Run Python code in an isolated sandbox and return its stdout, stderr and exit status. " +
+			"The code runs as main.py in a fresh, empty working directory as an unprivileged user, with limits on " +
+			"time and memory; nothing is kept between calls, so include every import and definition each time. " +
+			"Only the standard library is guaranteed to be installed. A Python exception is reported as an error " +
+			"result with its traceback, so you can fix the code and try again.",
+		InputSchema:  in,
+		OutputSchema: schemaFor[RunPythonOutput](),
+		Annotations: &mcp.ToolAnnotations{
+			Title:           "Run Python",
+			ReadOnlyHint:    false,
+			DestructiveHint: ptr(false),
+			IdempotentHint:  false,
+			OpenWorldHint:   ptr(true),
+		},
+	}
+}
+
+// request turns the arguments into the tar and metadata of an execution.
+func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
+	if in.PythonVersion != "" && !pythonVersion.MatchString(in.PythonVersion) {
+		return nil, nil, fmt.Errorf("python_version %q is not MAJOR.MINOR, e.g. 3.12", in.PythonVersion)
+	}
+	if in.TimeoutSeconds < 0 {
+		return nil, nil, fmt.Errorf("timeout_seconds must be positive, got %d", in.TimeoutSeconds)
+	}
+	files := map[string]string{entrypoint: in.Code}
+	for i, f := range in.Files {
+		if _, dup := files[f.Path]; dup {
+			return nil, nil, fmt.Errorf("files[%d]: %q is given twice (the code argument is %s)", i, f.Path, entrypoint)
+		}
+		files[f.Path] = f.Content
+	}
+	tarData, err := client.TarFromMap(files)
+	if err != nil {
+		return nil, nil, fmt.Errorf("files: %w", err)
+	}
+	m := &client.Metadata{
+		Entrypoint: entrypoint,
+		Stdin:      in.Stdin,
+		Config: &client.ExecutionConfig{
+			TimeoutSeconds:  in.TimeoutSeconds,
+			NetworkDisabled: client.Bool(!in.Network),
+		},
+	}
+	if in.PythonVersion != "" {
+		m.DockerImage = "python:" + in.PythonVersion
+	}
+	return tarData, m, nil
+}
+
+// runPython runs the code and waits for its end, reporting its output as
+// progress when the client asked for progress. A run that the client
+// cancels is killed. A program that fails (exception, timeout, kill) is a
+// tool result with IsError set; only a call that could not run at all is
+// a Go error, which the SDK also turns into an IsError result.
+func (h *handlers) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	tarData, meta, err := in.request()
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
+	ctx, cancel := h.bound(ctx)
+	defer cancel()
+	id, err := h.backend.ExecuteAsync(ctx, tarData, meta)
+	if err != nil {
+		return nil, RunPythonOutput{}, fmt.Errorf("starting the run: %w", err)
+	}
+	res, err := h.await(ctx, id, newProgress(req, h.log))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, RunPythonOutput{}, h.kill(ctx, id)
+		}
+		return nil, RunPythonOutput{}, err
+	}
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: renderResult(res)}},
+		IsError: failed(res),
+	}, newRunPythonOutput(res), nil
+}
+
+// await follows the execution's events, passing output on as progress,
+// until its final status, and returns its final record.
+func (h *handlers) await(ctx context.Context, id string, p *progress) (*client.ExecutionResult, error) {
+	for ev, err := range h.backend.Follow(ctx, id) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Progress is a courtesy; the outcome is in the record.
+			h.log.Warn("run_python: event stream broke off; polling", "execution_id", id, "err", err)
+			break
+		}
+		p.event(ctx, ev)
+	}
+	for {
+		res, err := h.backend.GetExecution(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading the result of %s: %w", id, err)
+		}
+		if res.Status.Final() {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// kill stops the run of a canceled call. It returns the error the call
+// ends with: the cancellation, and the kill's failure if any.
+func (h *handlers) kill(ctx context.Context, id string) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	canceled := fmt.Errorf("run %s was canceled and killed: %w", id, context.Cause(ctx))
+	if _, err := h.backend.Kill(kctx, id); err != nil {
+		h.log.Error("run_python: killing a canceled run", "execution_id", id, "err", err)
+		return errors.Join(canceled, fmt.Errorf("killing %s: %w", id, err))
+	}
+	return canceled
+}
+
+// failed reports whether a finished execution should be shown to the model
+// as an error: anything but a program that ran to its end with status 0.
+func failed(r *client.ExecutionResult) bool {
+	return r.Status != client.StatusCompleted || r.ExitCode != 0
+}
+
+func newRunPythonOutput(r *client.ExecutionResult) RunPythonOutput {
+	return RunPythonOutput{
+		ExecutionID:     r.ExecutionID,
+		Status:          string(r.Status),
+		ExitCode:        r.ExitCode,
+		Stdout:          r.Stdout,
+		Stderr:          r.Stderr,
+		Error:           r.Error,
+		ErrorType:       r.ErrorType,
+		ErrorLine:       r.ErrorLine,
+		Reason:          r.Reason,
+		DurationMs:      r.DurationMs,
+		PythonVersion:   r.PythonVersion,
+		StdoutTruncated: r.StdoutTruncated,
+		StderrTruncated: r.StderrTruncated,
+	}
+}

@@ -1,0 +1,13 @@
+// Package pool keeps jails warm. For each kind of payload in use — an
+// interpreter or dependency environment, a network mode, the output and
+// collection options — it builds a few jails ahead of time with the runner
+// already started inside, waiting on its request pipe. An execution takes
+// one, hands it its limits, files and request (sandbox.Process.HandOff),
+// and the jail is destroyed after: a jail never serves two executions.
+// Executions that cannot use a warm jail (a command that is not the
+// runner's, start-up environment variables, limits above the pool's
+// ceilings) run in a cold jail, transparently.
+//
+// The pool must never hand a jail to a second execution, and never run an
+// execution with weaker limits than a cold jail would have.
+package pool

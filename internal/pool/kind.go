@@ -1,0 +1,204 @@
+package pool
+
+import (
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// kind is the warm jails of one warm spec.
+type kind struct {
+	key      string
+	spec     sandbox.Spec
+	ready    []*warmJail
+	building int
+	want     int // target number of ready jails
+	lastUsed time.Time
+	failed   int64
+	retired  bool          // dropped by the janitor; its refiller ends
+	refill   chan struct{} // kicks the kind's refiller
+}
+
+// kind returns the kind of spec, creating it (and its refiller) on first use.
+func (p *Pool) kind(spec sandbox.Spec) *kind {
+	key := kindKey(spec)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k, ok := p.kinds[key]
+	if !ok {
+		k = &kind{key: key, spec: spec, want: p.cfg.Min, refill: make(chan struct{}, 1)}
+		p.kinds[key] = k
+		p.wg.Add(1)
+		go p.refiller(k)
+	}
+	k.lastUsed = time.Now()
+	return k
+}
+
+// take removes a ready warm jail of k, or returns nil and asks for more.
+func (p *Pool) take(k *kind) *warmJail {
+	p.mu.Lock()
+	var w *warmJail
+	for len(k.ready) > 0 && w == nil {
+		w = k.ready[0]
+		k.ready = k.ready[1:]
+		p.warm--
+		if w.dead() { // died while waiting: never hand it out
+			go w.discard()
+			w = nil
+		}
+	}
+	if w == nil && k.want < p.cfg.Max {
+		k.want++ // demand outran the kind's size
+	}
+	p.mu.Unlock()
+	kick(k.refill)
+	return w
+}
+
+func kick(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// refiller keeps k at its wanted size until the pool closes or the kind
+// is retired. Builds run concurrently, at most one per CPU over the whole
+// pool (p.builds), so that a burst refills in parallel.
+func (p *Pool) refiller(k *kind) {
+	defer p.wg.Done()
+	for {
+		for p.needs(k) {
+			select {
+			case p.builds <- struct{}{}:
+			case <-p.ctx.Done():
+				p.unreserve(k)
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer func() { <-p.builds }()
+				p.build(k)
+			}()
+		}
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-k.refill:
+		}
+		p.mu.Lock()
+		retired := k.retired
+		p.mu.Unlock()
+		if retired {
+			return
+		}
+	}
+}
+
+// build makes one warm jail for k (its place was reserved by needs).
+func (p *Pool) build(k *kind) {
+	w, err := startWarm(p.ctx, p.jails, k.spec)
+	if err != nil {
+		p.unreserve(k)
+		p.mu.Lock()
+		k.failed++
+		p.mu.Unlock()
+		if p.ctx.Err() == nil {
+			p.cfg.Logger.Warn("building a warm jail", "python", describe(k.spec), "err", err)
+			select {
+			case <-p.ctx.Done():
+			case <-time.After(time.Second): // do not spin on a broken kind
+			}
+			kick(k.refill)
+		}
+		return
+	}
+	p.mu.Lock()
+	k.building--
+	if p.ctx.Err() != nil || k.want == 0 {
+		p.warm--
+		p.mu.Unlock()
+		w.discard()
+		return
+	}
+	k.ready = append(k.ready, w)
+	p.mu.Unlock()
+}
+
+// unreserve gives back a place needs reserved.
+func (p *Pool) unreserve(k *kind) {
+	p.mu.Lock()
+	k.building--
+	p.warm--
+	p.mu.Unlock()
+}
+
+// needs reports (and reserves) whether k should build one more jail.
+func (p *Pool) needs(k *kind) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil || len(k.ready)+k.building >= k.want || p.warm >= p.cfg.MaxWarm {
+		return false
+	}
+	k.building++
+	p.warm++
+	return true
+}
+
+// janitor shrinks kinds nobody used for a while and retires empty ones,
+// and replaces warm jails that died while waiting.
+func (p *Pool) janitor() {
+	defer p.wg.Done()
+	t := time.NewTicker(min(p.cfg.Idle/4, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var drop []*warmJail
+		p.mu.Lock()
+		for key, k := range p.kinds {
+			for i := 0; i < len(k.ready); i++ {
+				if k.ready[i].dead() {
+					drop = append(drop, k.ready[i])
+					k.ready = append(k.ready[:i], k.ready[i+1:]...)
+					p.warm--
+					i--
+				}
+			}
+			if time.Since(k.lastUsed) < p.cfg.Idle {
+				continue
+			}
+			k.want = 0
+			drop = append(drop, k.ready...)
+			p.warm -= len(k.ready)
+			k.ready = nil
+			if k.building == 0 {
+				delete(p.kinds, key)
+				k.retired = true
+				kick(k.refill)
+			}
+		}
+		p.mu.Unlock()
+		for _, w := range drop {
+			w.discard()
+		}
+		for _, k := range p.snapshot() {
+			kick(k.refill) // replace what died
+		}
+	}
+}
+
+func (p *Pool) snapshot() []*kind {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := make([]*kind, 0, len(p.kinds))
+	for _, k := range p.kinds {
+		ks = append(ks, k)
+	}
+	return ks
+}

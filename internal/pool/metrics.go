@@ -1,0 +1,33 @@
+package pool
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Collector exposes the pool's state as Prometheus metrics.
+func (p *Pool) Collector() prometheus.Collector { return collector{p} }
+
+type collector struct{ p *Pool }
+
+var (
+	descKinds  = prometheus.NewDesc("pyexec_pool_kinds", "Payload kinds kept warm.", nil, nil)
+	descWarm   = prometheus.NewDesc("pyexec_pool_warm_jails", "Warm jails ready to take.", nil, nil)
+	descMemory = prometheus.NewDesc("pyexec_pool_warm_memory_bytes", "Memory held by warm jails waiting for work.", nil, nil)
+	descRuns   = prometheus.NewDesc("pyexec_pool_executions_total", "Executions by how the pool served them: warm, miss (its kind had none ready) or cold (could not use the pool).", []string{"path"}, nil)
+	descFailed = prometheus.NewDesc("pyexec_pool_build_failures_total", "Warm jails that failed to build.", nil, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.Stats()
+	ch <- prometheus.MustNewConstMetric(descKinds, prometheus.GaugeValue, float64(s.Kinds))
+	ch <- prometheus.MustNewConstMetric(descWarm, prometheus.GaugeValue, float64(s.Warm))
+	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(s.WarmMemory))
+	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(s.Hits), "warm")
+	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(s.Misses), "miss")
+	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(s.Cold), "cold")
+	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, float64(s.BuildFailed))
+}

@@ -1,0 +1,220 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// Jails is what the pool needs of the jail manager; *sandbox.Manager
+// implements it.
+type Jails interface {
+	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
+	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
+	Release(j *sandbox.Jail)
+}
+
+var _ Jails = (*sandbox.Manager)(nil)
+
+// Config sizes the pool.
+type Config struct {
+	// BaseEnv is the environment warm drivers start with: the engine's
+	// base environment. A request's additions travel in its request.
+	BaseEnv []string
+	// Ceilings are the limits warm jails start with. A request may ask for
+	// less of anything (the hand-off tightens), never for more; its open
+	// files, file size and output caps must equal these.
+	Ceilings sandbox.Limits
+	// Min is how many warm jails a kind keeps while it is in use; Max is
+	// how many it may grow to under demand. Defaults 1 and 4.
+	Min, Max int
+	// MaxWarm bounds the warm jails of all kinds together (default 8): the
+	// memory idle jails hold is bounded by MaxWarm × a jail's idle size.
+	MaxWarm int
+	// Idle is how long a kind stays warm without use (default 5 minutes).
+	Idle time.Duration
+	// Logger receives refill failures; nil discards.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Min <= 0 {
+		c.Min = 1
+	}
+	if c.Max < c.Min {
+		c.Max = max(4, c.Min)
+	}
+	if c.MaxWarm <= 0 {
+		c.MaxWarm = 8
+	}
+	if c.Idle <= 0 {
+		c.Idle = 5 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Ceilings = c.Ceilings.WithDefaults()
+	return c
+}
+
+// Pool runs payloads, in a warm jail when one fits. It implements the
+// engine's Runner. Close stops refilling and destroys the warm jails.
+type Pool struct {
+	jails Jails
+	cfg   Config
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	kinds map[string]*kind
+	warm  int // warm jails of all kinds, ready or being built
+
+	builds chan struct{} // bounds warm jails being built at once
+
+	hits, misses, cold atomic.Int64
+}
+
+// New starts a pool over jails. Nothing is built until a kind is first used.
+func New(jails Jails, cfg Config) *Pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{},
+		builds: make(chan struct{}, runtime.NumCPU())}
+	p.wg.Add(1)
+	go p.janitor()
+	return p
+}
+
+// Stats describe the pool for metrics.
+type Stats struct {
+	Kinds       int   // kinds kept warm
+	Warm        int   // warm jails ready to take
+	WarmMemory  int64 // bytes those jails hold
+	Hits        int64 // executions that took a warm jail
+	Misses      int64 // executions of a pooled kind that found none ready
+	Cold        int64 // executions that could not use the pool at all
+	BuildFailed int64 // warm jails that failed to build
+}
+
+// Stats reports the pool's current state.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load()}
+	var ready []*warmJail
+	for _, k := range p.kinds {
+		ready = append(ready, k.ready...)
+		s.BuildFailed += k.failed
+	}
+	p.mu.Unlock()
+	for _, w := range ready {
+		s.Warm++
+		s.WarmMemory += w.proc.MemoryUsage()
+	}
+	return s
+}
+
+// Run runs spec: in a warm jail of its kind when it fits one, else cold.
+func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error) {
+	if err := spec.Validate(); err != nil {
+		return sandbox.Result{}, err
+	}
+	warmArgv, request, ok := runner.Warm(spec.Argv, spec.Env, p.cfg.BaseEnv)
+	if !ok || !p.fits(spec.Limits.WithDefaults()) {
+		p.cold.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
+	k := p.kind(warmSpec(spec, warmArgv, p.cfg))
+	w := p.take(k)
+	if w == nil {
+		p.misses.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
+	p.hits.Add(1)
+	defer p.jails.Release(w.jail)
+	return w.run(ctx, spec, request, out)
+}
+
+// fits reports whether limits l can be handed to a jail started with the
+// pool's ceilings.
+func (p *Pool) fits(l sandbox.Limits) bool {
+	c := p.cfg.Ceilings
+	return l.MemoryBytes <= c.MemoryBytes && l.Pids <= c.Pids && l.CPUs <= c.CPUs &&
+		l.WorkspaceBytes <= c.WorkspaceBytes && l.WorkspaceInodes <= c.WorkspaceInodes && l.ShmBytes <= c.ShmBytes &&
+		l.OpenFiles == c.OpenFiles && l.FileSizeBytes == c.FileSizeBytes &&
+		l.StdoutBytes == c.StdoutBytes && l.StderrBytes == c.StderrBytes
+}
+
+// warmSpec is the spec a warm jail of spec's kind starts with.
+func warmSpec(spec sandbox.Spec, argv []string, cfg Config) sandbox.Spec {
+	l := cfg.Ceilings
+	// A warm jail may wait long; its clock restarts at the hand-off.
+	l.WallTime, l.CPUTime = 24*time.Hour, 24*time.Hour
+	return sandbox.Spec{
+		Argv:          argv,
+		Env:           cfg.BaseEnv,
+		Dir:           spec.Dir,
+		Mounts:        spec.Mounts,
+		Network:       spec.Network,
+		Limits:        l,
+		ResultChannel: spec.ResultChannel,
+		StreamChannel: spec.StreamChannel,
+		Collect:       spec.Collect,
+		Requests:      true,
+	}
+}
+
+// kindKey names the kind of a warm spec: everything fixed at start.
+func kindKey(s sandbox.Spec) string {
+	mounts := make([]string, len(s.Mounts))
+	for i, m := range s.Mounts {
+		mounts[i] = m.Source + "\x00" + m.Target
+	}
+	var collect string
+	if s.Collect != nil {
+		globs := append([]string(nil), s.Collect.Globs...)
+		sort.Strings(globs)
+		collect = fmt.Sprintf("%q %d %d", globs, s.Collect.MaxFiles, s.Collect.MaxBytes)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\n%q\n%q\n%q\n%v %v %v\n%s", s.Argv, s.Env, s.Dir, mounts, s.Network, s.ResultChannel, s.StreamChannel, collect)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Close stops the refills and destroys every warm jail.
+func (p *Pool) Close() error {
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	var all []*warmJail
+	for _, k := range p.kinds {
+		all = append(all, k.ready...)
+		k.ready = nil
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, w := range all {
+		errs = append(errs, w.discard())
+	}
+	return errors.Join(errs...)
+}
+
+// describe is for logs: the interpreter of a kind.
+func describe(s sandbox.Spec) string {
+	if len(s.Argv) == 0 {
+		return "?"
+	}
+	return strings.TrimSpace(s.Argv[0])
+}

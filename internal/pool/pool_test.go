@@ -1,0 +1,220 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	if sandbox.IsInit() {
+		os.Exit(sandbox.Init())
+	}
+	os.Exit(m.Run())
+}
+
+const python = "/usr/bin/python3"
+
+var baseEnv = []string{"PATH=/usr/bin:/bin", "HOME=/work", "LANG=C.UTF-8"}
+
+// newPool builds a pool over real jails, or skips with the reason.
+func newPool(t *testing.T, cfg Config) *Pool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: builds real jails (CI runs as root)")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-pooltest-%d", os.Getpid())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BaseEnv = baseEnv
+	p := New(m, cfg)
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+// spec is what the engine builds for main.py = code.
+func spec(code string, extraEnv ...string) sandbox.Spec {
+	return sandbox.Spec{
+		Argv:          runner.Argv(python, runner.Options{Entrypoint: "main.py", EvalLastExpr: true}),
+		Env:           append(append([]string(nil), baseEnv...), extraEnv...),
+		Dir:           sandbox.WorkDir,
+		Files:         []sandbox.File{{Path: "main.py", Data: []byte(code)}},
+		ResultChannel: true,
+	}
+}
+
+// warmUp runs s once (cold: the kind is new) and waits for a warm jail.
+func warmUp(t *testing.T, p *Pool, s sandbox.Spec) {
+	t.Helper()
+	if _, err := p.Run(context.Background(), s, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Stats().Warm == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm jail after 20s: %+v", p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func run(t *testing.T, p *Pool, s sandbox.Spec) sandbox.Result {
+	t.Helper()
+	res, err := p.Run(context.Background(), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestWarmExecutionRunsTheRequest: a pooled execution is served by a warm
+// jail and gives the same result a cold one would.
+func TestWarmExecutionRunsTheRequest(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec("import os, sys\nprint(os.environ['GREETING'], sys.argv, os.getcwd())\n6 * 7\n", "GREETING=hi")
+	warmUp(t, p, s)
+	before := p.Stats().Hits
+	res := run(t, p, s)
+	if p.Stats().Hits != before+1 {
+		t.Fatalf("not served warm: %+v", p.Stats())
+	}
+	if res.Status != sandbox.StatusOK || string(res.Stdout) != "hi ['main.py'] /work\n" {
+		t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout, res.Stderr)
+	}
+	rep, err := runner.ParseReport(res.Channel)
+	if err != nil || rep.Result == nil || *rep.Result != "42" {
+		t.Fatalf("report %+v err %v", rep, err)
+	}
+}
+
+// TestNothingCarriesOverBetweenWarmExecutions: a variable, a file, a
+// process or an RNG state of one execution is never visible to the next.
+func TestNothingCarriesOverBetweenWarmExecutions(t *testing.T) {
+	p := newPool(t, Config{})
+	first := spec(`import os, random, time
+secret = "first"
+for d in ("/work", "/tmp", "/dev/shm"):
+    open(d + "/left", "w").write("x")
+if os.fork() == 0:
+    os.setsid()
+    while True: time.sleep(1)
+print(random.getrandbits(64))
+`)
+	second := spec(`import os, random
+print("secret" in globals(), [d for d in ("/work", "/tmp", "/dev/shm") if os.path.exists(d + "/left")],
+      len([x for x in os.listdir("/proc") if x.isdigit()]))
+print(random.getrandbits(64))
+`)
+	warmUp(t, p, first)
+	a := run(t, p, first)
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Stats().Warm == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	hits := p.Stats().Hits
+	b := run(t, p, second)
+	if p.Stats().Hits != hits+1 {
+		t.Fatalf("second run not served warm: %+v", p.Stats())
+	}
+	lines := strings.Split(strings.TrimSpace(string(b.Stdout)), "\n")
+	if len(lines) != 2 || lines[0] != "False [] 2" {
+		t.Fatalf("second execution saw the first's state: %q (stderr %s)", b.Stdout, b.Stderr)
+	}
+	if strings.TrimSpace(string(a.Stdout)) == lines[1] {
+		t.Fatalf("two executions share RNG state: %s", lines[1])
+	}
+}
+
+// TestHandOffLimitsAreEnforced: a warm jail started with the pool's
+// ceilings enforces the smaller limits of the execution it is handed.
+func TestHandOffLimitsAreEnforced(t *testing.T) {
+	p := newPool(t, Config{Ceilings: sandbox.Limits{MemoryBytes: 512 << 20}})
+	s := spec("print('warm')\n")
+	warmUp(t, p, s)
+	hog := spec("x = bytearray(200 << 20)\nprint('allocated')\n")
+	hog.Limits.MemoryBytes = 64 << 20
+	hits := p.Stats().Hits
+	res := run(t, p, hog)
+	if p.Stats().Hits != hits+1 {
+		t.Fatalf("not served warm: %+v", p.Stats())
+	}
+	if res.Status != sandbox.StatusOOM || strings.Contains(string(res.Stdout), "allocated") {
+		t.Fatalf("a warm jail given 64 MiB allocated 200 MiB: %s %q", res.Status, res.Stdout)
+	}
+}
+
+// TestColdFallback: what a warm jail cannot serve runs cold, correctly.
+func TestColdFallback(t *testing.T) {
+	p := newPool(t, Config{Ceilings: sandbox.Limits{MemoryBytes: 256 << 20}})
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+		want string
+	}{
+		{"not the runner", sandbox.Spec{Argv: []string{python, "-c", "print('plain')"}, Env: baseEnv}, "plain\n"},
+		{"start-up variable", spec("import sys\nprint(sys.flags.optimize)\n", "PYTHONOPTIMIZE=1"), "1\n"},
+		{"above the ceilings", func() sandbox.Spec {
+			s := spec("print('big')\n")
+			s.Limits.MemoryBytes = 1 << 30
+			return s
+		}(), "big\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cold := p.Stats().Cold
+			res := run(t, p, c.spec)
+			if res.Status != sandbox.StatusOK || string(res.Stdout) != c.want {
+				t.Fatalf("status %s (%s) stdout %q stderr %s", res.Status, res.Reason, res.Stdout, res.Stderr)
+			}
+			if p.Stats().Cold != cold+1 {
+				t.Fatalf("not run cold: %+v", p.Stats())
+			}
+		})
+	}
+}
+
+// TestCancelKillsAWarmExecution: cancelling the request kills the run.
+func TestCancelKillsAWarmExecution(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec("while True: pass\n")
+	warmUp(t, p, spec("pass\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := p.Run(ctx, s, nil)
+	if err != nil || res.Status != sandbox.StatusKilled {
+		t.Fatalf("status %s err %v", res.Status, err)
+	}
+}
+
+// TestIdleKindsShrink: a kind nobody uses goes cold and frees its jails.
+func TestIdleKindsShrink(t *testing.T) {
+	p := newPool(t, Config{Idle: 400 * time.Millisecond})
+	warmUp(t, p, spec("pass\n"))
+	if st := p.Stats(); st.WarmMemory <= 0 {
+		t.Errorf("idle memory not reported: %+v", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Kinds > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle kind still warm: %+v", p.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p.Stats().Warm != 0 {
+		t.Fatalf("warm jails left: %+v", p.Stats())
+	}
+}

@@ -1,0 +1,241 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Talking to a running payload: the warm pool starts an interpreter ahead
+// of time and hands it its request later (HandOff); a session keeps one
+// interpreter for many cells (Send, Signal).
+
+// Send writes b to the payload's request pipe (its fd 4; Spec.Requests).
+func (p *Process) Send(b []byte) error {
+	if !p.exec.Requests {
+		return fmt.Errorf("%w: the payload has no request pipe (Spec.Requests)", ErrInvalidSpec)
+	}
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	if _, err := p.j.reqW.Write(b); err != nil {
+		return fmt.Errorf("sending to the payload: %w", err)
+	}
+	return nil
+}
+
+// CloseSend closes the request pipe: the payload reads EOF.
+func (p *Process) CloseSend() error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	return p.j.reqW.Close()
+}
+
+// WriteStdin writes to the payload's standard input.
+func (p *Process) WriteStdin(b []byte) error {
+	_, err := p.j.stdinW.Write(b)
+	return err
+}
+
+// CloseStdin closes the payload's standard input.
+func (p *Process) CloseStdin() error { return p.j.stdinW.Close() }
+
+// Signal sends sig to the payload's process group (the payload leads its
+// own session), e.g. SIGINT to interrupt a session's running cell.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.hostPid <= 0 {
+		return errors.New("the payload's pid is unknown")
+	}
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if err := unix.Kill(-p.hostPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return os.NewSyscallError("kill", err)
+	}
+	return nil
+}
+
+// MemoryUsage is the jail's current memory use in bytes (0 without a
+// cgroup).
+func (p *Process) MemoryUsage() int64 {
+	cg := p.j.cgroup()
+	if cg == nil {
+		return 0
+	}
+	n, _ := cg.current()
+	return n
+}
+
+// HandOff gives a started payload its actual run: it tightens the limits
+// to l (cgroup memory, tasks and CPU, workspace sizes), writes files into
+// the workspace, restarts the wall clock and the CPU budget, and sends
+// request on the request pipe, which it then closes. Limits may only
+// shrink: a warm jail is started with the pool's ceilings.
+func (p *Process) HandOff(l Limits, files []File, request []byte) error {
+	l = l.WithDefaults()
+	if err := l.validate(); err != nil {
+		return err
+	}
+	// The payload's rlimits were set when it started and cannot be changed
+	// from outside (prlimit on another user's process is refused on hosts
+	// whose LSM policy forbids it): a hand-off may not ask for less.
+	// RLIMIT_CPU stays at the start value; the run's CPU budget is enforced
+	// on the whole cgroup by the parent from the hand-off on.
+	started := p.r.currentLimits()
+	if l.OpenFiles < started.OpenFiles || l.FileSizeBytes < started.FileSizeBytes {
+		return fmt.Errorf("%w: open files and file size limits cannot shrink after the payload started", ErrInvalidSpec)
+	}
+	for _, f := range files {
+		if _, err := cleanRelPath(f.Path); err != nil {
+			return err
+		}
+	}
+	if cg := p.j.cgroup(); cg != nil {
+		if err := cg.setLimits(l); err != nil {
+			return err
+		}
+	}
+	if !p.j.m.cfg.Unsafe {
+		if err := p.j.resizeScratch(l); err != nil {
+			return err
+		}
+		if err := p.j.writeFilesVia(files); err != nil {
+			return fmt.Errorf("writing files: %w", err)
+		}
+	}
+	p.r.mu.Lock()
+	p.start = time.Now()
+	p.r.mu.Unlock()
+	select {
+	case p.rearm <- l:
+	case <-p.done:
+		return os.ErrProcessDone
+	}
+	if request != nil {
+		if err := p.Send(request); err != nil {
+			return err
+		}
+	}
+	if p.exec.Requests {
+		return p.CloseSend()
+	}
+	return nil
+}
+
+// resizeScratch reconfigures the jail's /work, /tmp and /dev/shm to the
+// sizes of l. The parent cannot enter the jail's mount namespace, but it
+// can pick the tmpfs superblocks through /proc/<init>/root and reconfigure
+// them (fspick + fsconfig). A size below what is in use fails.
+func (j *Jail) resizeScratch(l Limits) error {
+	root := fmt.Sprintf("/proc/%d/root", j.cmd.Process.Pid)
+	for _, m := range []struct {
+		dir         string
+		size, nodes int64
+	}{
+		{WorkDir, l.WorkspaceBytes, l.WorkspaceInodes},
+		{"/tmp", l.WorkspaceBytes, l.WorkspaceInodes},
+		{"/dev/shm", max(l.ShmBytes, 4096), l.WorkspaceInodes},
+	} {
+		fd, err := unix.Fspick(unix.AT_FDCWD, root+m.dir, unix.FSPICK_CLOEXEC|unix.FSPICK_NO_AUTOMOUNT|unix.FSPICK_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return fmt.Errorf("resizing %s: %w", m.dir, os.NewSyscallError("fspick", err))
+		}
+		err = unix.FsconfigSetString(fd, "size", strconv.FormatInt(m.size, 10))
+		if err == nil {
+			err = unix.FsconfigSetString(fd, "nr_inodes", strconv.FormatInt(m.nodes, 10))
+		}
+		if err == nil {
+			err = unix.FsconfigReconfigure(fd)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("resizing %s: %w", m.dir, os.NewSyscallError("fsconfig", err))
+		}
+	}
+	return nil
+}
+
+// writeFilesVia writes files into the jail's workspace from the host,
+// through /proc/<init>/root, owned by the sandbox user. os.Root keeps every
+// path inside the workspace, whatever the payload put there.
+func (j *Jail) writeFilesVia(files []File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.cmd.Process.Pid, WorkDir))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	uid, gid := j.m.cfg.UID, j.m.cfg.GID
+	for _, f := range files {
+		unsafePath, err := cleanRelPath(f.Path)
+		if err != nil {
+			return err
+		}
+		if d := path.Dir(unsafePath); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			for p := d; p != "."; p = path.Dir(p) {
+				if err := root.Lchown(p, uid, gid); err != nil {
+					return err
+				}
+			}
+		}
+		mode := fs.FileMode(f.Mode & 0o777)
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := root.WriteFile(unsafePath, f.Data, mode); err != nil {
+			return err
+		}
+		if err := root.Lchown(unsafePath, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// payloadHostPid finds the host pid of init's child with jail pid nsPid,
+// from init's children list and their NSpid lines.
+func (j *Jail) payloadHostPid(nsPid int) int {
+	if j.cmd == nil || j.cmd.Process == nil {
+		return 0
+	}
+	initPid := j.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPid, initPid))
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			rest, ok := strings.CutPrefix(line, "NSpid:")
+			if !ok {
+				continue
+			}
+			ids := strings.Fields(rest)
+			if len(ids) > 0 && ids[len(ids)-1] == strconv.Itoa(nsPid) {
+				return pid
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,182 @@
+"""The synchronous pyexec client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+import httpx
+
+from . import _common as c
+from .errors import StreamEndedError, TransportError, WaitTimeoutError
+from .tar import Project
+from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
+
+#: Seconds between polls when an event stream broke off while waiting.
+POLL_INTERVAL = 0.5
+
+
+class PyExec:
+    """Client of a pyexec (or python-executor) server.
+
+    >>> with PyExec("http://localhost:8080") as px:
+    ...     px.eval("6 * 7", eval_last_expr=True).result
+    '42'
+
+    Args:
+        base_url: the server; default $PYEXEC_SERVER, else http://localhost:8080.
+        api_key: sent as a bearer token; default $PYEXEC_API_KEY.
+        timeout: seconds each request may take (runs included); None for no limit.
+        http_client: an httpx.Client to use (its base URL and headers are left alone).
+    """
+
+    def __init__(self, base_url: Optional[str] = None, *, api_key: Optional[str] = None,
+                 timeout: Optional[float] = 300.0, http_client: Optional[httpx.Client] = None) -> None:
+        self.base_url = c.base_url(base_url)
+        self._headers = c.headers(api_key)
+        self._timeout = timeout
+        self._own = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        """Close the connections (unless the httpx client was given)."""
+        if self._own:
+            self._http.close()
+
+    def __enter__(self) -> "PyExec":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = self._http.request(method, self.base_url + path, headers=self._headers, **kw)
+        except httpx.TransportError as e:
+            raise TransportError(f"{method} {path}: {e}") from e
+        if resp.status_code >= 400:
+            raise c.api_error(resp.status_code, resp.content, resp.headers.get("Retry-After"), resp.reason_phrase)
+        return resp
+
+    # --- service ---------------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        """GET /health: ``{"status": "ok", ...}``."""
+        return self._request("GET", "/health").json()
+
+    def tools(self, format: str = "openai") -> List[Dict[str, Any]]:
+        """Tool definitions for model function calling: ``"openai"`` (Chat
+        Completions) or ``"anthropic"`` (Messages API). See pyexec_client.tools
+        to execute the calls."""
+        return self._request("GET", "/api/v1/tools", params={"format": format}).json()["tools"]
+
+    # --- running code ----------------------------------------------------
+
+    def eval(self, code: Optional[str] = None, *, files: Optional[c.EvalFiles] = None,
+             entrypoint: Optional[str] = None, stdin: Optional[str] = None, python_version: Optional[str] = None,
+             timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
+             cpu_shares: Optional[int] = None, network: Optional[bool] = None, eval_last_expr: bool = False,
+             requirements: Optional[str] = None) -> ExecutionResult:
+        """Run code (as main.py) or files sent as JSON and wait for the result.
+
+        With ``eval_last_expr`` the repr of a final expression comes back in
+        ``result``. A Python exception is a result (``exit_code != 0``), not
+        an exception of this client.
+        """
+        body = c.eval_body(code, files, entrypoint, stdin, python_version,
+                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network), eval_last_expr,
+                           requirements)
+        return ExecutionResult.from_dict(self._request("POST", "/api/v1/eval", json=body).json())
+
+    def run(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
+            stdin: Optional[str] = None, env: Union[None, Mapping[str, str], Sequence[str]] = None,
+            args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
+            timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
+            cpu_shares: Optional[int] = None, network: Optional[bool] = None) -> ExecutionResult:
+        """Upload a project and run it, waiting for the result.
+
+        ``project`` is a mapping of paths to contents, a directory, a file or
+        tar bytes; the entrypoint defaults to main.py, __main__.py or the
+        first .py file.
+        """
+        parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network))
+        return ExecutionResult.from_dict(self._request("POST", "/api/v1/exec/sync", files=parts).json())
+
+    def submit(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
+               stdin: Optional[str] = None, env: Union[None, Mapping[str, str], Sequence[str]] = None,
+               args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
+               timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
+               cpu_shares: Optional[int] = None, network: Optional[bool] = None) -> str:
+        """Queue a project (as for run) and return its execution ID at once."""
+        parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network))
+        return self._request("POST", "/api/v1/exec/async", files=parts).json()["execution_id"]
+
+    # --- executions ------------------------------------------------------
+
+    def get(self, execution_id: str) -> ExecutionResult:
+        """The current state of an execution, with its output so far."""
+        return ExecutionResult.from_dict(self._request("GET", f"/api/v1/executions/{execution_id}").json())
+
+    def kill(self, execution_id: str) -> ExecutionStatus:
+        """Kill an execution; returns ``killed``, or the final status it
+        already had."""
+        return ExecutionStatus(self._request("DELETE", f"/api/v1/executions/{execution_id}").json()["status"])
+
+    def list_executions(self, *, status: Optional[Union[str, ExecutionStatus]] = None, limit: Optional[int] = None,
+                        cursor: Optional[str] = None) -> ExecutionList:
+        """One page of executions, most recent first."""
+        params = {k: str(v) for k, v in (("status", status), ("limit", limit), ("cursor", cursor)) if v is not None}
+        return ExecutionList.from_dict(self._request("GET", "/api/v1/executions", params=params).json())
+
+    def events(self, execution_id: str, *, after: int = 0, timeout: Optional[float] = None) -> Iterator[Event]:
+        """Iterate over an execution's live events: output chunks as they are
+        written and status changes, replayed from the start (or after seq
+        ``after``). Ends after the final status event; raises
+        StreamEndedError if the stream ends before it. ``timeout`` bounds the
+        wait for each event (the server sends heartbeats every 15 s)."""
+        path = f"/api/v1/executions/{execution_id}/events"
+        params = {"after": str(after)} if after else None
+        hdrs = dict(self._headers, Accept="text/event-stream")
+        try:
+            with self._http.stream("GET", self.base_url + path, headers=hdrs, params=params,
+                                   timeout=httpx.Timeout(self._timeout, read=timeout)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise c.api_error(resp.status_code, resp.content, resp.headers.get("Retry-After"),
+                                      resp.reason_phrase)
+                dec = c.SSEDecoder()
+                for line in resp.iter_lines():
+                    ev = dec.feed(line)
+                    if ev is None:
+                        continue
+                    yield ev
+                    if ev.final:
+                        return
+        except httpx.TimeoutException as e:
+            raise WaitTimeoutError(f"no event from {execution_id} within {timeout}s") from e
+        except httpx.TransportError as e:
+            raise TransportError(f"following {execution_id}: {e}") from e
+        raise StreamEndedError(f"event stream of {execution_id} ended before its final status")
+
+    def wait(self, execution_id: str, *, timeout: Optional[float] = None) -> ExecutionResult:
+        """Wait until an execution ends and return its final result.
+
+        Follows the event stream (no polling delay); polls if the stream
+        breaks off. Raises WaitTimeoutError after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            for ev in self.events(execution_id, timeout=timeout):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise WaitTimeoutError(f"{execution_id} did not finish within {timeout}s")
+        except (StreamEndedError, TransportError):
+            pass  # the record below is the authority; poll it
+        while True:
+            res = self.get(execution_id)
+            if res.done:
+                return res
+            if deadline is not None and time.monotonic() > deadline:
+                raise WaitTimeoutError(f"{execution_id} did not finish within {timeout}s")
+            time.sleep(POLL_INTERVAL)
