@@ -105,6 +105,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
+		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 	}
@@ -195,5 +196,7 @@ func engineConfig(cfg config.Config) engine.Config {
 		DefaultDiskBytes:   int64(cfg.DefaultDiskMB) << 20,
 		MaxDiskBytes:       int64(cfg.MaxDiskMB) << 20,
 		OutputBytes:        cfg.MaxOutputBytes,
+		MaxFiles:           cfg.MaxCollectFiles,
+		MaxFileBytes:       cfg.MaxCollectBytes,
 	}
 }
