@@ -21,6 +21,9 @@ type tool struct {
 func (h *handlers) tools() []tool {
 	return []tool{
 		{def: runPythonTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.runPython) }},
+		{def: lintPythonTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.lintPython) }},
+		{def: listFilesTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listFiles) }},
+		{def: readFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readFile) }},
 	}
 }
 

@@ -3,6 +3,9 @@ package mcpserver
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,7 +35,8 @@ func newProgress(req *mcp.CallToolRequest, log *slog.Logger) *progress {
 }
 
 // event reports one execution event: output chunks as they are (stderr
-// marked as such), status changes as "status: running".
+// marked as such), installer lines as "install: ...", status changes as
+// "status: running", rich outputs by their media types.
 func (p *progress) event(ctx context.Context, ev client.Event) {
 	if p.token == nil || p.session == nil {
 		return
@@ -44,22 +48,46 @@ func (p *progress) event(ctx context.Context, ev client.Event) {
 		prefix = "stderr: "
 	case client.EventStatus:
 		prefix = "status: "
+	case client.EventInstall:
+		prefix = "install: "
+	case client.EventDisplay:
+		p.display(ctx, ev)
+		return
 	default:
 		return
 	}
 	for _, chunk := range splitText(ev.Data, maxProgressMessage) {
-		p.n++
-		err := p.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: p.token,
-			Progress:      p.n,
-			Message:       prefix + chunk,
-		})
-		if err != nil {
-			// The client may have gone; the call itself notices that.
-			p.log.Debug("run_python: sending progress", "err", err)
+		if !p.send(ctx, prefix+chunk) {
 			return
 		}
 	}
+}
+
+// display reports a rich output by its media types (its content comes
+// with the result): "display: image/png, text/plain".
+func (p *progress) display(ctx context.Context, ev client.Event) {
+	o, err := ev.Output()
+	if err != nil {
+		p.log.Debug("run_python: undecodable display event", "err", err)
+		return
+	}
+	p.send(ctx, "display: "+strings.Join(slices.Sorted(maps.Keys(o.Data)), ", "))
+}
+
+// send sends one notification and reports whether it went out.
+func (p *progress) send(ctx context.Context, msg string) bool {
+	p.n++
+	err := p.session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: p.token,
+		Progress:      p.n,
+		Message:       msg,
+	})
+	if err != nil {
+		// The client may have gone; the call itself notices that.
+		p.log.Debug("run_python: sending progress", "err", err)
+		return false
+	}
+	return true
 }
 
 // splitText cuts s into pieces of at most max bytes, never inside a UTF-8

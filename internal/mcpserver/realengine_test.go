@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +169,7 @@ func TestRealEngine(t *testing.T) {
 
 			t.Run("lists run_python", func(t *testing.T) {
 				res, err := cs.ListTools(ctx, nil)
-				if err != nil || len(res.Tools) == 0 || res.Tools[0].Name != "run_python" {
+				if err != nil || !slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "run_python" }) {
 					t.Fatalf("tools %+v, err %v", res, err)
 				}
 			})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,6 +37,7 @@ type RunPythonInput struct {
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
 	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
+	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one."`
 }
 
 // InputFile is one extra file of a run_python call.
@@ -60,6 +62,12 @@ type RunPythonOutput struct {
 	PythonVersion   string `json:"python_version,omitempty" jsonschema:"Interpreter that ran the code."`
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+
+	Results          any             `json:"results,omitempty" jsonschema:"The JSON of a top-level dict named results, if the code defined one."`
+	Outputs          []OutputSummary `json:"outputs,omitempty" jsonschema:"Rich outputs in order: display() calls and matplotlib figures (shown as image content)."`
+	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
+	Files            []FileEntry     `json:"files,omitempty" jsonschema:"Files the code wrote or changed; read one with read_file."`
+	FilesOmitted     int             `json:"files_omitted,omitempty"`
 }
 
 // runPythonTool is run_python's definition.
@@ -69,15 +77,19 @@ func runPythonTool() *mcp.Tool {
 	in.Properties["timeout_seconds"].Maximum = ptr(float64(maxTimeoutSeconds))
 	in.Properties["python_version"].Pattern = pythonVersion.String()
 	// A nil slice is never sent; models read a plain array best.
-	in.Properties["files"].Types, in.Properties["files"].Type = nil, "array"
+	for _, p := range []string{"files", "requirements"} {
+		in.Properties[p].Types, in.Properties[p].Type = nil, "array"
+	}
 	return &mcp.Tool{
 		Name:  "run_python",
 		Title: "Run Python",
 		Description: "Run Python code in an isolated sandbox and return its stdout, stderr and exit status. " +
 			"The code runs as main.py in a fresh, empty working directory as an unprivileged user, with limits on " +
 			"time and memory; nothing is kept between calls, so include every import and definition each time. " +
-			"Only the standard library is guaranteed to be installed. A Python exception is reported as an error " +
-			"result with its traceback, so you can fix the code and try again.",
+			"Packages named in requirements are installed first (common imports are detected). matplotlib figures " +
+			"come back as images you can see, display(obj) calls and a top-level dict named results as structured " +
+			"data, and files the code writes are listed: read them with read_file. A Python exception is reported " +
+			"as an error result with its traceback, so you can fix the code and try again.",
 		InputSchema:  in,
 		OutputSchema: schemaFor[RunPythonOutput](),
 		Annotations: &mcp.ToolAnnotations{
@@ -98,6 +110,10 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 	if in.TimeoutSeconds < 0 {
 		return nil, nil, fmt.Errorf("timeout_seconds must be positive, got %d", in.TimeoutSeconds)
 	}
+	reqs, err := requirementsTxt(in.Requirements)
+	if err != nil {
+		return nil, nil, err
+	}
 	files := map[string]string{entrypoint: in.Code}
 	for i, f := range in.Files {
 		if _, dup := files[f.Path]; dup {
@@ -110,8 +126,9 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 		return nil, nil, fmt.Errorf("files: %w", err)
 	}
 	m := &client.Metadata{
-		Entrypoint: entrypoint,
-		Stdin:      in.Stdin,
+		Entrypoint:      entrypoint,
+		Stdin:           in.Stdin,
+		RequirementsTxt: reqs,
 		Config: &client.ExecutionConfig{
 			TimeoutSeconds:  in.TimeoutSeconds,
 			NetworkDisabled: client.Bool(!in.Network),
@@ -146,10 +163,35 @@ func (h *handlers) runPython(ctx context.Context, req *mcp.CallToolRequest, in R
 		}
 		return nil, RunPythonOutput{}, err
 	}
+	rc := newRich(res)
+	out := newRunPythonOutput(res)
+	out.Outputs = rc.outputs
 	return &mcp.CallToolResult{
-		Content: []mcp.Content{&mcp.TextContent{Text: renderResult(res)}},
+		Content: append([]mcp.Content{&mcp.TextContent{Text: renderResult(res) + rc.text}}, rc.images...),
 		IsError: failed(res),
-	}, newRunPythonOutput(res), nil
+	}, out, nil
+}
+
+// requirementsTxt joins requirement specifiers into a requirements.txt,
+// refusing what is not one: an empty entry, a line break (a second line),
+// or an option such as --index-url.
+func requirementsTxt(reqs []string) (string, error) {
+	for i, r := range reqs {
+		r = strings.TrimSpace(r)
+		switch {
+		case r == "":
+			return "", fmt.Errorf("requirements[%d] is empty", i)
+		case strings.ContainsAny(r, "\r\n"):
+			return "", fmt.Errorf("requirements[%d]: %q holds a line break; give one package per entry", i, r)
+		case strings.HasPrefix(r, "-"):
+			return "", fmt.Errorf("requirements[%d]: %q is an option, not a package", i, r)
+		}
+		reqs[i] = r
+	}
+	if len(reqs) == 0 {
+		return "", nil
+	}
+	return strings.Join(reqs, "\n") + "\n", nil
 }
 
 // await follows the execution's events, passing output on as progress,
@@ -216,5 +258,10 @@ func newRunPythonOutput(r *client.ExecutionResult) RunPythonOutput {
 		PythonVersion:   r.PythonVersion,
 		StdoutTruncated: r.StdoutTruncated,
 		StderrTruncated: r.StderrTruncated,
+
+		Results:          results(r.Results),
+		OutputsTruncated: r.OutputsTruncated,
+		Files:            newFileEntries(r.Files),
+		FilesOmitted:     r.FilesOmitted,
 	}
 }

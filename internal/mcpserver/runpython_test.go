@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +23,13 @@ import (
 // fakeBackend records what run_python asks for and plays back a scripted
 // execution.
 type fakeBackend struct {
-	startErr  error          // ExecuteAsync fails with it
-	events    []client.Event // Follow yields these...
-	streamErr error          // ...then this error, if set...
-	hang      bool           // ...or blocks until its context ends
-	final     *client.ExecutionResult
-	pending   int // GetExecution answers "running" this many times first
+	startErr      error          // ExecuteAsync fails with it
+	events        []client.Event // Follow yields these...
+	streamErr     error          // ...then this error, if set...
+	hang          bool           // ...or blocks until its context ends
+	final         *client.ExecutionResult
+	pending       int // GetExecution answers "running" this many times first
+	fakeArtifacts     // lint and files
 
 	mu     sync.Mutex
 	files  map[string]string
@@ -264,7 +268,7 @@ func TestRunPythonResults(t *testing.T) {
 			}
 			if tt.wantOut != nil {
 				got := decodeStructured(t, res)
-				if got != *tt.wantOut {
+				if !reflect.DeepEqual(got, *tt.wantOut) {
 					t.Errorf("structured content\n got %+v\nwant %+v", got, *tt.wantOut)
 				}
 			}
@@ -423,26 +427,50 @@ func TestListTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	listed := map[string]*mcp.Tool{}
 	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
+		listed[tool.Name] = tool
 	}
-	defs := Definitions()
-	if len(names) != len(defs) || names[0] != "run_python" {
-		t.Fatalf("tools %v, definitions %v", names, defs)
+	if defs := Definitions(); len(listed) != len(defs) {
+		t.Fatalf("%d tools listed, %d definitions", len(listed), len(defs))
 	}
-	schema := res.Tools[0].InputSchema.(map[string]any)
-	if req, _ := schema["required"].([]any); len(req) != 1 || req[0] != "code" {
-		t.Errorf("required %v, want [code]", schema["required"])
+	tests := []struct {
+		name     string
+		required []string
+		props    []string
+	}{
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements"}},
+		{"lint_python", []string{"code"}, []string{"code", "files", "select", "ignore"}},
+		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
+		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
 	}
-	props := schema["properties"].(map[string]any)
-	for _, p := range []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin"} {
-		if _, ok := props[p]; !ok {
-			t.Errorf("input schema lacks %s", p)
-		}
-	}
-	if res.Tools[0].OutputSchema == nil {
-		t.Error("run_python has no output schema")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool, ok := listed[tt.name]
+			if !ok {
+				t.Fatalf("not listed; tools %v", slices.Collect(maps.Keys(listed)))
+			}
+			schema := tool.InputSchema.(map[string]any)
+			var req []string
+			for _, r := range schema["required"].([]any) {
+				req = append(req, r.(string))
+			}
+			if !slices.Equal(req, tt.required) {
+				t.Errorf("required %v, want %v", req, tt.required)
+			}
+			props := schema["properties"].(map[string]any)
+			for _, p := range tt.props {
+				if _, ok := props[p]; !ok {
+					t.Errorf("input schema lacks %s", p)
+				}
+			}
+			if len(props) != len(tt.props) {
+				t.Errorf("input schema has %d properties, want %d", len(props), len(tt.props))
+			}
+			if tool.OutputSchema == nil || tool.Description == "" {
+				t.Error("no output schema or no description")
+			}
+		})
 	}
 }
 

@@ -33,9 +33,10 @@ const killTimeout = 10 * time.Second
 
 // instructions tell a model what the server is for, once per session.
 const instructions = "pyexec runs Python code in an isolated Linux sandbox with time and memory limits. " +
-	"Call run_python to execute code and see its stdout, stderr and exit status. Each call starts from an " +
-	"empty working directory; nothing persists between calls. The network is off unless the server allows it " +
-	"and the call asks for it."
+	"Call run_python to execute code and see its stdout, stderr and exit status, its plots as images and the " +
+	"files it wrote (read them with read_file); lint_python checks code without running it. Each call starts " +
+	"from an empty working directory; nothing persists between calls. The network is off unless the server " +
+	"allows it and the call asks for it."
 
 // Backend is what the tools need from pyexec: the asynchronous execution
 // API and its live events. *client.Client implements it.
@@ -49,6 +50,8 @@ type Backend interface {
 	GetExecution(ctx context.Context, executionID string) (*client.ExecutionResult, error)
 	// Kill stops an execution and returns its status afterwards.
 	Kill(ctx context.Context, executionID string) (client.ExecutionStatus, error)
+	LintBackend
+	FilesBackend
 }
 
 var _ Backend = (*client.Client)(nil)
