@@ -2,7 +2,8 @@
 Python in a Linux jail (and of the python-executor API it speaks).
 
 * ``PyExec`` / ``AsyncPyExec``: eval, projects, async submit/wait/kill,
-  live events, listing, tool definitions.
+  live events, listing, lint, execution files, tool definitions; rich
+  outputs (plots, tables) on ``ExecutionResult.outputs``.
 * ``PythonExecutorClient``: the old python-executor client's interface.
 * ``pyexec_client.tools``: run a model's tool calls (OpenAI, Anthropic).
 """
@@ -25,13 +26,13 @@ from .errors import (
     WaitTimeoutError,
 )
 from .tar import detect_entrypoint, tar_from_dict, tar_from_directory, tar_from_project
-from .types import Event, EventType, ExecutionList, ExecutionResult, ExecutionStatus
+from .types import Diagnostic, Event, EventType, ExecutionList, ExecutionResult, ExecutionStatus, FileInfo, Output
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PyExec", "AsyncPyExec", "PythonExecutorClient", "Metadata", "ExecutionConfig",
-    "ExecutionResult", "ExecutionStatus", "ExecutionList", "Event", "EventType",
+    "ExecutionResult", "ExecutionStatus", "ExecutionList", "Event", "EventType", "Output", "FileInfo", "Diagnostic",
     "PyExecError", "APIError", "BadRequestError", "AuthenticationError", "NotFoundError", "PayloadTooLargeError",
     "RateLimitError", "ServerError", "ServiceUnavailableError", "TransportError", "StreamEndedError",
     "WaitTimeoutError", "tar_from_dict", "tar_from_directory", "tar_from_project", "detect_entrypoint",

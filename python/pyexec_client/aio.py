@@ -9,13 +9,14 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, 
 import httpx
 
 from . import _common as c
+from ._files import AsyncFilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .client import POLL_INTERVAL
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class AsyncPyExec:
+class AsyncPyExec(AsyncFilesMixin):
     """Asynchronous client of a pyexec (or python-executor) server; the
     methods are those of PyExec, as coroutines.
 

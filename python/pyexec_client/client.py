@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 import httpx
 
 from . import _common as c
+from ._files import FilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
@@ -16,7 +17,7 @@ from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 POLL_INTERVAL = 0.5
 
 
-class PyExec:
+class PyExec(FilesMixin):
     """Client of a pyexec (or python-executor) server.
 
     >>> with PyExec("http://localhost:8080") as px:

@@ -17,23 +17,30 @@ the error if any, then stdout and stderr under ``--- stdout ---`` and
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from . import _file_tools as ft
+from ._file_tools import LINT_PYTHON, LIST_FILES, READ_FILE
 from .aio import AsyncPyExec
 from .client import PyExec
 from .errors import APIError
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
-    "RUN_PYTHON", "ToolOutcome", "render_result", "run_tool", "arun_tool", "openai_tool_message",
-    "aopenai_tool_message", "anthropic_tool_result", "aanthropic_tool_result",
+    "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "TOOLS", "ToolOutcome", "render_result", "run_tool",
+    "arun_tool", "openai_tool_message", "aopenai_tool_message", "anthropic_tool_result", "aanthropic_tool_result",
 ]
 
 #: Name of the code-running tool.
 RUN_PYTHON = "run_python"
+#: Every tool these helpers run, as GET /api/v1/tools lists them.
+TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE)
+#: Plots one run_python result carries as images at most.
+MAX_IMAGES = 8
 
 _ENTRYPOINT = "main.py"
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
@@ -48,10 +55,13 @@ class ToolOutcome:
     text: str
     is_error: bool
     result: Optional[ExecutionResult] = None
+    #: Images to show the model, as (MIME type, bytes): run_python's plots,
+    #: read_file's image. The Anthropic helpers send them; OpenAI tool
+    #: messages carry text only.
+    images: Tuple[Tuple[str, bytes], ...] = ()
 
 
-class _BadArguments(ValueError):
-    pass
+_BadArguments = ft.BadArguments
 
 
 def render_result(r: ExecutionResult) -> str:
@@ -73,7 +83,41 @@ def render_result(r: ExecutionResult) -> str:
                 out.append(f"[{name} truncated at the server's output limit]")
     if not r.stdout and not r.stderr:
         out.append("(no output)")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _rich_lines(r)) + "\n"
+
+
+def _rich_lines(r: ExecutionResult) -> List[str]:
+    """The results, rich outputs and files of a result, as the MCP server
+    lists them after the output."""
+    out: List[str] = []
+    if r.results is not None:
+        out += ["--- results ---", json.dumps(r.results, separators=(",", ":"))]
+    images = 0
+    for i, o in enumerate(r.outputs, 1):
+        img = o.image()
+        if img is not None and img[0] in ft.IMAGE_TYPES:
+            if images < MAX_IMAGES:
+                images += 1
+                out.append(f"--- output {i}: {img[0]}, image {images} below ---")
+            else:
+                out.append(f"--- output {i}: {img[0]}, left out (at most {MAX_IMAGES} images per result) ---")
+            continue
+        out.append(f"--- output {i} ({', '.join(sorted(o.data))}) ---")
+        text = o.plain or ""
+        out.append(text[:-1] if text.endswith("\n") else text)
+    if r.outputs_truncated:
+        out.append("[further outputs left out at the server's size limit]")
+    if r.files:
+        out.append(f"--- files (read one with read_file, execution_id {r.execution_id}) ---")
+        out += ft.file_lines(r.files)
+    if r.files_omitted:
+        out.append(f"[{r.files_omitted} more file{'' if r.files_omitted == 1 else 's'} not collected: over the "
+                   "server's limits]")
+    return out
+
+
+def _images(r: ExecutionResult) -> Tuple[Tuple[str, bytes], ...]:
+    return tuple(img for img in r.images if img[0] in ft.IMAGE_TYPES)[:MAX_IMAGES]
 
 
 def _failed(r: ExecutionResult) -> bool:
@@ -111,7 +155,14 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     timeout = args.get("timeout_seconds")
     if timeout is not None and (not isinstance(timeout, int) or timeout < 1):
         raise _BadArguments("timeout_seconds must be a positive integer")
+    reqs = args.get("requirements") or []
+    if not isinstance(reqs, list) or not all(isinstance(x, str) for x in reqs):
+        raise _BadArguments("requirements must be a list of strings")
+    for i, req in enumerate(reqs):
+        if not req.strip() or "\n" in req or "\r" in req or req.strip().startswith("-"):
+            raise _BadArguments(f"requirements[{i}]: {req!r} is not one package, e.g. pandas or requests==2.32.3")
     return {
+        "requirements": "".join(x.strip() + "\n" for x in reqs) or None,
         "files": files,
         "entrypoint": _ENTRYPOINT,
         "python_version": version,
@@ -122,28 +173,56 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Dict[str, Any]], Optional[ToolOutcome]]:
-    if name != RUN_PYTHON:
-        return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {RUN_PYTHON}\n", True)
+    if name not in TOOLS:
+        return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {', '.join(TOOLS)}\n", True)
     try:
-        return _eval_request(_arguments(arguments)), None
+        args = _arguments(arguments)
+        if name == RUN_PYTHON:
+            return _eval_request(args), None
+        if name == LINT_PYTHON:
+            return ft.lint_request(args), None
+        if name == LIST_FILES:
+            return ft.list_request(args), None
+        execution_id, path, offset, max_bytes = ft.read_request(args)
+        return {"execution_id": execution_id, "path": path, "offset": offset, "max_bytes": max_bytes}, None
     except _BadArguments as e:
         return None, ToolOutcome(f"error: {e}\n", True)
 
 
 def _outcome(result: ExecutionResult) -> ToolOutcome:
-    return ToolOutcome(render_result(result), _failed(result), result)
+    return ToolOutcome(render_result(result), _failed(result), result, _images(result))
+
+
+def _read_outcome(execution_id: str, f: Any, data: bytes, offset: int, max_bytes: int) -> ToolOutcome:
+    text, image = ft.render_read(execution_id, f, data, offset, max_bytes)
+    return ToolOutcome(text, False, images=(image,) if image else ())
 
 
 def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any], None]) -> ToolOutcome:
-    """Run one tool call. ``arguments`` is the JSON text or the mapping the
-    model produced. Mistakes the model can fix (bad arguments, an unknown
-    version, a Python exception) come back as an error outcome, not an
-    exception; a server that cannot be reached raises TransportError."""
+    """Run one tool call (any of TOOLS). ``arguments`` is the JSON text or
+    the mapping the model produced. Mistakes the model can fix (bad
+    arguments, an unknown version or file, a Python exception) come back as
+    an error outcome, not an exception; a server that cannot be reached
+    raises TransportError."""
     request, refused = _prepare(name, arguments)
     if refused is not None:
         return refused
     try:
-        return _outcome(client.eval(**request))
+        if name == RUN_PYTHON:
+            return _outcome(client.eval(**request))
+        if name == LINT_PYTHON:
+            return ToolOutcome(ft.render_lint(client.lint(**request)), False)
+        files = client.list_files(request["execution_id"])
+        if name == LIST_FILES:
+            return ToolOutcome(ft.render_files(request["execution_id"], files), False)
+        f = ft.find(request["execution_id"], files, request["path"])
+        note = ft.too_large(request["execution_id"], f)
+        if note:
+            return ToolOutcome(note, False)
+        data = client.download_file(request["execution_id"], f.path)
+        return _read_outcome(request["execution_id"], f, _window(f, data, request), request["offset"], request["max_bytes"])
+    except _BadArguments as e:
+        return ToolOutcome(f"error: {e}\n", True)
     except APIError as e:
         return ToolOutcome(f"error: {e.message}\n", True)
 
@@ -154,9 +233,29 @@ async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mappin
     if refused is not None:
         return refused
     try:
-        return _outcome(await client.eval(**request))
+        if name == RUN_PYTHON:
+            return _outcome(await client.eval(**request))
+        if name == LINT_PYTHON:
+            return ToolOutcome(ft.render_lint(await client.lint(**request)), False)
+        files = await client.list_files(request["execution_id"])
+        if name == LIST_FILES:
+            return ToolOutcome(ft.render_files(request["execution_id"], files), False)
+        f = ft.find(request["execution_id"], files, request["path"])
+        note = ft.too_large(request["execution_id"], f)
+        if note:
+            return ToolOutcome(note, False)
+        data = await client.download_file(request["execution_id"], f.path)
+        return _read_outcome(request["execution_id"], f, _window(f, data, request), request["offset"], request["max_bytes"])
+    except _BadArguments as e:
+        return ToolOutcome(f"error: {e}\n", True)
     except APIError as e:
         return ToolOutcome(f"error: {e.message}\n", True)
+
+
+def _window(f: Any, data: Any, request: Mapping[str, Any]) -> bytes:
+    """The bytes render_read works on: from the offset on for text files,
+    whole otherwise."""
+    return data[request["offset"]:] if ft.is_text(f.mime) else data
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -185,7 +284,12 @@ async def aopenai_tool_message(client: AsyncPyExec, tool_call: Any) -> Dict[str,
 
 
 def _anthropic_result(block: Any, outcome: ToolOutcome) -> Dict[str, Any]:
-    msg: Dict[str, Any] = {"type": "tool_result", "tool_use_id": _get(block, "id"), "content": outcome.text}
+    content: Any = outcome.text
+    if outcome.images:
+        content = [{"type": "text", "text": outcome.text}] + [
+            {"type": "image", "source": {"type": "base64", "media_type": mime, "data": base64.b64encode(data).decode()}}
+            for mime, data in outcome.images]
+    msg: Dict[str, Any] = {"type": "tool_result", "tool_use_id": _get(block, "id"), "content": content}
     if outcome.is_error:
         msg["is_error"] = True
     return msg
@@ -194,7 +298,8 @@ def _anthropic_result(block: Any, outcome: ToolOutcome) -> Dict[str, Any]:
 def anthropic_tool_result(client: PyExec, block: Any) -> Dict[str, Any]:
     """Run an Anthropic ``tool_use`` content block (an SDK object or its
     dict) and return the ``tool_result`` block to send back in a user
-    message."""
+    message. Plots and images read with read_file come as image blocks
+    after the text."""
     return _anthropic_result(block, run_tool(client, _get(block, "name"), _get(block, "input")))
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 
 class ExecutionStatus(str, enum.Enum):
@@ -47,6 +50,113 @@ def parse_time(value: Optional[str]) -> Optional[datetime]:
 
 
 @dataclass(frozen=True)
+class Output:
+    """One rich output, a Jupyter-style MIME bundle: a ``display()`` call, a
+    matplotlib figure (``type == "display"``) or the last expression
+    (``type == "result"``). ``data`` maps a MIME type to its content: text
+    for text types, base64 for ``image/png`` and ``image/jpeg``, any JSON
+    value for ``application/json``."""
+
+    type: str
+    data: Dict[str, Any] = field(default_factory=dict)
+    metadata: Optional[Dict[str, Any]] = None
+
+    def text(self, mime: str = "text/plain") -> Optional[str]:
+        """The string content of ``mime``, or None when the bundle lacks it."""
+        value = self.data.get(mime)
+        return value if isinstance(value, str) else None
+
+    @property
+    def plain(self) -> Optional[str]:
+        """The ``text/plain`` form (the repr)."""
+        return self.text("text/plain")
+
+    @property
+    def html(self) -> Optional[str]:
+        """The ``text/html`` form, e.g. a DataFrame's table."""
+        return self.text("text/html")
+
+    @property
+    def json(self) -> Any:
+        """The ``application/json`` form (for a DataFrame: columns, records,
+        total_rows, truncated), or None."""
+        return self.data.get("application/json")
+
+    @property
+    def png(self) -> Optional[bytes]:
+        """The decoded PNG bytes, or None."""
+        return self._decoded("image/png")
+
+    def image(self) -> Optional[Tuple[str, bytes]]:
+        """The best image of the bundle as (MIME type, bytes): PNG, JPEG,
+        else SVG (its text, encoded); None when there is none."""
+        for mime in ("image/png", "image/jpeg"):
+            data = self._decoded(mime)
+            if data is not None:
+                return mime, data
+        svg = self.text("image/svg+xml")
+        return ("image/svg+xml", svg.encode()) if svg is not None else None
+
+    def _decoded(self, mime: str) -> Optional[bytes]:
+        value = self.text(mime)
+        if value is None:
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Output":
+        """Build an output from its JSON."""
+        return cls(type=str(data.get("type", "")), data=dict(data.get("data") or {}), metadata=data.get("metadata"))
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file an execution wrote or changed; download it with
+    ``download_file``. ``content`` holds a small image's bytes when the
+    server inlined them in the result."""
+
+    path: str
+    size: int
+    sha256: str = ""
+    mime: str = ""
+    content: Optional[bytes] = field(default=None, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "FileInfo":
+        """Build a file entry from its JSON."""
+        content = data.get("content")
+        return cls(path=data["path"], size=int(data.get("size") or 0), sha256=data.get("sha256") or "",
+                   mime=data.get("mime") or "", content=base64.b64decode(content) if content else None)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem ruff found. ``code`` is empty for a syntax error; ``fix``
+    is ruff's fix object when it has one."""
+
+    code: str
+    message: str
+    filename: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    fix: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Diagnostic":
+        """Build a diagnostic from the API's JSON."""
+        loc, end = data.get("location") or {}, data.get("end_location") or {}
+        return cls(code=data.get("code") or "", message=data.get("message") or "",
+                   filename=data.get("filename") or "main.py", line=int(loc.get("line", 0)),
+                   column=int(loc.get("column", 0)), end_line=int(end.get("line", 0)),
+                   end_column=int(end.get("column", 0)), fix=data.get("fix"))
+
+
+@dataclass(frozen=True)
 class ExecutionResult:
     """The state and outcome of one execution.
 
@@ -73,7 +183,23 @@ class ExecutionResult:
     created_at: Optional[datetime] = None
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
+    #: Rich outputs in order (plots, display() calls, the last expression).
+    outputs: List[Output] = field(default_factory=list, repr=False)
+    outputs_truncated: bool = False
+    #: The JSON of the script's top-level ``results`` dict, if any.
+    results: Any = None
+    #: Files the run wrote or changed (see PyExec.download_file).
+    files: List[FileInfo] = field(default_factory=list)
+    files_omitted: int = 0
+    #: ruff's diagnostics, when the request asked for them.
+    lint: List[Diagnostic] = field(default_factory=list, repr=False)
+    warnings: List[str] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def images(self) -> List[Tuple[str, bytes]]:
+        """Every image among the outputs, as (MIME type, bytes), in order."""
+        return [img for img in (o.image() for o in self.outputs) if img is not None]
 
     @property
     def done(self) -> bool:
@@ -109,6 +235,13 @@ class ExecutionResult:
             created_at=parse_time(data.get("created_at")),
             started_at=parse_time(data.get("started_at")),
             finished_at=parse_time(data.get("finished_at")),
+            outputs=[Output.from_dict(o) for o in data.get("outputs") or []],
+            outputs_truncated=bool(data.get("outputs_truncated")),
+            results=data.get("results"),
+            files=[FileInfo.from_dict(f) for f in data.get("files") or []],
+            files_omitted=int(data.get("files_omitted") or 0),
+            lint=[Diagnostic.from_dict(d) for d in data.get("lint") or []],
+            warnings=list(data.get("warnings") or []),
             raw=dict(data),
         )
 
@@ -119,6 +252,8 @@ class EventType(str, enum.Enum):
     STDOUT = "stdout"
     STDERR = "stderr"
     STATUS = "status"
+    INSTALL = "install"
+    DISPLAY = "display"
 
     def __str__(self) -> str:
         return self.value
@@ -129,13 +264,21 @@ class Event:
     """One live event of an execution; ``seq`` starts at 1 with no gaps.
 
     For ``stdout``/``stderr`` events ``data`` is a chunk of output; for
-    ``status`` events it is the new status.
+    ``status`` events it is the new status; for ``install`` events a line
+    of installer progress; for ``display`` events the JSON of a rich
+    output (see ``output()``).
     """
 
     seq: int
     type: str
     data: str
     time: Optional[datetime] = None
+
+    def output(self) -> Output:
+        """The rich output of a ``display`` event."""
+        if self.type != EventType.DISPLAY.value:
+            raise ValueError(f"event {self.seq} is {self.type}, not display")
+        return Output.from_dict(json.loads(self.data))
 
     @property
     def final(self) -> bool:

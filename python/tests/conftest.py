@@ -19,6 +19,8 @@ from typing import AsyncIterator, Iterator
 import httpx
 import pytest
 
+import _deps
+
 from pyexec_client import AsyncPyExec, PyExec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +32,20 @@ class Server:
     url: str
     api_key: str
     binary: str
+    #: Why the server cannot lint or install requirements ("" when it can).
+    no_tools: str = ""
+
+    def need_tools(self) -> None:
+        """Skips the test when the server has no ruff and uv."""
+        if self.no_tools:
+            pytest.skip(self.no_tools)
+
+
+def skip_install_error(result) -> None:
+    """Skips a test whose requirements could not be installed from the
+    package index (PyPI unreachable), naming the installer's error."""
+    if getattr(result, "reason", None) == "install_error":
+        pytest.skip(f"installing from the package index failed: {result.error}")
 
 
 def _free_port() -> int:
@@ -67,6 +83,14 @@ def server() -> Iterator[Server]:
     args = [binary, "serve", "--port", str(port), "--data-dir", str(tmp / "data"),
             "--cgroup-parent", CGROUP_PARENT, "--api-keys", f"pytest:{key}",
             "--max-concurrency", "2", "--queue-size", "2", "--default-timeout", "30s", "--log-level", "warn"]
+    # Import detection and the base environment are off (they would
+    # install packages from PyPI behind the tests' back); requirements
+    # the tests name (matplotlib for plots) are installed with uv into
+    # the environment cache, which later runs reuse.
+    args += ["--no-detect-imports", "--base-packages", "-"]
+    uv, ruff, no_tools = _deps.tools()
+    if ruff:
+        args += ["--ruff", ruff, "--uv", uv]
     if os.geteuid() != 0:
         # Jails need root here; the tests only run their own code.
         args.append("--unsafe-no-isolation")
@@ -86,7 +110,7 @@ def server() -> Iterator[Server]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"pyexec serve did not start:\n{(tmp / 'server.log').read_text()}")
             time.sleep(0.1)
-        yield Server(url=url, api_key=key, binary=binary)
+        yield Server(url=url, api_key=key, binary=binary, no_tools=no_tools)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

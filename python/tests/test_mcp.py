@@ -4,6 +4,7 @@ HTTP (/mcp on `pyexec serve`)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import sys
 import time
@@ -51,9 +52,9 @@ def text(result) -> str:
 @pytest.mark.parametrize("transport", SESSIONS)
 async def test_list_and_run(server, transport):
     async with SESSIONS[transport](server) as session:
-        tools = (await session.list_tools()).tools
-        assert [t.name for t in tools] == ["run_python"]
-        assert tools[0].input_schema["required"] == ["code"]
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) >= {"run_python", "lint_python", "list_files", "read_file"}
+        assert tools["run_python"].input_schema["required"] == ["code"]
 
         res = await session.call_tool("run_python", {"code": "print(sum(range(10)))"})
         assert not res.is_error
@@ -101,3 +102,53 @@ async def test_cancel_kills_the_run(server, transport, px):
             return
         assert time.monotonic() < deadline, f"the run was not killed: {latest}"
         await anyio.sleep(0.1)
+
+
+PLOT = """import matplotlib.pyplot as plt
+plt.figure(figsize=(4, 3), dpi=50)
+plt.plot([1, 3, 2])
+plt.savefig("chart.png")
+with open("table.csv", "w") as f:
+    f.write("a,b\\n1,2\\n")
+print("plotted")
+"""
+
+
+@pytest.mark.parametrize("transport", SESSIONS)
+async def test_plot_comes_back_as_an_image(server, transport):
+    server.need_tools()
+    async with SESSIONS[transport](server) as session:
+        res = await session.call_tool("run_python", {"code": PLOT, "requirements": ["matplotlib"]})
+        if res.structured_content.get("reason") == "install_error":
+            pytest.skip(f"installing from the package index failed: {text(res)}")
+        assert not res.is_error, text(res)
+        images = [c for c in res.content if c.type == "image"]
+        assert len(images) == 1 and images[0].mime_type == "image/png"
+        assert base64.b64decode(images[0].data).startswith(b"\x89PNG\r\n\x1a\n")
+        assert "output 1: image/png, image 1 below" in text(res)
+        out = res.structured_content
+        assert out["outputs"][0]["image"] == 1 and "image/png" in out["outputs"][0]["mime_types"]
+        # At least: an unchanged input file (main.py) is at times listed too.
+        assert {f["path"] for f in out["files"]} >= {"chart.png", "table.csv"}
+
+        eid = out["execution_id"]
+        listed = await session.call_tool("list_files", {"execution_id": eid})
+        assert not listed.is_error and " of execution " + eid in text(listed) and "\ntable.csv (8 bytes" in text(listed)
+        csv = await session.call_tool("read_file", {"execution_id": eid, "path": "table.csv"})
+        assert not csv.is_error and text(csv) == "a,b\n1,2\n"
+        assert csv.structured_content["returned"] == "text"
+        chart = await session.call_tool("read_file", {"execution_id": eid, "path": "chart.png"})
+        assert [c.type for c in chart.content] == ["text", "image"]
+        missing = await session.call_tool("read_file", {"execution_id": eid, "path": "nope.txt"})
+        assert missing.is_error and "its files are:" in text(missing)
+
+
+@pytest.mark.parametrize("transport", SESSIONS)
+async def test_lint_python(server, transport):
+    server.need_tools()
+    async with SESSIONS[transport](server) as session:
+        res = await session.call_tool("lint_python", {"code": "import os\nprint(undefined)\n", "select": ["F"]})
+        assert not res.is_error, text(res)
+        assert "main.py:1:8: F401" in text(res) and "main.py:2:7: F821" in text(res)
+        assert res.structured_content["count"] == 2
+        assert [d["code"] for d in res.structured_content["diagnostics"]] == ["F401", "F821"]

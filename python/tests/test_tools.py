@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from pyexec_client.tools import (
+    LINT_PYTHON,
+    LIST_FILES,
+    READ_FILE,
     RUN_PYTHON,
+    TOOLS,
     aanthropic_tool_result,
     anthropic_tool_result,
     aopenai_tool_message,
     openai_tool_message,
+    arun_tool,
     run_tool,
 )
 
@@ -25,11 +32,15 @@ def openai_call(args, as_object=False):
 
 
 def test_definitions_match_the_helper(px):
-    (tool,) = px.tools("openai")
-    params = tool["function"]["parameters"]
-    assert tool["function"]["name"] == RUN_PYTHON
+    tools = {t["function"]["name"]: t["function"] for t in px.tools("openai")}
+    assert set(tools) == set(TOOLS)
+    params = tools[RUN_PYTHON]["parameters"]
     assert params["required"] == ["code"]
-    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin"}
+    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin",
+                                         "requirements"}
+    assert set(tools[LINT_PYTHON]["parameters"]["properties"]) == {"code", "files", "select", "ignore"}
+    assert set(tools[READ_FILE]["parameters"]["properties"]) == {"execution_id", "path", "offset", "max_bytes"}
+    assert {t["name"] for t in px.tools("anthropic")} == set(TOOLS)
 
 
 def test_openai_dict_and_object(px):
@@ -74,3 +85,54 @@ async def test_async_helpers(apx):
     assert "--- stdout ---\nasync\n" in msg["content"]
     res = await aanthropic_tool_result(apx, {"id": "t", "name": RUN_PYTHON, "input": {"code": "1/0"}})
     assert res["is_error"] and "ZeroDivisionError" in res["content"]
+
+
+def test_run_python_plot_to_anthropic_image(server, px):
+    server.need_tools()
+    block = {"id": "t", "name": RUN_PYTHON, "input": {
+        "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nresults = {'n': 2}\n", "requirements": ["matplotlib"]}}
+    msg = anthropic_tool_result(px, block)
+    if "install_error" in str(msg["content"]):
+        pytest.skip(f"installing from the package index failed: {msg['content']}")
+    kinds = [c["type"] for c in msg["content"]]
+    assert kinds == ["text", "image"] and msg["content"][1]["source"]["media_type"] == "image/png"
+    assert "--- results ---\n{\"n\":2}" in msg["content"][0]["text"]
+    assert "output 1: image/png, image 1 below" in msg["content"][0]["text"]
+
+
+def test_file_tools(px):
+    out = run_tool(px, RUN_PYTHON, {"code": "open('log.txt', 'w').write('x' * 100 + 'end')"})
+    eid = out.result.execution_id
+    assert "--- files (read one with read_file, execution_id " + eid in out.text and "log.txt (103 bytes" in out.text
+    listed = run_tool(px, LIST_FILES, {"execution_id": eid})
+    assert not listed.is_error and "file" in listed.text and "\nlog.txt (103 bytes, text/plain" in listed.text
+    part = run_tool(px, READ_FILE, {"execution_id": eid, "path": "log.txt", "max_bytes": 60})
+    assert part.text.startswith("x" * 60 + "\n[log.txt: bytes 0-60 of 103 shown; call read_file with offset 60")
+    rest = run_tool(px, READ_FILE, json.dumps({"execution_id": eid, "path": "log.txt", "offset": 60}))
+    assert rest.text == "x" * 40 + "end"
+    missing = run_tool(px, READ_FILE, {"execution_id": eid, "path": "nope"})
+    assert missing.is_error and "its files are: log.txt" in missing.text
+    unknown = run_tool(px, LIST_FILES, {"execution_id": "exe_00000000-0000-0000-0000-000000000000"})
+    assert unknown.is_error and "execution not found" in unknown.text
+    bad = run_tool(px, READ_FILE, {"execution_id": eid})
+    assert bad.is_error and "path is required" in bad.text
+
+
+def test_lint_tool(server, px):
+    server.need_tools()
+    out = run_tool(px, LINT_PYTHON, {"code": "import os\n", "select": ["F"]})
+    assert not out.is_error and out.text.startswith("1 problem found:\nmain.py:1:8: F401")
+    clean = run_tool(px, LINT_PYTHON, {"code": "import helper\nhelper.X\n",
+                                         "files": [{"path": "helper.py", "content": "X = 1\n"}], "select": ["F"]})
+    assert clean.text == "No problems found.\n"
+
+
+def test_requirements_are_checked(px):
+    out = run_tool(px, RUN_PYTHON, {"code": "1", "requirements": ["--index-url=http://x"]})
+    assert out.is_error and "is not one package" in out.text
+
+
+async def test_async_file_tools(apx):
+    out = await arun_tool(apx, RUN_PYTHON, {"code": "open('a.txt', 'w').write('async')"})
+    read = await arun_tool(apx, READ_FILE, {"execution_id": out.result.execution_id, "path": "a.txt"})
+    assert read.text == "async" and not read.is_error
