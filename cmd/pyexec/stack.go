@@ -103,6 +103,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
+		Jails:        jails,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 	}
@@ -193,5 +194,11 @@ func engineConfig(cfg config.Config) engine.Config {
 		DefaultDiskBytes:   int64(cfg.DefaultDiskMB) << 20,
 		MaxDiskBytes:       int64(cfg.MaxDiskMB) << 20,
 		OutputBytes:        cfg.MaxOutputBytes,
+		Sessions: engine.SessionConfig{
+			Max: cfg.Sessions.Max, MaxPerCaller: cfg.Sessions.MaxPerKey,
+			DefaultIdle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
+			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
+			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
+		},
 	}
 }

@@ -177,7 +177,8 @@ type SessionFile struct {
 
 // SessionStats counts this node's sessions (for metrics).
 type SessionStats struct {
-	Live, Busy int
+	Live, Busy  int
+	MemoryBytes int64 // in use now by every session's jail
 }
 
 func invalidf(format string, args ...any) error {

@@ -345,7 +345,11 @@ func (e *Engine) SessionStats() SessionStats {
 		if s.busy {
 			st.Busy++
 		}
+		k := s.k
 		s.mu.Unlock()
+		if k != nil {
+			st.MemoryBytes += k.proc.MemoryUsage()
+		}
 	}
 	return st
 }
