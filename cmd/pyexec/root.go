@@ -24,6 +24,8 @@ func commands() []func() *cobra.Command {
 		newEnvCmd,
 		newLintCmd,
 		newMCPCmd,
+		newSessionCmd,
+		newReplCmd,
 	}
 }
 
