@@ -54,6 +54,10 @@ func run() int {
 		!add(throughput(ctx, srv, python, *total, []int{1, 2, 8, 32})) {
 		return 1
 	}
+	sessionRows, notes, err := sessionCells(ctx, srv, *n)
+	if !add(sessionRows, err) {
+		return 1
+	}
 	mem, err := srv.rssBytes()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -62,6 +66,9 @@ func run() int {
 
 	fmt.Printf("pyexec benchmark — %s, interpreter %s, %d iterations\n\n", time.Now().UTC().Format(time.RFC3339), python, *n)
 	fmt.Println(renderTable(rows))
+	for _, note := range notes {
+		fmt.Println("note: " + note)
+	}
 	fmt.Printf("\nserver RSS after the run: %.1f MiB\n", float64(mem)/(1<<20))
 	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))
 	return 0

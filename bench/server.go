@@ -34,6 +34,11 @@ func startServer(ctx context.Context, binary string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The environments under it are mounted into jails, whose user must
+	// be able to traverse it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
 	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
 		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn")
