@@ -21,6 +21,8 @@ type tool struct {
 func (h *handlers) tools() []tool {
 	return []tool{
 		{def: runPythonTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.runPython) }},
+		{def: createSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.createSession) }},
+		{def: closeSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.closeSession) }},
 	}
 }
 

@@ -36,6 +36,7 @@ type RunPythonInput struct {
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
 	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
+	SessionID      string      `json:"session_id,omitempty" jsonschema:"Run the code in this session (from create_session): variables, imports and files of earlier calls are still there, and the value of a final expression is returned."`
 }
 
 // InputFile is one extra file of a run_python call.
@@ -60,6 +61,9 @@ type RunPythonOutput struct {
 	PythonVersion   string `json:"python_version,omitempty" jsonschema:"Interpreter that ran the code."`
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	SessionID       string `json:"session_id,omitempty" jsonschema:"The session the code ran in."`
+	ExecutionCount  int    `json:"execution_count,omitempty" jsonschema:"The cell's number in its session."`
+	Result          string `json:"result,omitempty" jsonschema:"repr of the final expression of a session's cell."`
 }
 
 // runPythonTool is run_python's definition.
@@ -129,6 +133,9 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 // tool result with IsError set; only a call that could not run at all is
 // a Go error, which the SDK also turns into an IsError result.
 func (h *handlers) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if in.SessionID != "" {
+		return h.runCell(ctx, in)
+	}
 	tarData, meta, err := in.request()
 	if err != nil {
 		return nil, RunPythonOutput{}, err

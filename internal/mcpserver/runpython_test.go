@@ -424,14 +424,18 @@ func TestListTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, tool := range res.Tools {
+	run := -1
+	for i, tool := range res.Tools {
 		names = append(names, tool.Name)
+		if tool.Name == "run_python" {
+			run = i
+		}
 	}
 	defs := Definitions()
-	if len(names) != len(defs) || names[0] != "run_python" {
-		t.Fatalf("tools %v, definitions %v", names, defs)
+	if len(names) != len(defs) || run < 0 || strings.Join(names, ",") != "close_session,create_session,run_python" {
+		t.Fatalf("tools %v, %d definitions", names, len(defs))
 	}
-	schema := res.Tools[0].InputSchema.(map[string]any)
+	schema := res.Tools[run].InputSchema.(map[string]any)
 	if req, _ := schema["required"].([]any); len(req) != 1 || req[0] != "code" {
 		t.Errorf("required %v, want [code]", schema["required"])
 	}
