@@ -2,7 +2,8 @@
 Python in a Linux jail (and of the python-executor API it speaks).
 
 * ``PyExec`` / ``AsyncPyExec``: eval, projects, async submit/wait/kill,
-  live events, listing, tool definitions.
+  live events, listing, tool definitions, stateful sessions
+  (``px.session()``).
 * ``PythonExecutorClient``: the old python-executor client's interface.
 * ``pyexec_client.tools``: run a model's tool calls (OpenAI, Anthropic).
 """
@@ -24,13 +25,14 @@ from .errors import (
     TransportError,
     WaitTimeoutError,
 )
+from .sessions import AsyncSession, CellResult, Session
 from .tar import detect_entrypoint, tar_from_dict, tar_from_directory, tar_from_project
 from .types import Event, EventType, ExecutionList, ExecutionResult, ExecutionStatus
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "PyExec", "AsyncPyExec", "PythonExecutorClient", "Metadata", "ExecutionConfig",
+    "PyExec", "AsyncPyExec", "Session", "AsyncSession", "CellResult", "PythonExecutorClient", "Metadata", "ExecutionConfig",
     "ExecutionResult", "ExecutionStatus", "ExecutionList", "Event", "EventType",
     "PyExecError", "APIError", "BadRequestError", "AuthenticationError", "NotFoundError", "PayloadTooLargeError",
     "RateLimitError", "ServerError", "ServiceUnavailableError", "TransportError", "StreamEndedError",
