@@ -71,7 +71,6 @@ func (e *Engine) ExecuteCell(ctx context.Context, id, caller string, req CellReq
 	k.finish(c)
 	finished := now()
 	res.FinishedAt, res.DurationMs = &finished, finished.Sub(started).Milliseconds()
-	res.PeakMemoryBytes = k.proc.MemoryUsage()
 
 	k.mu.Lock()
 	res.Stdout, res.StdoutTruncated = c.stdout.buf.String(), c.stdout.truncated

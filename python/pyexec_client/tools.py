@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from .aio import AsyncPyExec
 from .client import PyExec
 from .errors import APIError
+from .sessions import AsyncSession, CellResult, Session
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
 
 #: Name of the code-running tool.
 RUN_PYTHON = "run_python"
+CREATE_SESSION = "create_session"
+CLOSE_SESSION = "close_session"
+TOOLS = (RUN_PYTHON, CREATE_SESSION, CLOSE_SESSION)
 
 _ENTRYPOINT = "main.py"
 _PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,2}$")
@@ -121,13 +125,55 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Dict[str, Any]], Optional[ToolOutcome]]:
-    if name != RUN_PYTHON:
-        return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {RUN_PYTHON}\n", True)
+def _session_id(args: Mapping[str, Any]) -> str:
+    sid = args.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        raise _BadArguments("session_id is required and must be a string")
+    return sid
+
+
+def _cell_request(args: Mapping[str, Any]) -> Dict[str, Any]:
+    """A session cell for run_python's arguments with a session_id."""
+    req = _eval_request(args)
+    if req["stdin"] is not None or req["python_version"] is not None or req["network"]:
+        raise _BadArguments("stdin, python_version and network do not apply to a session's cell (set them at create_session)")
+    return {"session_id": _session_id(args), "code": args["code"], "files": req["files"][1:],
+            "timeout_seconds": req["timeout_seconds"]}
+
+
+def _create_request(args: Mapping[str, Any]) -> Dict[str, Any]:
+    version = args.get("python_version")
+    if version is not None and (not isinstance(version, str) or not _PYTHON_VERSION.match(version)):
+        raise _BadArguments(f"python_version {version!r} is not MAJOR.MINOR, e.g. 3.12")
+    idle = args.get("idle_timeout_seconds")
+    if idle is not None and (not isinstance(idle, int) or idle < 1):
+        raise _BadArguments("idle_timeout_seconds must be a positive integer")
+    return {"python_version": version, "idle_timeout_seconds": idle, "network": bool(args.get("network"))}
+
+
+def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Tuple[str, Dict[str, Any]]], Optional[ToolOutcome]]:
     try:
-        return _eval_request(_arguments(arguments)), None
+        args = _arguments(arguments)
+        if name == RUN_PYTHON and args.get("session_id") is not None:
+            return ("cell", _cell_request(args)), None
+        if name == RUN_PYTHON:
+            return ("eval", _eval_request(args)), None
+        if name == CREATE_SESSION:
+            return ("create", _create_request(args)), None
+        if name == CLOSE_SESSION:
+            return ("close", {"session_id": _session_id(args)}), None
     except _BadArguments as e:
         return None, ToolOutcome(f"error: {e}\n", True)
+    return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {', '.join(TOOLS)}\n", True)
+
+
+def _cell_outcome(r: CellResult) -> ToolOutcome:
+    text = render_result(r)
+    if r.result is not None:
+        text += f"value: {r.result}\n"
+    if r.session_ended:
+        text += "the session ended; create a new one to continue\n"
+    return ToolOutcome(text, _failed(r), r)
 
 
 def _outcome(result: ExecutionResult) -> ToolOutcome:
@@ -140,10 +186,22 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
     version, a Python exception) come back as an error outcome, not an
     exception; a server that cannot be reached raises TransportError."""
     request, refused = _prepare(name, arguments)
-    if refused is not None:
-        return refused
+    if refused is not None or request is None:
+        return refused or ToolOutcome("error: no request\n", True)
+    kind, req = request
     try:
-        return _outcome(client.eval(**request))
+        if kind == "eval":
+            return _outcome(client.eval(**req))
+        if kind == "create":
+            s = client.session(**req)
+            return ToolOutcome(f"session {s.id} started\n", False)
+        session = Session(client, req["session_id"])
+        if kind == "close":
+            session.close()
+            return ToolOutcome(f"session {session.id} closed\n", False)
+        for f in req["files"]:
+            session.upload(f["name"], f["content"].encode())
+        return _cell_outcome(session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
     except APIError as e:
         return ToolOutcome(f"error: {e.message}\n", True)
 
@@ -151,10 +209,22 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
 async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mapping[str, Any], None]) -> ToolOutcome:
     """run_tool for AsyncPyExec."""
     request, refused = _prepare(name, arguments)
-    if refused is not None:
-        return refused
+    if refused is not None or request is None:
+        return refused or ToolOutcome("error: no request\n", True)
+    kind, req = request
     try:
-        return _outcome(await client.eval(**request))
+        if kind == "eval":
+            return _outcome(await client.eval(**req))
+        if kind == "create":
+            s = await client.session(**req)
+            return ToolOutcome(f"session {s.id} started\n", False)
+        session = AsyncSession(client, session_id=req["session_id"])
+        if kind == "close":
+            await session.close()
+            return ToolOutcome(f"session {session.id} closed\n", False)
+        for f in req["files"]:
+            await session.upload(f["name"], f["content"].encode())
+        return _cell_outcome(await session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
     except APIError as e:
         return ToolOutcome(f"error: {e.message}\n", True)
 

@@ -52,8 +52,9 @@ def text(result) -> str:
 async def test_list_and_run(server, transport):
     async with SESSIONS[transport](server) as session:
         tools = (await session.list_tools()).tools
-        assert [t.name for t in tools] == ["run_python"]
-        assert tools[0].input_schema["required"] == ["code"]
+        assert sorted(t.name for t in tools) == ["close_session", "create_session", "run_python"]
+        run = next(t for t in tools if t.name == "run_python")
+        assert run.input_schema["required"] == ["code"]
 
         res = await session.call_tool("run_python", {"code": "print(sum(range(10)))"})
         assert not res.is_error

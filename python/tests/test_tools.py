@@ -25,11 +25,25 @@ def openai_call(args, as_object=False):
 
 
 def test_definitions_match_the_helper(px):
-    (tool,) = px.tools("openai")
-    params = tool["function"]["parameters"]
-    assert tool["function"]["name"] == RUN_PYTHON
+    tools = {t["function"]["name"]: t for t in px.tools("openai")}
+    assert set(tools) == {RUN_PYTHON, "create_session", "close_session"}
+    params = tools[RUN_PYTHON]["function"]["parameters"]
     assert params["required"] == ["code"]
-    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin"}
+    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin",
+                                         "session_id"}
+
+
+def test_session_tools(px):
+    created = run_tool(px, "create_session", {})
+    assert not created.is_error and created.text.startswith("session ses_")
+    sid = created.text.split()[1]
+    assert not run_tool(px, RUN_PYTHON, {"code": "x = 6", "session_id": sid}).is_error
+    out = run_tool(px, RUN_PYTHON, {"code": "x * int(open('n.txt').read())", "session_id": sid,
+                                    "files": [{"path": "n.txt", "content": "7"}]})
+    assert not out.is_error and "value: 42" in out.text
+    assert run_tool(px, RUN_PYTHON, {"code": "1", "session_id": sid, "stdin": "x"}).is_error
+    assert not run_tool(px, "close_session", {"session_id": sid}).is_error
+    assert run_tool(px, RUN_PYTHON, {"code": "x", "session_id": sid}).is_error
 
 
 def test_openai_dict_and_object(px):
