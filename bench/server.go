@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -34,14 +35,14 @@ func startServer(ctx context.Context, binary string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The environments under it are mounted into jails, whose user must
-	// be able to traverse it.
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil { // jails mount environments from below it
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
 	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
-		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn")
+		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn",
+		"--prepare-base=false")
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -124,4 +125,31 @@ func (s *server) rssBytes() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
+}
+
+// poolCounters reads the warm pool's counters from /metrics.
+func (s *server) poolCounters(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "pyexec_pool_") {
+			parts = append(parts, line)
+		}
+	}
+	if len(parts) == 0 {
+		return "off", nil
+	}
+	return strings.Join(parts, "; "), nil
 }

@@ -66,7 +66,7 @@ func (s *server) createSession(ctx context.Context, requirements string) (string
 	var out struct {
 		ID string `json:"session_id"`
 	}
-	b, err := s.post(ctx, "/api/v1/sessions", body, http.StatusCreated)
+	b, err := s.postJSON(ctx, "/api/v1/sessions", body, http.StatusCreated)
 	if err != nil {
 		return "", err
 	}
@@ -89,7 +89,7 @@ func (s *server) deleteSession(ctx context.Context, id string) {
 // in the cell is an error.
 func (s *server) cell(ctx context.Context, id, code string) ([]byte, error) {
 	body, _ := json.Marshal(map[string]any{"code": code})
-	b, err := s.post(ctx, "/api/v1/sessions/"+id+"/execute", body, http.StatusOK)
+	b, err := s.postJSON(ctx, "/api/v1/sessions/"+id+"/execute", body, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *server) cell(ctx context.Context, id, code string) ([]byte, error) {
 	return b, nil
 }
 
-func (s *server) post(ctx context.Context, path string, body []byte, want int) ([]byte, error) {
+func (s *server) postJSON(ctx context.Context, path string, body []byte, want int) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err

@@ -3,8 +3,9 @@
 // working with the same method names (ExecuteSync, ExecuteAsync,
 // GetExecution, KillExecution, WaitForCompletion, Eval, the Tar* helpers and
 // DetectEntrypoint), and adds what pyexec serves beside that API: live
-// events (Follow), the execution history (ListExecutions) and API keys
-// (WithAPIKey).
+// events (Follow), the execution history (ListExecutions), rich outputs
+// and the files an execution produced (ExecutionResult.Outputs, ListFiles,
+// DownloadFile) and API keys (WithAPIKey).
 //
 // A Client holds no mutable state after New and is safe for concurrent use.
 // Every non-2xx answer is returned as a *APIError carrying the status code

@@ -71,7 +71,7 @@ type SessionFile struct {
 
 func sessionPath(id string) string { return "/api/v1/sessions/" + url.PathEscape(id) }
 
-func filePath(id, p string) string {
+func sessionFilePath(id, p string) string {
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, s := range parts {
 		parts[i] = url.PathEscape(s)
@@ -151,7 +151,7 @@ func (c *Client) RestartSession(ctx context.Context, id string) (*Session, error
 
 // UploadSessionFile writes data to path in the session's workspace.
 func (c *Client) UploadSessionFile(ctx context.Context, id, path string, data []byte) error {
-	return c.call(ctx, http.MethodPut, filePath(id, path), data, "application/octet-stream", http.StatusCreated, nil)
+	return c.call(ctx, http.MethodPut, sessionFilePath(id, path), data, "application/octet-stream", http.StatusCreated, nil)
 }
 
 // ListSessionFiles lists the files of the session's workspace.
@@ -172,7 +172,7 @@ func (c *Client) DownloadSessionFile(ctx context.Context, id, path string) ([]by
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	req, err := c.newRequest(ctx, http.MethodGet, filePath(id, path), nil, "")
+	req, err := c.newRequest(ctx, http.MethodGet, sessionFilePath(id, path), nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (c *Client) DownloadSessionFile(ctx context.Context, id, path string) ([]by
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading the file: %w", filePath(id, path), err)
+		return nil, fmt.Errorf("GET %s: reading the file: %w", sessionFilePath(id, path), err)
 	}
 	return data, nil
 }

@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // ExecutionStatus is the state of an execution on the wire.
 type ExecutionStatus string
@@ -81,14 +84,20 @@ type Metadata struct {
 	Config *ExecutionConfig `json:"config,omitempty"`
 	// Lint asks for ruff's diagnostics (a pyexec addition).
 	Lint LintMode `json:"lint,omitempty"`
+
+	// Rich output and files (pyexec additions).
+	RichOptions
 }
 
 // CodeFile is one file of a SimpleExecRequest.
 type CodeFile struct {
 	// Name is the file's path in the workspace, e.g. "main.py".
 	Name string `json:"name"`
-	// Content is the file's text.
+	// Content is the file's text, or with Encoding "base64" the base64
+	// of its bytes (see BinaryFile).
 	Content string `json:"content"`
+	// Encoding is "" or "utf-8" for text, "base64" for binary data.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // SimpleExecRequest is the JSON body of Eval: code as text, no archive.
@@ -112,6 +121,9 @@ type SimpleExecRequest struct {
 	RequirementsTxt string `json:"requirements_txt,omitempty"`
 	// Lint asks for ruff's diagnostics (a pyexec addition).
 	Lint LintMode `json:"lint,omitempty"`
+
+	// Rich output and files (pyexec additions).
+	RichOptions
 }
 
 // ExecutionResult is the state and outcome of one execution.
@@ -162,6 +174,19 @@ type ExecutionResult struct {
 	Lint []Diagnostic `json:"lint,omitempty"`
 	// CreatedAt is when the server accepted the execution.
 	CreatedAt *time.Time `json:"created_at,omitempty"`
+
+	// Outputs are the rich outputs in order: display() calls, matplotlib
+	// figures and the bundle of the last expression. A pyexec addition.
+	Outputs []Output `json:"outputs,omitempty"`
+	// OutputsTruncated reports outputs left out for size.
+	OutputsTruncated bool `json:"outputs_truncated,omitempty"`
+	// Results is the JSON of the script's top-level results dict.
+	Results json.RawMessage `json:"results,omitempty"`
+	// Files are the files the run created or changed (or those matching
+	// Collect), downloadable with DownloadFile.
+	Files []FileInfo `json:"files,omitempty"`
+	// FilesOmitted counts files left out by the server's caps.
+	FilesOmitted int `json:"files_omitted,omitempty"`
 }
 
 // HealthStatus is the answer of GET /health.
@@ -204,6 +229,9 @@ const (
 	// EventInstall carries a line of installer progress while the
 	// execution's dependency environment is built.
 	EventInstall EventType = "install"
+	// EventDisplay carries a rich output as it happens: Data is the JSON
+	// of an Output (see Event.Output).
+	EventDisplay EventType = "display"
 )
 
 // Event is one live event of an execution. Seq starts at 1 and has no gaps.

@@ -12,8 +12,9 @@ import (
 
 func newEvalCmd() *cobra.Command {
 	var (
-		python   string
-		noResult bool
+		python     string
+		noResult   bool
+		outputsDir string
 	)
 	cmd := newClientCmd("eval [code]", "Evaluate Python code and print the value of its last expression", cobra.MaximumNArgs(1),
 		func(cmd *cobra.Command, args []string) (int, error) {
@@ -31,7 +32,8 @@ func newEvalCmd() *cobra.Command {
 			if err != nil {
 				return exitClientError, err
 			}
-			res, err := o.newClient().Eval(cmd.Context(), &client.SimpleExecRequest{
+			c := o.newClient()
+			res, err := c.Eval(cmd.Context(), &client.SimpleExecRequest{
 				Code:          code,
 				Config:        o.config(),
 				PythonVersion: python,
@@ -40,7 +42,8 @@ func newEvalCmd() *cobra.Command {
 			if err != nil {
 				return exitClientError, err
 			}
-			return printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, !noResult)
+			status, err := printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, !noResult)
+			return finishRich(cmd.Context(), c, cmd.ErrOrStderr(), res, o, outputsDir, status, err)
 		})
 	cmd.Long = `Run code given as an argument or on stdin. If its last statement is an
 expression with a value other than None, that value's repr is printed after
@@ -50,6 +53,7 @@ the program's stdout (with -q, instead of it).`
   pyexec eval --no-result 'print("hello"); 42'`
 	cmd.Flags().StringVar(&python, "python", "", `Python version, e.g. "3.12" (default: the server's)`)
 	cmd.Flags().BoolVar(&noResult, "no-result", false, "do not evaluate the last expression; just run the code")
+	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the images (output-N.png) and files the code produced in this directory")
 	return cmd
 }
 

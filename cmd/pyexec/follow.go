@@ -76,6 +76,12 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 			if !o.quiet {
 				io.WriteString(stderr, ev.Data)
 			}
+		case client.EventDisplay:
+			if out, err := ev.Output(); err == nil && !o.quiet {
+				if note := outputNote(out); note != "" {
+					fmt.Fprintln(stderr, note)
+				}
+			}
 		}
 	}
 	prog.Stop()
@@ -92,6 +98,7 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 	case o.verbose:
 		fmt.Fprintf(stderr, "---\nStatus: %s\nDuration: %dms\n", res.Status, res.DurationMs)
 	}
+	fileNotes(stderr, res)
 	return code, resultError(res)
 }
 

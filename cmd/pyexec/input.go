@@ -20,6 +20,7 @@ type runFlags struct {
 	entrypoint   string
 	requirements string
 	env          []string
+	collect      []string
 }
 
 // add defines the flags on cmd.
@@ -29,6 +30,7 @@ func (f *runFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.entrypoint, "entrypoint", "", "file to run (default: main.py, __main__.py, else the first .py file)")
 	fs.StringVar(&f.requirements, "requirements", "", "path of a requirements.txt to install first")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable VAR=value, or VAR to pass the local value (repeatable)")
+	fs.StringArrayVar(&f.collect, "collect", nil, "return only the files matching this glob, e.g. 'out/*.csv' (repeatable; default every file the run wrote)")
 	_ = cmd.MarkFlagFilename("requirements", "txt") // fails only for an unknown flag name
 	_ = cmd.MarkFlagFilename("file")
 }
@@ -155,6 +157,7 @@ func buildExecution(cmd *cobra.Command, args []string, f *runFlags, o clientOpti
 		ScriptArgs:  scriptArgs,
 		Config:      o.config(),
 	}
+	meta.Collect = f.collect
 	if f.requirements != "" {
 		req, err := os.ReadFile(f.requirements)
 		if err != nil {

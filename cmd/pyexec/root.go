@@ -20,6 +20,7 @@ func commands() []func() *cobra.Command {
 		newKillCmd,
 		newEvalCmd,
 		newExecutionsCmd,
+		newFilesCmd,
 		newServeCmd,
 		newEnvCmd,
 		newLintCmd,

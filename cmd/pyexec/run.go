@@ -12,7 +12,10 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var f runFlags
+	var (
+		f          runFlags
+		outputsDir string
+	)
 	cmd := newClientCmd("run [file|dir|x.tar] [-- args...]", "Run Python code on the server and print its output", cobra.ArbitraryArgs,
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
@@ -40,7 +43,8 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return exitClientError, err
 			}
-			return printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, false)
+			code, err := printResult(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, o, false)
+			return finishRich(cmd.Context(), c, cmd.ErrOrStderr(), res, o, outputsDir, code, err)
 		})
 	cmd.Long = `Upload code, run it and wait for the result. The program's stdout and
 stderr are printed on the matching streams, and pyexec exits with its exit
@@ -50,11 +54,18 @@ installation of dependencies; elsewhere the result is printed at the end.
 
 The code is taken, in this order, from --file flags, a .tar archive, a
 directory, a single file, or stdin (run as main.py). Arguments after "--"
-go to the script.`
+go to the script.
+
+Rich outputs (plots, tables, display()) and the files the run wrote are
+noted on stderr, one line each, unless -q; --outputs-dir saves them, and
+"pyexec files ID" lists and downloads the files later.`
 	cmd.Example = `  echo 'print("hi")' | pyexec run -q
   pyexec run script.py -e API_KEY -e DEBUG=1 -- --input data.csv
-  pyexec run ./project --entrypoint app.py --requirements requirements.txt`
+  pyexec run ./project --entrypoint app.py --requirements requirements.txt
+  pyexec run plot.py --collect 'out/*.csv' --outputs-dir results/`
 	f.add(cmd)
+	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the run's images (output-N.png) and files (by their paths) in this directory")
+	_ = cmd.MarkFlagDirname("outputs-dir")
 	return cmd
 }
 

@@ -83,6 +83,8 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	} else if n > 0 {
 		log.Info("removed jails left by a previous run", "count", n)
 	}
+	// Closed last: wait until every jail removed in the background is gone.
+	s.closers = append(s.closers, func() error { jails.Wait(); return nil })
 	var runner engine.Runner = jails
 	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
 		s.pool = pool.New(jails, poolConfig(cfg, log))
@@ -104,6 +106,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
 		Jails:        jails,
+		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 	}
@@ -200,5 +203,7 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 		},
+		MaxFiles:     cfg.MaxCollectFiles,
+		MaxFileBytes: cfg.MaxCollectBytes,
 	}
 }

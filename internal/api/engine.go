@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/pyenv"
@@ -29,6 +30,11 @@ type Engine interface {
 	// Lint checks files with ruff without running them; nil rules are the
 	// server's.
 	Lint(ctx context.Context, files []engine.File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error)
+	// ListFiles returns the files an execution produced.
+	ListFiles(ctx context.Context, id string) ([]engine.FileInfo, error)
+	// OpenFile opens one of them by its listed path; engine.ErrFileNotFound
+	// when the execution has no such file.
+	OpenFile(ctx context.Context, id, path string) (io.ReadCloser, engine.FileInfo, error)
 	// Stats is a snapshot of the engine's load.
 	Stats() engine.Stats
 }

@@ -16,8 +16,9 @@ const maxEvalCodeBytes = 100 << 10
 
 // EvalFile is one file of an eval request.
 type EvalFile struct {
-	Name    string `json:"name" example:"helper.py"`
-	Content string `json:"content"`
+	Name     string `json:"name" example:"helper.py"`
+	Content  string `json:"content"`
+	Encoding string `json:"encoding,omitempty" enum:"utf-8,base64" doc:"How content is written: utf-8 text (the default) or base64 of the raw bytes (binary data files)"`
 }
 
 // EvalRequest is the JSON body of POST /api/v1/eval. Unknown fields are
@@ -32,6 +33,11 @@ type EvalRequest struct {
 	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
 	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content; \"-\" turns off import auto-detection"`
 	Lint            LintMode    `json:"lint,omitempty"`
+
+	DataFrames   map[string]string `json:"dataframes,omitempty" doc:"Variables to load with pandas before the code runs: name → one of the uploaded files (CSV, TSV, JSON, Parquet, Excel)" example:"{\"df\":\"data.csv\"}"`
+	Collect      []string          `json:"collect,omitempty" doc:"Glob patterns (path.Match, relative to the workspace) of the files to return as artifacts; default every file the run created or changed" example:"[\"out/*.csv\",\"*.png\"]"`
+	FigureFormat string            `json:"figure_format,omitempty" enum:"png,svg" doc:"Format of matplotlib figures in outputs; default png"`
+	MaxRows      int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs (the rest is cut and flagged); 0 means the server default"`
 }
 
 // evalInput is the eval body, read whole and decoded by decodeJSON so that
@@ -89,12 +95,14 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 		EvalLastExpr:  body.EvalLastExpr,
 		Lint:          body.Lint,
 		Config:        body.Config,
+		Rich:          richOptions{body.DataFrames, body.Collect, body.FigureFormat, body.MaxRows},
 	})
 }
 
 // sourceFiles are the files of an eval or lint body: files win over code
-// (which becomes main.py), and the code, summed over files, is capped at
-// 100 KiB.
+// (which becomes main.py), and the code, summed over the text files, is
+// capped at 100 KiB; base64 files are decoded and fall under the archive
+// caps instead.
 func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *fileSet, error) {
 	if len(sources) == 0 {
 		if code == "" {
@@ -102,18 +110,12 @@ func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *f
 		}
 		sources = []EvalFile{{Name: defaultEntrypoint, Content: code}}
 	}
-	total := 0
-	for _, f := range sources {
-		total += len(f.Content)
-	}
-	if total > maxEvalCodeBytes {
-		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", total, maxEvalCodeBytes)
-	}
 	if len(sources) > s.limits.Archive.MaxFiles {
 		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
 	}
 	set := newFileSet()
 	files := make([]engine.File, len(sources))
+	var text, data int64 // text bytes (the code cap) and decoded binary bytes (the archive caps)
 	for i, f := range sources {
 		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
 		name, err := cleanPath(f.Name, what)
@@ -123,7 +125,21 @@ func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *f
 		if err := set.add(name, what); err != nil {
 			return nil, nil, err
 		}
-		files[i] = engine.File{Path: name, Data: []byte(f.Content), Mode: 0o644}
+		content, err := fileContent(f, fmt.Sprintf("files[%d]", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		if f.Encoding == encodingBase64 {
+			if err := s.limits.Archive.checkBinary(name, int64(len(content)), &data); err != nil {
+				return nil, nil, err
+			}
+		} else {
+			text += int64(len(content))
+		}
+		files[i] = engine.File{Path: name, Data: content, Mode: 0o644}
+	}
+	if text > maxEvalCodeBytes {
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", text, maxEvalCodeBytes)
 	}
 	return files, set, nil
 }

@@ -23,8 +23,8 @@ const ndjsonType = "application/x-ndjson"
 // line.
 type Event struct {
 	Seq  uint64    `json:"seq" doc:"Starts at 1, no gaps; resume with Last-Event-ID or ?after="`
-	Type string    `json:"type" enum:"status,stdout,stderr,install"`
-	Data string    `json:"data" doc:"Output text, the new status (the last status event is final), or a line of installer progress while the execution's environment is built"`
+	Type string    `json:"type" enum:"status,stdout,stderr,install,display"`
+	Data string    `json:"data" doc:"Output text, the new status (the last status event is final), a line of installer progress while the execution's environment is built, or for display the JSON of an Output"`
 	Time time.Time `json:"time"`
 }
 

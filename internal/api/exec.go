@@ -116,5 +116,6 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 		PythonVersion: version,
 		Lint:          up.meta.Lint,
 		Config:        up.meta.Config,
+		Rich:          richOptions{up.meta.DataFrames, up.meta.Collect, up.meta.FigureFormat, up.meta.MaxRows},
 	})
 }

@@ -23,6 +23,11 @@ type Metadata struct {
 	EnvVars         []string    `json:"env_vars,omitempty" doc:"KEY=value pairs" example:"[\"DEBUG=1\"]"`
 	ScriptArgs      []string    `json:"script_args,omitempty"`
 	Config          *ExecConfig `json:"config,omitempty"`
+
+	DataFrames   map[string]string `json:"dataframes,omitempty" doc:"Variables to load with pandas before the code runs: name → one of the uploaded files (CSV, TSV, JSON, Parquet, Excel)" example:"{\"df\":\"data.csv\"}"`
+	Collect      []string          `json:"collect,omitempty" doc:"Glob patterns (path.Match, relative to the workspace) of the files to return as artifacts; default every file the run created or changed" example:"[\"out/*.csv\",\"*.png\"]"`
+	FigureFormat string            `json:"figure_format,omitempty" enum:"png,svg" doc:"Format of matplotlib figures in outputs; default png"`
+	MaxRows      int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs (the rest is cut and flagged); 0 means the server default"`
 }
 
 // upload is a decoded multipart request: the project files, the set of

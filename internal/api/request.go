@@ -50,6 +50,7 @@ type runSpec struct {
 	EvalLastExpr  bool
 	Lint          LintMode
 	Config        *ExecConfig
+	Rich          richOptions
 }
 
 // request checks spec against the server's limits and builds the
@@ -87,6 +88,7 @@ func (l *limits) request(ctx context.Context, files []engine.File, set *fileSet,
 		Caller:        caller.Name,
 		ClientAddr:    caller.Addr,
 	}
+	spec.Rich.apply(&req)
 	if err := l.applyConfig(&req, spec.Config); err != nil {
 		return engine.Request{}, err
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -32,6 +33,12 @@ type ExecutionResult struct {
 	Warnings        []string         `json:"warnings,omitempty" doc:"Policy warnings, and detected imports that were not installed"`
 	Lint            []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
 	CreatedAt       time.Time        `json:"created_at"`
+
+	Outputs          []Output        `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
+	OutputsTruncated bool            `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
+	Results          json.RawMessage `json:"results,omitempty" doc:"The script's top-level results dict, as JSON"`
+	Files            []FileInfo      `json:"files,omitempty" doc:"Files the run created or changed (or those matching collect), stored as artifacts"`
+	FilesOmitted     int             `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
 }
 
 // newResult encodes an engine record for the wire. Timestamps are cut to
@@ -60,6 +67,12 @@ func newResult(e *engine.Execution) ExecutionResult {
 		PythonVersion:   e.PythonVersion,
 		Warnings:        e.Warnings,
 		CreatedAt:       e.CreatedAt.Truncate(time.Microsecond),
+
+		Outputs:          newOutputs(e.Outputs),
+		OutputsTruncated: e.OutputsTruncated,
+		Results:          e.Results,
+		Files:            newFiles(e.Files),
+		FilesOmitted:     e.FilesOmitted,
 	}
 	if len(e.Lint) > 0 {
 		r.Lint = newDiagnostics(e.Lint)

@@ -134,6 +134,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerEvents(hapi)
 	s.registerLint(hapi)
 	s.registerTools(hapi)
+	s.registerFiles(hapi)
 	if se, ok := eng.(SessionEngine); ok {
 		s.registerSessions(hapi, mux, se)
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	MaxArchiveFileBytes int64 // bytes of one file in an uploaded tar
 	MaxArchiveBytes     int64 // bytes of all files in an uploaded tar
 
+	MaxCollectFiles int   // files kept from one execution (artifacts)
+	MaxCollectBytes int64 // bytes of all files kept from one execution
+
 	LogLevel  string // debug, info, warn, error
 	LogFormat string // text or json
 
@@ -95,6 +98,8 @@ func Default() Config {
 		MaxArchiveFiles:     1000,
 		MaxArchiveFileBytes: 10 << 20,
 		MaxArchiveBytes:     50 << 20,
+		MaxCollectFiles:     100,
+		MaxCollectBytes:     64 << 20,
 		LogLevel:            "info",
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),

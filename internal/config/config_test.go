@@ -55,7 +55,7 @@ func TestResolvePrecedence(t *testing.T) {
 			env: map[string]string{
 				"PYEXEC_PORT": "9090", "PYEXEC_DEFAULT_TIMEOUT": "45", "PYEXEC_RECORD_TTL": "2h",
 				"PYEXEC_ALLOW_NETWORK": "true", "PYEXEC_API_KEYS": "ci:" + goodKey + ",other:" + goodKey + "x",
-				"PYEXEC_MAX_OUTPUT_BYTES": "2MiB",
+				"PYEXEC_MAX_OUTPUT_BYTES": "2MiB", "PYEXEC_MAX_COLLECT_FILES": "7", "PYEXEC_MAX_COLLECT_BYTES": "5MiB",
 			},
 			check: func(t *testing.T, c Config) {
 				if c.Port != 9090 || c.DefaultTimeout != 45*time.Second || c.RecordTTL != 2*time.Hour {
@@ -63,6 +63,9 @@ func TestResolvePrecedence(t *testing.T) {
 				}
 				if !c.AllowNetwork || len(c.APIKeys) != 2 || c.MaxOutputBytes != 2<<20 {
 					t.Errorf("network %v keys %v output %d", c.AllowNetwork, c.APIKeys, c.MaxOutputBytes)
+				}
+				if c.MaxCollectFiles != 7 || c.MaxCollectBytes != 5<<20 {
+					t.Errorf("collect limits %d files %d bytes, want 7 and 5 MiB", c.MaxCollectFiles, c.MaxCollectBytes)
 				}
 			},
 		},
@@ -161,6 +164,8 @@ func TestValidate(t *testing.T) {
 		{"zero body", func(c *Config) { c.MaxBodyMB = 0 }, "PYEXEC_MAX_BODY_MB: must be at least 1, got 0"},
 		{"archive total below per file", func(c *Config) { c.MaxArchiveBytes = 10 },
 			"PYEXEC_MAX_ARCHIVE_BYTES: must be at least PYEXEC_MAX_ARCHIVE_FILE_BYTES (10485760), got 10"},
+		{"no artifacts", func(c *Config) { c.MaxCollectFiles = 0 }, "PYEXEC_MAX_COLLECT_FILES: must be at least 1, got 0"},
+		{"no artifact bytes", func(c *Config) { c.MaxCollectBytes = 0 }, "PYEXEC_MAX_COLLECT_BYTES: must be at least 1, got 0"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, `PYEXEC_LOG_LEVEL: must be debug, info, warn or error, got "loud"`},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `PYEXEC_LOG_FORMAT: must be text or json, got "xml"`},
 		{"short key", func(c *Config) { c.APIKeys = []string{"ci:short"} },

@@ -83,6 +83,10 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("max-archive-file-bytes", "size limit of one file in an uploaded tar")
 	fs.Var(sizeValue{&c.MaxArchiveBytes}, "max-archive-bytes", "")
 	add("max-archive-bytes", "size limit of all files in an uploaded tar")
+	fs.IntVar(&c.MaxCollectFiles, "max-collect-files", c.MaxCollectFiles, "")
+	add("max-collect-files", "files an execution may leave behind as downloadable artifacts; more are counted in files_omitted")
+	fs.Var(sizeValue{&c.MaxCollectBytes}, "max-collect-bytes", "")
+	add("max-collect-bytes", "size limit of all artifacts of one execution")
 
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "")
 	add("log-level", "debug, info, warn or error")

@@ -90,6 +90,12 @@ func (c *Config) Validate() error {
 	if c.MaxArchiveBytes < c.MaxArchiveFileBytes {
 		bad("PYEXEC_MAX_ARCHIVE_BYTES", "must be at least PYEXEC_MAX_ARCHIVE_FILE_BYTES (%d), got %d", c.MaxArchiveFileBytes, c.MaxArchiveBytes)
 	}
+	if c.MaxCollectFiles < 1 {
+		bad("PYEXEC_MAX_COLLECT_FILES", "must be at least 1, got %d", c.MaxCollectFiles)
+	}
+	if c.MaxCollectBytes < 1 {
+		bad("PYEXEC_MAX_COLLECT_BYTES", "must be at least 1, got %d", c.MaxCollectBytes)
+	}
 
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -30,6 +30,9 @@ func BaseEnv() []string {
 	return []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + sandbox.WorkDir,
+		// Library caches (fontconfig, matplotlib) go to /tmp, so that they
+		// are not collected as files the run produced.
+		"XDG_CACHE_HOME=/tmp/.cache",
 		"LANG=C.UTF-8",
 		"PYTHONUNBUFFERED=1",
 		"PYTHONDONTWRITEBYTECODE=1",

@@ -15,6 +15,7 @@ type kind struct {
 	want     int // target number of ready jails
 	lastUsed time.Time
 	failed   int64
+	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
 }
 
@@ -63,38 +64,75 @@ func kick(c chan struct{}) {
 }
 
 // refiller keeps k at its wanted size until the pool closes or the kind
-// is retired.
+// is retired. Builds run concurrently, at most one per CPU over the whole
+// pool (p.builds), so that a burst refills in parallel.
 func (p *Pool) refiller(k *kind) {
 	defer p.wg.Done()
 	for {
 		for p.needs(k) {
-			w, err := startWarm(p.ctx, p.jails, k.spec)
-			p.mu.Lock()
-			k.building--
-			if err != nil {
-				k.failed++
-				p.warm--
-				p.mu.Unlock()
-				p.cfg.Logger.Warn("building a warm jail", "python", describe(k.spec), "err", err)
-				select {
-				case <-p.ctx.Done():
-					return
-				case <-time.After(time.Second): // do not spin on a broken kind
-				}
-				continue
+			select {
+			case p.builds <- struct{}{}:
+			case <-p.ctx.Done():
+				p.unreserve(k)
+				return
 			}
-			k.ready = append(k.ready, w)
-			p.mu.Unlock()
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				defer func() { <-p.builds }()
+				p.build(k)
+			}()
 		}
 		select {
 		case <-p.ctx.Done():
 			return
-		case _, ok := <-k.refill:
-			if !ok {
-				return
-			}
+		case <-k.refill:
+		}
+		p.mu.Lock()
+		retired := k.retired
+		p.mu.Unlock()
+		if retired {
+			return
 		}
 	}
+}
+
+// build makes one warm jail for k (its place was reserved by needs).
+func (p *Pool) build(k *kind) {
+	w, err := startWarm(p.ctx, p.jails, k.spec)
+	if err != nil {
+		p.unreserve(k)
+		p.mu.Lock()
+		k.failed++
+		p.mu.Unlock()
+		if p.ctx.Err() == nil {
+			p.cfg.Logger.Warn("building a warm jail", "python", describe(k.spec), "err", err)
+			select {
+			case <-p.ctx.Done():
+			case <-time.After(time.Second): // do not spin on a broken kind
+			}
+			kick(k.refill)
+		}
+		return
+	}
+	p.mu.Lock()
+	k.building--
+	if p.ctx.Err() != nil || k.want == 0 {
+		p.warm--
+		p.mu.Unlock()
+		w.discard()
+		return
+	}
+	k.ready = append(k.ready, w)
+	p.mu.Unlock()
+}
+
+// unreserve gives back a place needs reserved.
+func (p *Pool) unreserve(k *kind) {
+	p.mu.Lock()
+	k.building--
+	p.warm--
+	p.mu.Unlock()
 }
 
 // needs reports (and reserves) whether k should build one more jail.
@@ -141,7 +179,8 @@ func (p *Pool) janitor() {
 			k.ready = nil
 			if k.building == 0 {
 				delete(p.kinds, key)
-				close(k.refill)
+				k.retired = true
+				kick(k.refill)
 			}
 		}
 		p.mu.Unlock()
@@ -149,7 +188,7 @@ func (p *Pool) janitor() {
 			w.discard()
 		}
 		for _, k := range p.snapshot() {
-			kick(k.refill)
+			kick(k.refill) // replace what died
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 type Jails interface {
 	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
 	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
+	Release(j *sandbox.Jail)
 }
 
 var _ Jails = (*sandbox.Manager)(nil)
@@ -81,13 +83,16 @@ type Pool struct {
 	kinds map[string]*kind
 	warm  int // warm jails of all kinds, ready or being built
 
+	builds chan struct{} // bounds warm jails being built at once
+
 	hits, misses, cold atomic.Int64
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
 func New(jails Jails, cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{}}
+	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{},
+		builds: make(chan struct{}, runtime.NumCPU())}
 	p.wg.Add(1)
 	go p.janitor()
 	return p
@@ -138,7 +143,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return p.jails.Run(ctx, spec, out)
 	}
 	p.hits.Add(1)
-	defer w.jail.Close()
+	defer p.jails.Release(w.jail)
 	return w.run(ctx, spec, request, out)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // TestMain lets the test binary serve as the jail's init, as the pyexec
@@ -16,7 +17,12 @@ func TestMain(m *testing.M) {
 	}
 	mountsBefore, _ := os.ReadFile("/proc/self/mountinfo")
 	code := m.Run()
+	// Jails are removed in the background (Manager.Release): give the
+	// last ones a moment.
 	left := leftovers()
+	for deadline := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = leftovers() {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if mountsAfter, _ := os.ReadFile("/proc/self/mountinfo"); string(mountsAfter) != string(mountsBefore) {
 		left = append(left, "host mount table changed during the suite")
 	}

@@ -47,12 +47,13 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 
 	limits := spec.Limits.WithDefaults()
 	p := &Process{
-		j:      j,
-		ctx:    ctx,
-		r:      &runState{limits: limits, stop: make(chan struct{})},
-		rearm:  make(chan Limits),
-		done:   make(chan struct{}),
-		exitCh: make(chan exitInfo, 1),
+		j:        j,
+		ctx:      ctx,
+		r:        &runState{limits: limits, stop: make(chan struct{})},
+		rearm:    make(chan Limits),
+		done:     make(chan struct{}),
+		released: make(chan struct{}),
+		exitCh:   make(chan exitInfo, 1),
 	}
 	j.mu.Lock()
 	j.proc = p
@@ -130,9 +131,10 @@ type Process struct {
 	exitCh                  chan exitInfo
 	rearm                   chan Limits
 
-	done   chan struct{} // closed when the jail is gone and res is final
-	res    Result
-	sendMu sync.Mutex
+	done     chan struct{} // closed when every process is gone and res is final
+	released chan struct{} // closed when the cgroup is removed too
+	res      Result
+	sendMu   sync.Mutex
 }
 
 // failed ends a Process that never started its payload.
@@ -140,6 +142,7 @@ func (p *Process) failed(err error) *Process {
 	p.j.kill()
 	p.res = Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}
 	close(p.done)
+	close(p.released)
 	return p
 }
 
@@ -187,13 +190,17 @@ func (p *Process) finish(wall time.Duration) {
 			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", p.col.err)
 		}
 	}
-	j.releaseCgroup()
 	p.res = res
+	// Every process of the jail is gone by now (init's exit waits for the
+	// whole pid namespace), so the Result is final; removing the cgroup is
+	// only cleanup, which Jail.Close waits for.
 	close(p.done)
+	j.releaseCgroup()
+	close(p.released)
 }
 
-// Wait blocks until the payload has ended and its jail is gone, and
-// returns the Result.
+// Wait blocks until the payload has ended and every process of its jail
+// is gone, and returns the Result.
 func (p *Process) Wait() Result {
 	<-p.done
 	return p.res

@@ -24,6 +24,7 @@ type Manager struct {
 	cgroups  cgroupDriver // nil when cgroups are disabled or in unsafe mode
 	userns   bool         // the server is not root: jails get a user namespace
 	log      *slog.Logger
+	releases sync.WaitGroup
 }
 
 var _ Runner = (*Manager)(nil)
@@ -93,9 +94,25 @@ func (m *Manager) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, e
 	if err != nil {
 		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
 	}
-	defer j.Close()
+	defer m.Release(j)
 	return j.Run(ctx, spec, out)
 }
+
+// Release closes j in the background: every process of it is already gone
+// once its payload's Result is known, and the caller need not wait for the
+// kernel to remove the cgroup. Wait waits for every release.
+func (m *Manager) Release(j *Jail) {
+	m.releases.Add(1)
+	go func() {
+		defer m.releases.Done()
+		if err := j.Close(); err != nil {
+			m.log.Warn("removing a jail", "jail", j.id, "err", err)
+		}
+	}()
+}
+
+// Wait blocks until every jail given to Release is removed.
+func (m *Manager) Wait() { m.releases.Wait() }
 
 // Jail is a started jail whose init waits for its one payload. A warm pool
 // keeps prepared jails and hands each to exactly one Run.
@@ -329,7 +346,7 @@ func (j *Jail) Close() error {
 	p := j.proc
 	j.mu.Unlock()
 	if p != nil {
-		<-p.done // its teardown reads the cgroup before releasing it
+		<-p.released // its teardown reads the cgroup, then removes it
 	}
 	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW} {
 		if f != nil {

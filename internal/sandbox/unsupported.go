@@ -55,6 +55,12 @@ func (p *Process) Wait() Result {
 	return Result{Status: StatusSetupError, Reason: ErrUnsupported.Error()}
 }
 
+// Release does nothing.
+func (m *Manager) Release(*Jail) {}
+
+// Wait does nothing.
+func (m *Manager) Wait() {}
+
 // Close does nothing.
 func (j *Jail) Close() error { return nil }
 
