@@ -54,6 +54,10 @@ func run() int {
 		!add(throughput(ctx, srv, python, *total, []int{1, 2, 8, 32})) {
 		return 1
 	}
+	sessionRows, notes, err := sessionCells(ctx, srv, *n)
+	if !add(sessionRows, err) {
+		return 1
+	}
 	// The DataFrame scenario needs PyPI for pandas: without it, the
 	// report says so and goes on.
 	if r, err := latencyFrameHTML(ctx, srv, max(5, *n/5)); err != nil {
@@ -74,6 +78,9 @@ func run() int {
 
 	fmt.Printf("pyexec benchmark — %s, interpreter %s, %d iterations\n\n", time.Now().UTC().Format(time.RFC3339), python, *n)
 	fmt.Println(renderTable(rows))
+	for _, note := range notes {
+		fmt.Println("note: " + note)
+	}
 	fmt.Printf("\nserver RSS after the run: %.1f MiB\n", float64(mem)/(1<<20))
 	fmt.Printf("warm pool: %s\n", pool)
 	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))

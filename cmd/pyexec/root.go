@@ -25,6 +25,8 @@ func commands() []func() *cobra.Command {
 		newEnvCmd,
 		newLintCmd,
 		newMCPCmd,
+		newSessionCmd,
+		newReplCmd,
 	}
 }
 

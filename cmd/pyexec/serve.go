@@ -89,6 +89,7 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
+	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats))
 	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err

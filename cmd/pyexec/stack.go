@@ -105,6 +105,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
 		Driver:       engine.RunnerDriver{},
+		Jails:        jails,
 		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
@@ -196,7 +197,13 @@ func engineConfig(cfg config.Config) engine.Config {
 		DefaultDiskBytes:   int64(cfg.DefaultDiskMB) << 20,
 		MaxDiskBytes:       int64(cfg.MaxDiskMB) << 20,
 		OutputBytes:        cfg.MaxOutputBytes,
-		MaxFiles:           cfg.MaxCollectFiles,
-		MaxFileBytes:       cfg.MaxCollectBytes,
+		Sessions: engine.SessionConfig{
+			Max: cfg.Sessions.Max, MaxPerCaller: cfg.Sessions.MaxPerKey,
+			DefaultIdle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
+			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
+			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
+		},
+		MaxFiles:     cfg.MaxCollectFiles,
+		MaxFileBytes: cfg.MaxCollectBytes,
 	}
 }

@@ -135,6 +135,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerLint(hapi)
 	s.registerTools(hapi)
 	s.registerFiles(hapi)
+	if se, ok := eng.(SessionEngine); ok {
+		s.registerSessions(hapi, mux, se)
+	}
 	registerDocs(mux)
 	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
 	mux.Handle(mcpPath, s.mcpHandler(mux))

@@ -68,6 +68,8 @@ type Config struct {
 
 	// Envs configures dependency environments and lint.
 	Envs Envs
+	// Sessions configures stateful sessions.
+	Sessions Sessions
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -101,6 +103,7 @@ func Default() Config {
 		LogLevel:            "info",
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
+		Sessions:            defaultSessions(),
 	}
 }
 

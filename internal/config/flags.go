@@ -94,6 +94,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("log-format", "text or json")
 
 	c.Envs.bind(fs)
+	c.Sessions.bind(fs)
 }
 
 // describe sets the usage of the flag name just added to fs and records

@@ -109,6 +109,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.validateEnvs(bad)
+	c.validateSessions(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

@@ -47,6 +47,8 @@ type Config struct {
 	// KillWait bounds how long Kill waits for the node running an
 	// execution to stop it and record the outcome. Default 10s.
 	KillWait time.Duration
+	// Sessions configures stateful sessions (session_types.go).
+	Sessions SessionConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -84,6 +86,7 @@ func (c Config) withDefaults() Config {
 		c.FlushBytes = 32 << 10
 	}
 	setDur(&c.KillWait, 10*time.Second)
+	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
 
@@ -107,6 +110,9 @@ func (c Config) validate() error {
 		if ch.bad {
 			return fmt.Errorf("engine config: %s", ch.msg)
 		}
+	}
+	if err := c.Sessions.validate(); err != nil {
+		return fmt.Errorf("engine config: %w", err)
 	}
 	return nil
 }

@@ -85,7 +85,9 @@ type Deps struct {
 	Linter Linter
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
-	Logger    *slog.Logger // nil discards
+	// Jails hosts sessions; nil refuses them (ErrSessionsDisabled).
+	Jails  Jails
+	Logger *slog.Logger // nil discards
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
 	OnFinish func(Execution)

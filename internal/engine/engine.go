@@ -29,6 +29,7 @@ type Engine struct {
 	mu     sync.Mutex
 	owned  map[string]*owner // executions this node runs or holds
 	closed bool
+	sess   *sessions // this node's live sessions (session*.go)
 }
 
 // Stats is a snapshot of this node's load.
@@ -66,6 +67,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
+		sess:       newSessions(),
 	}, nil
 }
 
@@ -80,10 +82,14 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine: reading queue depth: %w", err)
 	}
 	e.adm.setQueued(int(depth))
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go func() {
 		defer e.wg.Done()
 		e.dispatch(e.stopping)
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.reapSessions(e.stopping)
 	}()
 	return nil
 }

@@ -24,6 +24,8 @@ func (h *handlers) tools() []tool {
 		{def: lintPythonTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.lintPython) }},
 		{def: listFilesTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listFiles) }},
 		{def: readFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readFile) }},
+		{def: createSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.createSession) }},
+		{def: closeSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.closeSession) }},
 	}
 }
 

@@ -62,7 +62,7 @@ func newRealServer(t *testing.T, keys ...string) *httptest.Server {
 		t.Fatal(err)
 	}
 	eng, err := engine.New(engine.Config{Concurrency: 2, QueueSize: 2, DefaultTimeout: 20 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
+		engine.Deps{Store: st, Runner: jails, Jails: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +169,29 @@ func TestRealEngine(t *testing.T) {
 
 			t.Run("lists run_python", func(t *testing.T) {
 				res, err := cs.ListTools(ctx, nil)
-				if err != nil || !slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "run_python" }) {
+				if err != nil || !slices.ContainsFunc(res.Tools, func(t *mcp.Tool) bool { return t.Name == "run_python" }) {
 					t.Fatalf("tools %+v, err %v", res, err)
+				}
+			})
+
+			t.Run("a session keeps its variables across run_python calls", func(t *testing.T) {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "create_session", Arguments: map[string]any{}})
+				if err != nil || res.IsError {
+					t.Fatalf("create_session: %v %q", err, textOf(res))
+				}
+				id := res.StructuredContent.(map[string]any)["session_id"].(string)
+				for i, code := range []string{"x = 20", "x += 1", "x * 2"} {
+					res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "run_python", Arguments: map[string]any{"code": code, "session_id": id}})
+					if err != nil || res.IsError {
+						t.Fatalf("cell %d: %v %q", i+1, err, textOf(res))
+					}
+				}
+				if !strings.Contains(textOf(res), "value: 42") {
+					t.Errorf("last cell: %q", textOf(res))
+				}
+				res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "close_session", Arguments: map[string]any{"session_id": id}})
+				if err != nil || res.IsError {
+					t.Fatalf("close_session: %v %q", err, textOf(res))
 				}
 			})
 

@@ -37,7 +37,8 @@ type RunPythonInput struct {
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
 	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
-	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one."`
+	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one. Not with session_id."`
+	SessionID      string      `json:"session_id,omitempty" jsonschema:"Run the code in this session (from create_session): variables, imports and files of earlier calls are still there, and the value of a final expression is returned."`
 }
 
 // InputFile is one extra file of a run_python call.
@@ -68,6 +69,9 @@ type RunPythonOutput struct {
 	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
 	Files            []FileEntry     `json:"files,omitempty" jsonschema:"Files the code wrote or changed; read one with read_file."`
 	FilesOmitted     int             `json:"files_omitted,omitempty"`
+	SessionID        string          `json:"session_id,omitempty" jsonschema:"The session the code ran in."`
+	ExecutionCount   int             `json:"execution_count,omitempty" jsonschema:"The cell's number in its session."`
+	Result           string          `json:"result,omitempty" jsonschema:"repr of the final expression of a session's cell."`
 }
 
 // runPythonTool is run_python's definition.
@@ -146,6 +150,9 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 // tool result with IsError set; only a call that could not run at all is
 // a Go error, which the SDK also turns into an IsError result.
 func (h *handlers) runPython(ctx context.Context, req *mcp.CallToolRequest, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	if in.SessionID != "" {
+		return h.runCell(ctx, in)
+	}
 	tarData, meta, err := in.request()
 	if err != nil {
 		return nil, RunPythonOutput{}, err

@@ -439,10 +439,12 @@ func TestListTools(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements"}},
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements", "session_id"}},
 		{"lint_python", []string{"code"}, []string{"code", "files", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network"}},
+		{"close_session", []string{"session_id"}, []string{"session_id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -452,7 +454,8 @@ func TestListTools(t *testing.T) {
 			}
 			schema := tool.InputSchema.(map[string]any)
 			var req []string
-			for _, r := range schema["required"].([]any) {
+			required, _ := schema["required"].([]any)
+			for _, r := range required {
 				req = append(req, r.(string))
 			}
 			if !slices.Equal(req, tt.required) {

@@ -35,7 +35,8 @@ const killTimeout = 10 * time.Second
 const instructions = "pyexec runs Python code in an isolated Linux sandbox with time and memory limits. " +
 	"Call run_python to execute code and see its stdout, stderr and exit status, its plots as images and the " +
 	"files it wrote (read them with read_file); lint_python checks code without running it. Each call starts " +
-	"from an empty working directory; nothing persists between calls. The network is off unless the server " +
+	"from an empty working directory, unless it passes a session_id from create_session: a session keeps " +
+	"variables, imports and files between calls until close_session. The network is off unless the server " +
 	"allows it and the call asks for it."
 
 // Backend is what the tools need from pyexec: the asynchronous execution

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -191,10 +192,16 @@ func (m *Environments) run(ctx context.Context, argv []string, progress func(str
 func (m *Environments) toolEnv() []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + m.cfg.Dir, "LANG=C.UTF-8",
 		"NO_COLOR=1", "UV_NO_CONFIG=1", "PIP_CONFIG_FILE=/dev/null"}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "REQUESTS_CA_BUNDLE"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
+	}
+	// pip trusts only its own bundle unless told otherwise: give it the CA
+	// bundle the host's TLS uses (a site's inspecting proxy, say).
+	if v, ok := os.LookupEnv("SSL_CERT_FILE"); ok && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "PIP_CERT=") }) {
+		env = append(env, "PIP_CERT="+v)
 	}
 	return env
 }

@@ -7,6 +7,10 @@
 # Warm: `python -B -c <this source> --wait-request N` starts ahead of its work
 # and blocks on fd N; the request that arrives there holds the arguments
 # above and environment additions (see _wait_request).
+# Session: `python -B -c <this source> --session N [OPTIONS]` is a kernel: it
+# reads cells from fd N (see _Cells), runs each in one persistent __main__
+# and, after each, writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the
+# cell's report (tagged "cell": NUM) on the channel.
 # It runs ENTRY as __main__ the way `python ENTRY ARGS...` would. On a
 # private copy of fd N it streams one JSON line per rich output
 # ({"output": {"type", "data", "metadata"}}) as it happens and, at the end,
@@ -124,7 +128,7 @@ class _Opts:
     frames = ()
 
 
-def _parse(argv):
+def _parse(argv, session=False):
     o, frames, i = _Opts(), [], 0
     while i < len(argv) and argv[i] != "--":
         a, v = argv[i], argv[i + 1] if i + 1 < len(argv) else ""
@@ -142,6 +146,10 @@ def _parse(argv):
         else:
             _usage("bad option %r" % a)
         i += 2
+    if session:
+        if i < len(argv):
+            _usage("a session takes no entry")
+        argv = argv + ["--", ""]
     if i + 1 >= len(argv):
         _usage("missing -- ENTRY")
     if o.fd < 3:
@@ -172,9 +180,14 @@ def _user_roots(entry):
     return roots
 
 
+_SOURCES = {}  # a session's cells: name -> source text
+
+
 def _user_file(path, roots):
     # The user's name for path (relative to the workspace, roots[0]) when it
     # is the user's code; None for the driver, the stdlib and packages.
+    if path in _SOURCES:
+        return path
     if not path or path[0] == "<":
         return None
     p = os.path.realpath(path)
@@ -418,13 +431,13 @@ class _Rich:
                     raise ValueError("cannot load %r as a DataFrame: unknown file type" % path)
                 g[name] = readers[ext](path)
 
-    def finish(self, report, g):
+    def finish(self, report, g, want_results=True):
         try:
             self.show_figures()
         except Exception:
             pass
         res = g.get("results")
-        if isinstance(res, dict):
+        if want_results and isinstance(res, dict):
             text = _json(res)
             if len(text) <= _MAX_RESULTS:
                 report["results"] = _Raw(text)
@@ -459,6 +472,8 @@ def _wait_request(fd):
 
 def _main():
     argv = sys.argv[1:]
+    if argv[:1] == ["--session"] and len(argv) >= 2 and argv[1].isdigit():
+        return _Kernel(int(argv[1]), argv[2:]).serve()
     if argv[:1] == ["--wait-request"] and len(argv) == 2 and argv[1].isdigit():
         argv = _wait_request(int(argv[1]))
     opts, entry, args = _parse(argv)
@@ -544,6 +559,158 @@ def _main():
         sys.excepthook = _quiet_hook
         raise exc
     sys.exit(1)
+
+
+def _strip(tb):
+    # The traceback without the driver's frames: those that led into the
+    # user's code, and a SIGINT handler's frame at the end.
+    while tb is not None and tb.tb_frame.f_globals is _G:
+        tb = tb.tb_next
+    nodes = []
+    t = tb
+    while t is not None:
+        nodes.append(t)
+        t = t.tb_next
+    while len(nodes) > 1 and nodes[-1].tb_frame.f_globals is _G:
+        nodes.pop()
+        nodes[-1].tb_next = None
+    return tb
+
+
+class _Cells:
+    # Cell frames on the request fd: b"LENGTH NUMBER FLAGS\n" then LENGTH
+    # bytes of UTF-8 source. FLAGS is "-" or letters: e = eval_last_expr.
+
+    def __init__(self, fd):
+        self.fd = os.dup(fd)  # close-on-exec: the user's children never see it
+        os.close(fd)
+        self.buf = bytearray()
+
+    def need(self, n):
+        while len(self.buf) < n:
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return False
+            self.buf += chunk
+        return True
+
+    def next(self):
+        while b"\n" not in self.buf:
+            if not self.need(len(self.buf) + 1):
+                return None
+        head, _, rest = bytes(self.buf).partition(b"\n")
+        self.buf = bytearray(rest)
+        f = head.split(b" ")
+        if len(f) != 3 or not f[0].isdigit() or not f[1].isdigit():
+            _usage("malformed cell frame")
+        if not self.need(int(f[0])):
+            return None
+        src, self.buf = bytes(self.buf[:int(f[0])]), self.buf[int(f[0]):]
+        return int(f[1]), f[2].decode("ascii", "replace"), src.decode("utf-8", "surrogateescape")
+
+
+class _Kernel:
+    # A session's interpreter: one __main__ for every cell.
+
+    def __init__(self, fd, argv):
+        self.opts = _parse(argv, session=True)[0]
+        self.cells = _Cells(fd)
+        self.channel = _Channel(self.opts.fd)
+        self.running = False
+        self.clean_path = [p for p in sys.path if p not in ("", os.getcwd())]
+        self.roots = [os.path.realpath(os.getcwd())]
+        _G["_driver_module"] = sys.modules["__main__"]
+        mod = type(sys)("__main__")
+        self.g = mod.__dict__
+        self.g["__builtins__"] = sys.modules["builtins"]
+        sys.modules["__main__"] = mod
+        sys.argv = [""]
+        self.rich = _Rich(self.channel, self.opts, self.clean_path)
+        self.rich.start()
+        sig = sys.modules["_signal"]
+        sig.signal(sig.SIGINT, self.on_sigint)
+        try:
+            sys.stdout.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):
+            pass
+
+    def on_sigint(self, *_):
+        # An interrupt is for the running cell; one that arrives between
+        # cells raced with the cell's end and is dropped.
+        if self.running:
+            raise KeyboardInterrupt
+
+    def serve(self):
+        while True:
+            cell = self.cells.next()
+            if cell is None:
+                return
+            self.run(*cell)
+
+    def run(self, num, flags, src):
+        name = "<cell-%d>" % num
+        _SOURCES[name] = src
+        report = {"cell": num, "result": None, "error": None, "exit_code": 0}
+        rich, g = self.rich, self.g
+        rich.left, rich.dropped = _MAX_OUTPUT, 0
+        exc, names = None, ()
+        try:
+            try:
+                body, tail = _compile(src, name, "e" in flags)
+                names = body.co_names
+                self.running = True
+                exec(body, g)
+                if tail is not None:
+                    value = eval(tail, g)
+                    if value is not None:
+                        r = repr(value)
+                        report["result"] = r[:_MAX_RESULT]
+                        if len(r) > _MAX_RESULT:
+                            report["result_truncated"] = True
+                        rich.emit("result", *rich.bundle(value, report["result"]))
+            finally:
+                self.running = False
+        except SystemExit as e:
+            report["exit_code"] = _exit_code(e.code)
+        except BaseException as e:
+            exc = e
+        rich.finish(report, g, "results" in names)
+        if exc is not None:
+            exc.__traceback__ = _strip(exc.__traceback__)
+            self.lines()
+            report["error"] = _describe(exc, self.roots, self.clean_path)
+            report["exit_code"] = 130 if isinstance(exc, KeyboardInterrupt) else 1
+            if sys.excepthook is sys.__excepthook__:
+                try:
+                    sys.stderr.write(report["error"]["traceback"])
+                except BaseException:
+                    pass
+            else:
+                _show(exc)
+        self.end(num, report)
+
+    def lines(self):
+        # Cell sources for tracebacks (and inspect), as IPython does.
+        try:
+            cache = _stdlib_import("linecache", self.clean_path).cache
+            for name, src in _SOURCES.items():
+                cache[name] = (len(src), None, src.splitlines(True), name)
+        except BaseException:
+            pass
+
+    def end(self, num, report):
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+        mark = b"\0pyexec-cell-end:%d\0" % num
+        for fd in (1, 2):
+            try:
+                os.write(fd, mark)
+            except OSError:
+                pass
+        self.channel.send(report)
 
 
 _main()

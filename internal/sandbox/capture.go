@@ -13,6 +13,9 @@ type capture struct {
 	limit   int64
 	live    OutputFunc
 	onLimit func(Stream)
+	// discard keeps nothing and enforces no limit: every chunk goes to
+	// live (Spec.LiveOnly).
+	discard bool
 
 	mu        sync.Mutex
 	buf       []byte
@@ -34,6 +37,12 @@ func (c *capture) drain(r io.Reader) {
 }
 
 func (c *capture) add(p []byte) {
+	if c.discard {
+		if c.live != nil {
+			c.live(c.stream, p)
+		}
+		return
+	}
 	c.mu.Lock()
 	room := c.limit - int64(len(c.buf))
 	over := int64(len(p)) > room

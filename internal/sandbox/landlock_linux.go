@@ -66,7 +66,10 @@ func applyLandlock() (int, error) {
 	defer unix.Close(fd)
 
 	read := uint64(ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)
-	devRights := read | ll.AccessFSWriteFile
+	// Opening for writing with O_TRUNC (Python's open(..., "w")) needs the
+	// truncate right on top of write (ABI 3 and later).
+	write := uint64(ll.AccessFSWriteFile | ll.AccessFSTruncate)
+	devRights := read | write
 	if abi >= 5 {
 		devRights |= ll.AccessFSIoctlDev
 	}
@@ -79,7 +82,7 @@ func applyLandlock() (int, error) {
 		{"/tmp", handled},
 		{"/dev/shm", handled},
 		{"/dev", devRights & handled},
-		{"/proc", (read | ll.AccessFSWriteFile) & handled},
+		{"/proc", (read | write) & handled},
 	}
 	for _, r := range rules {
 		if err := addPathRule(fd, r.path, r.rights); err != nil {

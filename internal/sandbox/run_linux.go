@@ -64,6 +64,9 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 	if spec.StreamChannel {
 		p.channel.live = out
 	}
+	if spec.LiveOnly {
+		p.stdout.discard, p.stderr.discard, p.channel.discard = true, true, true
+	}
 	if j.cg != nil {
 		if err := j.cg.setLimits(limits); err != nil {
 			return p.failed(err), nil

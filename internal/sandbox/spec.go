@@ -44,6 +44,12 @@ type Spec struct {
 	// Collect, when set, returns files the payload leaves in the workspace
 	// in Result.Files (see Collect).
 	Collect *Collect
+	// LiveOnly hands stdout, stderr and the channel to the OutputFunc only:
+	// the Result keeps none of them, and neither StdoutBytes, StderrBytes
+	// nor ChannelBytes ends or mutes the payload. It is for a payload that
+	// lives long and talks a lot (a session), whose caller bounds what it
+	// keeps.
+	LiveOnly bool
 }
 
 // ChannelBytes caps what the payload may write to its result channel.

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -75,3 +76,9 @@ type Check struct {
 func Probe(Config) []Check {
 	return []Check{{Layer: "linux", Required: true, Detail: "pyexec jails need Linux; this is " + runtime.GOOS}}
 }
+
+// Workspace fails with ErrUnsupported.
+func (p *Process) Workspace() (*os.Root, error) { return nil, ErrUnsupported }
+
+// WriteFiles fails with ErrUnsupported.
+func (p *Process) WriteFiles([]File) error { return ErrUnsupported }

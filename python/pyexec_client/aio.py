@@ -12,6 +12,7 @@ from . import _common as c
 from ._files import AsyncFilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .client import POLL_INTERVAL
+from .sessions import AsyncSession, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
@@ -115,6 +116,20 @@ class AsyncPyExec(AsyncFilesMixin):
         return (await self._request("POST", "/api/v1/exec/async", files=parts)).json()["execution_id"]
 
     # --- executions ------------------------------------------------------
+
+    def session(self, *, python_version: Optional[str] = None, requirements: Optional[str] = None,
+                env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
+                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+                idle_timeout_seconds: Optional[int] = None,
+                max_lifetime_seconds: Optional[int] = None) -> AsyncSession:
+        """A stateful session: ``async with px.session() as s`` creates it
+        and ends it on exit; ``s = await px.session()`` only creates it."""
+        return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
+                                              network, idle_timeout_seconds, max_lifetime_seconds))
+
+    async def list_sessions(self) -> List[Dict[str, Any]]:
+        """Your live sessions, oldest first."""
+        return (await self._request("GET", "/api/v1/sessions")).json()["sessions"]
 
     async def get(self, execution_id: str) -> ExecutionResult:
         """The current state of an execution, with its output so far."""

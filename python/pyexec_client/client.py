@@ -10,6 +10,7 @@ import httpx
 from . import _common as c
 from ._files import FilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
+from .sessions import Session, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
@@ -113,6 +114,23 @@ class PyExec(FilesMixin):
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
                          c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network))
         return self._request("POST", "/api/v1/exec/async", files=parts).json()["execution_id"]
+
+    # --- sessions --------------------------------------------------------
+
+    def session(self, *, python_version: Optional[str] = None, requirements: Optional[str] = None,
+                env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
+                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+                idle_timeout_seconds: Optional[int] = None,
+                max_lifetime_seconds: Optional[int] = None) -> "Session":
+        """Create a stateful session (see pyexec_client.sessions); use it
+        with ``with`` to end it on exit."""
+        body = create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares, network,
+                           idle_timeout_seconds, max_lifetime_seconds)
+        return Session(self, self._request("POST", "/api/v1/sessions", json=body).json()["session_id"])
+
+    def list_sessions(self) -> List[Dict[str, Any]]:
+        """Your live sessions, oldest first."""
+        return self._request("GET", "/api/v1/sessions").json()["sessions"]
 
     # --- executions ------------------------------------------------------
 

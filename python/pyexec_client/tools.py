@@ -28,17 +28,20 @@ from ._file_tools import LINT_PYTHON, LIST_FILES, READ_FILE
 from .aio import AsyncPyExec
 from .client import PyExec
 from .errors import APIError
+from .sessions import AsyncSession, CellResult, Session
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
-    "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "TOOLS", "ToolOutcome", "render_result", "run_tool",
+    "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "TOOLS", "ToolOutcome", "render_result", "run_tool",
     "arun_tool", "openai_tool_message", "aopenai_tool_message", "anthropic_tool_result", "aanthropic_tool_result",
 ]
 
 #: Name of the code-running tool.
 RUN_PYTHON = "run_python"
+CREATE_SESSION = "create_session"
+CLOSE_SESSION = "close_session"
 #: Every tool these helpers run, as GET /api/v1/tools lists them.
-TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE)
+TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION)
 #: Plots one run_python result carries as images at most.
 MAX_IMAGES = 8
 
@@ -172,21 +175,63 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Dict[str, Any]], Optional[ToolOutcome]]:
-    if name not in TOOLS:
-        return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {', '.join(TOOLS)}\n", True)
+def _session_id(args: Mapping[str, Any]) -> str:
+    sid = args.get("session_id")
+    if not isinstance(sid, str) or not sid:
+        raise _BadArguments("session_id is required and must be a string")
+    return sid
+
+
+def _cell_request(args: Mapping[str, Any]) -> Dict[str, Any]:
+    """A session cell for run_python's arguments with a session_id."""
+    req = _eval_request(args)
+    if req["stdin"] is not None or req["python_version"] is not None or req["network"] or req["requirements"]:
+        raise _BadArguments("stdin, python_version, network and requirements do not apply to a session's cell "
+                            "(set them at create_session)")
+    return {"session_id": _session_id(args), "code": args["code"], "files": req["files"][1:],
+            "timeout_seconds": req["timeout_seconds"]}
+
+
+def _create_request(args: Mapping[str, Any]) -> Dict[str, Any]:
+    version = args.get("python_version")
+    if version is not None and (not isinstance(version, str) or not _PYTHON_VERSION.match(version)):
+        raise _BadArguments(f"python_version {version!r} is not MAJOR.MINOR, e.g. 3.12")
+    idle = args.get("idle_timeout_seconds")
+    if idle is not None and (not isinstance(idle, int) or idle < 1):
+        raise _BadArguments("idle_timeout_seconds must be a positive integer")
+    return {"python_version": version, "idle_timeout_seconds": idle, "network": bool(args.get("network"))}
+
+
+def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Tuple[str, Dict[str, Any]]], Optional[ToolOutcome]]:
     try:
         args = _arguments(arguments)
+        if name == RUN_PYTHON and args.get("session_id") is not None:
+            return ("cell", _cell_request(args)), None
         if name == RUN_PYTHON:
-            return _eval_request(args), None
+            return ("eval", _eval_request(args)), None
+        if name == CREATE_SESSION:
+            return ("create", _create_request(args)), None
+        if name == CLOSE_SESSION:
+            return ("close", {"session_id": _session_id(args)}), None
         if name == LINT_PYTHON:
-            return ft.lint_request(args), None
+            return ("lint", ft.lint_request(args)), None
         if name == LIST_FILES:
-            return ft.list_request(args), None
-        execution_id, path, offset, max_bytes = ft.read_request(args)
-        return {"execution_id": execution_id, "path": path, "offset": offset, "max_bytes": max_bytes}, None
+            return ("list", ft.list_request(args)), None
+        if name == READ_FILE:
+            execution_id, path, offset, max_bytes = ft.read_request(args)
+            return ("read", {"execution_id": execution_id, "path": path, "offset": offset, "max_bytes": max_bytes}), None
     except _BadArguments as e:
         return None, ToolOutcome(f"error: {e}\n", True)
+    return None, ToolOutcome(f"error: unknown tool {name!r}; the tools are: {', '.join(TOOLS)}\n", True)
+
+
+def _cell_outcome(r: CellResult) -> ToolOutcome:
+    text = render_result(r)
+    if r.result is not None:
+        text += f"value: {r.result}\n"
+    if r.session_ended:
+        text += "the session ended; create a new one to continue\n"
+    return ToolOutcome(text, _failed(r), r, _images(r))
 
 
 def _outcome(result: ExecutionResult) -> ToolOutcome:
@@ -205,22 +250,34 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
     an error outcome, not an exception; a server that cannot be reached
     raises TransportError."""
     request, refused = _prepare(name, arguments)
-    if refused is not None:
-        return refused
+    if refused is not None or request is None:
+        return refused or ToolOutcome("error: no request\n", True)
+    kind, req = request
     try:
-        if name == RUN_PYTHON:
-            return _outcome(client.eval(**request))
-        if name == LINT_PYTHON:
-            return ToolOutcome(ft.render_lint(client.lint(**request)), False)
-        files = client.list_files(request["execution_id"])
-        if name == LIST_FILES:
-            return ToolOutcome(ft.render_files(request["execution_id"], files), False)
-        f = ft.find(request["execution_id"], files, request["path"])
-        note = ft.too_large(request["execution_id"], f)
-        if note:
-            return ToolOutcome(note, False)
-        data = client.download_file(request["execution_id"], f.path)
-        return _read_outcome(request["execution_id"], f, _window(f, data, request), request["offset"], request["max_bytes"])
+        if kind == "eval":
+            return _outcome(client.eval(**req))
+        if kind == "lint":
+            return ToolOutcome(ft.render_lint(client.lint(**req)), False)
+        if kind in ("list", "read"):
+            files = client.list_files(req["execution_id"])
+            if kind == "list":
+                return ToolOutcome(ft.render_files(req["execution_id"], files), False)
+            f = ft.find(req["execution_id"], files, req["path"])
+            note = ft.too_large(req["execution_id"], f)
+            if note:
+                return ToolOutcome(note, False)
+            data = client.download_file(req["execution_id"], f.path)
+            return _read_outcome(req["execution_id"], f, _window(f, data, req), req["offset"], req["max_bytes"])
+        if kind == "create":
+            s = client.session(**req)
+            return ToolOutcome(f"session {s.id} started\n", False)
+        session = Session(client, req["session_id"])
+        if kind == "close":
+            session.close()
+            return ToolOutcome(f"session {session.id} closed\n", False)
+        for f in req["files"]:
+            session.upload(f["name"], f["content"].encode())
+        return _cell_outcome(session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
     except _BadArguments as e:
         return ToolOutcome(f"error: {e}\n", True)
     except APIError as e:
@@ -230,22 +287,34 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
 async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mapping[str, Any], None]) -> ToolOutcome:
     """run_tool for AsyncPyExec."""
     request, refused = _prepare(name, arguments)
-    if refused is not None:
-        return refused
+    if refused is not None or request is None:
+        return refused or ToolOutcome("error: no request\n", True)
+    kind, req = request
     try:
-        if name == RUN_PYTHON:
-            return _outcome(await client.eval(**request))
-        if name == LINT_PYTHON:
-            return ToolOutcome(ft.render_lint(await client.lint(**request)), False)
-        files = await client.list_files(request["execution_id"])
-        if name == LIST_FILES:
-            return ToolOutcome(ft.render_files(request["execution_id"], files), False)
-        f = ft.find(request["execution_id"], files, request["path"])
-        note = ft.too_large(request["execution_id"], f)
-        if note:
-            return ToolOutcome(note, False)
-        data = await client.download_file(request["execution_id"], f.path)
-        return _read_outcome(request["execution_id"], f, _window(f, data, request), request["offset"], request["max_bytes"])
+        if kind == "eval":
+            return _outcome(await client.eval(**req))
+        if kind == "lint":
+            return ToolOutcome(ft.render_lint(await client.lint(**req)), False)
+        if kind in ("list", "read"):
+            files = await client.list_files(req["execution_id"])
+            if kind == "list":
+                return ToolOutcome(ft.render_files(req["execution_id"], files), False)
+            f = ft.find(req["execution_id"], files, req["path"])
+            note = ft.too_large(req["execution_id"], f)
+            if note:
+                return ToolOutcome(note, False)
+            data = await client.download_file(req["execution_id"], f.path)
+            return _read_outcome(req["execution_id"], f, _window(f, data, req), req["offset"], req["max_bytes"])
+        if kind == "create":
+            s = await client.session(**req)
+            return ToolOutcome(f"session {s.id} started\n", False)
+        session = AsyncSession(client, session_id=req["session_id"])
+        if kind == "close":
+            await session.close()
+            return ToolOutcome(f"session {session.id} closed\n", False)
+        for f in req["files"]:
+            await session.upload(f["name"], f["content"].encode())
+        return _cell_outcome(await session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
     except _BadArguments as e:
         return ToolOutcome(f"error: {e}\n", True)
     except APIError as e:

@@ -37,10 +37,25 @@ def test_definitions_match_the_helper(px):
     params = tools[RUN_PYTHON]["parameters"]
     assert params["required"] == ["code"]
     assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin",
-                                         "requirements"}
+                                         "requirements", "session_id"}
     assert set(tools[LINT_PYTHON]["parameters"]["properties"]) == {"code", "files", "select", "ignore"}
     assert set(tools[READ_FILE]["parameters"]["properties"]) == {"execution_id", "path", "offset", "max_bytes"}
     assert {t["name"] for t in px.tools("anthropic")} == set(TOOLS)
+
+
+def test_session_tools(px):
+    created = run_tool(px, "create_session", {})
+    assert not created.is_error and created.text.startswith("session ses_")
+    sid = created.text.split()[1]
+    assert not run_tool(px, RUN_PYTHON, {"code": "x = 6", "session_id": sid}).is_error
+    out = run_tool(px, RUN_PYTHON, {"code": "x * int(open('n.txt').read())", "session_id": sid,
+                                    "files": [{"path": "n.txt", "content": "7"}]})
+    assert not out.is_error and "value: 42" in out.text
+    assert run_tool(px, RUN_PYTHON, {"code": "1", "session_id": sid, "stdin": "x"}).is_error
+    refused = run_tool(px, RUN_PYTHON, {"code": "1", "session_id": sid, "requirements": ["six"]})
+    assert refused.is_error and "requirements do not apply" in refused.text
+    assert not run_tool(px, "close_session", {"session_id": sid}).is_error
+    assert run_tool(px, RUN_PYTHON, {"code": "x", "session_id": sid}).is_error
 
 
 def test_openai_dict_and_object(px):

@@ -1,0 +1,190 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// SessionRequest creates a session (POST /api/v1/sessions). Zero values
+// mean the server's defaults.
+type SessionRequest struct {
+	PythonVersion      string            `json:"python_version,omitempty"`
+	Requirements       string            `json:"requirements,omitempty"`
+	EnvVars            map[string]string `json:"env_vars,omitempty"`
+	MemoryMB           int               `json:"memory_mb,omitempty"`
+	DiskMB             int               `json:"disk_mb,omitempty"`
+	CPUShares          int               `json:"cpu_shares,omitempty"`
+	NetworkDisabled    *bool             `json:"network_disabled,omitempty"`
+	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
+	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty"`
+	FigureFormat       string            `json:"figure_format,omitempty"`
+	MaxRows            int               `json:"max_rows,omitempty"`
+}
+
+// Session describes a live session.
+type Session struct {
+	SessionID          string    `json:"session_id"`
+	State              string    `json:"state"` // idle or busy
+	PythonVersion      string    `json:"python_version"`
+	Network            bool      `json:"network"`
+	ExecutionCount     int       `json:"execution_count"`
+	CreatedAt          time.Time `json:"created_at"`
+	LastActivity       time.Time `json:"last_activity"`
+	ExpiresAt          time.Time `json:"expires_at"`
+	IdleTimeoutSeconds float64   `json:"idle_timeout_seconds"`
+	MemoryBytes        int64     `json:"memory_bytes"`
+	MemoryLimitBytes   int64     `json:"memory_limit_bytes"`
+	DiskLimitBytes     int64     `json:"disk_limit_bytes"`
+	Restarts           int       `json:"restarts"`
+}
+
+// CellRequest is one cell (POST /api/v1/sessions/{id}/execute).
+type CellRequest struct {
+	Code string `json:"code"`
+	// EvalLastExpr defaults to true on the server (nil); set it to false
+	// to print nothing for a trailing expression.
+	EvalLastExpr   *bool `json:"eval_last_expr,omitempty"`
+	TimeoutSeconds int   `json:"timeout_seconds,omitempty"`
+}
+
+// CellResult is an ExecutionResult plus the session's counters.
+type CellResult struct {
+	ExecutionResult
+	SessionID      string `json:"session_id"`
+	ExecutionCount int    `json:"execution_count"`
+	// SessionEnded says the session did not survive the cell.
+	SessionEnded bool `json:"session_ended,omitempty"`
+}
+
+// SessionFile is a file of a session's workspace.
+type SessionFile struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+}
+
+func sessionPath(id string) string { return "/api/v1/sessions/" + url.PathEscape(id) }
+
+func sessionFilePath(id, p string) string {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return sessionPath(id) + "/files/" + strings.Join(parts, "/")
+}
+
+// CreateSession starts a session. Over the server's caps it fails with a
+// *APIError of status 429.
+func (c *Client) CreateSession(ctx context.Context, req *SessionRequest) (*Session, error) {
+	if req == nil {
+		req = &SessionRequest{}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var s Session
+	if err := c.call(ctx, http.MethodPost, "/api/v1/sessions", body, "application/json", http.StatusCreated, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// GetSession describes a session; an unknown one is a 404 *APIError.
+func (c *Client) GetSession(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	if err := c.call(ctx, http.MethodGet, sessionPath(id), nil, "", 0, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// ListSessions lists the caller's live sessions, oldest first.
+func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
+	var out struct {
+		Sessions []Session `json:"sessions"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/api/v1/sessions", nil, "", 0, &out); err != nil {
+		return nil, err
+	}
+	return out.Sessions, nil
+}
+
+// DeleteSession ends a session and removes its files.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, sessionPath(id), nil, "", http.StatusNoContent, nil)
+}
+
+// ExecuteCell runs code in a session. A cell already running is a 409
+// *APIError.
+func (c *Client) ExecuteCell(ctx context.Context, id string, req *CellRequest) (*CellResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var r CellResult
+	if err := c.call(ctx, http.MethodPost, sessionPath(id)+"/execute", body, "application/json", 0, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// InterruptSession raises KeyboardInterrupt in the running cell.
+func (c *Client) InterruptSession(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, sessionPath(id)+"/interrupt", nil, "", 0, nil)
+}
+
+// RestartSession starts a fresh interpreter; the files stay.
+func (c *Client) RestartSession(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	if err := c.call(ctx, http.MethodPost, sessionPath(id)+"/restart", nil, "", 0, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// UploadSessionFile writes data to path in the session's workspace.
+func (c *Client) UploadSessionFile(ctx context.Context, id, path string, data []byte) error {
+	return c.call(ctx, http.MethodPut, sessionFilePath(id, path), data, "application/octet-stream", http.StatusCreated, nil)
+}
+
+// ListSessionFiles lists the files of the session's workspace.
+func (c *Client) ListSessionFiles(ctx context.Context, id string) ([]SessionFile, error) {
+	var out struct {
+		Files []SessionFile `json:"files"`
+	}
+	if err := c.call(ctx, http.MethodGet, sessionPath(id)+"/files", nil, "", 0, &out); err != nil {
+		return nil, err
+	}
+	return out.Files, nil
+}
+
+// DownloadSessionFile reads a file of the session's workspace.
+func (c *Client) DownloadSessionFile(ctx context.Context, id, path string) ([]byte, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, sessionFilePath(id, path), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "*/*")
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading the file: %w", sessionFilePath(id, path), err)
+	}
+	return data, nil
+}

@@ -1,0 +1,249 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// SessionEngine is what the sessions endpoints need; the API serves them
+// only when its engine implements it (*engine.Engine does). caller scopes
+// every call to the sessions of one API key.
+type SessionEngine interface {
+	CreateSession(ctx context.Context, req engine.SessionRequest) (engine.Session, error)
+	GetSession(ctx context.Context, id, caller string) (engine.Session, error)
+	ListSessions(ctx context.Context, caller string) []engine.Session
+	DeleteSession(ctx context.Context, id, caller string) error
+	ExecuteCell(ctx context.Context, id, caller string, req engine.CellRequest) (engine.CellResult, error)
+	InterruptSession(ctx context.Context, id, caller string) error
+	RestartSession(ctx context.Context, id, caller string) (engine.Session, error)
+	PutSessionFile(ctx context.Context, id, caller, path string, data []byte) error
+	ListSessionFiles(ctx context.Context, id, caller string) ([]engine.SessionFile, error)
+	ReadSessionFile(ctx context.Context, id, caller, path string) ([]byte, error)
+}
+
+var _ SessionEngine = (*engine.Engine)(nil)
+
+// SessionRequest is the body of POST /api/v1/sessions.
+type SessionRequest struct {
+	PythonVersion      string            `json:"python_version,omitempty" doc:"e.g. 3.12; empty means the server default"`
+	Requirements       string            `json:"requirements,omitempty" doc:"requirements.txt content installed into the session's environment"`
+	EnvVars            map[string]string `json:"env_vars,omitempty" doc:"Added to the session's environment"`
+	MemoryMB           int               `json:"memory_mb,omitempty" minimum:"0" doc:"Memory of the whole session (every cell) in MiB; 0 means the server default"`
+	DiskMB             int               `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
+	CPUShares          int               `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
+	NetworkDisabled    *bool             `json:"network_disabled,omitempty" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty" minimum:"0" doc:"The session ends after this long without a cell; 0 means the server default"`
+	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty" minimum:"0" doc:"The session ends this long after its creation; 0 means the server default"`
+	FigureFormat       string            `json:"figure_format,omitempty" enum:"png,svg" doc:"How matplotlib figures are returned"`
+	MaxRows            int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs"`
+}
+
+// SessionInfo describes a live session.
+type SessionInfo struct {
+	SessionID          string    `json:"session_id" example:"ses_0190f3a2-7c1e-7b2a-9f3e-2d4c5b6a7e8f"`
+	State              string    `json:"state" enum:"idle,busy"`
+	PythonVersion      string    `json:"python_version"`
+	Network            bool      `json:"network"`
+	ExecutionCount     int       `json:"execution_count" doc:"Cells run since the session (or its last restart) started"`
+	CreatedAt          time.Time `json:"created_at"`
+	LastActivity       time.Time `json:"last_activity"`
+	ExpiresAt          time.Time `json:"expires_at" doc:"When the session's max lifetime ends"`
+	IdleTimeoutSeconds float64   `json:"idle_timeout_seconds"`
+	MemoryBytes        int64     `json:"memory_bytes" doc:"Memory in use now by every process of the session"`
+	MemoryLimitBytes   int64     `json:"memory_limit_bytes"`
+	DiskLimitBytes     int64     `json:"disk_limit_bytes"`
+	Restarts           int       `json:"restarts"`
+}
+
+func newSessionInfo(s engine.Session) SessionInfo {
+	return SessionInfo{SessionID: s.ID, State: string(s.State), PythonVersion: s.PythonVersion, Network: s.Network,
+		ExecutionCount: s.ExecutionCount, CreatedAt: s.CreatedAt, LastActivity: s.LastActivity, ExpiresAt: s.ExpiresAt,
+		IdleTimeoutSeconds: s.IdleTimeout.Seconds(), MemoryBytes: s.MemoryBytes, MemoryLimitBytes: s.MemoryLimit,
+		DiskLimitBytes: s.DiskLimit, Restarts: s.Restarts}
+}
+
+// CellRequest is the body of POST /api/v1/sessions/{id}/execute.
+type CellRequest struct {
+	Code           string `json:"code" maxLength:"10485760" doc:"Python source of the cell"`
+	EvalLastExpr   *bool  `json:"eval_last_expr,omitempty" doc:"Return the value of a trailing expression as result (default true, as in a notebook)"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" minimum:"0" doc:"The cell is interrupted after this long; 0 means the server default. A cell that does not yield to the interrupt ends the session"`
+}
+
+// CellResult is an ExecutionResult plus the session's counters.
+type CellResult struct {
+	ExecutionResult
+	SessionID      string `json:"session_id"`
+	ExecutionCount int    `json:"execution_count" doc:"This cell's number in the session"`
+	SessionEnded   bool   `json:"session_ended,omitempty" doc:"The session did not survive this cell"`
+}
+
+// SessionList is GET /api/v1/sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+type sessionIDInput struct {
+	ID string `path:"id" maxLength:"128" doc:"Session id"`
+}
+
+type cellInput struct {
+	ID   string `path:"id" maxLength:"128" doc:"Session id"`
+	Body CellRequest
+}
+
+type sessionOutput struct{ Body SessionInfo }
+
+type createSessionOutput struct {
+	Status int
+	Body   SessionInfo
+}
+
+func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionEngine) {
+	errs := []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError}
+	tag := func(o huma.Operation) huma.Operation {
+		o.Tags = []string{"sessions"}
+		return o
+	}
+	o := tag(op(hapi, "create-session", http.MethodPost, "/api/v1/sessions", "Create a stateful session",
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError))
+	o.DefaultStatus = http.StatusCreated
+	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the server that created them and end when it restarts."
+	huma.Register(hapi, o, func(ctx context.Context, in *struct{ Body SessionRequest }) (*createSessionOutput, error) {
+		req, err := s.sessionRequest(ctx, in.Body)
+		if err != nil {
+			return nil, err
+		}
+		info, err := se.CreateSession(ctx, req)
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		return &createSessionOutput{Status: http.StatusCreated, Body: newSessionInfo(info)}, nil
+	})
+
+	o = tag(op(hapi, "list-sessions", http.MethodGet, "/api/v1/sessions", "List your live sessions", errs...))
+	huma.Register(hapi, o, func(ctx context.Context, _ *struct{}) (*struct{ Body SessionList }, error) {
+		list := se.ListSessions(ctx, callerFrom(ctx).Name)
+		out := &struct{ Body SessionList }{Body: SessionList{Sessions: make([]SessionInfo, len(list))}}
+		for i, x := range list {
+			out.Body.Sessions[i] = newSessionInfo(x)
+		}
+		return out, nil
+	})
+
+	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", errs...))
+	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
+		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		return &sessionOutput{Body: newSessionInfo(info)}, nil
+	})
+
+	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", errs...))
+	o.DefaultStatus = http.StatusNoContent
+	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct{}, error) {
+		if err := se.DeleteSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
+			return nil, sessionError(s, err)
+		}
+		return nil, nil
+	})
+
+	o = tag(op(hapi, "execute-cell", http.MethodPost, "/api/v1/sessions/{id}/execute", "Run a cell in a session",
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusInternalServerError))
+	o.Description = "The result has the ExecutionResult shape plus execution_count. A Python exception is status completed with exit_code 1; a timed-out cell is interrupted and reported failed with reason timeout."
+	huma.Register(hapi, o, func(ctx context.Context, in *cellInput) (*struct{ Body CellResult }, error) {
+		eval := in.Body.EvalLastExpr == nil || *in.Body.EvalLastExpr
+		res, err := se.ExecuteCell(ctx, in.ID, callerFrom(ctx).Name, engine.CellRequest{Code: in.Body.Code, EvalLastExpr: eval,
+			Timeout: time.Duration(in.Body.TimeoutSeconds) * time.Second})
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		return &struct{ Body CellResult }{Body: CellResult{ExecutionResult: newResult(&res.Execution), SessionID: res.SessionID,
+			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded}}, nil
+	})
+
+	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", errs...))
+	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
+		if err := se.InterruptSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
+			return nil, sessionError(s, err)
+		}
+		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		return &sessionOutput{Body: newSessionInfo(info)}, nil
+	})
+
+	o = tag(op(hapi, "restart-session", http.MethodPost, "/api/v1/sessions/{id}/restart", "Restart the interpreter: variables cleared, files kept",
+		http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError))
+	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
+		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		return &sessionOutput{Body: newSessionInfo(info)}, nil
+	})
+
+	o = tag(op(hapi, "list-session-files", http.MethodGet, "/api/v1/sessions/{id}/files", "List the files of a session's workspace", errs...))
+	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct {
+		Body struct {
+			Files []engine.SessionFile `json:"files"`
+		}
+	}, error) {
+		files, err := se.ListSessionFiles(ctx, in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			return nil, sessionError(s, err)
+		}
+		out := &struct {
+			Body struct {
+				Files []engine.SessionFile `json:"files"`
+			}
+		}{}
+		out.Body.Files = files
+		return out, nil
+	})
+	s.registerSessionFiles(mux, se)
+}
+
+// sessionRequest turns the wire request into the engine's.
+func (s *Server) sessionRequest(ctx context.Context, in SessionRequest) (engine.SessionRequest, error) {
+	network := in.NetworkDisabled != nil && !*in.NetworkDisabled
+	if network && !s.limits.AllowNetwork {
+		return engine.SessionRequest{}, errorf(http.StatusBadRequest, "network access is disabled on this server")
+	}
+	req := engine.SessionRequest{
+		PythonVersion: in.PythonVersion, Requirements: in.Requirements,
+		MemoryBytes: int64(in.MemoryMB) << 20, DiskBytes: int64(in.DiskMB) << 20, CPUShares: in.CPUShares, Network: network,
+		IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second, MaxLifetime: time.Duration(in.MaxLifetimeSeconds) * time.Second,
+		FigureFormat: in.FigureFormat, MaxRows: in.MaxRows, Caller: callerFrom(ctx).Name,
+	}
+	for k, v := range in.EnvVars {
+		req.Env = append(req.Env, k+"="+v)
+	}
+	return req, nil
+}
+
+// sessionError maps the engine's session errors, then the general ones.
+func sessionError(s *Server, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrSessionNotFound):
+		return errorf(http.StatusNotFound, "session not found")
+	case errors.Is(err, engine.ErrSessionBusy):
+		return errorf(http.StatusConflict, "%s", err)
+	case errors.Is(err, engine.ErrSessionEnded):
+		return errorf(http.StatusGone, "%s", err)
+	case errors.Is(err, engine.ErrTooManySessions):
+		return errorf(http.StatusTooManyRequests, "%s", err)
+	case errors.Is(err, engine.ErrSessionsDisabled):
+		return errorf(http.StatusNotImplemented, "%s", err)
+	case errors.Is(err, engine.ErrFileNotFound):
+		return errorf(http.StatusNotFound, "%s", err)
+	}
+	return engineError(s.log, err)
+}

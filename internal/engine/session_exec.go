@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// Messages of cells that did not end by themselves.
+const (
+	msgSessionDied  = "the session's interpreter ended during the cell"
+	msgNoYield      = "the cell did not yield to its interrupt; the session was killed"
+	msgCellRestart  = "the session was restarted during the cell"
+	msgSessionEnded = "the session ended during the cell"
+)
+
+// ExecuteCell runs code in the session and returns its outcome. The
+// session keeps its variables, imports and files across cells. A cell that
+// exceeds its timeout is interrupted (KeyboardInterrupt); one that does
+// not yield within the interrupt grace kills the session
+// (CellResult.SessionEnded). ErrSessionBusy: another cell is running.
+func (e *Engine) ExecuteCell(ctx context.Context, id, caller string, req CellRequest) (CellResult, error) {
+	s, err := e.lookup(id, caller)
+	if err != nil {
+		return CellResult{}, err
+	}
+	timeout, err := pickDuration(req.Timeout, e.cfg.DefaultTimeout, e.cfg.MaxTimeout, "timeout")
+	if err != nil {
+		return CellResult{}, err
+	}
+	if !s.run.TryLock() {
+		return CellResult{}, fmt.Errorf("%w: %s", ErrSessionBusy, id)
+	}
+	defer s.run.Unlock()
+	s.mu.Lock()
+	k, gone := s.k, s.gone
+	if gone {
+		s.mu.Unlock()
+		return CellResult{}, fmt.Errorf("%w: %s", ErrSessionEnded, id)
+	}
+	if k == nil {
+		s.mu.Unlock()
+		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrSessionBusy, id)
+	}
+	s.count++
+	n := s.count
+	s.busy, s.last = true, now()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy, s.last = false, now()
+		s.mu.Unlock()
+	}()
+
+	c := newCellRun(n, e.cfg.OutputBytes)
+	started := now()
+	res := CellResult{SessionID: s.id, ExecutionCount: n,
+		Execution: Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
+	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
+		k.finish(c)
+		e.cellEnded(s, k, &res, msgSessionDied)
+		return res, nil
+	}
+	timedOut := e.awaitCell(ctx, k, c, timeout)
+	k.finish(c)
+	finished := now()
+	res.FinishedAt, res.DurationMs = &finished, finished.Sub(started).Milliseconds()
+
+	k.mu.Lock()
+	res.Stdout, res.StdoutTruncated = c.stdout.buf.String(), c.stdout.truncated
+	res.Stderr, res.StderrTruncated = c.stderr.buf.String(), c.stderr.truncated
+	outputs, rep := slices.Clone(c.outputs), c.report
+	k.mu.Unlock()
+
+	switch {
+	case rep == nil && timedOut:
+		k.stop()
+		e.cellEnded(s, k, &res, msgNoYield)
+		failCell(&res.Execution, ReasonTimeout, timeoutMessage(timeout)+"; "+msgNoYield, exitTimeout)
+		res.TimedOut = true
+	case rep == nil:
+		e.cellEnded(s, k, &res, msgSessionDied)
+	default:
+		res.Status, res.ExitCode = StatusCompleted, 0
+		if rep.ErrorType != "" {
+			res.ExitCode = 1
+		}
+		res.ErrorType, res.ErrorLine, res.Error, res.Result = rep.ErrorType, rep.ErrorLine, rep.Error, rep.Result
+		res.Outputs, res.OutputsTruncated = keepOutputs(outputs)
+		res.OutputsTruncated = res.OutputsTruncated || rep.OutputsTruncated
+		res.Results = rep.Results
+		if timedOut {
+			failCell(&res.Execution, ReasonTimeout, timeoutMessage(timeout), exitTimeout)
+			res.TimedOut = true
+		}
+	}
+	return res, nil
+}
+
+// awaitCell waits for c to end. At the timeout (or when the caller goes
+// away) it interrupts the cell and waits the grace for it to yield; it
+// reports whether the cell was interrupted.
+func (e *Engine) awaitCell(ctx context.Context, k *kernel, c *cellRun, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return false
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = k.proc.Signal(syscall.SIGINT)
+	grace := time.NewTimer(e.cfg.Sessions.InterruptGrace)
+	defer grace.Stop()
+	select {
+	case <-c.done:
+	case <-grace.C:
+	}
+	return true
+}
+
+// cellEnded records that the session's kernel did not survive the cell,
+// and ends the session unless a restart already replaced the kernel.
+func (e *Engine) cellEnded(s *session, k *kernel, res *CellResult, msg string) {
+	k.stop()
+	res.SessionEnded = true
+	s.mu.Lock()
+	replaced := s.k != k
+	s.mu.Unlock()
+	if replaced {
+		res.SessionEnded = false
+		failCell(&res.Execution, ReasonKilled, msgCellRestart, exitKilled)
+		return
+	}
+	kr := k.res
+	switch kr.Status {
+	case sandbox.StatusOOM:
+		failCell(&res.Execution, ReasonOOM, "out of memory: "+kr.Reason+"; the session ended", kr.ExitCode)
+	case sandbox.StatusTimeout:
+		failCell(&res.Execution, ReasonTimeout, "the session reached its lifetime: "+kr.Reason, kr.ExitCode)
+	default:
+		failCell(&res.Execution, ReasonKilled, msg, kr.ExitCode)
+	}
+	e.endSession(s, msg)
+}
+
+// InterruptSession raises KeyboardInterrupt in the session's running cell;
+// the session and its variables survive. It does nothing between cells.
+func (e *Engine) InterruptSession(_ context.Context, id, caller string) error {
+	s, err := e.lookup(id, caller)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	k, busy := s.k, s.busy
+	s.mu.Unlock()
+	if !busy || k == nil {
+		return nil
+	}
+	if err := k.proc.Signal(syscall.SIGINT); err != nil {
+		return fmt.Errorf("engine: interrupting session %s: %w", id, err)
+	}
+	return nil
+}
+
+// failCell marks a cell's result failed.
+func failCell(x *Execution, reason, msg string, code int) {
+	x.Status, x.Reason, x.Error = StatusFailed, reason, msg
+	if code == 0 {
+		code = exitNoRun
+	}
+	x.ExitCode = code
+}

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// kernel is one interpreter of a session: a jail and the driver's session
+// mode running in it. A restart replaces the kernel, never the session.
+type kernel struct {
+	jail  *sandbox.Jail
+	proc  *sandbox.Process
+	ended chan struct{} // closed once proc has ended and cur was failed
+	res   sandbox.Result
+
+	mu  sync.Mutex
+	cur *cellRun // the running cell, nil between cells
+}
+
+// cellRun collects one cell's output as the kernel's three pipes deliver
+// it; done is closed when its report and both end markers arrived.
+type cellRun struct {
+	n        int
+	limit    int64
+	stdout   cappedBuffer
+	stderr   cappedBuffer
+	outputs  []Output
+	report   *Report
+	ends     int
+	done     chan struct{}
+	finished bool
+}
+
+// cappedBuffer keeps at most its limit and says whether it dropped bytes.
+type cappedBuffer struct {
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (b *cappedBuffer) write(p []byte, limit int64) {
+	room := limit - int64(b.buf.Len())
+	if int64(len(p)) > room {
+		p, b.truncated = p[:max(room, 0)], true
+	}
+	b.buf.Write(p)
+}
+
+func newCellRun(n int, limit int64) *cellRun {
+	return &cellRun{n: n, limit: limit, done: make(chan struct{})}
+}
+
+// startKernel prepares a jail and starts the session's kernel in it with
+// files in its workspace. ctx bounds the kernel's whole life.
+func startKernel(ctx context.Context, jails Jails, spec sandbox.Spec) (*kernel, error) {
+	j, err := jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
+	if err != nil {
+		return nil, fmt.Errorf("preparing the session's jail: %w", err)
+	}
+	k := &kernel{jail: j, ended: make(chan struct{})}
+	scan := runner.NewSessionScanner(k.output, k.report)
+	stdout := runner.NewCellSplitter(func(b []byte) { k.stream(b, false) }, k.end)
+	stderr := runner.NewCellSplitter(func(b []byte) { k.stream(b, true) }, k.end)
+	out := func(s sandbox.Stream, b []byte) {
+		switch s {
+		case sandbox.Stdout:
+			stdout.Write(b)
+		case sandbox.Stderr:
+			stderr.Write(b)
+		case sandbox.Channel:
+			scan.Write(b)
+		}
+	}
+	p, err := j.Start(ctx, spec, out)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("starting the session's interpreter: %w", err)
+	}
+	select {
+	case <-p.Done():
+		_ = j.Close()
+		res := p.Wait()
+		return nil, fmt.Errorf("starting the session's interpreter: %s: %s", res.Status, res.Reason)
+	default:
+	}
+	// input() gets EOF instead of waiting for a terminal nobody has.
+	_ = p.CloseStdin()
+	k.proc = p
+	return k, nil
+}
+
+// watch waits for the kernel's end and fails the cell it was running.
+func (k *kernel) watch() {
+	k.res = k.proc.Wait()
+	_ = k.jail.Close()
+	k.mu.Lock()
+	if c := k.cur; c != nil && !c.finished {
+		c.finished = true
+		close(c.done)
+	}
+	k.mu.Unlock()
+	close(k.ended)
+}
+
+// begin makes c the running cell and sends it to the kernel.
+func (k *kernel) begin(c *cellRun, cell runner.Cell) error {
+	k.mu.Lock()
+	k.cur = c
+	k.mu.Unlock()
+	if err := k.proc.Send(cell.Frame()); err != nil {
+		k.mu.Lock()
+		k.cur = nil
+		k.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// finish detaches the running cell once it is done.
+func (k *kernel) finish(c *cellRun) {
+	k.mu.Lock()
+	if k.cur == c {
+		k.cur = nil
+	}
+	k.mu.Unlock()
+}
+
+func (k *kernel) stream(b []byte, stderr bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.cur
+	if c == nil || c.finished {
+		return // output between cells (a leftover child process): dropped
+	}
+	if stderr {
+		c.stderr.write(b, c.limit)
+	} else {
+		c.stdout.write(b, c.limit)
+	}
+}
+
+func (k *kernel) output(o runner.Output) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && !c.finished {
+		c.outputs = append(c.outputs, Output(o))
+	}
+}
+
+func (k *kernel) report(n int, r runner.Report) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && c.n == n && c.report == nil {
+		rep := reportOf(r)
+		c.report = &rep
+		k.check(c)
+		if !c.finished {
+			time.AfterFunc(markerGrace, func() {
+				k.mu.Lock()
+				defer k.mu.Unlock()
+				if !c.finished {
+					c.finished = true
+					close(c.done)
+				}
+			})
+		}
+	}
+}
+
+func (k *kernel) end(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && c.n == n {
+		c.ends++
+		k.check(c)
+	}
+}
+
+// check closes c.done once the cell has fully ended; k.mu is held.
+func (k *kernel) check(c *cellRun) {
+	if !c.finished && c.report != nil && c.ends >= 2 {
+		c.finished = true
+		close(c.done)
+	}
+}
+
+// stop kills the kernel and waits until its jail is gone.
+func (k *kernel) stop() {
+	k.proc.Kill()
+	<-k.ended
+}
+
+// markerGrace bounds how long a cell whose report arrived waits for its end
+// markers: user code that closed fd 1 or 2 never lets them through.
+const markerGrace = 200 * time.Millisecond
+
+// reportOf converts the runner's report to the engine's.
+func reportOf(r runner.Report) Report {
+	out := Report{Result: r.Result, Results: r.Results, OutputsTruncated: r.OutputsDropped > 0}
+	if r.Error != nil {
+		out.ErrorType, out.ErrorLine, out.Error = r.Error.Name, r.Error.Line, r.Error.Value
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RestartSession replaces the session's interpreter with a fresh one in a
+// fresh jail: variables and imports are gone, the workspace files are
+// carried over, the execution count starts again. A running cell is
+// killed.
+func (e *Engine) RestartSession(ctx context.Context, id, caller string) (Session, error) {
+	s, err := e.lookup(id, caller)
+	if err != nil {
+		return Session{}, err
+	}
+	old := s.kernel()
+	if old == nil {
+		return Session{}, fmt.Errorf("%w: %s is restarting", ErrSessionBusy, id)
+	}
+	// A running cell holds s.run: kill its kernel first so that it ends.
+	files, err := e.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
+	if err != nil {
+		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)
+	}
+	s.mu.Lock()
+	s.k = nil
+	s.mu.Unlock()
+	old.stop()
+	s.run.Lock()
+	defer s.run.Unlock()
+	spec := s.spec
+	spec.Files = files
+	k, err := startKernel(e.base, e.deps.Jails, spec)
+	if err != nil {
+		e.endSession(s, "restart failed")
+		return Session{}, fmt.Errorf("engine: restarting session %s: %w", id, err)
+	}
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		k.proc.Kill()
+		e.watchKernel(k)
+		return Session{}, fmt.Errorf("%w: %s", ErrSessionEnded, id)
+	}
+	s.k, s.count, s.last = k, 0, now()
+	s.restarts++
+	s.mu.Unlock()
+	e.watchKernel(k)
+	return s.info(), nil
+}
+
+// reapSessions ends idle and expired sessions every ReapInterval until
+// ctx ends, then ends every session: sessions do not outlive the engine.
+func (e *Engine) reapSessions(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Sessions.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.sess.mu.Lock()
+			e.sess.closed = true
+			all := make([]*session, 0, len(e.sess.live))
+			for _, s := range e.sess.live {
+				all = append(all, s)
+			}
+			e.sess.mu.Unlock()
+			for _, s := range all {
+				e.endSession(s, "server shutting down")
+			}
+			return
+		case <-t.C:
+			for _, s := range e.expired(time.Now()) {
+				e.endSession(s.s, s.why)
+			}
+		}
+	}
+}
+
+type reaped struct {
+	s   *session
+	why string
+}
+
+// expired lists the sessions to end at t: idle past their timeout (a busy
+// session is never idle), past their lifetime, or whose interpreter died.
+func (e *Engine) expired(t time.Time) []reaped {
+	e.sess.mu.Lock()
+	defer e.sess.mu.Unlock()
+	var out []reaped
+	for _, s := range e.sess.live {
+		s.mu.Lock()
+		switch {
+		case !t.Before(s.expires):
+			out = append(out, reaped{s, "max lifetime reached"})
+		case !s.busy && t.Sub(s.last) >= s.idle:
+			out = append(out, reaped{s, "idle timeout"})
+		case s.k != nil && kernelEnded(s.k) && !s.busy:
+			out = append(out, reaped{s, "interpreter ended"})
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func kernelEnded(k *kernel) bool {
+	select {
+	case <-k.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+func sortSessions(list []Session) {
+	slices.SortFunc(list, func(a, b Session) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}

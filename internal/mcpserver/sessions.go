@@ -1,0 +1,156 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pyexec/pyexec/client"
+)
+
+// SessionBackend is what the session tools need; the Go client implements
+// it. A Backend without it answers those tools with an error.
+type SessionBackend interface {
+	CreateSession(ctx context.Context, req *client.SessionRequest) (*client.Session, error)
+	DeleteSession(ctx context.Context, id string) error
+	ExecuteCell(ctx context.Context, id string, req *client.CellRequest) (*client.CellResult, error)
+	UploadSessionFile(ctx context.Context, id, path string, data []byte) error
+}
+
+var _ SessionBackend = (*client.Client)(nil)
+
+var errNoSessions = errors.New("this server's backend does not offer sessions")
+
+// CreateSessionInput are the arguments of create_session.
+type CreateSessionInput struct {
+	PythonVersion      string `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
+	IdleTimeoutSeconds int    `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
+	Network            bool   `json:"network,omitempty" jsonschema:"Give the session network access. Off by default; refused unless the server's operator allows it."`
+}
+
+// CreateSessionOutput is create_session's result.
+type CreateSessionOutput struct {
+	SessionID     string `json:"session_id" jsonschema:"Pass as session_id to run_python to run code in this session."`
+	PythonVersion string `json:"python_version"`
+}
+
+// CloseSessionInput are the arguments of close_session.
+type CloseSessionInput struct {
+	SessionID string `json:"session_id" jsonschema:"The session to end."`
+}
+
+// CloseSessionOutput is close_session's result.
+type CloseSessionOutput struct {
+	Closed bool `json:"closed"`
+}
+
+func createSessionTool() *mcp.Tool {
+	in := schemaFor[CreateSessionInput]()
+	in.Properties["python_version"].Pattern = pythonVersion.String()
+	return &mcp.Tool{
+		Name:  "create_session",
+		Title: "Create a Python session",
+		Description: "Start a persistent Python session, like a notebook kernel: variables, imports and files are kept " +
+			"between run_python calls that pass its session_id. Use it for step-by-step work on data; call close_session " +
+			"when done (idle sessions also end by themselves).",
+		InputSchema:  in,
+		OutputSchema: schemaFor[CreateSessionOutput](),
+		Annotations:  &mcp.ToolAnnotations{Title: "Create a Python session", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}
+}
+
+func closeSessionTool() *mcp.Tool {
+	return &mcp.Tool{
+		Name:         "close_session",
+		Title:        "Close a Python session",
+		Description:  "End a session created by create_session; its variables and files are discarded.",
+		InputSchema:  schemaFor[CloseSessionInput](),
+		OutputSchema: schemaFor[CloseSessionOutput](),
+		Annotations:  &mcp.ToolAnnotations{Title: "Close a Python session", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}
+}
+
+func (h *handlers) sessions() (SessionBackend, error) {
+	sb, ok := h.backend.(SessionBackend)
+	if !ok {
+		return nil, errNoSessions
+	}
+	return sb, nil
+}
+
+func (h *handlers) createSession(ctx context.Context, _ *mcp.CallToolRequest, in CreateSessionInput) (*mcp.CallToolResult, CreateSessionOutput, error) {
+	sb, err := h.sessions()
+	if err != nil {
+		return nil, CreateSessionOutput{}, err
+	}
+	if in.PythonVersion != "" && !pythonVersion.MatchString(in.PythonVersion) {
+		return nil, CreateSessionOutput{}, fmt.Errorf("python_version %q is not MAJOR.MINOR, e.g. 3.12", in.PythonVersion)
+	}
+	req := &client.SessionRequest{PythonVersion: in.PythonVersion, IdleTimeoutSeconds: in.IdleTimeoutSeconds,
+		NetworkDisabled: client.Bool(!in.Network)}
+	ctx, cancel := h.bound(ctx)
+	defer cancel()
+	s, err := sb.CreateSession(ctx, req)
+	if err != nil {
+		return nil, CreateSessionOutput{}, fmt.Errorf("creating the session: %w", err)
+	}
+	out := CreateSessionOutput{SessionID: s.SessionID, PythonVersion: s.PythonVersion}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
+		Text: fmt.Sprintf("session %s started (Python %s)", s.SessionID, s.PythonVersion)}}}, out, nil
+}
+
+func (h *handlers) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in CloseSessionInput) (*mcp.CallToolResult, CloseSessionOutput, error) {
+	sb, err := h.sessions()
+	if err != nil {
+		return nil, CloseSessionOutput{}, err
+	}
+	ctx, cancel := h.bound(ctx)
+	defer cancel()
+	if err := sb.DeleteSession(ctx, in.SessionID); err != nil {
+		return nil, CloseSessionOutput{}, fmt.Errorf("closing session %s: %w", in.SessionID, err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "session " + in.SessionID + " closed"}}},
+		CloseSessionOutput{Closed: true}, nil
+}
+
+// runCell is run_python with a session_id: the code runs as the session's
+// next cell, after the call's files are written into its workspace.
+func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToolResult, RunPythonOutput, error) {
+	sb, err := h.sessions()
+	if err != nil {
+		return nil, RunPythonOutput{}, err
+	}
+	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.Requirements) > 0 {
+		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network and requirements do not apply to a session's cell (set them at create_session)")
+	}
+	ctx, cancel := h.bound(ctx)
+	defer cancel()
+	for i, f := range in.Files {
+		if err := sb.UploadSessionFile(ctx, in.SessionID, f.Path, []byte(f.Content)); err != nil {
+			return nil, RunPythonOutput{}, fmt.Errorf("files[%d]: %w", i, err)
+		}
+	}
+	r, err := sb.ExecuteCell(ctx, in.SessionID, &client.CellRequest{Code: in.Code, TimeoutSeconds: in.TimeoutSeconds})
+	if err != nil {
+		return nil, RunPythonOutput{}, fmt.Errorf("running the cell: %w", err)
+	}
+	rc := newRich(&r.ExecutionResult)
+	out := newRunPythonOutput(&r.ExecutionResult)
+	out.Outputs = rc.outputs
+	out.SessionID, out.ExecutionCount = r.SessionID, r.ExecutionCount
+	var text strings.Builder
+	text.WriteString(renderResult(&r.ExecutionResult))
+	if r.Result != nil {
+		out.Result = *r.Result
+		text.WriteString("value: " + *r.Result + "\n")
+	}
+	text.WriteString(rc.text)
+	if r.SessionEnded {
+		text.WriteString("the session ended; create a new one to continue\n")
+	}
+	content := append([]mcp.Content{&mcp.TextContent{Text: text.String()}}, rc.images...)
+	return &mcp.CallToolResult{Content: content, IsError: failed(&r.ExecutionResult)}, out, nil
+}

@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestUnprivilegedServerUsesAUserNamespace: a server that is not root gets
+// its jails in a new user namespace; the payload is uid 0 there, mapped to
+// the server's own uid, with no capabilities, no_new_privs and seccomp.
+// The test runs a copy of this test binary as uid 65534 (cgroups are not
+// writable there, so they are switched off explicitly, as an operator
+// would have to).
+func TestUnprivilegedServerUsesAUserNamespace(t *testing.T) {
+	if os.Getenv("PYEXEC_TEST_AS_NOBODY") == "1" {
+		m, err := New(Config{Disable: Layers{NoCgroups: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Run(context.Background(), Spec{Argv: []string{python, "-c", `import os
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print("uid", os.getuid(), "CapEff", st["CapEff"].strip(), "CapBnd", st["CapBnd"].strip(), "NoNewPrivs", st["NoNewPrivs"].strip(), "Seccomp", st["Seccomp"].strip())
+try:
+    open("/etc/evil", "w")
+except OSError:
+    print("readonly")`}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout.Write(r.Stdout)
+		os.Stdout.Write(r.Stderr)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the test binary as another user")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "pyexec-userns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := copyFile(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedServerUsesAUserNamespace$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = []string{"PYEXEC_TEST_AS_NOBODY=1", "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := "uid 0 CapEff 0000000000000000 CapBnd 0000000000000000 NoNewPrivs 1 Seccomp 2\nreadonly\n"
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("output lacks %q:\n%s", want, out)
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+)
+
+// The workspace of a running payload, seen from the host: a session lists,
+// reads and writes its files while its interpreter lives.
+
+// Workspace opens the running payload's workspace (/work) from the host as
+// an os.Root, so that no path the payload planted (a symbolic link to
+// /etc/passwd, "..") leads out of it. The caller closes it.
+func (p *Process) Workspace() (*os.Root, error) {
+	select {
+	case <-p.done:
+		return nil, os.ErrProcessDone
+	default:
+	}
+	dir := p.j.workHost
+	if !p.j.m.cfg.Unsafe {
+		dir = fmt.Sprintf("/proc/%d/root%s", p.j.cmd.Process.Pid, WorkDir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the workspace: %w", err)
+	}
+	return root, nil
+}
+
+// WriteFiles writes files into the running payload's workspace, owned by
+// the sandbox user; the workspace's size limit applies.
+func (p *Process) WriteFiles(files []File) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if p.j.m.cfg.Unsafe {
+		return fmt.Errorf("%w: writing files into a running payload's workspace needs isolation", ErrUnsupported)
+	}
+	if err := p.j.writeFilesVia(files); err != nil {
+		return fmt.Errorf("writing files: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+"""Stateful sessions: a Python interpreter that keeps its variables,
+imports and files between cells, like a notebook kernel.
+
+>>> with PyExec() as px, px.session() as s:
+...     _ = s.execute("x = 20")
+...     s.execute("x + 22").result
+'42'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from urllib.parse import quote
+
+from .types import ExecutionResult
+
+if TYPE_CHECKING:
+    from .aio import AsyncPyExec
+    from .client import PyExec
+
+
+@dataclass(frozen=True)
+class CellResult(ExecutionResult):
+    """The outcome of a cell: an ExecutionResult plus the session's
+    counters. ``session_ended`` says the session did not survive the cell
+    (its interpreter died, or a timed-out cell ignored its interrupt)."""
+
+    execution_count: int = 0
+    session_id: str = ""
+    session_ended: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CellResult":
+        base = ExecutionResult.from_dict(data)
+        fields = {k: getattr(base, k) for k in base.__dataclass_fields__}
+        return cls(**fields, execution_count=data.get("execution_count") or 0,
+                   session_id=data.get("session_id") or "", session_ended=bool(data.get("session_ended")))
+
+
+def create_body(python_version: Optional[str], requirements: Optional[str], env: Optional[Mapping[str, str]],
+                memory_mb: Optional[int], disk_mb: Optional[int], cpu_shares: Optional[int],
+                network: Optional[bool], idle_timeout_seconds: Optional[int],
+                max_lifetime_seconds: Optional[int]) -> Dict[str, Any]:
+    """The JSON of POST /api/v1/sessions; None leaves the server's default."""
+    body: Dict[str, Any] = {
+        "python_version": python_version, "requirements": requirements, "env_vars": dict(env) if env else None,
+        "memory_mb": memory_mb, "disk_mb": disk_mb, "cpu_shares": cpu_shares,
+        "network_disabled": None if network is None else not network,
+        "idle_timeout_seconds": idle_timeout_seconds, "max_lifetime_seconds": max_lifetime_seconds,
+    }
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def cell_body(code: str, eval_last_expr: bool, timeout_seconds: Optional[int]) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"code": code, "eval_last_expr": eval_last_expr}
+    if timeout_seconds is not None:
+        body["timeout_seconds"] = timeout_seconds
+    return body
+
+
+def session_path(session_id: str) -> str:
+    return "/api/v1/sessions/" + quote(session_id, safe="")
+
+
+def file_path(session_id: str, path: str) -> str:
+    return session_path(session_id) + "/files/" + quote(path.lstrip("/"), safe="/")
+
+
+class Session:
+    """A live session of a PyExec client; ``with`` ends it on exit.
+
+    Create it with ``PyExec.session(...)``, or attach to an existing one
+    with ``Session(px, session_id)``.
+    """
+
+    def __init__(self, px: "PyExec", session_id: str) -> None:
+        self._px = px
+        self.id = session_id
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def execute(self, code: str, *, eval_last_expr: bool = True, timeout_seconds: Optional[int] = None) -> CellResult:
+        """Run a cell. A Python exception is a result (``exit_code == 1``)."""
+        resp = self._px._request("POST", session_path(self.id) + "/execute",
+                                 json=cell_body(code, eval_last_expr, timeout_seconds))
+        return CellResult.from_dict(resp.json())
+
+    def info(self) -> Dict[str, Any]:
+        """State, execution count, last activity, memory in use."""
+        return self._px._request("GET", session_path(self.id)).json()
+
+    def interrupt(self) -> None:
+        """Raise KeyboardInterrupt in the running cell (from another thread)."""
+        self._px._request("POST", session_path(self.id) + "/interrupt")
+
+    def restart(self) -> Dict[str, Any]:
+        """A fresh interpreter: variables are gone, files are kept."""
+        return self._px._request("POST", session_path(self.id) + "/restart").json()
+
+    def upload(self, path: str, data: bytes) -> None:
+        """Write a file into the session's workspace."""
+        self._px._request("PUT", file_path(self.id, path), content=data)
+
+    def download(self, path: str) -> bytes:
+        """Read a file of the session's workspace."""
+        return self._px._request("GET", file_path(self.id, path)).content
+
+    def files(self) -> List[Dict[str, Any]]:
+        """The files of the session's workspace: path, size, modified."""
+        return self._px._request("GET", session_path(self.id) + "/files").json()["files"]
+
+    def close(self) -> None:
+        """End the session (its interpreter, jail and files)."""
+        self._px._request("DELETE", session_path(self.id))
+
+
+class AsyncSession:
+    """A session of an AsyncPyExec client: ``async with px.session() as s``
+    creates it on entry and ends it on exit; ``await px.session()`` only
+    creates it."""
+
+    def __init__(self, px: "AsyncPyExec", body: Optional[Dict[str, Any]] = None, session_id: str = "") -> None:
+        self._px = px
+        self._body = body or {}
+        self.id = session_id
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self._create().__await__()
+
+    async def _create(self) -> "AsyncSession":
+        if not self.id:
+            resp = await self._px._request("POST", "/api/v1/sessions", json=self._body)
+            self.id = resp.json()["session_id"]
+        return self
+
+    async def __aenter__(self) -> "AsyncSession":
+        return await self._create()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def execute(self, code: str, *, eval_last_expr: bool = True,
+                      timeout_seconds: Optional[int] = None) -> CellResult:
+        """Run a cell. A Python exception is a result (``exit_code == 1``)."""
+        resp = await self._px._request("POST", session_path(self.id) + "/execute",
+                                       json=cell_body(code, eval_last_expr, timeout_seconds))
+        return CellResult.from_dict(resp.json())
+
+    async def info(self) -> Dict[str, Any]:
+        return (await self._px._request("GET", session_path(self.id))).json()
+
+    async def interrupt(self) -> None:
+        await self._px._request("POST", session_path(self.id) + "/interrupt")
+
+    async def restart(self) -> Dict[str, Any]:
+        return (await self._px._request("POST", session_path(self.id) + "/restart")).json()
+
+    async def upload(self, path: str, data: bytes) -> None:
+        await self._px._request("PUT", file_path(self.id, path), content=data)
+
+    async def download(self, path: str) -> bytes:
+        return (await self._px._request("GET", file_path(self.id, path))).content
+
+    async def files(self) -> List[Dict[str, Any]]:
+        return (await self._px._request("GET", session_path(self.id) + "/files")).json()["files"]
+
+    async def close(self) -> None:
+        await self._px._request("DELETE", session_path(self.id))
