@@ -111,6 +111,9 @@ func (p *Process) HandOff(l Limits, files []File, request []byte) error {
 		if err := p.j.writeFilesVia(files); err != nil {
 			return fmt.Errorf("writing files: %w", err)
 		}
+		p.r.mu.Lock()
+		p.handedFiles = files
+		p.r.mu.Unlock()
 	}
 	p.r.mu.Lock()
 	p.start = time.Now()

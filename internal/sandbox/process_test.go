@@ -154,3 +154,32 @@ while True:
 		t.Fatalf("status %s (%s) stderr %s", r.Status, r.Reason, r.Stderr)
 	}
 }
+
+// TestHandOffFilesAreNotCollectedBack: files handed to a warm payload are
+// inputs: collected back only when the run changed them.
+func TestHandOffFilesAreNotCollectedBack(t *testing.T) {
+	m := needJail(t)
+	j, err := m.Prepare(context.Background(), Base{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	p, err := j.Start(context.Background(), Spec{Argv: []string{python, "-c", silentWaiter}, Requests: true, Collect: &Collect{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []File{{Path: "main.py", Data: []byte("kept as is")}, {Path: "data.txt", Data: []byte("old")}}
+	code := "open('/work/data.txt', 'w').write('new')\nopen('/work/out.txt', 'w').write('made')\n"
+	if err := p.HandOff(Limits{}, files, []byte(code)); err != nil {
+		t.Fatal(err)
+	}
+	p.CloseStdin()
+	r := p.Wait()
+	var got []string
+	for _, f := range r.Files {
+		got = append(got, f.Path+"="+string(f.Data))
+	}
+	if strings.Join(got, ",") != "data.txt=new,out.txt=made" {
+		t.Fatalf("collected %v (status %s %s)", got, r.Status, r.Stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -135,6 +136,10 @@ type Process struct {
 	released chan struct{} // closed when the cgroup is removed too
 	res      Result
 	sendMu   sync.Mutex
+
+	// handedFiles are the files HandOff wrote: init never saw them, so
+	// the parent leaves them out of the collected files if unchanged.
+	handedFiles []File
 }
 
 // failed ends a Process that never started its payload.
@@ -185,7 +190,10 @@ func (p *Process) finish(wall time.Duration) {
 	res := p.r.result(j, p.stdout, p.stderr, p.channel, wall)
 	if p.col != nil && p.exec.Collect != nil {
 		<-p.col.done // init is gone: its pipe is at EOF
-		res.Files, res.FilesOmitted = p.col.files, p.col.omitted
+		p.r.mu.Lock()
+		handed := p.handedFiles
+		p.r.mu.Unlock()
+		res.Files, res.FilesOmitted = unchangedInputsDropped(p.col.files, handed, p.exec.Collect), p.col.omitted
 		if p.col.err != nil {
 			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", p.col.err)
 		}
@@ -197,6 +205,29 @@ func (p *Process) finish(wall time.Duration) {
 	close(p.done)
 	j.releaseCgroup()
 	close(p.released)
+}
+
+// unchangedInputsDropped removes from collected the input files the run
+// left as they were, as init does for the files it wrote itself; with
+// globs, matching files are kept changed or not.
+func unchangedInputsDropped(collected []CollectedFile, inputs []File, c *Collect) []CollectedFile {
+	if len(inputs) == 0 || len(c.Globs) > 0 {
+		return collected
+	}
+	in := make(map[string][]byte, len(inputs))
+	for _, f := range inputs {
+		if p, err := cleanRelPath(f.Path); err == nil {
+			in[p] = f.Data
+		}
+	}
+	out := collected[:0:0]
+	for _, f := range collected {
+		if data, ok := in[f.Path]; ok && bytes.Equal(data, f.Data) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // Wait blocks until the payload has ended and every process of its jail
