@@ -5,10 +5,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +14,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
-	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/sandbox"
-	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 )
 
 // newRealServer serves the API over the real engine: embedded JetStream in
@@ -26,40 +22,7 @@ import (
 // queue 1.
 func newRealServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real jails; skipped with -short")
-	}
-	ctx := context.Background()
-	pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
-	if err != nil {
-		t.Skipf("no python interpreter: %v", err)
-	}
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
-	}
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Concurrency: 1, QueueSize: 1, DefaultTimeout: 10 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Concurrency: 1, QueueSize: 1, DefaultTimeout: 10 * time.Second}, nil)
 	c := config.Default()
 	c.MaxConcurrency, c.QueueSize = 1, 1
 	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})

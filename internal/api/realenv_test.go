@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -32,15 +32,6 @@ func newRealEnvServer(t *testing.T) (*httptest.Server, *pyenv.Environments, *pye
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the jail builds namespaces, cgroups and mounts")
 	}
-	ctx := context.Background()
-	pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
-	if err != nil {
-		t.Skipf("no python interpreter: %v", err)
-	}
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Fatalf("sandbox.New: %v", err)
-	}
 	uv, ruff := pyenvtest.Tools(t)
 	ix := pyenvtest.NewIndex(t,
 		pyenvtest.Wheel{Name: "PyYAML", Version: "6.0.99", Files: map[string]string{"yaml/__init__.py": "def safe_load(s):\n    return {'loaded': s}\n"}},
@@ -51,39 +42,20 @@ func newRealEnvServer(t *testing.T) (*httptest.Server, *pyenv.Environments, *pye
 		t.Fatal(err)
 	}
 	t.Cleanup(envs.Close)
-	res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{
-		Policy: pyenv.Policy{Rules: []pyenv.Rule{{Name: "no-subprocess", Action: pyenv.Deny, Imports: []string{"subprocess"}, Message: "this course does not use subprocesses"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	linter, err := pyenv.NewLinter(jails, pyenv.LintConfig{Ruff: ruff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 20 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{},
-			Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Linter: engine.PyenvLinter{L: linter}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 20 * time.Second},
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
+			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{
+				Policy: pyenv.Policy{Rules: []pyenv.Rule{{Name: "no-subprocess", Action: pyenv.Deny, Imports: []string{"subprocess"}, Message: "this course does not use subprocesses"}}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			linter, err := pyenv.NewLinter(jails, pyenv.LintConfig{Ruff: ruff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return engine.Deps{Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Linter: engine.PyenvLinter{L: linter}}
+		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"image/png"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,59 +19,21 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/runner/runnertest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
-// richPython is the one interpreter of the rich tests: it has pandas and
-// matplotlib, and mount is the directory a jail must see for it.
-type richPython struct{ path, mount string }
-
-func (r richPython) Lookup(string) (engine.Interpreter, error) {
-	in := engine.Interpreter{Version: "3", Path: r.path}
-	if r.mount != "" {
-		in.Mounts = []string{r.mount}
-	}
-	return in, nil
-}
-
 // newRichServer serves the API over the real engine with artifact storage
 // and an interpreter that has pandas and matplotlib.
 func newRichServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real jails; skipped with -short")
-	}
 	python, mount := runnertest.RichPython(t)
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
-	}
-	ctx := context.Background()
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Concurrency: 2, DefaultTimeout: 60 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Interpreters: richPython{python, mount}, Driver: engine.RunnerDriver{},
-			Artifacts: st, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Concurrency: 2, DefaultTimeout: 60 * time.Second},
+		func(st *store.NATS, _ *sandbox.Manager) engine.Deps {
+			return engine.Deps{Interpreters: enginetest.Interpreter{Path: python, Mount: mount}, Artifacts: st}
+		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail"})
 	if err != nil {
 		t.Fatal(err)

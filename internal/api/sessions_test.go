@@ -1,11 +1,8 @@
 package api
 
 import (
-	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +11,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
-	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -23,41 +20,8 @@ import (
 // in real jails, at most two sessions on the server.
 func newSessionServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real jails; skipped with -short")
-	}
-	ctx := context.Background()
-	pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
-	if err != nil {
-		t.Skipf("no python interpreter: %v", err)
-	}
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
-	}
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 64 << 20}},
-		engine.Deps{Store: st, Runner: jails, Jails: jails, Interpreters: engine.PyenvInterpreters{Set: pythons},
-			Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 64 << 20}},
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps { return engine.Deps{Jails: jails} })
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail",
 		Collectors: []prometheus.Collector{SessionCollector(eng.SessionStats)}})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"image/png"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/runner/runnertest"
@@ -24,53 +24,11 @@ import (
 	"github.com/pyexec/pyexec/internal/store"
 )
 
-// richPython is the one interpreter of the rich server: it has pandas and
-// matplotlib; mount is the directory a jail must see for it.
-type richPython struct{ path, mount string }
-
-func (r richPython) Lookup(string) (engine.Interpreter, error) {
-	in := engine.Interpreter{Version: "3", Path: r.path}
-	if r.mount != "" {
-		in.Mounts = []string{r.mount}
-	}
-	return in, nil
-}
-
 // serveEngine starts an engine with deps (store and jails filled in) and
 // serves the API, /mcp included, over it.
-func serveEngine(t *testing.T, deps func(st *store.NATS, jails *sandbox.Manager) engine.Deps) *httptest.Server {
+func serveEngine(t *testing.T, deps enginetest.Deps) *httptest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real jails; skipped with -short")
-	}
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
-	}
-	ctx := context.Background()
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := deps(st, jails)
-	d.Store, d.Runner, d.Driver, d.Logger = st, jails, engine.RunnerDriver{}, slog.New(slog.DiscardHandler)
-	eng, err := engine.New(engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second}, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second}, deps)
 	s, err := api.New(eng, api.Options{Config: config.Default(), Version: "test", Isolation: "jail"})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +52,7 @@ func newRichServer(t *testing.T) *httptest.Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return engine.Deps{Interpreters: richPython{python, mount}, Artifacts: st, Linter: engine.PyenvLinter{L: linter}}
+		return engine.Deps{Interpreters: enginetest.Interpreter{Path: python, Mount: mount}, Artifacts: st, Linter: engine.PyenvLinter{L: linter}}
 	})
 }
 

@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,8 +17,8 @@ import (
 	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/mcpserver"
-	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -40,40 +39,8 @@ func TestMain(m *testing.M) {
 // interpreters. keys, if any, are the server's API keys.
 func newRealServer(t *testing.T, keys ...string) *httptest.Server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real jails; skipped with -short")
-	}
-	ctx := context.Background()
-	pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
-	if err != nil {
-		t.Skipf("no python interpreter: %v", err)
-	}
-	jails, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
-	}
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Concurrency: 2, QueueSize: 2, DefaultTimeout: 20 * time.Second},
-		engine.Deps{Store: st, Runner: jails, Jails: jails, Interpreters: engine.PyenvInterpreters{Set: pythons}, Driver: engine.RunnerDriver{}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		eng.Close(cctx)
-	})
+	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 2, DefaultTimeout: 20 * time.Second},
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps { return engine.Deps{Jails: jails} })
 	c := config.Default()
 	c.MaxConcurrency, c.QueueSize = 2, 2
 	c.APIKeys = keys
