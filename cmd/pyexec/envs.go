@@ -144,6 +144,10 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 	go func() {
 		defer wg.Done()
 		env, err := envs.PrepareBase(bctx, in, func(line string) { log.Debug("base environment", "install", line) })
+		if err != nil && bctx.Err() != nil {
+			s.base.set("not prepared (the server stopped first)")
+			return
+		}
 		if err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			s.base.set("failed: " + msg)
