@@ -117,7 +117,7 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 			}
 		}
 		if !s.Layers.NoLandlock {
-			if _, err := applyLandlock(); err != nil {
+			if _, err := applyLandlock(s.Mounts); err != nil {
 				return 0, step("landlock", err)
 			}
 		}

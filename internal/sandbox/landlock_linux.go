@@ -46,9 +46,10 @@ func fsRights(abi int) uint64 {
 	return r
 }
 
-// applyLandlock restricts the calling thread. It returns the ABI used, or
-// 0 when the kernel has no Landlock.
-func applyLandlock() (int, error) {
+// applyLandlock restricts the calling thread; the targets of writable
+// mounts are writable like /work. It returns the ABI used, or 0 when the
+// kernel has no Landlock.
+func applyLandlock(mounts []Mount) (int, error) {
 	abi := landlockABI()
 	if abi == 0 {
 		return 0, nil
@@ -83,6 +84,14 @@ func applyLandlock() (int, error) {
 		{"/dev/shm", handled},
 		{"/dev", devRights & handled},
 		{"/proc", (read | write) & handled},
+	}
+	for _, m := range mounts {
+		if m.Writable {
+			rules = append(rules, struct {
+				path   string
+				rights uint64
+			}{m.target(), handled})
+		}
 	}
 	for _, r := range rules {
 		if err := addPathRule(fd, r.path, r.rights); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,11 +13,6 @@ import (
 // it. It is a path of init's private mount namespace: mounting over the
 // host's /tmp there changes nothing on the host.
 const newRootMount = "/tmp"
-
-// systemDirs are bound read-only into every jail: the dynamic loader,
-// libc and the system interpreter live here. A path that is a symlink on
-// the host (merged /usr) is recreated as the same symlink.
-var systemDirs = []string{"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"}
 
 // devices are bound from the host into the jail's /dev.
 var devices = []string{"null", "zero", "full", "random", "urandom"}
@@ -60,7 +54,11 @@ func buildRoot(s *setupMsg) error {
 		if m.Source == t && coveredBy(t, bound) {
 			continue // already visible through a system directory
 		}
-		if err := bindReadOnly(m.Source, filepath.Join(root, t)); err != nil {
+		bind := bindReadOnly
+		if m.Writable {
+			bind = bindWritable
+		}
+		if err := bind(m.Source, filepath.Join(root, t)); err != nil {
 			return step("bind "+m.Source, err)
 		}
 		bound = append(bound, t)
@@ -96,15 +94,6 @@ func buildRoot(s *setupMsg) error {
 		}
 	}
 	return nil
-}
-
-func coveredBy(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // bindSystem binds one system directory, mirroring a host symlink as a
@@ -147,6 +136,22 @@ func bindReadOnly(src, dst string) error {
 		return os.NewSyscallError("mount", err)
 	}
 	return makeReadOnly(dst, true)
+}
+
+// bindWritable binds src (recursively) at dst, writable but nosuid and
+// nodev throughout.
+func bindWritable(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return os.NewSyscallError("mount", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(-1, dst, unix.AT_RECURSIVE, &attr); err != nil {
+		return os.NewSyscallError("mount_setattr", err)
+	}
+	return nil
 }
 
 func makeReadOnly(path string, recursive bool) error {

@@ -395,7 +395,7 @@ func sameBase(a, b Base) bool {
 		return false
 	}
 	for i := range a.Mounts {
-		if a.Mounts[i].Source != b.Mounts[i].Source || a.Mounts[i].target() != b.Mounts[i].target() {
+		if a.Mounts[i].Source != b.Mounts[i].Source || a.Mounts[i].target() != b.Mounts[i].target() || a.Mounts[i].Writable != b.Mounts[i].Writable {
 			return false
 		}
 	}

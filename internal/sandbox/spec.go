@@ -52,6 +52,11 @@ type Spec struct {
 	LiveOnly bool
 }
 
+// systemDirs are bound read-only into every jail: the dynamic loader,
+// libc and the system interpreter live here. A path that is a symlink on
+// the host (merged /usr) is recreated as the same symlink.
+var systemDirs = []string{"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"}
+
 // ChannelBytes caps what the payload may write to its result channel.
 const ChannelBytes = 8 << 20
 
@@ -68,12 +73,18 @@ type File struct {
 	Mode uint32
 }
 
-// Mount is a host path made visible, read-only, inside the jail.
+// Mount is a host path made visible inside the jail, read-only unless
+// Writable.
 type Mount struct {
 	// Source is the absolute host path.
 	Source string
 	// Target is the absolute path inside the jail; empty means Source.
 	Target string
+	// Writable binds Source writable (still nosuid, nodev) and lets the
+	// payload write below it despite Landlock: for a trusted caller's
+	// output directory, never for anything a later payload trusts. Its
+	// target may not lie under a system directory the jail binds.
+	Writable bool
 }
 
 // Limits bound one run. Zero values mean the package defaults (see
@@ -226,7 +237,20 @@ func (m Mount) validate() error {
 			return fmt.Errorf("%w: mount target %q is reserved by the jail", ErrInvalidSpec, t)
 		}
 	}
+	if m.Writable && coveredBy(t, systemDirs) {
+		return fmt.Errorf("%w: writable mount target %q lies under a read-only system directory", ErrInvalidSpec, t)
+	}
 	return nil
+}
+
+// coveredBy reports whether p is one of dirs or lies below one.
+func coveredBy(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (m Mount) target() string {
