@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // envFlags are the serve settings the env commands share with serve
@@ -28,7 +29,16 @@ func (f *envFlags) open(cmd *cobra.Command) (*pyenv.Environments, error) {
 	if err := f.cfg.ValidateEnvironments(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	return openEnvironments(f.cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var jails pyenv.BuildJails
+	if f.cfg.Envs.AllowSourceBuilds {
+		m, err := sandbox.New(sandbox.Config{CgroupParent: f.cfg.CgroupParent, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("source builds need the jail (see `pyexec doctor`): %w", err)
+		}
+		jails = m
+	}
+	return openEnvironments(f.cfg, log, jails)
 }
 
 // newEnvSubCmd returns a subcommand with the environment flags.

@@ -13,10 +13,12 @@ import (
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// envConfig carries the serve configuration over to pyenv's environments.
-func envConfig(cfg config.Config, log *slog.Logger) (pyenv.EnvConfig, error) {
+// envConfig carries the serve configuration over to pyenv's
+// environments; jails runs source builds when they are allowed.
+func envConfig(cfg config.Config, log *slog.Logger, jails pyenv.BuildJails) (pyenv.EnvConfig, error) {
 	dir, err := cfg.EnvDir()
 	if err != nil {
 		return pyenv.EnvConfig{}, fmt.Errorf("PYEXEC_ENV_DIR: %w", err)
@@ -37,12 +39,16 @@ func envConfig(cfg config.Config, log *slog.Logger) (pyenv.EnvConfig, error) {
 		InstallTimeout: e.InstallTimeout,
 		Base:           base,
 		Logger:         log,
+
+		AllowSourceBuilds: e.AllowSourceBuilds,
+		Jails:             jails,
 	}, nil
 }
 
-// openEnvironments opens the environment directory of cfg.
-func openEnvironments(cfg config.Config, log *slog.Logger) (*pyenv.Environments, error) {
-	ec, err := envConfig(cfg, log)
+// openEnvironments opens the environment directory of cfg; jails runs
+// source builds when cfg allows them.
+func openEnvironments(cfg config.Config, log *slog.Logger, jails pyenv.BuildJails) (*pyenv.Environments, error) {
+	ec, err := envConfig(cfg, log, jails)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +106,7 @@ func (b *baseState) String() string {
 // detection, policy and lint, and starts building the base environment
 // in the background when cfg asks for it: readiness never waits for it,
 // and a request that needs more than it builds what it needs.
-func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails pyenv.JailRunner, deps *engine.Deps) error {
+func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails *sandbox.Manager, deps *engine.Deps) error {
 	log := s.log.With("component", "pyenv")
 	rc, err := resolverConfig(cfg)
 	if err != nil {
@@ -110,7 +116,7 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 	if err != nil {
 		return fmt.Errorf("PYEXEC_POLICY_FILE: %w", err)
 	}
-	envs, err := openEnvironments(cfg, log)
+	envs, err := openEnvironments(cfg, log, jails)
 	if err != nil {
 		return err
 	}

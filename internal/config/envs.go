@@ -32,6 +32,10 @@ type Envs struct {
 	UV             string        // uv binary; empty means $PATH
 	NoUV           bool          // build with venv + pip even when uv exists
 	InstallTimeout time.Duration // bound of one environment build
+	// AllowSourceBuilds lets environment builds build source
+	// distributions, in a jail that reaches only the index hosts; off,
+	// only wheels are installed.
+	AllowSourceBuilds bool
 	// BasePackages is the base environment, comma or space separated;
 	// "-" means none.
 	BasePackages string
@@ -77,6 +81,8 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 	add("uv", "uv binary (default: uv on $PATH; without uv, venv and pip build environments)")
 	fs.BoolVar(&e.NoUV, "no-uv", e.NoUV, "")
 	add("no-uv", "build environments with venv and pip even when uv is available")
+	fs.BoolVar(&e.AllowSourceBuilds, "allow-source-builds", e.AllowSourceBuilds, "")
+	add("allow-source-builds", "let environment builds build source distributions (sdists), in a jail whose network reaches only the index hosts (default: wheels only)")
 	fs.Var(secondsValue{&e.InstallTimeout}, "install-timeout", "")
 	add("install-timeout", "time limit of one environment build")
 	fs.StringVar(&e.BasePackages, "base-packages", e.BasePackages, "")
@@ -155,6 +161,9 @@ func (c *Config) validateEnvs(bad func(env, format string, args ...any)) {
 		if h == "" || strings.ContainsAny(h, "/ \t") {
 			bad("PYEXEC_TRUSTED_HOSTS", "%q is not a host or host:port", h)
 		}
+	}
+	if e.AllowSourceBuilds && c.UnsafeNoIsolation {
+		bad("PYEXEC_ALLOW_SOURCE_BUILDS", "source builds run in a jail, which --unsafe-no-isolation does not have")
 	}
 	if e.InstallTimeout < time.Second {
 		bad("PYEXEC_INSTALL_TIMEOUT", "must be at least 1s, got %v", e.InstallTimeout)

@@ -10,20 +10,21 @@ import (
 func TestEnvSettings(t *testing.T) {
 	t.Run("flags and environment fill every knob", func(t *testing.T) {
 		c, err := load(t, []string{"--env-dir", "/srv/envs", "--lint-ignore", "E501,D"}, map[string]string{
-			"PYEXEC_ENV_MAX_BYTES":     "5GiB",
-			"PYEXEC_INDEX_URL":         "https://mirror.example/simple",
-			"PYEXEC_EXTRA_INDEX_URLS":  "https://a.example/simple,https://b.example/simple",
-			"PYEXEC_TRUSTED_HOSTS":     "mirror.example:8443",
-			"PYEXEC_NO_UV":             "true",
-			"PYEXEC_INSTALL_TIMEOUT":   "90",
-			"PYEXEC_BASE_PACKAGES":     "numpy, scipy>=1.11,<2",
-			"PYEXEC_NO_DETECT_IMPORTS": "1",
-			"PYEXEC_ALLOW_PACKAGES":    "numpy,scipy",
-			"PYEXEC_DENY_PACKAGES":     "torch",
-			"PYEXEC_IMPORT_MAP":        "/etc/pyexec/imports.txt",
-			"PYEXEC_POLICY_FILE":       "/etc/pyexec/policy.json",
-			"PYEXEC_RUFF":              "/opt/ruff",
-			"PYEXEC_LINT_IGNORE":       "ignored because the flag wins",
+			"PYEXEC_ENV_MAX_BYTES":       "5GiB",
+			"PYEXEC_INDEX_URL":           "https://mirror.example/simple",
+			"PYEXEC_EXTRA_INDEX_URLS":    "https://a.example/simple,https://b.example/simple",
+			"PYEXEC_TRUSTED_HOSTS":       "mirror.example:8443",
+			"PYEXEC_NO_UV":               "true",
+			"PYEXEC_INSTALL_TIMEOUT":     "90",
+			"PYEXEC_ALLOW_SOURCE_BUILDS": "true",
+			"PYEXEC_BASE_PACKAGES":       "numpy, scipy>=1.11,<2",
+			"PYEXEC_NO_DETECT_IMPORTS":   "1",
+			"PYEXEC_ALLOW_PACKAGES":      "numpy,scipy",
+			"PYEXEC_DENY_PACKAGES":       "torch",
+			"PYEXEC_IMPORT_MAP":          "/etc/pyexec/imports.txt",
+			"PYEXEC_POLICY_FILE":         "/etc/pyexec/policy.json",
+			"PYEXEC_RUFF":                "/opt/ruff",
+			"PYEXEC_LINT_IGNORE":         "ignored because the flag wins",
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +36,7 @@ func TestEnvSettings(t *testing.T) {
 		base, _ := e.Base()
 		if e.Dir != "/srv/envs" || e.MaxBytes != 5<<30 || e.IndexURL != "https://mirror.example/simple" ||
 			len(e.ExtraIndexURLs) != 2 || !slices.Equal(e.TrustedHosts, []string{"mirror.example:8443"}) || !e.NoUV ||
-			e.InstallTimeout != 90*time.Second || !slices.Equal(base, []string{"numpy", "scipy>=1.11,<2"}) ||
+			e.InstallTimeout != 90*time.Second || !e.AllowSourceBuilds || !slices.Equal(base, []string{"numpy", "scipy>=1.11,<2"}) ||
 			!e.NoDetectImports || !slices.Equal(e.AllowPackages, []string{"numpy", "scipy"}) ||
 			!slices.Equal(e.DenyPackages, []string{"torch"}) || e.ImportMapFile != "/etc/pyexec/imports.txt" ||
 			e.PolicyFile != "/etc/pyexec/policy.json" || e.Ruff != "/opt/ruff" || !slices.Equal(e.LintIgnore, []string{"E501", "D"}) {
@@ -84,6 +85,8 @@ func TestValidateEnvs(t *testing.T) {
 		{"extra index", func(c *Config) { c.Envs.ExtraIndexURLs = []string{"ftp://x"} }, `PYEXEC_EXTRA_INDEX_URLS: "ftp://x" is not an http(s) or file URL`},
 		{"trusted host with a path", func(c *Config) { c.Envs.TrustedHosts = []string{"a.example/simple"} }, `PYEXEC_TRUSTED_HOSTS: "a.example/simple" is not a host or host:port`},
 		{"install timeout", func(c *Config) { c.Envs.InstallTimeout = 0 }, "PYEXEC_INSTALL_TIMEOUT: must be at least 1s, got 0s"},
+		{"source builds without a jail", func(c *Config) { c.Envs.AllowSourceBuilds, c.UnsafeNoIsolation = true, true },
+			"PYEXEC_ALLOW_SOURCE_BUILDS: source builds run in a jail, which --unsafe-no-isolation does not have"},
 		{"base option", func(c *Config) { c.Envs.BasePackages = "numpy,--pre" }, "PYEXEC_BASE_PACKAGES: "},
 		{"allow with a version", func(c *Config) { c.Envs.AllowPackages = []string{"numpy<2"} }, `PYEXEC_ALLOW_PACKAGES: "numpy<2" is not a distribution name`},
 		{"lint rule", func(c *Config) { c.Envs.LintIgnore = []string{"e501"} }, `PYEXEC_LINT_IGNORE: "e501" is not ALL, a ruff linter prefix or a rule code`},

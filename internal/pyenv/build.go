@@ -41,7 +41,7 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
 	}
 	var notInstalled []string
-	if err := m.install(ctx, venv, tmp, "all", set, progress); err != nil {
+	if err := m.install(ctx, in, venv, tmp, "all", set, progress); err != nil {
 		opt := set.Optional()
 		if len(opt) == 0 {
 			return &InstallError{Requirements: set.Specs(), Output: err.output, Err: err.err}
@@ -49,11 +49,11 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 		// Optional requirements never fail a build: install the
 		// required ones, then each optional one on its own.
 		progress("retrying without the optional requirements")
-		if err := m.install(ctx, venv, tmp, "required", set.Required(), progress); err != nil {
+		if err := m.install(ctx, in, venv, tmp, "required", set.Required(), progress); err != nil {
 			return &InstallError{Requirements: set.Required().Specs(), Output: err.output, Err: err.err}
 		}
 		for _, r := range opt {
-			if err := m.install(ctx, venv, tmp, "optional-"+r.Name, Set{r}, progress); err != nil {
+			if err := m.install(ctx, in, venv, tmp, "optional-"+r.Name, Set{r}, progress); err != nil {
 				notInstalled = append(notInstalled, r.Spec)
 				progress(fmt.Sprintf("optional requirement %s was not installed", r.Spec))
 			}
@@ -105,18 +105,30 @@ func (m *Environments) venvCmd(in Interpreter, venv string) []string {
 	return []string{in.Path, "-m", "venv", venv}
 }
 
-// install installs set into venv, wheels only: no source distribution is
-// ever built, so no code of a package runs while installing it.
-func (m *Environments) install(ctx context.Context, venv, tmp, name string, set Set, progress func(string)) *runError {
+// install installs set into venv. By default it installs wheels only: no
+// source distribution is ever built, so no code of a package runs while
+// installing it. With source builds allowed, it runs in a build jail
+// instead (see installJailed).
+func (m *Environments) install(ctx context.Context, in Interpreter, venv, tmp, name string, set Set, progress func(string)) *runError {
 	reqFile := filepath.Join(tmp, name+".txt")
 	if err := os.WriteFile(reqFile, []byte(strings.Join(set.Specs(), "\n")+"\n"), 0o600); err != nil {
 		return &runError{err: err}
 	}
 	py := filepath.Join(venv, "bin", "python")
+	source := m.cfg.AllowSourceBuilds
+	// Source builds get their own cache: what a jailed build writes there
+	// is never trusted by a build on the host.
+	cache := m.cacheDir(m.Installer())
+	if source {
+		cache = m.cacheDir(m.Installer() + "-build")
+	}
 	var argv []string
 	if m.uv != "" {
-		argv = []string{m.uv, "pip", "install", "--no-config", "--no-progress", "--no-build",
-			"--cache-dir", m.cacheDir("uv"), "--python", py, "--index-url", m.cfg.IndexURL}
+		argv = []string{m.uv, "pip", "install", "--no-config", "--no-progress", "--cache-dir", cache,
+			"--python", py, "--index-url", m.cfg.IndexURL}
+		if !source {
+			argv = append(argv, "--no-build")
+		}
 		for _, u := range m.cfg.ExtraIndexURLs {
 			argv = append(argv, "--extra-index-url", u)
 		}
@@ -125,7 +137,10 @@ func (m *Environments) install(ctx context.Context, venv, tmp, name string, set 
 		}
 	} else {
 		argv = []string{py, "-m", "pip", "install", "--isolated", "--no-input", "--disable-pip-version-check",
-			"--only-binary", ":all:", "--cache-dir", m.cacheDir("pip"), "--index-url", m.cfg.IndexURL}
+			"--cache-dir", cache, "--index-url", m.cfg.IndexURL}
+		if !source {
+			argv = append(argv, "--only-binary", ":all:")
+		}
 		for _, u := range m.cfg.ExtraIndexURLs {
 			argv = append(argv, "--extra-index-url", u)
 		}
@@ -134,6 +149,9 @@ func (m *Environments) install(ctx context.Context, venv, tmp, name string, set 
 		}
 	}
 	argv = append(argv, "-r", reqFile)
+	if source {
+		return m.installJailed(ctx, in, argv, tmp, cache, progress)
+	}
 	return m.run(ctx, argv, progress)
 }
 
@@ -153,13 +171,33 @@ func (m *Environments) run(ctx context.Context, argv []string, progress func(str
 	cmd.Dir = m.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	lines := newLineTail(progress)
+	cmd.Stdout, cmd.Stderr = lines, lines
+	err := cmd.Run()
+	tail := lines.finish()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return &runError{err: err, output: tail}
+}
+
+// lineTail splits an installer's output into lines for progress and keeps
+// the last outputTail of them.
+type lineTail struct {
+	*io.PipeWriter
+	wg   sync.WaitGroup
+	tail []string
+}
+
+func newLineTail(progress func(string)) *lineTail {
 	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	var tail []string
-	var wg sync.WaitGroup
-	wg.Add(1)
+	l := &lineTail{PipeWriter: pw}
+	l.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer l.wg.Done()
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -168,23 +206,21 @@ func (m *Environments) run(ctx context.Context, argv []string, progress func(str
 				continue
 			}
 			progress(line)
-			tail = append(tail, line)
-			if len(tail) > outputTail {
-				tail = tail[1:]
+			l.tail = append(l.tail, line)
+			if len(l.tail) > outputTail {
+				l.tail = l.tail[1:]
 			}
 		}
 		io.Copy(io.Discard, pr) // a line over 1 MiB: drain the rest
 	}()
-	err := cmd.Run()
-	pw.Close()
-	wg.Wait()
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-	}
-	return &runError{err: err, output: strings.Join(tail, "\n")}
+	return l
+}
+
+// finish ends the output and returns its tail.
+func (l *lineTail) finish() string {
+	l.Close()
+	l.wg.Wait()
+	return strings.Join(l.tail, "\n")
 }
 
 // toolEnv is the installers' environment: nothing of the server's but

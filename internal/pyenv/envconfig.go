@@ -44,6 +44,14 @@ type EnvConfig struct {
 	// DefaultBasePackages. A script whose needs the base environment
 	// covers runs in it.
 	Base []string
+	// AllowSourceBuilds lets installs build source distributions, which
+	// runs package code. Off (the default), only wheels are installed.
+	// On, every install runs in a jail from Jails whose only way out is
+	// a proxy to the index hosts (IndexURL, ExtraIndexURLs; pypi.org
+	// brings files.pythonhosted.org).
+	AllowSourceBuilds bool
+	// Jails runs source builds; required with AllowSourceBuilds.
+	Jails BuildJails
 	// Logger receives one line per build and eviction; nil discards.
 	Logger *slog.Logger
 }
@@ -79,6 +87,14 @@ func (c EnvConfig) validate() error {
 	}
 	if c.InstallTimeout < time.Second {
 		return fmt.Errorf("install timeout must be at least 1s")
+	}
+	if c.AllowSourceBuilds {
+		if c.Jails == nil {
+			return fmt.Errorf("source builds need a jail to run in")
+		}
+		if err := validSourceBuildIndexes(append([]string{c.IndexURL}, c.ExtraIndexURLs...)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -68,3 +68,13 @@ func (j *Jail) listenInNetns(network, addr string) (_ net.Listener, back bool, _
 	}
 	return l, true, nil
 }
+
+// PayloadOwner returns the host uid and gid that own what a payload
+// creates in a writable mount: the configured payload ids, or the
+// server's own ids when jails run in a user namespace.
+func (m *Manager) PayloadOwner() (uid, gid int) {
+	if m.userns {
+		return os.Geteuid(), os.Getegid()
+	}
+	return m.cfg.UID, m.cfg.GID
+}

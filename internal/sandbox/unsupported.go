@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 )
@@ -82,3 +83,9 @@ func (p *Process) Workspace() (*os.Root, error) { return nil, ErrUnsupported }
 
 // WriteFiles fails with ErrUnsupported.
 func (p *Process) WriteFiles([]File) error { return ErrUnsupported }
+
+// ListenInside reports ErrUnsupported.
+func (j *Jail) ListenInside(string, string) (net.Listener, error) { return nil, ErrUnsupported }
+
+// PayloadOwner reports the invalid ids -1, -1.
+func (m *Manager) PayloadOwner() (uid, gid int) { return -1, -1 }
