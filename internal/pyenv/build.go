@@ -152,7 +152,11 @@ func (m *Environments) install(ctx context.Context, in Interpreter, venv, tmp, n
 	if source {
 		return m.installJailed(ctx, in, argv, tmp, cache, progress)
 	}
-	return m.run(ctx, argv, progress)
+	if err := m.run(ctx, argv, progress); err != nil {
+		err.err = fmt.Errorf("%w (wheels only: source builds are off, see PYEXEC_ALLOW_SOURCE_BUILDS)", err.err)
+		return err
+	}
+	return nil
 }
 
 func (m *Environments) cacheDir(tool string) string { return filepath.Join(m.cfg.Dir, "cache", tool) }

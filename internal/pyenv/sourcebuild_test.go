@@ -37,8 +37,9 @@ except Exception as e:
 		m := newTestEnvs(t, ix, nil)
 		_, err := m.Acquire(context.Background(), in, set(t, "srconly"), nil)
 		var ie *InstallError
-		if !errors.Is(err, ErrInstall) || !errors.As(err, &ie) || !strings.Contains(ie.Output, "srconly") {
-			t.Fatalf("error %v, want an InstallError naming srconly", err)
+		if !errors.Is(err, ErrInstall) || !errors.As(err, &ie) || !strings.Contains(ie.Output, "srconly") ||
+			!strings.Contains(ie.Error(), "source builds are off") {
+			t.Fatalf("error %v, want an InstallError naming srconly and the source build setting", err)
 		}
 	})
 	jailed := func(c *EnvConfig) { c.AllowSourceBuilds, c.Jails = true, run }
