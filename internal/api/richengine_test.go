@@ -89,16 +89,8 @@ func TestRichOverHTTP(t *testing.T) {
 				if len(r.Outputs) != 1 || r.Outputs[0].Type != "display" {
 					t.Fatalf("outputs = %+v, want one display", r.Outputs)
 				}
-				raw, err := base64.StdEncoding.DecodeString(textOf(t, r.Outputs[0], "image/png"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				img, err := png.Decode(bytes.NewReader(raw))
-				if err != nil {
-					t.Fatalf("the PNG does not decode: %v", err)
-				}
-				if b := img.Bounds(); b.Dx() != 400 || b.Dy() != 300 {
-					t.Errorf("image is %dx%d, want 400x300 (4x3 inches at 100 dpi)", b.Dx(), b.Dy())
+				if w, h := runnertest.PNGSize(t, textOf(t, r.Outputs[0], "image/png")); w != 400 || h != 300 {
+					t.Errorf("image is %dx%d, want 400x300 (4x3 inches at 100 dpi)", w, h)
 				}
 			}},
 		{name: "a DataFrame returns HTML and JSON",

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"image/png"
 	"io"
 	"slices"
 	"strings"
@@ -80,16 +79,8 @@ func TestRichOutputsOnTheRealJail(t *testing.T) {
 				if len(x.Outputs) != 1 || x.Outputs[0].Type != OutputDisplay {
 					t.Fatalf("outputs %+v, want one display", x.Outputs)
 				}
-				raw, err := base64.StdEncoding.DecodeString(mimeText(t, x.Outputs[0], "image/png"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				img, err := png.Decode(bytes.NewReader(raw))
-				if err != nil {
-					t.Fatalf("PNG does not decode: %v", err)
-				}
-				if b := img.Bounds(); b.Dx() != 400 || b.Dy() != 300 {
-					t.Errorf("PNG is %dx%d, want 400x300", b.Dx(), b.Dy())
+				if w, h := runnertest.PNGSize(t, mimeText(t, x.Outputs[0], "image/png")); w != 400 || h != 300 {
+					t.Errorf("PNG is %dx%d, want 400x300", w, h)
 				}
 			}},
 		{name: "a DataFrame returns HTML and JSON",

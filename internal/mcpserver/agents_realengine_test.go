@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pyexec/pyexec/client"
-	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
@@ -29,13 +28,7 @@ import (
 func serveEngine(t *testing.T, deps enginetest.Deps) *httptest.Server {
 	t.Helper()
 	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second}, deps)
-	s, err := api.New(eng, api.Options{Config: config.Default(), Version: "test", Isolation: "jail"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	return ts
+	return serveAPI(t, eng, config.Default())
 }
 
 // newRichServer serves an engine whose interpreter has matplotlib and

@@ -44,6 +44,12 @@ func newRealServer(t *testing.T, keys ...string) *httptest.Server {
 	c := config.Default()
 	c.MaxConcurrency, c.QueueSize = 2, 2
 	c.APIKeys = keys
+	return serveAPI(t, eng, c)
+}
+
+// serveAPI serves the HTTP API, /mcp included, over eng until the test ends.
+func serveAPI(t *testing.T, eng *engine.Engine, c config.Config) *httptest.Server {
+	t.Helper()
 	s, err := api.New(eng, api.Options{Config: c, Version: "test", Isolation: "jail"})
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,13 @@
 package runnertest
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,4 +90,20 @@ func build(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// PNGSize decodes a base64 PNG of a rich output and returns its size; the
+// test fails if it is not a PNG that decodes.
+func PNGSize(t testing.TB, b64 string) (width, height int) {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the PNG does not decode: %v", err)
+	}
+	b := img.Bounds()
+	return b.Dx(), b.Dy()
 }
