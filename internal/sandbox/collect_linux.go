@@ -31,9 +31,41 @@ func collectFiles(w *wire, s *setupMsg, x *execMsg, pid int) error {
 		return step("collect files", err)
 	}
 	defer root.Close()
+	omitted, err := walkWorkspace(root, c, inputs, func(f fileMsg) error {
+		return w.send(message{Kind: kindFile, File: &f})
+	})
+	if err != nil {
+		return step("collect files", err)
+	}
+	return w.send(message{Kind: kindCollected, Collected: &collectedMsg{Omitted: omitted}})
+}
+
+// collectVia collects a forked execution's workspace from the parent,
+// through its reaper's root, once the reaper has killed every process the
+// payload left; then it lets the reaper exit. The walk is the one init
+// does: regular files only, never a link, within c's caps.
+func (j *Jail) collectVia(c Collect) ([]CollectedFile, int, error) {
+	defer j.ctrlW.Close() // the reaper waits for this EOF
+	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.initPid(), WorkDir))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer root.Close()
+	var files []CollectedFile
+	omitted, err := walkWorkspace(root, c, nil, func(f fileMsg) error {
+		files = append(files, CollectedFile{Path: f.Path, Data: f.Data, Mode: f.Mode})
+		return nil
+	})
+	return files, omitted, err
+}
+
+// walkWorkspace hands emit every regular file of root that c asks for,
+// leaving out inputs the run did not change, and returns how many files
+// the caps left out.
+func walkWorkspace(root *os.Root, c Collect, inputs map[string][]byte, emit func(fileMsg) error) (int, error) {
 	var count, omitted int
 	var total int64
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		// Only regular files: WalkDir reports a symbolic link as such and
 		// never descends into one; devices, fifos and sockets are skipped.
 		if err != nil || !d.Type().IsRegular() || !wanted(p, c.Globs) {
@@ -59,12 +91,9 @@ func collectFiles(w *wire, s *setupMsg, x *execMsg, pid int) error {
 		}
 		count++
 		total += int64(len(data))
-		return w.send(message{Kind: kindFile, File: &fileMsg{Path: p, Mode: uint32(info.Mode().Perm()), Data: data}})
+		return emit(fileMsg{Path: p, Mode: uint32(info.Mode().Perm()), Data: data})
 	})
-	if err != nil {
-		return step("collect files", err)
-	}
-	return w.send(message{Kind: kindCollected, Collected: &collectedMsg{Omitted: omitted}})
+	return omitted, err
 }
 
 func wanted(p string, globs []string) bool {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
 )
 
 // python is the interpreter the privileged tests run in jails. It lives
@@ -50,7 +52,7 @@ func runPy(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 	t.Helper()
 	spec := Spec{
 		Argv:   []string{python, "-c", code},
-		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1"},
+		Env:    testEnv,
 		Limits: Limits{WallTime: 20 * time.Second},
 	}
 	for _, o := range opts {
@@ -89,23 +91,11 @@ exec(compile(code, "<string>", "exec"))
 // hand-off.
 func runWarm(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 	t.Helper()
-	spec := Spec{
-		Env:    []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1"},
-		Limits: Limits{WallTime: 20 * time.Second},
-	}
+	spec := Spec{Env: testEnv, Limits: Limits{WallTime: 20 * time.Second}}
 	for _, o := range opts {
 		o(&spec)
 	}
-	l := spec.Limits.WithDefaults()
-	d := DefaultLimits()
-	ceilings := l
-	ceilings.MemoryBytes = max(l.MemoryBytes, d.MemoryBytes)
-	ceilings.Pids = max(l.Pids, d.Pids)
-	ceilings.CPUs = max(l.CPUs, d.CPUs)
-	ceilings.WorkspaceBytes = max(l.WorkspaceBytes, d.WorkspaceBytes)
-	ceilings.WorkspaceInodes = max(l.WorkspaceInodes, d.WorkspaceInodes)
-	ceilings.ShmBytes = max(l.ShmBytes, d.ShmBytes)
-	ceilings.WallTime, ceilings.CPUTime = time.Hour, time.Hour
+	ceilings := ceilingsFor(spec)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	j, err := m.Prepare(ctx, Base{})
@@ -126,6 +116,68 @@ func runWarm(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 		t.Fatalf("setup error: %s", res.Reason)
 	}
 	return res
+}
+
+// ceilingsFor are the limits a warm or forked payload starts with so that
+// spec's limits can be handed to it.
+func ceilingsFor(spec Spec) Limits {
+	l := spec.Limits.WithDefaults()
+	d := DefaultLimits()
+	ceilings := l
+	ceilings.MemoryBytes = max(l.MemoryBytes, d.MemoryBytes)
+	ceilings.Pids = max(l.Pids, d.Pids)
+	ceilings.CPUs = max(l.CPUs, d.CPUs)
+	ceilings.WorkspaceBytes = max(l.WorkspaceBytes, d.WorkspaceBytes)
+	ceilings.WorkspaceInodes = max(l.WorkspaceInodes, d.WorkspaceInodes)
+	ceilings.ShmBytes = max(l.ShmBytes, d.ShmBytes)
+	ceilings.WallTime, ceilings.CPUTime = time.Hour, time.Hour
+	return ceilings
+}
+
+// testEnv is the environment of every test payload.
+var testEnv = []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1"}
+
+// startTemplate starts a fork server whose executions run silentWaiter,
+// after preloading preload; it is closed with the test.
+func startTemplate(t testing.TB, m *Manager, preload ...string) *Template {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tpl, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, silentWaiter, preload), Env: testEnv,
+		Limits: Limits{WallTime: 24 * time.Hour, CPUTime: 24 * time.Hour}}, nil)
+	if err != nil {
+		t.Fatalf("StartTemplate: %v", err)
+	}
+	t.Cleanup(func() { tpl.Close() })
+	return tpl
+}
+
+// forked returns a runner of code in executions forked from tpl, which get
+// the code and the real limits at hand-off like warm ones.
+func forked(tpl *Template) func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
+	return func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
+		t.Helper()
+		spec := Spec{Env: testEnv, Limits: Limits{WallTime: 20 * time.Second}}
+		for _, o := range opts {
+			o(&spec)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		j, p, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Env: spec.Env, Requests: true, Limits: ceilingsFor(spec)}, nil)
+		if err != nil {
+			t.Fatalf("Fork: %v", err)
+		}
+		defer j.Close()
+		if err := p.HandOff(spec.Limits, spec.Files, []byte(code)); err != nil {
+			t.Fatalf("HandOff: %v", err)
+		}
+		p.CloseStdin()
+		res := p.Wait()
+		if res.Status == StatusSetupError {
+			t.Fatalf("setup error: %s", res.Reason)
+		}
+		return res
+	}
 }
 
 // jailProcesses lists host pids that are still inside a jail cgroup.

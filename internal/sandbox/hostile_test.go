@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -367,7 +368,11 @@ except OSError: print("BLOCKED")`, nil, notPrinted("PYEXEC_TEST_SECRET", "s3cr3t
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
 cmd = open("/proc/1/cmdline").read().replace("\0", " ")
 print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
-			printed("INIT pyexec sandbox-init")(t, r)
+			// PID 1 is the jail's init, or a forked execution's reaper.
+			printed("INIT ")(t, r)
+			if !strings.Contains(string(r.Stdout), "INIT pyexec sandbox-init") && !strings.Contains(string(r.Stdout), "# pyexec fork server.") {
+				t.Errorf("PID 1 is neither init nor a reaper: %.200s", r.Stdout)
+			}
 			var n int
 			fmt.Sscanf(strings.TrimPrefix(string(r.Stdout), "PIDS "), "%d", &n)
 			if n > 3 {
@@ -383,6 +388,17 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 			}
 		}},
 	}
+}
+
+// without is list less the entries of drop.
+func without(list, drop []string) []string {
+	var out []string
+	for _, e := range list {
+		if !slices.Contains(drop, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // TestHostilePrograms runs every hostile program in a fresh jail, cold and
@@ -401,18 +417,20 @@ func TestHostilePrograms(t *testing.T) {
 	}
 	// Cold: a jail built for the run. Warm: a jail whose interpreter was
 	// started ahead of time and handed the program and its limits, as the
-	// warm pool does.
+	// warm pool does. Forked: an execution forked from a fork server, which
+	// confines itself, then is handed the program and its limits.
 	modes := []struct {
 		name string
 		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
-	}{{"cold", runPy}, {"warm", runWarm}}
+	}{{"cold", runPy}, {"warm", runWarm}, {"forked", forked(startTemplate(t, m))}}
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
+			before := jailProcesses() // the fork server, which outlives each run
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					r := mode.run(t, m, c.code, c.opts...)
 					c.check(t, r)
-					if left := jailProcesses(); len(left) > 0 {
+					if left := without(jailProcesses(), before); len(left) > 0 {
 						t.Errorf("processes outlived the run: %v", left)
 					}
 				})

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +29,7 @@ func Init() int {
 	// no_new_privs, Landlock and the seccomp filter are applied to this
 	// thread, and the payload is forked from it: it must stay this thread.
 	runtime.LockOSThread()
-	for fd := fdControl; fd <= fdRequests; fd++ {
+	for fd := fdControl; fd <= fdForkSock; fd++ {
 		unix.CloseOnExec(fd) // the payload must never inherit our pipes
 	}
 	ctrl := os.NewFile(fdControl, "control")
@@ -107,6 +108,9 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 		return 0, step("rlimits", err)
 	}
 	userns := s.UID == 0 // only in a user namespace does the payload stay uid 0
+	if x.ForkServer {
+		return startForkServer(s, x, dir(x, workDir, s.Unsafe))
+	}
 	if !s.Unsafe {
 		if err := dropBoundingCaps(); err != nil {
 			return 0, step("capabilities", err)
@@ -133,15 +137,8 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 	if x.Requests {
 		files = append(files, os.NewFile(fdRequests, "requests"))
 	}
-	dir := x.Dir
-	if dir == "" {
-		dir = workDir
-	}
-	if s.Unsafe && (dir == WorkDir || len(dir) > len(WorkDir) && dir[:len(WorkDir)+1] == WorkDir+"/") {
-		dir = filepath.Join(workDir, dir[len(WorkDir):])
-	}
 	attr := &os.ProcAttr{
-		Dir:   dir,
+		Dir:   dir(x, workDir, s.Unsafe),
 		Env:   x.Env,
 		Files: files,
 		Sys: &syscall.SysProcAttr{
@@ -164,6 +161,44 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 		return 0, step("no_new_privs", os.NewSyscallError("prctl", err))
 	}
 	p, err := os.StartProcess(x.Argv[0], x.Argv, attr)
+	if err != nil {
+		return 0, step("exec", err)
+	}
+	return p.Pid, nil
+}
+
+// dir is the payload's working directory: x.Dir, or the workspace, mapped
+// to the host workspace in unsafe mode.
+func dir(x *execMsg, workDir string, unsafe bool) string {
+	d := x.Dir
+	if d == "" {
+		d = workDir
+	}
+	if unsafe && (d == WorkDir || strings.HasPrefix(d, WorkDir+"/")) {
+		d = filepath.Join(workDir, d[len(WorkDir):])
+	}
+	return d
+}
+
+// startForkServer starts a fork server (see Template): uid 0 with a
+// bounding set of forkServerCaps only, so the exec leaves it exactly those
+// capabilities, no_new_privs, rlimits already applied, and the socket to
+// the parent as its fd 4. It never runs user code; every execution it
+// forks drops all of this before any does.
+func startForkServer(s *setupMsg, x *execMsg, dir string) (int, error) {
+	if s.Unsafe || s.UID == 0 {
+		return 0, step("fork server", errors.New("needs a jail without a user namespace (a root server)"))
+	}
+	if err := dropBoundingCapsExcept(forkServerCaps); err != nil {
+		return 0, step("capabilities", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, step("no_new_privs", os.NewSyscallError("prctl", err))
+	}
+	files := []*os.File{os.NewFile(fdStdin, "stdin"), os.NewFile(fdStdout, "stdout"), os.NewFile(fdStderr, "stderr"),
+		nil, os.NewFile(fdForkSock, "fork socket")}
+	p, err := os.StartProcess(x.Argv[0], x.Argv, &os.ProcAttr{Dir: dir, Env: x.Env, Files: files,
+		Sys: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}})
 	if err != nil {
 		return 0, step("exec", err)
 	}

@@ -46,26 +46,34 @@ func fsRights(abi int) uint64 {
 	return r
 }
 
-// applyLandlock restricts the calling thread; the targets of writable
-// mounts are writable like /work. It returns the ABI used, or 0 when the
-// kernel has no Landlock.
-func applyLandlock(mounts []Mount) (int, error) {
+// landlockPlan is a Landlock ruleset: the rights handled, the scopes and
+// one rule per path. A fork server's executions apply the same plan to
+// themselves (see Template), so it is plain data.
+type landlockPlan struct {
+	ABI     int            `json:"abi"` // 0: the kernel has no Landlock
+	Handled uint64         `json:"handled_fs"`
+	Scoped  uint64         `json:"scoped"`
+	Rules   []landlockRule `json:"rules"`
+}
+
+type landlockRule struct {
+	Path   string `json:"path"`
+	Rights uint64 `json:"rights"`
+}
+
+// planLandlock is the ruleset of a payload with mounts: read everywhere,
+// write only below /work, /tmp, /dev/shm and writable mounts.
+func planLandlock(mounts []Mount) landlockPlan {
 	abi := landlockABI()
 	if abi == 0 {
-		return 0, nil
+		return landlockPlan{}
 	}
 	handled := fsRights(abi)
-	attr := ll.RulesetAttr{HandledAccessFS: handled}
+	plan := landlockPlan{ABI: abi, Handled: handled}
 	if abi >= 6 {
 		// Abstract unix sockets and signals only within the jail's domain.
-		attr.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+		plan.Scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
 	}
-	fd, err := ll.LandlockCreateRuleset(&attr, 0)
-	if err != nil {
-		return abi, os.NewSyscallError("landlock_create_ruleset", err)
-	}
-	defer unix.Close(fd)
-
 	read := uint64(ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)
 	// Opening for writing with O_TRUNC (Python's open(..., "w")) needs the
 	// truncate right on top of write (ABI 3 and later).
@@ -74,10 +82,7 @@ func applyLandlock(mounts []Mount) (int, error) {
 	if abi >= 5 {
 		devRights |= ll.AccessFSIoctlDev
 	}
-	rules := []struct {
-		path   string
-		rights uint64
-	}{
+	plan.Rules = []landlockRule{
 		{"/", read},
 		{WorkDir, handled},
 		{"/tmp", handled},
@@ -87,21 +92,35 @@ func applyLandlock(mounts []Mount) (int, error) {
 	}
 	for _, m := range mounts {
 		if m.Writable {
-			rules = append(rules, struct {
-				path   string
-				rights uint64
-			}{m.target(), handled})
+			plan.Rules = append(plan.Rules, landlockRule{m.target(), handled})
 		}
 	}
-	for _, r := range rules {
-		if err := addPathRule(fd, r.path, r.rights); err != nil {
-			return abi, err
+	return plan
+}
+
+// applyLandlock restricts the calling thread; the targets of writable
+// mounts are writable like /work. It returns the ABI used, or 0 when the
+// kernel has no Landlock.
+func applyLandlock(mounts []Mount) (int, error) {
+	plan := planLandlock(mounts)
+	if plan.ABI == 0 {
+		return 0, nil
+	}
+	attr := ll.RulesetAttr{HandledAccessFS: plan.Handled, Scoped: plan.Scoped}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return plan.ABI, os.NewSyscallError("landlock_create_ruleset", err)
+	}
+	defer unix.Close(fd)
+	for _, r := range plan.Rules {
+		if err := addPathRule(fd, r.Path, r.Rights); err != nil {
+			return plan.ABI, err
 		}
 	}
 	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
-		return abi, os.NewSyscallError("landlock_restrict_self", err)
+		return plan.ABI, os.NewSyscallError("landlock_restrict_self", err)
 	}
-	return abi, nil
+	return plan.ABI, nil
 }
 
 func addPathRule(rulesetFD int, path string, rights uint64) error {

@@ -48,7 +48,7 @@ func (j *Jail) listenInNetns(network, addr string) (_ net.Listener, back bool, _
 		return nil, true, err
 	}
 	defer self.Close()
-	target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", j.cmd.Process.Pid))
+	target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", j.initPid()))
 	if err != nil {
 		return nil, true, fmt.Errorf("opening the jail's network namespace: %w", err)
 	}

@@ -139,7 +139,7 @@ func (p *Process) HandOff(l Limits, files []File, request []byte) error {
 // can pick the tmpfs superblocks through /proc/<init>/root and reconfigure
 // them (fspick + fsconfig). A size below what is in use fails.
 func (j *Jail) resizeScratch(l Limits) error {
-	root := fmt.Sprintf("/proc/%d/root", j.cmd.Process.Pid)
+	root := fmt.Sprintf("/proc/%d/root", j.initPid())
 	for _, m := range []struct {
 		dir         string
 		size, nodes int64
@@ -174,7 +174,7 @@ func (j *Jail) writeFilesVia(files []File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.cmd.Process.Pid, WorkDir))
+	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.initPid(), WorkDir))
 	if err != nil {
 		return err
 	}
@@ -212,10 +212,10 @@ func (j *Jail) writeFilesVia(files []File) error {
 // payloadHostPid finds the host pid of init's child with jail pid nsPid,
 // from init's children list and their NSpid lines.
 func (j *Jail) payloadHostPid(nsPid int) int {
-	if j.cmd == nil || j.cmd.Process == nil {
+	initPid := j.initPid()
+	if initPid <= 0 {
 		return 0
 	}
-	initPid := j.cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", initPid, initPid))
 	if err != nil {
 		return 0

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,12 +42,25 @@ func applyRlimits(l Limits) error {
 // dropBoundingCaps empties the capability bounding set and the ambient set,
 // so that nothing the payload executes can ever regain a capability. The
 // payload's own permitted and effective sets are cleared by the uid change.
-func dropBoundingCaps() error {
+func dropBoundingCaps() error { return dropBoundingCapsExcept(nil) }
+
+// forkServerCaps are what a fork server keeps to build each execution:
+// mounts and namespaces (SYS_ADMIN), the uid change (SETUID, SETGID),
+// emptying the child's bounding set (SETPCAP), killing what an execution
+// left (KILL) and bringing up its loopback (NET_ADMIN).
+var forkServerCaps = []int{unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_SETPCAP, unix.CAP_KILL, unix.CAP_NET_ADMIN}
+
+// dropBoundingCapsExcept is dropBoundingCaps keeping keep in the bounding
+// set: a uid 0 process exec'd afterwards holds exactly those.
+func dropBoundingCapsExcept(keep []int) error {
 	last, err := lastCap()
 	if err != nil {
 		return err
 	}
 	for c := 0; c <= last; c++ {
+		if slices.Contains(keep, c) {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, os.NewSyscallError("prctl", err))
 		}

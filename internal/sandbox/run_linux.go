@@ -32,6 +32,12 @@ func (j *Jail) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, erro
 // CloseStdin (spec.Stdin is not written: see Run). A setup failure is not
 // an error: the Process ends at once and Wait reports StatusSetupError.
 func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, error) {
+	return j.launch(ctx, spec, out, false)
+}
+
+// launch is Start; with forkServer the payload is started as a fork server
+// (execMsg.ForkServer).
+func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer bool) (*Process, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -46,6 +52,35 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 	j.used = true
 	j.mu.Unlock()
 
+	p := j.newProcess(ctx, spec, out)
+	p.exec.ForkServer = forkServer
+	if j.cg != nil {
+		if err := j.cg.setLimits(p.r.limits); err != nil {
+			return p.failed(err), nil
+		}
+	}
+	p.drain()
+	if err := j.send(ctx, message{Kind: kindExec, Exec: p.exec}); err != nil {
+		return p.failed(err), nil
+	}
+	m, err := j.await(ctx, kindStarted)
+	if err != nil {
+		if ctx.Err() != nil {
+			p.r.end.cancelled = true
+			p.finish(0)
+			return p, nil
+		}
+		return p.failed(err), nil
+	}
+	if m.Started == nil {
+		return p.failed(fmt.Errorf("protocol: started message without a pid")), nil
+	}
+	p.running(m.Started.Pid)
+	return p, nil
+}
+
+// newProcess is the parent's side of spec's payload in j, before it runs.
+func (j *Jail) newProcess(ctx context.Context, spec Spec, out OutputFunc) *Process {
 	limits := spec.Limits.WithDefaults()
 	p := &Process{
 		j:        j,
@@ -68,21 +103,6 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 	if spec.LiveOnly {
 		p.stdout.discard, p.stderr.discard, p.channel.discard = true, true, true
 	}
-	if j.cg != nil {
-		if err := j.cg.setLimits(limits); err != nil {
-			return p.failed(err), nil
-		}
-	}
-	for _, d := range []struct {
-		c *capture
-		f *os.File
-	}{{p.stdout, j.stdoutR}, {p.stderr, j.stderrR}, {p.channel, j.chanR}} {
-		p.drains.Add(1)
-		go func() {
-			defer p.drains.Done()
-			d.c.drain(d.f)
-		}()
-	}
 	dir := spec.Dir
 	if dir == "" {
 		dir = WorkDir
@@ -93,27 +113,31 @@ func (j *Jail) Start(ctx context.Context, spec Spec, out OutputFunc) (*Process, 
 		c := spec.Collect.withDefaults()
 		p.exec.Collect = &c
 	}
-	if err := j.send(ctx, message{Kind: kindExec, Exec: p.exec}); err != nil {
-		return p.failed(err), nil
+	return p
+}
+
+// drain reads the payload's stdout, stderr and channel until EOF.
+func (p *Process) drain() {
+	for _, d := range []struct {
+		c *capture
+		f *os.File
+	}{{p.stdout, p.j.stdoutR}, {p.stderr, p.j.stderrR}, {p.channel, p.j.chanR}} {
+		p.drains.Add(1)
+		go func() {
+			defer p.drains.Done()
+			d.c.drain(d.f)
+		}()
 	}
-	m, err := j.await(ctx, kindStarted)
-	if err != nil {
-		if ctx.Err() != nil {
-			p.r.end.cancelled = true
-			p.finish(0)
-			return p, nil
-		}
-		return p.failed(err), nil
-	}
-	if m.Started == nil {
-		return p.failed(fmt.Errorf("protocol: started message without a pid")), nil
-	}
-	p.hostPid = j.payloadHostPid(m.Started.Pid)
+}
+
+// running records that the payload (nsPid in its jail) started: the wall
+// clock starts and the parent watches for its end.
+func (p *Process) running(nsPid int) {
+	p.hostPid = p.j.payloadHostPid(nsPid)
 	p.start = time.Now()
 	p.col = &collected{done: make(chan struct{})}
 	go p.readExit()
 	go p.watch()
-	return p, nil
 }
 
 // Process is a payload running in its jail. Its owner may talk to it
@@ -156,7 +180,12 @@ func (p *Process) readExit() {
 	defer close(p.col.done)
 	if m, err := p.j.wire.expect(kindExit); err == nil && m.Exit != nil {
 		p.exitCh <- *m.Exit
-		if p.exec.Collect != nil {
+		switch {
+		case p.exec.Collect != nil && p.j.reaper != nil:
+			// A forked execution's reaper has killed what the payload
+			// left and waits while the parent reads the workspace.
+			p.col.files, p.col.omitted, p.col.err = p.j.collectVia(*p.exec.Collect)
+		case p.exec.Collect != nil:
 			p.col.files, p.col.omitted, p.col.err = receiveFiles(p.j.wire, *p.exec.Collect)
 		}
 	}
@@ -359,7 +388,8 @@ func (r *runState) result(j *Jail, stdout, stderr, channel *capture, wall time.D
 			r.end.oomKilled = oom && !(r.end.haveExit && r.end.exit.Exited && r.end.exit.ExitCode == 0)
 			r.mu.Unlock()
 		}
-	} else if st := j.cmd.ProcessState; st != nil {
+	} else if j.cmd != nil && j.cmd.ProcessState != nil {
+		st := j.cmd.ProcessState
 		res.CPUTime = st.UserTime() + st.SystemTime()
 	}
 	r.mu.Lock()

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"unsafe"
@@ -229,6 +230,18 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 	a.label("kill")
 	a.ret(retKillProcess)
 	return a.assemble()
+}
+
+// filterBytes is the filter as the kernel's struct sock_filter array, in
+// the host's byte order, for a fork server's executions to load.
+func filterBytes(raw []bpf.RawInstruction) []byte {
+	b := make([]byte, 0, 8*len(raw))
+	for _, r := range raw {
+		b = binary.NativeEndian.AppendUint16(b, r.Op)
+		b = append(b, r.Jt, r.Jf)
+		b = binary.NativeEndian.AppendUint32(b, r.K)
+	}
+	return b
 }
 
 // loadSeccomp installs the filter on every thread of the calling process

@@ -126,6 +126,12 @@ type Jail struct {
 
 	// parent ends of the pipes
 	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR, reqW *os.File
+	// forkSock is the parent's end of init's fdForkSock (nil for a forked
+	// execution): a Template's line to its fork server.
+	forkSock *os.File
+	// reaper is set for an execution forked by a Template: its PID 1 is a
+	// fork of the template, not a Go init this process started.
+	reaper *reaper
 
 	initDone   chan struct{} // closed when init has exited and been waited for
 	initStderr *limitedBuffer
@@ -196,15 +202,7 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 // start creates the pipes and starts init in its namespaces and cgroup.
 func (j *Jail) start() error {
 	m := j.m
-	var child [7]*os.File // init's ends, in fd order 3..9
-	var err error
-	pipes := []struct {
-		parentIsWriter bool
-		parent         **os.File
-	}{
-		{true, &j.ctrlW}, {false, &j.statusR}, {true, &j.stdinW},
-		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR}, {true, &j.reqW},
-	}
+	var child [8]*os.File // init's ends, in fd order 3..10
 	defer func() {
 		for _, f := range child {
 			if f != nil {
@@ -212,17 +210,16 @@ func (j *Jail) start() error {
 			}
 		}
 	}()
-	for i, p := range pipes {
-		r, w, perr := os.Pipe()
-		if perr != nil {
-			return fmt.Errorf("creating pipe: %w", perr)
-		}
-		if p.parentIsWriter {
-			*p.parent, child[i] = w, r
-		} else {
-			*p.parent, child[i] = r, w
-		}
+	pipes, err := j.makePipes()
+	if err != nil {
+		return err
 	}
+	copy(child[:], pipes[:])
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("creating socket pair: %w", os.NewSyscallError("socketpair", err))
+	}
+	j.forkSock, child[7] = os.NewFile(uintptr(pair[0]), "fork socket"), os.NewFile(uintptr(pair[1]), "fork socket")
 	cmd := exec.Command(m.initPath, InitArg)
 	cmd.Args[0] = "pyexec"
 	cmd.Env = []string{} // nothing of the server's environment enters the jail
@@ -265,6 +262,46 @@ func (j *Jail) start() error {
 	}
 	j.wire = newWire(j.statusR, j.ctrlW)
 	return nil
+}
+
+// initPid is the host pid of the jail's PID 1 (its Go init, or the
+// reaper of a forked execution), 0 before it started.
+func (j *Jail) initPid() int {
+	if j.reaper != nil {
+		return j.reaper.pid
+	}
+	if j.cmd == nil || j.cmd.Process == nil {
+		return 0
+	}
+	return j.cmd.Process.Pid
+}
+
+// makePipes creates the pipes between the parent and a jail's PID 1 and
+// returns the jail's ends in the order of init's descriptors fdControl to
+// fdRequests; the caller closes them once PID 1 has its copies.
+func (j *Jail) makePipes() (child [7]*os.File, err error) {
+	pipes := []struct {
+		parentIsWriter bool
+		parent         **os.File
+	}{
+		{true, &j.ctrlW}, {false, &j.statusR}, {true, &j.stdinW},
+		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR}, {true, &j.reqW},
+	}
+	for i, p := range pipes {
+		r, w, perr := os.Pipe()
+		if perr != nil {
+			for _, f := range child[:i] {
+				f.Close()
+			}
+			return child, fmt.Errorf("creating pipe: %w", perr)
+		}
+		if p.parentIsWriter {
+			*p.parent, child[i] = w, r
+		} else {
+			*p.parent, child[i] = r, w
+		}
+	}
+	return child, nil
 }
 
 // send writes a message to init.
@@ -314,8 +351,8 @@ func (j *Jail) initFailure(err error) error {
 	if msg := bytes.TrimSpace(j.initStderr.Bytes()); len(msg) > 0 {
 		return fmt.Errorf("jail init failed: %s (%w)", msg, err)
 	}
-	if st := j.cmd.ProcessState; st != nil {
-		return fmt.Errorf("jail init exited (%s): %w", st, err)
+	if j.cmd != nil && j.cmd.ProcessState != nil {
+		return fmt.Errorf("jail init exited (%s): %w", j.cmd.ProcessState, err)
 	}
 	return fmt.Errorf("jail init: %w", err)
 }
@@ -323,6 +360,10 @@ func (j *Jail) initFailure(err error) error {
 // kill ends init; the kernel then kills every process of its pid
 // namespace.
 func (j *Jail) kill() {
+	if j.reaper != nil {
+		j.reaper.kill()
+		return
+	}
 	if j.cmd != nil && j.cmd.Process != nil {
 		_ = j.cmd.Process.Signal(syscall.SIGKILL)
 	}
@@ -339,7 +380,7 @@ func (j *Jail) Close() error {
 	j.closed = true
 	j.mu.Unlock()
 	j.kill()
-	if j.cmd != nil {
+	if j.cmd != nil || j.reaper != nil {
 		<-j.initDone
 	}
 	j.mu.Lock()
@@ -348,7 +389,10 @@ func (j *Jail) Close() error {
 	if p != nil {
 		<-p.released // its teardown reads the cgroup, then removes it
 	}
-	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW} {
+	if j.reaper != nil {
+		j.reaper.close()
+	}
+	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW, j.forkSock} {
 		if f != nil {
 			f.Close()
 		}

@@ -39,6 +39,11 @@ const (
 	fdStderr   = 7 // payload stderr (write end)
 	fdChannel  = 8 // payload result channel (write end), becomes the payload's fd 3
 	fdRequests = 9 // payload request pipe (read end), becomes the payload's fd 4
+	// fdForkSock is a unix SOCK_SEQPACKET socket to the parent; it becomes
+	// the payload's fd 4 instead of the request pipe only for a fork server
+	// (execMsg.ForkServer), which receives the descriptors of each
+	// execution on it.
+	fdForkSock = 10
 )
 
 type msgKind string
@@ -93,6 +98,10 @@ type execMsg struct {
 	// Requests gives the payload fd 4, the read end of the request pipe.
 	Requests bool     `json:"requests,omitempty"`
 	Collect  *Collect `json:"collect,omitempty"` // with defaults applied
+	// ForkServer starts the payload as a fork server (Template): it stays
+	// uid 0 with only forkServerCaps, without Landlock and seccomp, which
+	// each execution it forks applies to itself before any user code.
+	ForkServer bool `json:"fork_server,omitempty"`
 }
 
 type startedMsg struct {

@@ -19,7 +19,7 @@ func (p *Process) Workspace() (*os.Root, error) {
 	}
 	dir := p.j.workHost
 	if !p.j.m.cfg.Unsafe {
-		dir = fmt.Sprintf("/proc/%d/root%s", p.j.cmd.Process.Pid, WorkDir)
+		dir = fmt.Sprintf("/proc/%d/root%s", p.j.initPid(), WorkDir)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

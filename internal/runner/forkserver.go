@@ -1,0 +1,25 @@
+package runner
+
+import _ "embed"
+
+// forkServerSource is the fork server (see sandbox.Template): it preloads
+// modules, then forks one confined runner per execution.
+//
+//go:embed forkserver.py
+var forkServerSource string
+
+// DefaultPreload are the modules a fork server imports once for all its
+// executions, where the environment has them: what makes a data-science
+// snippet start in milliseconds instead of seconds.
+var DefaultPreload = []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}
+
+// ForkServerArgv is the command line of a fork server under the
+// interpreter at python whose executions run driver (normally the runner
+// driver; tests pass their own) waiting on RequestFD, after importing
+// preload.
+func ForkServerArgv(python, driver string, preload []string) []string {
+	return append([]string{python, "-B", "-c", forkServerSource, driver}, preload...)
+}
+
+// DriverSource is the runner driver, what a fork server's executions run.
+func DriverSource() string { return driverSource }

@@ -1,0 +1,460 @@
+# pyexec fork server.
+#
+# A jail's init starts this as
+#     python -B -c <this source> <driver source> [MODULE ...]
+# as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
+# NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
+# fd 4. It imports MODULEs (those the environment has) once, reads its
+# configuration, answers {"ready": true}, and then forks one execution per
+# request. It never runs user code itself. Each child, before any user code:
+#   - becomes PID 1 (the reaper) of a new pid namespace, with new mount, IPC,
+#     UTS and (unless the jail has network) network namespaces, fresh tmpfs
+#     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
+#   - forks the payload, which takes a session, rlimits, an empty bounding
+#     set, the sandbox uid and gid (so no capability at all), Landlock,
+#     no_new_privs and the seccomp filter, checks all of that in
+#     /proc/self/status, reseeds every random generator, forgets this file's
+#     modules, and then runs the runner driver waiting for its request on fd 4.
+# Failures before the payload runs are reported to the server as
+# {"kind": "error"} on the execution's status pipe: nothing runs half-isolated.
+# Once confined, the payload reports {"kind": "started"} there; the reaper
+# later reports {"kind": "exit"}, like a jail's init, after killing whatever
+# the payload left.
+
+import os
+import sys
+
+_DRIVER = sys.argv[1]
+_PRELOAD = sys.argv[2:]
+del sys.argv[1:]
+for _name in _PRELOAD:
+    try:
+        __import__(_name)
+    except Exception as _e:  # the environment may lack it: preload what exists
+        sys.stderr.write("pyexec fork server: not preloading %s: %s\n" % (_name, _e))
+if "matplotlib.pyplot" in sys.modules:
+    # The first figure loads fonts and the renderer: pay that here, once.
+    try:
+        import io as _io
+        _plt = sys.modules["matplotlib.pyplot"]
+        _fig = _plt.figure(figsize=(1, 1))
+        _fig.savefig(_io.BytesIO(), format="png")
+        _plt.close("all")
+        del _fig, _plt, _io
+    except Exception as _e:
+        sys.stderr.write("pyexec fork server: matplotlib warm-up: %s\n" % _e)
+# What a payload may keep of sys.modules: what the interpreter and the
+# preloads loaded, not the machinery below.
+_KEEP = frozenset(sys.modules)
+
+import ctypes  # noqa: E402
+import fcntl  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import struct  # noqa: E402
+import warnings  # noqa: E402
+
+warnings.simplefilter("ignore")  # fork() in a process numpy gave threads
+_CODE = compile(_DRIVER, "<string>", "exec")
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SYS_LANDLOCK = {"x86_64": 444, "aarch64": 444}  # create; add_rule +1; restrict_self +2
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
+
+
+class _Fail(Exception):
+    def __init__(self, step, message):
+        Exception.__init__(self, step, message)
+        self.step, self.message = step, message
+
+
+def _check(step, ret):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise _Fail(step, os.strerror(e))
+
+
+def _c(s):
+    return None if s is None else s.encode()
+
+
+def _mount(src, target, fstype, flags, data=None):
+    ctypes.set_errno(0)
+    _check("mount " + target, _libc.mount(_c(src), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data)))
+
+
+def _prctl(step, *args):
+    ctypes.set_errno(0)
+    _check(step, _libc.prctl(*[ctypes.c_ulong(a) for a in args]))
+
+
+def _send(fd, msg):
+    os.write(fd, (json.dumps(msg) + "\n").encode())
+
+
+# --- the template ---------------------------------------------------------
+
+def _serve():
+    sock = socket.socket(fileno=4)
+    cfg = json.loads(sock.recv(1 << 20).decode())
+    if not cfg:
+        os._exit(0)
+    if sys.version_info < (3, 9):
+        sock.send(json.dumps({"error": "a fork server needs Python 3.9 or later"}).encode())
+        os._exit(0)
+    cfg["seccomp_prog"] = None
+    if cfg.get("seccomp"):
+        import base64
+        raw = base64.b64decode(cfg["seccomp"])
+        buf = ctypes.create_string_buffer(raw, len(raw))
+        cfg["seccomp_prog"] = (buf, struct.pack("HxxxxxxP", len(raw) // 8, ctypes.addressof(buf)))
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, _reap_children)
+    sock.send(b'{"ready": true}')
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
+        except InterruptedError:
+            continue
+        if not msg:
+            os._exit(0)  # the server closed: so do we
+        req = json.loads(msg.decode())
+        if len(fds) != 7:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": "expected 7 descriptors, got %d" % len(fds)}).encode())
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # No SIGCHLD handling between fork and pidfd_open: the child must
+        # not be reaped before the server holds its pidfd.
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+        try:
+            ctypes.set_errno(0)
+            _check("unshare(CLONE_NEWPID)", _libc.unshare(CLONE_NEWPID))
+            pid = os.fork()
+            if pid == 0:
+                _child(sock, req, fds, cfg)  # never returns
+            ctypes.set_errno(0)
+            if _libc.setns(own_pidns, CLONE_NEWPID) != 0:
+                os._exit(70)  # cannot fork the next execution: let the server replace us
+            pidfd = os.pidfd_open(pid)
+        except _Fail as e:
+            sock.send(json.dumps({"error": "%s: %s" % (e.step, e.message)}).encode())
+            continue
+        finally:
+            for fd in fds:
+                os.close(fd)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+        try:
+            socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
+        finally:
+            os.close(pidfd)
+
+
+def _reap_children(signum, frame):
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# --- one execution: the reaper ---------------------------------------------
+
+def _child(sock, req, fds, cfg):
+    status = 5
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+        # Descriptors: stdin, stdout, stderr, channel, request as 0-4; the
+        # status pipe (5) and the server's release pipe (6) for the reaper.
+        sock.detach()  # fd 4 is about to be the request pipe: never close it
+        ctl, st, stdin, stdout, stderr, chan, reqfd = fds
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (stdin, stdout, stderr, chan, reqfd, st, ctl)]
+        for i, fd in enumerate(high):
+            os.dup2(fd, i, inheritable=i < 5)
+        os.closerange(7, 1 << 20)
+        _isolate(req, cfg)
+        pid = os.fork()
+        if pid == 0:
+            _payload(req, cfg)  # never returns
+    except _Fail as e:
+        _report_failure(status, e.step, e.message)
+    except BaseException as e:
+        _report_failure(status, "fork server", "%s: %s" % (type(e).__name__, e))
+    _reap(pid, req)
+
+
+def _report_failure(status, step, message):
+    try:
+        _send(status, {"kind": "error", "error": {"step": step, "message": message}})
+    finally:
+        os._exit(1)
+
+
+def _isolate(req, cfg):
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+    if not cfg["network"]:
+        flags |= CLONE_NEWNET
+    ctypes.set_errno(0)
+    _check("unshare", _libc.unshare(flags))
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    host = cfg["hostname"].encode()
+    ctypes.set_errno(0)
+    _check("sethostname", _libc.sethostname(host, len(host)))
+    if not cfg["network"]:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
+            up = struct.unpack("16sH14x", ifr)[1] | IFF_UP
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", up))
+        except OSError as e:
+            raise _Fail("loopback", str(e))
+        finally:
+            s.close()
+    size, inodes = req["workspace_bytes"], req["workspace_inodes"]
+    _mount("tmpfs", "/work", "tmpfs", MS_NOSUID | MS_NODEV,
+           "size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d" % (size, inodes, cfg["uid"], cfg["gid"]))
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=%d,nr_inodes=%d,mode=1777" % (size, inodes))
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+           "size=%d,nr_inodes=%d,mode=1777" % (req["shm_bytes"], inodes))
+    # A /proc of the new pid namespace, masked like a cold jail's.
+    ctypes.set_errno(0)
+    _check("umount /proc", _libc.umount2(b"/proc", MNT_DETACH))
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in cfg["proc_masked"]:
+        p = "/proc/" + name
+        if os.path.lexists(p):
+            _mount("/dev/null", p, None, MS_BIND)
+    for name in cfg["proc_read_only"]:
+        p = "/proc/" + name
+        if os.path.lexists(p):
+            _mount(p, p, None, MS_BIND | MS_REC)
+            _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def _reap(pid, req):
+    # PID 1 of the execution: wait for the payload, reaping what is
+    # re-parented to us, then kill everything left and report.
+    for fd in range(5):
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    exit_info = {"Signal": 9}
+    while True:
+        try:
+            got, ws = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if got == pid:
+            if os.WIFEXITED(ws):
+                exit_info = {"Exited": True, "ExitCode": os.WEXITSTATUS(ws)}
+            else:
+                exit_info = {"Signal": os.WTERMSIG(ws)}
+            break
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    try:
+        _send(5, {"kind": "exit", "exit": exit_info})
+        if req["collect"]:
+            while os.read(6, 4096):  # the server reads /work, then closes
+                pass
+    finally:
+        os._exit(0)
+
+
+# --- one execution: the payload -------------------------------------------
+
+def _payload(req, cfg):
+    try:
+        os.close(6)
+        os.setsid()
+        _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)
+        cpu = req["cpu_seconds"]
+        for step, res, soft, hard in (
+            ("core", resource.RLIMIT_CORE, 0, 0),
+            ("nofile", resource.RLIMIT_NOFILE, req["open_files"], req["open_files"]),
+            ("fsize", resource.RLIMIT_FSIZE, req["file_size_bytes"], req["file_size_bytes"]),
+            ("stack", resource.RLIMIT_STACK, 8 << 20, 8 << 20),
+            ("cpu", resource.RLIMIT_CPU, cpu, cpu + 1),
+        ):
+            try:
+                resource.setrlimit(res, (soft, hard))
+            except (OSError, ValueError) as e:
+                raise _Fail("rlimit " + step, str(e))
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+        for cap in range(last + 1):
+            ctypes.set_errno(0)
+            if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+                raise _Fail("capabilities", os.strerror(ctypes.get_errno()))
+        _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        os.setgroups([])
+        os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+        os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+        plan = cfg.get("landlock")
+        if plan and plan["abi"]:
+            _landlock(plan)
+        _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        if cfg["seccomp_prog"]:
+            prog = ctypes.create_string_buffer(cfg["seccomp_prog"][1])
+            _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
+        _verify(cfg)
+        os.chdir(req["dir"])
+        # Fully confined: tell the server, which then moves us into the
+        # execution's cgroup before it sends the request.
+        _send(5, {"kind": "started", "started": {"pid": os.getpid()}})
+    except _Fail as e:
+        _report_failure(5, e.step, e.message)
+    except BaseException as e:
+        _report_failure(5, "payload", "%s: %s" % (type(e).__name__, e))
+    os.close(5)
+    _fresh_state()
+    _run_driver()
+
+
+def _landlock(plan):
+    nr = SYS_LANDLOCK.get(os.uname().machine)
+    if nr is None:
+        raise _Fail("landlock", "unknown architecture")
+    attr = ctypes.create_string_buffer(struct.pack("QQQ", plan["handled_fs"], 0, plan["scoped"]))
+    ctypes.set_errno(0)
+    rs = _libc.syscall(ctypes.c_long(nr), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))
+    if rs < 0:
+        raise _Fail("landlock", "landlock_create_ruleset: " + os.strerror(ctypes.get_errno()))
+    try:
+        for rule in plan["rules"]:
+            try:
+                fd = os.open(rule["path"], os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                beneath = ctypes.create_string_buffer(struct.pack("=Qi", rule["rights"], fd))
+                ctypes.set_errno(0)
+                if _libc.syscall(ctypes.c_long(nr + 1), ctypes.c_int(rs), ctypes.c_int(1), beneath, ctypes.c_uint32(0)) != 0:
+                    raise _Fail("landlock", "rule for %s: %s" % (rule["path"], os.strerror(ctypes.get_errno())))
+            finally:
+                os.close(fd)
+        ctypes.set_errno(0)
+        if _libc.syscall(ctypes.c_long(nr + 2), ctypes.c_int(rs), ctypes.c_uint32(0)) != 0:
+            raise _Fail("landlock", "landlock_restrict_self: " + os.strerror(ctypes.get_errno()))
+    finally:
+        os.close(rs)
+
+
+def _verify(cfg):
+    # Fail closed: the kernel's view of this process must be a cold jail's.
+    with open("/proc/self/status") as f:
+        st = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+    want = {"CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapBnd": "0" * 16, "CapAmb": "0" * 16,
+            "NoNewPrivs": "1"}
+    if cfg["seccomp_prog"]:
+        want["Seccomp"] = "2"
+    for key, value in want.items():
+        if st.get(key, "").strip() != value:
+            raise _Fail("verify", "%s is %r, want %r" % (key, st.get(key, "").strip(), value))
+    uids = st.get("Uid", "").split()
+    if uids != [str(cfg["uid"])] * 4:
+        raise _Fail("verify", "uids are %r" % uids)
+
+
+def _fresh_state():
+    # Nothing of the template's state that differs per process may be
+    # shared: random generators are reseeded from the kernel, caches that
+    # remember the template's directories are dropped, and the modules
+    # this file imported are forgotten (a user's json.py then shadows json
+    # as in a cold run).
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+    tf = sys.modules.get("tempfile")
+    if tf is not None:
+        tf._name_sequence = None
+    sys.path_importer_cache.clear()
+    for name in list(sys.modules):
+        if name not in _KEEP:
+            del sys.modules[name]
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run_driver():
+    import builtins
+    sys.argv[1:] = ["--wait-request", "4"]
+    mod = type(sys)("__main__")
+    mod.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = mod
+    code = 0
+    try:
+        exec(_CODE, mod.__dict__)
+    except SystemExit as e:
+        code = e.code
+    except KeyboardInterrupt:
+        _shutdown()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        try:
+            sys.stderr.write(str(code) + "\n")
+        except BaseException:
+            pass
+        code = 1
+    _shutdown()
+    os._exit(code & 0xFF)
+
+
+def _shutdown():
+    # What the interpreter does at exit that a user can observe: join
+    # non-daemon threads, run atexit callbacks, flush. Not the teardown of
+    # every module, which only costs time.
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+    except BaseException:
+        pass
+    try:
+        import atexit
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+
+
+_serve()

@@ -1,0 +1,372 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Template is a fork server: a process in a jail of its own that loaded
+// an interpreter (and whatever it preloads) once and never runs user code.
+// Each execution is a child forked from it which, before any user code,
+// builds the isolation of a cold jail for itself:
+//
+//	template (uid 0; SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL, NET_ADMIN;
+//	│         no_new_privs; in the template jail's namespaces and cgroup)
+//	└─ reaper: PID 1 of a new pid namespace, new mount, IPC, UTS and
+//	   │       (without network) network namespaces; fresh /work, /tmp,
+//	   │       /dev/shm; a new /proc with the same masks; reports on its
+//	   │       status pipe; kills what the payload leaves
+//	   └─ payload: setsid, rlimits, empty bounding/ambient sets, uid and
+//	              gid of the sandbox user (clearing every capability),
+//	              Landlock, no_new_privs, the same seccomp filter; then it
+//	              waits for its request on fd 4 like a warm runner
+//
+// The parent moves reaper and payload into the execution's own cgroup,
+// writes its files and hands it its request (Process.HandOff), exactly as
+// for a prepared jail. The Python side is internal/runner's forkserver.py.
+//
+// A fork server needs a root server (no user namespace) and isolation;
+// StartTemplate reports ErrUnsupported otherwise.
+type Template struct {
+	m    *Manager
+	base Base
+	jail *Jail
+	proc *Process
+	conn *net.UnixConn
+
+	mu sync.Mutex // one fork request and its reply at a time on conn
+}
+
+// forkConfig is the first message a fork server receives: what every
+// execution applies to itself.
+type forkConfig struct {
+	UID          int           `json:"uid"`
+	GID          int           `json:"gid"`
+	Hostname     string        `json:"hostname"`
+	Network      bool          `json:"network"`
+	Seccomp      []byte        `json:"seccomp"` // struct sock_filter[]; empty: no filter
+	Landlock     *landlockPlan `json:"landlock"`
+	ProcMasked   []string      `json:"proc_masked"`
+	ProcReadOnly []string      `json:"proc_read_only"`
+}
+
+// forkRequest asks for one execution; its descriptors travel with it.
+type forkRequest struct {
+	WorkspaceBytes  int64  `json:"workspace_bytes"`
+	WorkspaceInodes int64  `json:"workspace_inodes"`
+	ShmBytes        int64  `json:"shm_bytes"`
+	OpenFiles       int64  `json:"open_files"`
+	FileSizeBytes   int64  `json:"file_size_bytes"`
+	CPUSeconds      int64  `json:"cpu_seconds"`
+	Dir             string `json:"dir"`
+	Collect         bool   `json:"collect"`
+}
+
+// forkReply answers the configuration (Ready) and each fork request (Pid,
+// with a pidfd of the reaper attached).
+type forkReply struct {
+	Ready bool   `json:"ready,omitempty"`
+	Pid   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// templateStartTimeout bounds a fork server's start-up, preloading
+// included (numpy, pandas and matplotlib take seconds on a cold cache).
+const templateStartTimeout = 3 * time.Minute
+
+// StartTemplate starts a fork server running spec (its Argv is the
+// server's program, see runner.ForkServerArgv). out receives what the
+// server itself prints. Executions are then Forked from it until Close.
+func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) (_ *Template, retErr error) {
+	if m.cfg.Unsafe || m.userns || m.cfg.UID == 0 {
+		return nil, fmt.Errorf("%w: a fork server needs isolation and a server running as root", ErrUnsupported)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	base := Base{Mounts: spec.Mounts, Network: spec.Network}
+	j, err := m.Prepare(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	spec.Requests, spec.ResultChannel, spec.StreamChannel, spec.Collect = false, false, false, nil
+	// The server lives until Close, not until the start's ctx ends.
+	p, err := j.launch(context.WithoutCancel(ctx), spec, out, true)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	t := &Template{m: m, base: base, jail: j, proc: p}
+	defer func() {
+		if retErr != nil {
+			t.Close()
+		}
+	}()
+	c, err := net.FileConn(j.forkSock)
+	if err != nil {
+		return nil, fmt.Errorf("fork server socket: %w", err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("fork server socket is not a unix socket")
+	}
+	t.conn = uc
+	cfg, err := t.config()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(templateStartTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = t.conn.SetDeadline(deadline)
+	if _, err := t.conn.Write(b); err != nil {
+		return nil, t.died("configuring the fork server", err)
+	}
+	reply, _, err := t.readReply()
+	if err != nil {
+		return nil, t.died("starting the fork server", err)
+	}
+	if !reply.Ready {
+		return nil, fmt.Errorf("%w: fork server: %s", ErrUnsupported, reply.Error)
+	}
+	return t, nil
+}
+
+// config is what each execution of t applies to itself; the same layers,
+// in the same form, as a cold jail.
+func (t *Template) config() (forkConfig, error) {
+	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
+		ProcMasked: procMasked, ProcReadOnly: procReadOnly}
+	if !t.m.cfg.Disable.NoSeccomp {
+		raw, err := buildFilter()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Seccomp = filterBytes(raw)
+	}
+	if !t.m.cfg.Disable.NoLandlock {
+		plan := planLandlock(t.base.Mounts)
+		cfg.Landlock = &plan
+	}
+	return cfg, nil
+}
+
+// readReply reads one reply of the fork server and the descriptor that
+// comes with it, if any (-1).
+func (t *Template) readReply() (forkReply, int, error) {
+	var reply forkReply
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := t.conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return reply, -1, err
+	}
+	fd := -1
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return reply, -1, err
+		}
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				continue
+			}
+			for _, f := range fds {
+				if fd < 0 {
+					fd = f
+				} else {
+					unix.Close(f) // never more than one is sent
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return reply, fd, errors.New("the fork server closed its socket")
+	}
+	if err := json.Unmarshal(buf[:n], &reply); err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return reply, -1, fmt.Errorf("fork server reply: %w", err)
+	}
+	return reply, fd, nil
+}
+
+// died explains a broken fork server with what it printed.
+func (t *Template) died(doing string, err error) error {
+	select { // a server that broke its socket is ending: let it finish
+	case <-t.Done():
+	case <-time.After(time.Second):
+		t.proc.Kill()
+	}
+	res := t.proc.Wait()
+	if len(res.Stderr) > 0 {
+		tail := res.Stderr[max(0, len(res.Stderr)-2000):]
+		return fmt.Errorf("%s: %w; it printed: %s", doing, err, tail)
+	}
+	return fmt.Errorf("%s: %w (%s: %s)", doing, err, res.Status, res.Reason)
+}
+
+// Done is closed when the fork server has ended; it must then be replaced.
+func (t *Template) Done() <-chan struct{} { return t.proc.Done() }
+
+// MemoryUsage is what the fork server's own cgroup holds, in bytes.
+func (t *Template) MemoryUsage() int64 { return t.proc.MemoryUsage() }
+
+// Close ends the fork server. Executions forked from it end with it: they
+// live in nested pid namespaces of its jail.
+func (t *Template) Close() error {
+	if t.conn != nil {
+		t.conn.Close()
+	}
+	t.proc.Kill()
+	t.proc.Wait()
+	return t.jail.Close()
+}
+
+// Fork starts one execution of spec from the fork server: its runner waits
+// for its request on fd 4 (spec.Requests must be set) and gets it, with the
+// execution's actual limits and files, from Process.HandOff. spec's limits
+// are the ceilings the execution starts with; spec's mounts and network
+// must be the template's. The returned Jail is Released by the caller.
+func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail, _ *Process, retErr error) {
+	if err := spec.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if !spec.Requests {
+		return nil, nil, fmt.Errorf("%w: a forked execution takes its work on its request pipe (Spec.Requests)", ErrInvalidSpec)
+	}
+	if !sameBase(t.base, Base{Mounts: spec.Mounts, Network: spec.Network}) {
+		return nil, nil, fmt.Errorf("%w: mounts or network differ from the fork server's", ErrInvalidSpec)
+	}
+	m := t.m
+	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: t.base, used: true,
+		initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
+	defer func() {
+		if retErr != nil {
+			j.Close()
+		}
+	}()
+	l := spec.Limits.WithDefaults()
+	if m.cgroups != nil {
+		cg, err := m.cgroups.create(j.id, l)
+		if err != nil {
+			return nil, nil, err
+		}
+		j.cg = cg
+	}
+	child, err := j.makePipes()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		for _, f := range child {
+			f.Close() // the fork server received its copies
+		}
+	}()
+	dir := spec.Dir
+	if dir == "" {
+		dir = WorkDir
+	}
+	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
+		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
+		Dir: dir, Collect: spec.Collect != nil}
+	pidfd, err := t.request(ctx, req, child)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := newReaper(pidfd)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, nil, err
+	}
+	j.reaper = r
+	go func() {
+		r.wait()
+		close(j.initDone)
+	}()
+	j.wire = newWire(j.statusR, j.ctrlW)
+	p := j.newProcess(ctx, spec, out)
+	p.drain()
+	msg, err := j.await(ctx, kindStarted)
+	if err == nil && msg.Started == nil {
+		err = errors.New("protocol: started message without a pid")
+	}
+	if err != nil {
+		p.failed(err)
+		return nil, nil, fmt.Errorf("forking an execution: %w", err)
+	}
+	// The payload waits for its request: nothing of the user's runs before
+	// both processes are in the execution's cgroup.
+	payload := j.payloadHostPid(msg.Started.Pid)
+	if payload <= 0 {
+		p.failed(errors.New("the forked payload is gone"))
+		return nil, nil, errors.New("forking an execution: the payload is gone")
+	}
+	if j.cg != nil {
+		for _, pid := range []int{r.pid, payload} {
+			if err := j.cg.add(pid); err != nil {
+				p.failed(err)
+				return nil, nil, err
+			}
+		}
+	}
+	p.running(msg.Started.Pid)
+	return j, p, nil
+}
+
+// request sends one fork request with the execution's descriptors and
+// returns the pidfd of its reaper.
+func (t *Template) request(ctx context.Context, req forkRequest, fds [7]*os.File) (int, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return -1, err
+	}
+	raw := make([]int, len(fds))
+	for i, f := range fds {
+		raw[i] = int(f.Fd())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.Done():
+		return -1, errors.New("the fork server has ended")
+	default:
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = t.conn.SetDeadline(deadline)
+	if _, _, err := t.conn.WriteMsgUnix(b, unix.UnixRights(raw...), nil); err != nil {
+		return -1, t.died("sending to the fork server", err)
+	}
+	reply, fd, err := t.readReply()
+	if err != nil {
+		// A late reply would pair with the next request: this server is
+		// no longer trusted to answer in order.
+		return -1, t.died("fork server", err)
+	}
+	if reply.Error != "" || fd < 0 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("fork server: %s", reply.Error)
+	}
+	return fd, nil
+}

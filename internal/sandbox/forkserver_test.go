@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestForkedExecutionsShareNothing runs executions forked from one fork
+// server one after the other and side by side: a global, a file in any
+// writable place, a process, a listening socket or the random state of one
+// is never visible to another.
+func TestForkedExecutionsShareNothing(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m, "random")
+	run := forked(tpl)
+	first := run(t, m, `import builtins, os, random, subprocess
+builtins.LEAKED = "global"
+for d in ("/work", "/tmp", "/dev/shm"):
+    open(d + "/leak", "w").write("x")
+subprocess.Popen(["sleep", "60"], start_new_session=True)
+print("RAND", random.getrandbits(64))`)
+	second := run(t, m, `import builtins, os, random
+print("GLOBAL", hasattr(builtins, "LEAKED"))
+print("FILES", [d for d in ("/work", "/tmp", "/dev/shm") if os.path.exists(d + "/leak")])
+print("PROCS", sorted(open("/proc/%s/cmdline" % p).read().split("\0")[0] for p in os.listdir("/proc") if p.isdigit()))
+print("RAND", random.getrandbits(64))`)
+	for _, r := range []Result{first, second} {
+		if r.Status != StatusOK {
+			t.Fatalf("status %s (%s): %s", r.Status, r.Reason, r.Stderr)
+		}
+	}
+	out := string(second.Stdout)
+	for _, want := range []string{"GLOBAL False", "FILES []"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second execution: want %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sleep") {
+		t.Errorf("the first execution's process is visible to the second:\n%s", out)
+	}
+	rand := func(r Result) string {
+		_, v, _ := strings.Cut(string(r.Stdout), "RAND ")
+		return strings.TrimSpace(v)
+	}
+	if rand(first) == "" || rand(first) == rand(second) {
+		t.Errorf("both executions drew the same random number %q", rand(first))
+	}
+
+	// Side by side: one listens on the loopback, the other cannot reach it.
+	var wg sync.WaitGroup
+	var server, client Result
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		server = run(t, m, `import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 7777)); s.listen()
+print("LISTENING", flush=True); time.sleep(3)`)
+	}()
+	go func() {
+		defer wg.Done()
+		time.Sleep(time.Second)
+		client = run(t, m, `import socket
+try:
+    socket.create_connection(("127.0.0.1", 7777), timeout=1); print("CONNECTED")
+except OSError as e:
+    print("REFUSED", e)`)
+	}()
+	wg.Wait()
+	if !strings.Contains(string(server.Stdout), "LISTENING") || !strings.Contains(string(client.Stdout), "REFUSED") {
+		t.Errorf("loopback shared between executions: server %q client %q %s", server.Stdout, client.Stdout, client.Stderr)
+	}
+}
+
+// TestForkedExecutionGetsItsLimits hands a forked execution 64 MiB: it
+// cannot allocate 200 MiB, and a wall time limit ends it.
+func TestForkedExecutionGetsItsLimits(t *testing.T) {
+	m := needJail(t)
+	run := forked(startTemplate(t, m))
+	r := run(t, m, `b = bytearray(200 << 20)
+for i in range(0, len(b), 4096): b[i] = 1
+print("ALLOCATED")`, withLimits(Limits{MemoryBytes: 64 << 20}))
+	if r.Status != StatusOOM || strings.Contains(string(r.Stdout), "ALLOCATED") {
+		t.Fatalf("200 MiB in a 64 MiB execution: status %s (%s), stdout %q", r.Status, r.Reason, r.Stdout)
+	}
+	r = run(t, m, `import time; time.sleep(30)`, withLimits(Limits{WallTime: 500 * time.Millisecond}))
+	if r.Status != StatusTimeout || r.WallTime > 5*time.Second {
+		t.Fatalf("sleep past the wall time: status %s after %s", r.Status, r.WallTime)
+	}
+}
+
+// TestForkServerDeathIsReported kills a fork server: it reports Done and
+// a fork fails with a reason instead of hanging.
+func TestForkServerDeathIsReported(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m)
+	tpl.proc.Kill()
+	select {
+	case <-tpl.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fork server did not end")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Requests: true}, nil); err == nil {
+		t.Fatal("fork from a dead server succeeded")
+	}
+}
