@@ -52,6 +52,11 @@ type Config struct {
 	PoolMaxWarm int
 	PoolPerKind int
 	PoolIdle    time.Duration
+	// ForkServer builds warm executions by forking a per-kind fork server
+	// that preloaded Preload (the modules its environment has), instead
+	// of a jail each. It needs a root server; otherwise warm jails are used.
+	ForkServer bool
+	Preload    []string
 
 	MaxBodyMB      int   // request body cap
 	MaxOutputBytes int64 // stdout and stderr cap, each
@@ -93,6 +98,8 @@ func Default() Config {
 		PoolMaxWarm:         8,
 		PoolPerKind:         4,
 		PoolIdle:            5 * time.Minute,
+		ForkServer:          true,
+		Preload:             []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"},
 		MaxBodyMB:           50,
 		MaxOutputBytes:      10 << 20,
 		MaxArchiveFiles:     1000,

@@ -61,6 +61,10 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("pool-per-kind", "warm jails kept at most for one kind of execution (interpreter, environment, network)")
 	fs.Var(secondsValue{&c.PoolIdle}, "pool-idle", "")
 	add("pool-idle", "how long an unused kind of execution stays warm")
+	fs.BoolVar(&c.ForkServer, "fork-server", c.ForkServer, "")
+	add("fork-server", "build warm executions by forking a per-kind interpreter that preloaded --preload (needs root; --fork-server=false: a jail each)")
+	fs.StringSliceVar(&c.Preload, "preload", c.Preload, "")
+	add("preload", "modules a fork server imports once for all its executions, where the environment has them")
 
 	fs.StringSliceVar(&c.APIKeys, "api-keys", c.APIKeys, "")
 	add("api-keys", `API keys, comma separated, each "key" or "name:key"`)

@@ -17,6 +17,7 @@ type kind struct {
 	failed   int64
 	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
+	fork     forking       // the kind's fork server (Config.ForkServer)
 }
 
 // kind returns the kind of spec, creating it (and its refiller) on first use.
@@ -99,7 +100,14 @@ func (p *Pool) refiller(k *kind) {
 
 // build makes one warm jail for k (its place was reserved by needs).
 func (p *Pool) build(k *kind) {
-	w, err := startWarm(p.ctx, p.jails, k.spec)
+	var w *warmJail
+	forked, err := false, error(nil)
+	if p.cfg.ForkServer {
+		w, forked, err = p.fork(k)
+	}
+	if !forked {
+		w, err = startWarm(p.ctx, p.jails, k.spec)
+	}
 	if err != nil {
 		p.unreserve(k)
 		p.mu.Lock()
@@ -160,6 +168,7 @@ func (p *Pool) janitor() {
 		case <-t.C:
 		}
 		var drop []*warmJail
+		var retired []*kind
 		p.mu.Lock()
 		for key, k := range p.kinds {
 			for i := 0; i < len(k.ready); i++ {
@@ -180,12 +189,16 @@ func (p *Pool) janitor() {
 			if k.building == 0 {
 				delete(p.kinds, key)
 				k.retired = true
+				retired = append(retired, k)
 				kick(k.refill)
 			}
 		}
 		p.mu.Unlock()
 		for _, w := range drop {
 			w.discard()
+		}
+		for _, k := range retired {
+			k.fork.close()
 		}
 		for _, k := range p.snapshot() {
 			kick(k.refill) // replace what died

@@ -8,15 +8,20 @@ func (p *Pool) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Pool }
 
 var (
-	descKinds  = prometheus.NewDesc("pyexec_pool_kinds", "Payload kinds kept warm.", nil, nil)
-	descWarm   = prometheus.NewDesc("pyexec_pool_warm_jails", "Warm jails ready to take.", nil, nil)
-	descMemory = prometheus.NewDesc("pyexec_pool_warm_memory_bytes", "Memory held by warm jails waiting for work.", nil, nil)
-	descRuns   = prometheus.NewDesc("pyexec_pool_executions_total", "Executions by how the pool served them: warm, miss (its kind had none ready) or cold (could not use the pool).", []string{"path"}, nil)
-	descFailed = prometheus.NewDesc("pyexec_pool_build_failures_total", "Warm jails that failed to build.", nil, nil)
+	descKinds    = prometheus.NewDesc("pyexec_pool_kinds", "Payload kinds kept warm.", nil, nil)
+	descWarm     = prometheus.NewDesc("pyexec_pool_warm_jails", "Warm jails ready to take.", nil, nil)
+	descMemory   = prometheus.NewDesc("pyexec_pool_warm_memory_bytes", "Memory held by warm jails waiting for work.", nil, nil)
+	descRuns     = prometheus.NewDesc("pyexec_pool_executions_total", "Executions by how the pool served them: warm, miss (its kind had none ready) or cold (could not use the pool).", []string{"path"}, nil)
+	descFailed   = prometheus.NewDesc("pyexec_pool_build_failures_total", "Warm jails that failed to build.", nil, nil)
+	descForked   = prometheus.NewDesc("pyexec_pool_forked_ready", "Of the warm jails ready, executions forked from a fork server.", nil, nil)
+	descForkMem  = prometheus.NewDesc("pyexec_pool_forked_memory_bytes", "Memory of their own held by forked executions waiting for work.", nil, nil)
+	descTpl      = prometheus.NewDesc("pyexec_pool_fork_servers", "Fork servers running.", nil, nil)
+	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads).", nil, nil)
+	descForkRuns = prometheus.NewDesc("pyexec_pool_forked_executions_total", "Executions served by an execution forked from a fork server.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed} {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns} {
 		ch <- d
 	}
 }
@@ -30,4 +35,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(s.Misses), "miss")
 	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, float64(s.Cold), "cold")
 	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, float64(s.BuildFailed))
+	ch <- prometheus.MustNewConstMetric(descForked, prometheus.GaugeValue, float64(s.Forked))
+	ch <- prometheus.MustNewConstMetric(descForkMem, prometheus.GaugeValue, float64(s.ForkMemory))
+	ch <- prometheus.MustNewConstMetric(descTpl, prometheus.GaugeValue, float64(s.Templates))
+	ch <- prometheus.MustNewConstMetric(descTplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
+	ch <- prometheus.MustNewConstMetric(descForkRuns, prometheus.CounterValue, float64(s.ForkedRuns))
 }

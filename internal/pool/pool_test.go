@@ -81,31 +81,49 @@ func run(t *testing.T, p *Pool, s sandbox.Spec) sandbox.Result {
 	return res
 }
 
+// forEachMode runs f with warm jails and with a fork server.
+func forEachMode(t *testing.T, f func(t *testing.T, fork bool)) {
+	t.Run("jails", func(t *testing.T) { f(t, false) })
+	t.Run("forked", func(t *testing.T) { f(t, true) })
+}
+
+// served checks that the last execution went the way fork says.
+func served(t *testing.T, p *Pool, fork bool, forkedBefore int64) {
+	t.Helper()
+	if got := p.Stats().ForkedRuns - forkedBefore; fork != (got > 0) {
+		t.Fatalf("fork server %v, but %d executions were forked: %+v", fork, got, p.Stats())
+	}
+}
+
 // TestWarmExecutionRunsTheRequest: a pooled execution is served by a warm
 // jail and gives the same result a cold one would.
 func TestWarmExecutionRunsTheRequest(t *testing.T) {
-	p := newPool(t, Config{})
-	s := spec("import os, sys\nprint(os.environ['GREETING'], sys.argv, os.getcwd())\n6 * 7\n", "GREETING=hi")
-	warmUp(t, p, s)
-	before := p.Stats().Hits
-	res := run(t, p, s)
-	if p.Stats().Hits != before+1 {
-		t.Fatalf("not served warm: %+v", p.Stats())
-	}
-	if res.Status != sandbox.StatusOK || string(res.Stdout) != "hi ['main.py'] /work\n" {
-		t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout, res.Stderr)
-	}
-	rep, err := runner.ParseReport(res.Channel)
-	if err != nil || rep.Result == nil || *rep.Result != "42" {
-		t.Fatalf("report %+v err %v", rep, err)
-	}
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec("import os, sys\nprint(os.environ['GREETING'], sys.argv, os.getcwd())\n6 * 7\n", "GREETING=hi")
+		warmUp(t, p, s)
+		before, forked := p.Stats().Hits, p.Stats().ForkedRuns
+		res := run(t, p, s)
+		if p.Stats().Hits != before+1 {
+			t.Fatalf("not served warm: %+v", p.Stats())
+		}
+		served(t, p, fork, forked)
+		if res.Status != sandbox.StatusOK || string(res.Stdout) != "hi ['main.py'] /work\n" {
+			t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout, res.Stderr)
+		}
+		rep, err := runner.ParseReport(res.Channel)
+		if err != nil || rep.Result == nil || *rep.Result != "42" {
+			t.Fatalf("report %+v err %v", rep, err)
+		}
+	})
 }
 
 // TestNothingCarriesOverBetweenWarmExecutions: a variable, a file, a
 // process or an RNG state of one execution is never visible to the next.
 func TestNothingCarriesOverBetweenWarmExecutions(t *testing.T) {
-	p := newPool(t, Config{})
-	first := spec(`import os, random, time
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		first := spec(`import os, random, time
 secret = "first"
 for d in ("/work", "/tmp", "/dev/shm"):
     open(d + "/left", "w").write("x")
@@ -114,47 +132,52 @@ if os.fork() == 0:
     while True: time.sleep(1)
 print(random.getrandbits(64))
 `)
-	second := spec(`import os, random
+		second := spec(`import os, random
 print("secret" in globals(), [d for d in ("/work", "/tmp", "/dev/shm") if os.path.exists(d + "/left")],
       len([x for x in os.listdir("/proc") if x.isdigit()]))
 print(random.getrandbits(64))
 `)
-	warmUp(t, p, first)
-	a := run(t, p, first)
-	deadline := time.Now().Add(20 * time.Second)
-	for p.Stats().Warm == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	hits := p.Stats().Hits
-	b := run(t, p, second)
-	if p.Stats().Hits != hits+1 {
-		t.Fatalf("second run not served warm: %+v", p.Stats())
-	}
-	lines := strings.Split(strings.TrimSpace(string(b.Stdout)), "\n")
-	if len(lines) != 2 || lines[0] != "False [] 2" {
-		t.Fatalf("second execution saw the first's state: %q (stderr %s)", b.Stdout, b.Stderr)
-	}
-	if strings.TrimSpace(string(a.Stdout)) == lines[1] {
-		t.Fatalf("two executions share RNG state: %s", lines[1])
-	}
+		warmUp(t, p, first)
+		a := run(t, p, first)
+		deadline := time.Now().Add(20 * time.Second)
+		for p.Stats().Warm == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		hits, forked := p.Stats().Hits, p.Stats().ForkedRuns
+		b := run(t, p, second)
+		served(t, p, fork, forked)
+		if p.Stats().Hits != hits+1 {
+			t.Fatalf("second run not served warm: %+v", p.Stats())
+		}
+		lines := strings.Split(strings.TrimSpace(string(b.Stdout)), "\n")
+		if len(lines) != 2 || lines[0] != "False [] 2" {
+			t.Fatalf("second execution saw the first's state: %q (stderr %s)", b.Stdout, b.Stderr)
+		}
+		if strings.TrimSpace(string(a.Stdout)) == lines[1] {
+			t.Fatalf("two executions share RNG state: %s", lines[1])
+		}
+	})
 }
 
 // TestHandOffLimitsAreEnforced: a warm jail started with the pool's
 // ceilings enforces the smaller limits of the execution it is handed.
 func TestHandOffLimitsAreEnforced(t *testing.T) {
-	p := newPool(t, Config{Ceilings: sandbox.Limits{MemoryBytes: 512 << 20}})
-	s := spec("print('warm')\n")
-	warmUp(t, p, s)
-	hog := spec("x = bytearray(200 << 20)\nprint('allocated')\n")
-	hog.Limits.MemoryBytes = 64 << 20
-	hits := p.Stats().Hits
-	res := run(t, p, hog)
-	if p.Stats().Hits != hits+1 {
-		t.Fatalf("not served warm: %+v", p.Stats())
-	}
-	if res.Status != sandbox.StatusOOM || strings.Contains(string(res.Stdout), "allocated") {
-		t.Fatalf("a warm jail given 64 MiB allocated 200 MiB: %s %q", res.Status, res.Stdout)
-	}
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{Ceilings: sandbox.Limits{MemoryBytes: 512 << 20}, ForkServer: fork})
+		s := spec("print('warm')\n")
+		warmUp(t, p, s)
+		hog := spec("x = bytearray(200 << 20)\nprint('allocated')\n")
+		hog.Limits.MemoryBytes = 64 << 20
+		hits, forked := p.Stats().Hits, p.Stats().ForkedRuns
+		res := run(t, p, hog)
+		served(t, p, fork, forked)
+		if p.Stats().Hits != hits+1 {
+			t.Fatalf("not served warm: %+v", p.Stats())
+		}
+		if res.Status != sandbox.StatusOOM || strings.Contains(string(res.Stdout), "allocated") {
+			t.Fatalf("a warm jail given 64 MiB allocated 200 MiB: %s %q", res.Status, res.Stdout)
+		}
+	})
 }
 
 // TestColdFallback: what a warm jail cannot serve runs cold, correctly.
@@ -189,32 +212,36 @@ func TestColdFallback(t *testing.T) {
 
 // TestCancelKillsAWarmExecution: cancelling the request kills the run.
 func TestCancelKillsAWarmExecution(t *testing.T) {
-	p := newPool(t, Config{})
-	s := spec("while True: pass\n")
-	warmUp(t, p, spec("pass\n"))
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	res, err := p.Run(ctx, s, nil)
-	if err != nil || res.Status != sandbox.StatusKilled {
-		t.Fatalf("status %s err %v", res.Status, err)
-	}
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec("while True: pass\n")
+		warmUp(t, p, spec("pass\n"))
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		res, err := p.Run(ctx, s, nil)
+		if err != nil || res.Status != sandbox.StatusKilled {
+			t.Fatalf("status %s err %v", res.Status, err)
+		}
+	})
 }
 
 // TestIdleKindsShrink: a kind nobody uses goes cold and frees its jails.
 func TestIdleKindsShrink(t *testing.T) {
-	p := newPool(t, Config{Idle: 400 * time.Millisecond})
-	warmUp(t, p, spec("pass\n"))
-	if st := p.Stats(); st.WarmMemory <= 0 {
-		t.Errorf("idle memory not reported: %+v", st)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Stats().Kinds > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("idle kind still warm: %+v", p.Stats())
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{Idle: 400 * time.Millisecond, ForkServer: fork})
+		warmUp(t, p, spec("pass\n"))
+		if st := p.Stats(); st.WarmMemory <= 0 {
+			t.Errorf("idle memory not reported: %+v", st)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if p.Stats().Warm != 0 {
-		t.Fatalf("warm jails left: %+v", p.Stats())
-	}
+		deadline := time.Now().Add(10 * time.Second)
+		for p.Stats().Kinds > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("idle kind still warm: %+v", p.Stats())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if st := p.Stats(); st.Warm != 0 || st.Templates != 0 {
+			t.Fatalf("warm jails or fork servers left: %+v", st)
+		}
+	})
 }

@@ -9,9 +9,10 @@ import (
 
 // warmJail is a jail whose runner is started and waits for its request.
 type warmJail struct {
-	jail  *sandbox.Jail
-	proc  *sandbox.Process
-	relay *relay
+	jail   *sandbox.Jail
+	proc   *sandbox.Process
+	relay  *relay
+	forked bool // forked from the kind's fork server, not a jail of its own
 }
 
 // relay forwards the payload's output to whoever holds the jail now:

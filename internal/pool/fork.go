@@ -1,0 +1,103 @@
+package pool
+
+import (
+	"sync"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// forkFailLimit is how many forks of a kind may fail in a row before the
+// kind gives up its fork server and builds warm jails instead.
+const forkFailLimit = 3
+
+// forking is a kind's fork server, started on the kind's first build.
+type forking struct {
+	mu       sync.Mutex
+	tpl      *sandbox.Template
+	off      string // why this kind builds warm jails instead; "" while forking
+	failures int    // forks failed in a row
+}
+
+// templateSpec is the fork server of a kind: the kind's interpreter, mounts
+// and environment, running the driver for each execution after importing
+// cfg.Preload.
+func templateSpec(k sandbox.Spec, cfg Config) sandbox.Spec {
+	s := k
+	s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
+	return s
+}
+
+// fork builds one warm execution of k by forking its fork server, starting
+// the server first when it is not running. It returns ok false when k does
+// not fork (any more): the caller then builds a warm jail.
+func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
+	f := &k.fork
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.off != "" {
+		return nil, false, nil
+	}
+	if f.tpl != nil {
+		select {
+		case <-f.tpl.Done(): // died: replace it
+			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(k.spec))
+			f.tpl.Close()
+			f.tpl = nil
+		default:
+		}
+	}
+	if f.tpl == nil {
+		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(k.spec, p.cfg), p.templateOutput(k))
+		if err != nil {
+			if p.ctx.Err() == nil {
+				f.off = err.Error()
+				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(k.spec), "reason", err)
+			}
+			return nil, false, nil
+		}
+		f.tpl = tpl
+	}
+	r := &relay{}
+	j, proc, err := f.tpl.Fork(p.ctx, k.spec, r.out)
+	if err != nil {
+		f.failures++
+		if f.failures >= forkFailLimit {
+			f.off = err.Error()
+			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(k.spec), "err", err)
+		}
+		return nil, true, err
+	}
+	f.failures = 0
+	return &warmJail{jail: j, proc: proc, relay: r, forked: true}, true, nil
+}
+
+// templateOutput logs what a fork server prints (it never runs user code:
+// anything it says is about preloading).
+func (p *Pool) templateOutput(k *kind) sandbox.OutputFunc {
+	return func(s sandbox.Stream, b []byte) {
+		p.cfg.Logger.Info("fork server", "python", describe(k.spec), "stream", s.String(), "text", string(b))
+	}
+}
+
+// close ends k's fork server.
+func (f *forking) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tpl != nil {
+		f.tpl.Close()
+		f.tpl = nil
+	}
+}
+
+// memory is what k's fork server holds.
+func (f *forking) memory() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tpl == nil {
+		return 0, false
+	}
+	return f.tpl.MemoryUsage(), true
+}
+
