@@ -100,4 +100,3 @@ func (f *forking) memory() (int64, bool) {
 	}
 	return f.tpl.MemoryUsage(), true
 }
-

@@ -110,20 +110,20 @@ func New(jails Jails, cfg Config) *Pool {
 
 // Stats describe the pool for metrics.
 type Stats struct {
-	Kinds       int   // kinds kept warm
-	Warm        int   // warm jails ready to take (forked ones included)
-	WarmMemory  int64 // bytes those jails hold
-	Forked      int   // of Warm, executions forked from a fork server
-	ForkMemory  int64 // of WarmMemory, what those forked executions hold
-	Templates   int   // fork servers running
+	Kinds      int   // kinds kept warm
+	Warm       int   // warm jails ready to take (forked ones included)
+	WarmMemory int64 // bytes those jails hold
+	Forked     int   // of Warm, executions forked from a fork server
+	ForkMemory int64 // of WarmMemory, what those forked executions hold
+	Templates  int   // fork servers running
 	// TemplateMemory is what the fork servers hold: interpreters with
 	// their preloads, shared copy-on-write with every forked execution.
 	TemplateMemory int64
 	ForkedRuns     int64 // executions served by a forked execution
-	Hits        int64 // executions that took a warm jail
-	Misses      int64 // executions of a pooled kind that found none ready
-	Cold        int64 // executions that could not use the pool at all
-	BuildFailed int64 // warm jails that failed to build
+	Hits           int64 // executions that took a warm jail
+	Misses         int64 // executions of a pooled kind that found none ready
+	Cold           int64 // executions that could not use the pool at all
+	BuildFailed    int64 // warm jails that failed to build
 }
 
 // Stats reports the pool's current state.
