@@ -30,7 +30,9 @@ del sys.argv[1:]
 for _name in _PRELOAD:
     try:
         __import__(_name)
-    except Exception as _e:  # the environment may lack it: preload what exists
+    except ImportError:
+        pass  # the environment lacks it: preload what exists
+    except Exception as _e:
         sys.stderr.write("pyexec fork server: not preloading %s: %s\n" % (_name, _e))
 if "matplotlib.pyplot" in sys.modules:
     # The first figure loads fonts and the renderer: pay that here, once.

@@ -274,11 +274,6 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() {
-		for _, f := range child {
-			f.Close() // the fork server received its copies
-		}
-	}()
 	dir := spec.Dir
 	if dir == "" {
 		dir = WorkDir
@@ -287,6 +282,11 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
 		Dir: dir, Collect: spec.Collect != nil}
 	pidfd, err := t.request(ctx, req, child)
+	// The fork server has its copies (or failed): ours must go now, or the
+	// status pipe would never reach EOF if the execution dies.
+	for _, f := range child {
+		f.Close()
+	}
 	if err != nil {
 		return nil, nil, err
 	}

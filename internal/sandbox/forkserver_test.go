@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -106,5 +107,47 @@ func TestForkServerDeathIsReported(t *testing.T) {
 	defer cancel()
 	if _, _, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Requests: true}, nil); err == nil {
 		t.Fatal("fork from a dead server succeeded")
+	}
+}
+
+// TestForkFailuresEndCleanly: an execution that cannot be built, or whose
+// caller gives up while it is built, ends with an error instead of hanging,
+// and the fork server serves the next one.
+func TestForkFailuresEndCleanly(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m)
+	spec := Spec{Argv: []string{python}, Env: testEnv, Requests: true, Dir: "/nonexistent"}
+	done := make(chan error, 2)
+	go func() {
+		j, _, err := tpl.Fork(context.Background(), spec, nil)
+		if err == nil {
+			j.Close()
+			err = errors.New("a fork into a missing working directory succeeded")
+		}
+		done <- err
+	}()
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		spec := spec
+		spec.Dir = ""
+		j, _, err := tpl.Fork(ctx, spec, nil)
+		if err == nil {
+			j.Close()
+		}
+		done <- nil
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil && !strings.Contains(err.Error(), "nonexistent") {
+				t.Errorf("a bad working directory failed with %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a failed fork hangs")
+		}
+	}
+	if r := forked(tpl)(t, m, `print("next")`); !strings.Contains(string(r.Stdout), "next") {
+		t.Fatalf("the fork server does not serve after failures: %s %s", r.Status, r.Stderr)
 	}
 }
