@@ -33,11 +33,39 @@ func templateSpec(k sandbox.Spec, cfg Config) sandbox.Spec {
 // the server first when it is not running. It returns ok false when k does
 // not fork (any more): the caller then builds a warm jail.
 func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
+	tpl := p.template(k, true)
+	if tpl == nil {
+		return nil, false, nil
+	}
+	return p.forkFrom(k, tpl)
+}
+
+// forkNow forks an execution of k at once if its fork server is running:
+// what a request that found no warm execution ready gets instead of a cold
+// jail.
+func (p *Pool) forkNow(k *kind) *warmJail {
+	if !p.cfg.ForkServer {
+		return nil
+	}
+	tpl := p.template(k, false)
+	if tpl == nil {
+		return nil
+	}
+	w, _, err := p.forkFrom(k, tpl)
+	if err != nil {
+		return nil
+	}
+	return w
+}
+
+// template returns k's running fork server, replacing a dead one and,
+// with start, starting one; nil when k does not fork.
+func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 	f := &k.fork
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.off != "" {
-		return nil, false, nil
+		return nil
 	}
 	if f.tpl != nil {
 		select {
@@ -48,22 +76,31 @@ func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
 		default:
 		}
 	}
-	if f.tpl == nil {
+	if f.tpl == nil && start {
 		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(k.spec, p.cfg), p.templateOutput(k))
 		if err != nil {
 			if p.ctx.Err() == nil {
 				f.off = err.Error()
 				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(k.spec), "reason", err)
 			}
-			return nil, false, nil
+			return nil
 		}
 		f.tpl = tpl
 	}
+	return f.tpl
+}
+
+// forkFrom forks one execution of k from tpl. Forks of one server run
+// concurrently; the server itself takes them one at a time.
+func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error) {
 	r := &relay{}
-	j, proc, err := f.tpl.Fork(p.ctx, k.spec, r.out)
+	j, proc, err := tpl.Fork(p.ctx, k.spec, r.out)
+	f := &k.fork
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err != nil {
 		f.failures++
-		if f.failures >= forkFailLimit {
+		if f.failures >= forkFailLimit && f.off == "" {
 			f.off = err.Error()
 			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(k.spec), "err", err)
 		}

@@ -169,6 +169,9 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg))
 	w := p.take(k)
 	if w == nil {
+		w = p.forkNow(k)
+	}
+	if w == nil {
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
