@@ -1,8 +1,10 @@
 // Command bench measures pyexec against bare Python on the same machine in
 // the same run, interleaved, and prints a markdown table of percentiles and
-// ratios. It starts its own `pyexec serve` (the binary given by -pyexec) on
-// a loopback port with a temporary data dir. It is a measurement tool, not
-// a test: nothing here gates CI.
+// ratios. It starts three `pyexec serve` (the binary given by -pyexec) on
+// loopback ports with temporary data dirs: the default configuration (warm
+// pool with fork servers), one with --fork-server=false (warm jails) and
+// one with --warm-pool=false (every jail cold). It is a measurement tool,
+// not a test: nothing here gates CI.
 //
 //	make bench            # or: go run ./bench -pyexec bin/pyexec -n 100
 package main
@@ -28,16 +30,34 @@ func run() int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	srv, err := startServer(ctx, *binary)
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	defer srv.stop()
-	python, err := srv.interpreter(ctx)
+	var s servers
+	for _, c := range []struct {
+		srv   **server
+		flags []string
+	}{{&s.fork, nil}, {&s.jails, []string{"--fork-server=false"}}, {&s.cold, []string{"--warm-pool=false"}}} {
+		srv, err := startServer(ctx, *binary, c.flags...)
+		if err != nil {
+			return fail(err)
+		}
+		defer srv.stop()
+		*c.srv = srv
+	}
+	idleRSS, err := s.fork.rssBytes()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return fail(err)
+	}
+	python, err := s.fork.interpreter(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	for _, srv := range []*server{s.jails, s.cold} {
+		if _, err := srv.eval(ctx, "pass"); err != nil { // first use: the kind starts warming
+			return fail(err)
+		}
 	}
 
 	var rows []row
@@ -49,31 +69,29 @@ func run() int {
 		rows = append(rows, r...)
 		return true
 	}
-	if !add(latencyPrint(ctx, srv, python, *n)) ||
-		!add(latencyAsync(ctx, srv, *n)) ||
-		!add(throughput(ctx, srv, python, *total, []int{1, 2, 8, 32})) {
+	if !add(latencyPrint(ctx, s, python, *n)) ||
+		!add(latencyAsync(ctx, s.fork, *n)) ||
+		!add(throughput(ctx, s.fork, python, *total, []int{1, 2, 8, 32})) {
 		return 1
 	}
-	sessionRows, notes, err := sessionCells(ctx, srv, *n)
+	sessionRows, notes, err := sessionCells(ctx, s.fork, *n)
 	if !add(sessionRows, err) {
 		return 1
 	}
-	// The DataFrame scenario needs PyPI for pandas: without it, the
+	// The pandas scenario needs PyPI for its environment: without it, the
 	// report says so and goes on.
-	if r, err := latencyFrameHTML(ctx, srv, max(5, *n/5)); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: DataFrame → HTML skipped:", err)
+	if r, err := latencyPlot(ctx, s, max(5, *n/4)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: pandas + matplotlib skipped:", err)
 	} else {
 		rows = append(rows, r...)
 	}
-	pool, err := srv.poolCounters(ctx)
+	mem, err := memory(ctx, s, idleRSS)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return fail(err)
 	}
-	mem, err := srv.rssBytes()
+	pool, err := s.fork.poolCounters(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return fail(err)
 	}
 
 	fmt.Printf("pyexec benchmark — %s, interpreter %s, %d iterations\n\n", time.Now().UTC().Format(time.RFC3339), python, *n)
@@ -81,8 +99,52 @@ func run() int {
 	for _, note := range notes {
 		fmt.Println("note: " + note)
 	}
-	fmt.Printf("\nserver RSS after the run: %.1f MiB\n", float64(mem)/(1<<20))
-	fmt.Printf("warm pool: %s\n", pool)
+	fmt.Println()
+	for _, m := range mem {
+		fmt.Println("memory: " + m)
+	}
+	fmt.Printf("\nwarm pool (default server): %s\n", pool)
 	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))
 	return 0
+}
+
+// memory reports the server's idle RSS, what an idle warm jail holds and
+// what a fork server and each execution forked from it hold (the cgroup
+// charge: a forked execution shares the server's pages copy-on-write and
+// is charged only for the pages it wrote).
+func memory(ctx context.Context, s servers, idleRSS int64) ([]string, error) {
+	mib := func(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
+	per := func(srv *server, total, count string) (string, error) {
+		t, err := srv.metric(ctx, total)
+		if err != nil {
+			return "", err
+		}
+		c, err := srv.metric(ctx, count)
+		if err != nil || c == 0 {
+			return "", fmt.Errorf("%s: none to measure (%v)", count, err)
+		}
+		return fmt.Sprintf("%s each (%s over %.0f)", mib(t/c), mib(t), c), nil
+	}
+	afterRSS, err := s.fork.rssBytes()
+	if err != nil {
+		return nil, err
+	}
+	warm, err := per(s.jails, "pyexec_pool_warm_memory_bytes", "pyexec_pool_warm_jails")
+	if err != nil {
+		return nil, err
+	}
+	child, err := per(s.fork, "pyexec_pool_forked_memory_bytes", "pyexec_pool_forked_ready")
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := per(s.fork, "pyexec_pool_fork_server_memory_bytes", "pyexec_pool_fork_servers")
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		fmt.Sprintf("server RSS idle %s, after the run %s", mib(float64(idleRSS)), mib(float64(afterRSS))),
+		"idle pooled warm jail (--fork-server=false): " + warm,
+		"idle forked execution, own pages: " + child,
+		"fork server (interpreter + preloads, shared by its executions): " + tpl,
+	}, nil
 }

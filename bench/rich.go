@@ -3,23 +3,35 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"net/http"
 	"strings"
 	"time"
 )
 
-// frameCode builds a 200×5 DataFrame; as the last expression its value
-// comes back as text/html and application/json outputs.
-const frameCode = `import pandas as pd
-df = pd.DataFrame({c: range(200) for c in "abcde"})
-df`
+// plotCode summarizes a DataFrame and plots it: pandas and matplotlib, the
+// snippet a data-science user sends. Through pyexec the open figure comes
+// back as an image/png output; bare, the same figure is rendered to PNG.
+const plotCode = `import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+df = pd.DataFrame(np.random.default_rng().normal(size=(1000, 4)), columns=list("abcd"))
+print(df.describe())
+df.cumsum().plot()
+`
 
-// frameRequirements makes the server build (once) and reuse an
-// environment with pandas: a one-shot execution needs no session.
-const frameRequirements = "pandas\n"
+// plotBare renders the figure as pyexec does, to PNG in memory.
+const plotBare = plotCode + `import io
+plt.savefig(io.BytesIO(), format="png")
+`
+
+// plotRequirements is the environment both run in: the server builds it
+// once (from PyPI) and every configuration reuses it.
+const plotRequirements = "pandas\nmatplotlib\n"
 
 // richResult is the part of a rich ExecutionResult the benchmark reads.
 type richResult struct {
@@ -28,26 +40,6 @@ type richResult struct {
 	Outputs []struct {
 		Data map[string]json.RawMessage `json:"data"`
 	} `json:"outputs"`
-}
-
-// evalFrame runs frameCode once, unmeasured, and returns the request body
-// to measure and the python that ran it (sys.executable). The server's
-// own interpreter is used when it has pandas; otherwise the server builds
-// (once, from PyPI) an environment with it and reuses it afterwards.
-func (s *server) evalFrame(ctx context.Context) (body []byte, python string, err error) {
-	probe := frameCode + "\nimport sys; print(sys.executable)"
-	var errs []error
-	for _, reqs := range []string{"", frameRequirements} {
-		first, _ := json.Marshal(map[string]any{"code": probe, "requirements_txt": reqs, "config": map[string]any{"timeout_seconds": 300}})
-		r, err := s.post(ctx, first)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		body, _ = json.Marshal(map[string]any{"code": frameCode, "eval_last_expr": true, "requirements_txt": reqs})
-		return body, strings.TrimSpace(r.Stdout), nil
-	}
-	return nil, "", errors.Join(errs...)
 }
 
 func (s *server) post(ctx context.Context, body []byte) (richResult, error) {
@@ -76,32 +68,94 @@ func (s *server) post(ctx context.Context, body []byte) (richResult, error) {
 	return r, nil
 }
 
-// latencyFrameHTML: a DataFrame returned as HTML by a one-shot eval (no
-// session needed), and the same code run by bare python from the same
-// environment.
-func latencyFrameHTML(ctx context.Context, s *server, n int) ([]row, error) {
-	body, python, err := s.evalFrame(ctx)
+// plot runs plotCode and checks that a decodable PNG came back.
+func (s *server) plot(ctx context.Context) (richResult, error) {
+	body, _ := json.Marshal(map[string]any{"code": plotCode, "requirements_txt": plotRequirements,
+		"config": map[string]any{"timeout_seconds": 300}})
+	r, err := s.post(ctx, body)
 	if err != nil {
-		return nil, fmt.Errorf("no python with pandas: %w", err)
+		return r, err
 	}
-	bareCode := frameCode + "\ndf.to_html(); df.to_json(orient='records')"
-	var b, p []time.Duration
+	for _, o := range r.Outputs {
+		var b64 string
+		if json.Unmarshal(o.Data["image/png"], &b64) != nil {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return r, err
+		}
+		if _, err := png.Decode(bytes.NewReader(raw)); err != nil {
+			return r, fmt.Errorf("the plot is not a PNG: %w", err)
+		}
+		return r, nil
+	}
+	return r, errors.New("no image/png output")
+}
+
+// latencyPlot: the pandas + matplotlib snippet run by bare python of the
+// environment, by pyexec with its fork server (numpy, pandas and
+// matplotlib preloaded) and by pyexec with every jail cold, interleaved.
+func latencyPlot(ctx context.Context, s servers, n int) ([]row, error) {
+	// The first run builds the environment; the next ones start the
+	// kind's fork server and pool. Neither is measured.
+	probe, _ := json.Marshal(map[string]any{"code": "import sys; print(sys.executable)", "requirements_txt": plotRequirements,
+		"config": map[string]any{"timeout_seconds": 300}})
+	r, err := s.fork.post(ctx, probe)
+	if err != nil {
+		return nil, fmt.Errorf("an environment with pandas and matplotlib: %w", err)
+	}
+	python := strings.TrimSpace(r.Stdout)
+	for i := 0; i < 3; i++ {
+		if _, err := s.fork.plot(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// Both kinds (plain and this environment) have a fork server now, and
+	// forked executions wait.
+	if err := waitMetric(ctx, s.fork, "pyexec_pool_fork_servers", 2); err != nil {
+		return nil, err
+	}
+	if err := waitMetric(ctx, s.fork, "pyexec_pool_forked_ready", 2); err != nil {
+		return nil, err
+	}
+	var b, f, c []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
-		if err := bare(ctx, python, bareCode); err != nil {
+		if err := bare(ctx, python, plotBare); err != nil {
 			return nil, fmt.Errorf("bare %s: %w", python, err)
 		}
 		b = append(b, time.Since(t))
 		t = time.Now()
-		r, err := s.post(ctx, body)
-		if err != nil {
+		if _, err := s.fork.plot(ctx); err != nil {
 			return nil, err
 		}
-		p = append(p, time.Since(t))
-		if len(r.Outputs) != 1 || !bytes.Contains(r.Outputs[0].Data["text/html"], []byte("<table")) {
-			return nil, fmt.Errorf("eval returned no HTML table: %+v", r.Outputs)
+		f = append(f, time.Since(t))
+		t = time.Now()
+		if _, err := s.cold.plot(ctx); err != nil {
+			return nil, err
 		}
+		c = append(c, time.Since(t))
 	}
-	base := summarize("DataFrame → HTML: bare python (same env)", b, nil)
-	return []row{base, summarize("DataFrame → HTML: pyexec /api/v1/eval", p, &base)}, nil
+	base := summarize("pandas describe + matplotlib PNG: bare python (same env)", b, nil)
+	return []row{base,
+		summarize("pandas + PNG: pyexec /api/v1/eval (fork server, preloaded)", f, &base),
+		summarize("pandas + PNG: pyexec, pool off (cold jail)", c, &base),
+	}, nil
+}
+
+// waitMetric waits until the server's metric reaches n (the pool starts
+// fork servers and refills in the background).
+func waitMetric(ctx context.Context, s *server, name string, n float64) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		v, err := s.metric(ctx, name)
+		if err == nil && v >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still %v after 2 minutes (%v)", name, v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

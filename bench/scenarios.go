@@ -15,23 +15,40 @@ func bare(ctx context.Context, python, code string) error {
 	return exec.CommandContext(ctx, python, "-c", code).Run()
 }
 
-// latencyPrint: print(1) spawned bare vs through /api/v1/eval, interleaved.
-func latencyPrint(ctx context.Context, s *server, python string, n int) ([]row, error) {
-	var b, p []time.Duration
+// servers are the pyexec configurations compared: the default (fork
+// servers), warm jails only (--fork-server=false) and no pool at all
+// (--warm-pool=false, every jail built cold).
+type servers struct {
+	fork, jails, cold *server
+}
+
+// latencyPrint: print(1) spawned bare vs through /api/v1/eval of each
+// configuration, interleaved.
+func latencyPrint(ctx context.Context, s servers, python string, n int) ([]row, error) {
+	var b, f, j, c []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
 		if err := bare(ctx, python, "print(1)"); err != nil {
 			return nil, err
 		}
 		b = append(b, time.Since(t))
-		t = time.Now()
-		if _, err := s.eval(ctx, "print(1)"); err != nil {
-			return nil, err
+		for _, m := range []struct {
+			s *server
+			d *[]time.Duration
+		}{{s.fork, &f}, {s.jails, &j}, {s.cold, &c}} {
+			t = time.Now()
+			if _, err := m.s.eval(ctx, "print(1)"); err != nil {
+				return nil, err
+			}
+			*m.d = append(*m.d, time.Since(t))
 		}
-		p = append(p, time.Since(t))
 	}
 	base := summarize("print(1): bare python -c", b, nil)
-	return []row{base, summarize("print(1): pyexec /api/v1/eval", p, &base)}, nil
+	return []row{base,
+		summarize("print(1): pyexec /api/v1/eval, pool on (fork server)", f, &base),
+		summarize("print(1): pyexec, pool on, --fork-server=false (warm jails)", j, &base),
+		summarize("print(1): pyexec, pool off (cold jail)", c, &base),
+	}, nil
 }
 
 // latencyAsync: submit with /api/v1/exec/async, then wait for the result on

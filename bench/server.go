@@ -24,7 +24,9 @@ type server struct {
 	logs bytes.Buffer
 }
 
-func startServer(ctx context.Context, binary string) (*server, error) {
+// startServer starts `pyexec serve` with extra flags (e.g.
+// --fork-server=false) on a free loopback port.
+func startServer(ctx context.Context, binary string, extra ...string) (*server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -43,6 +45,7 @@ func startServer(ctx context.Context, binary string) (*server, error) {
 	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
 		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn",
 		"--prepare-base=false")
+	s.cmd.Args = append(s.cmd.Args, extra...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -78,8 +81,14 @@ type result struct {
 }
 
 func (s *server) eval(ctx context.Context, code string) (result, error) {
+	return s.evalWith(ctx, map[string]any{"code": code})
+}
+
+// evalWith posts body (a JSON object) to /api/v1/eval and checks that the
+// execution completed with exit code 0.
+func (s *server) evalWith(ctx context.Context, fields map[string]any) (result, error) {
 	var r result
-	body, _ := json.Marshal(map[string]any{"code": code})
+	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/eval", bytes.NewReader(body))
 	if err != nil {
 		return r, err
@@ -125,6 +134,20 @@ func (s *server) rssBytes() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
+}
+
+// metric reads one unlabelled metric from /metrics.
+func (s *server) metric(ctx context.Context, name string) (float64, error) {
+	all, err := s.poolCounters(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range strings.Split(all, "; ") {
+		if v, ok := strings.CutPrefix(m, name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no metric %s", name)
 }
 
 // poolCounters reads the warm pool's counters from /metrics.

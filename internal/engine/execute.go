@@ -48,7 +48,9 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
 	if done != nil {
 		out.close()
-		return e.finish(sctx, done)
+		fctx, fcancel := storeCtx() // the install may have outlasted sctx
+		defer fcancel()
+		return e.finish(fctx, done)
 	}
 	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
@@ -62,8 +64,11 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		cause = context.Cause(ctx)
 	}
 	e.outcome(&ran, p, res, runErr, cause)
-	ran.Files, ran.FilesOmitted = e.saveFiles(sctx, o.id, res.Files), res.FilesOmitted
-	return e.finish(sctx, &ran)
+	// The run may have outlasted sctx: the outcome gets a deadline of its own.
+	fctx, fcancel := storeCtx()
+	defer fcancel()
+	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
+	return e.finish(fctx, &ran)
 }
 
 // finish stores the outcome of a run. A record that someone else already

@@ -139,6 +139,10 @@ func streamEvent(s sandbox.Stream) EventType {
 // publishEvent appends one event of an execution. Events are the live view;
 // the record is the truth, so a failed publish is logged, not fatal.
 func (e *Engine) publishEvent(ctx context.Context, id string, typ EventType, data string) {
+	// Each event gets the store's deadline from now: a long run publishes
+	// its last events well after its first.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
 	b, err := encodeEvent(typ, data)
 	if err == nil {
 		err = e.st.PublishEvent(ctx, id, b)

@@ -713,4 +713,5 @@ class _Kernel:
         self.channel.send(report)
 
 
-_main()
+if __name__ == "__main__":  # a fork server loads this once and calls _main per execution
+    _main()

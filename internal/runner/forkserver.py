@@ -35,14 +35,18 @@ for _name in _PRELOAD:
     except Exception as _e:
         sys.stderr.write("pyexec fork server: not preloading %s: %s\n" % (_name, _e))
 if "matplotlib.pyplot" in sys.modules:
-    # The first figure loads fonts and the renderer: pay that here, once.
+    # The first figure loads fonts and the renderer, and pandas' first plot
+    # its matplotlib backend: pay that here, once.
     try:
         import io as _io
         _plt = sys.modules["matplotlib.pyplot"]
-        _fig = _plt.figure(figsize=(1, 1))
-        _fig.savefig(_io.BytesIO(), format="png")
+        if "pandas" in sys.modules:
+            sys.modules["pandas"].DataFrame({"a": [0.0, 1.0]}).plot()
+        else:
+            _plt.plot([0.0, 1.0])
+        _plt.savefig(_io.BytesIO(), format="png")
         _plt.close("all")
-        del _fig, _plt, _io
+        del _plt, _io
     except Exception as _e:
         sys.stderr.write("pyexec fork server: matplotlib warm-up: %s\n" % _e)
 # What a payload may keep of sys.modules: what the interpreter and the
@@ -59,7 +63,11 @@ import struct  # noqa: E402
 import warnings  # noqa: E402
 
 warnings.simplefilter("ignore")  # fork() in a process numpy gave threads
-_CODE = compile(_DRIVER, "<string>", "exec")
+# The driver's definitions are made once here; each payload calls its _main
+# (the driver runs _main itself only as __main__).
+_DRIVER_MODULE = type(sys)("pyexec_driver")
+_DRIVER_MODULE.__dict__["__builtins__"] = sys.modules["builtins"]
+exec(compile(_DRIVER, "<string>", "exec"), _DRIVER_MODULE.__dict__)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
@@ -307,12 +315,10 @@ def _payload(req, cfg):
                 resource.setrlimit(res, (soft, hard))
             except (OSError, ValueError) as e:
                 raise _Fail("rlimit " + step, str(e))
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            last = int(f.read())
-        for cap in range(last + 1):
-            ctypes.set_errno(0)
-            if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), 0, 0, 0) != 0 and ctypes.get_errno() != 22:
-                raise _Fail("capabilities", os.strerror(ctypes.get_errno()))
+        # The fork server's bounding set holds only what it was started
+        # with (cfg["bounding"]); _verify checks that it ends up empty.
+        for cap in cfg["bounding"]:
+            _prctl("capabilities", PR_CAPBSET_DROP, cap, 0, 0, 0)
         _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
         os.setgroups([])
         os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
@@ -399,6 +405,11 @@ def _fresh_state():
     if tf is not None:
         tf._name_sequence = None
     sys.path_importer_cache.clear()
+    # Exit callbacks the preloads registered are the fork server's (say,
+    # removing a temporary directory of its own /tmp), not the payload's.
+    atexit = sys.modules.get("atexit")
+    if atexit is not None:
+        atexit._clear()
     for name in list(sys.modules):
         if name not in _KEEP:
             del sys.modules[name]
@@ -407,14 +418,13 @@ def _fresh_state():
 
 
 def _run_driver():
-    import builtins
     sys.argv[1:] = ["--wait-request", "4"]
-    mod = type(sys)("__main__")
-    mod.__dict__["__builtins__"] = builtins
+    mod = _DRIVER_MODULE
+    mod.__name__ = "__main__"
     sys.modules["__main__"] = mod
     code = 0
     try:
-        exec(_CODE, mod.__dict__)
+        mod._main()
     except SystemExit as e:
         code = e.code
     except KeyboardInterrupt:

@@ -84,3 +84,45 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkForkedExecution measures an execution forked from a fork
+// server: the fork (what the pool pays ahead of time, off the request's
+// path) and the hand-off of `pass` until its Result (what a request pays),
+// against a bare `python3 -I -S -c pass`.
+//
+//	go test -run '^$' -bench ForkedExecution -benchtime 200x ./internal/sandbox
+func BenchmarkForkedExecution(b *testing.B) {
+	m := needJail(b)
+	tpl := startTemplate(b, m)
+	argv := []string{python, "-I", "-S", "-c", "pass"}
+	spec := Spec{Argv: []string{python}, Env: testEnv, Requests: true}
+	var bare, fork, run []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, time.Since(t0))
+		t0 = time.Now()
+		j, p, err := tpl.Fork(context.Background(), spec, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fork = append(fork, time.Since(t0))
+		t0 = time.Now()
+		if err := p.HandOff(Limits{}, nil, []byte("pass")); err != nil {
+			b.Fatal(err)
+		}
+		p.CloseStdin()
+		if r := p.Wait(); r.Status != StatusOK {
+			b.Fatalf("forked run: %s %s %s", r.Status, r.Reason, r.Stderr)
+		}
+		run = append(run, time.Since(t0))
+		m.Release(j)
+	}
+	mb, mf, mr := median(bare), median(fork), median(run)
+	b.ReportMetric(ms(mb), "bare-ms")
+	b.ReportMetric(ms(mf), "fork-ms")
+	b.ReportMetric(ms(mr), "handoff-to-result-ms")
+	b.ReportMetric(float64(mr)/float64(mb), "ratio")
+}

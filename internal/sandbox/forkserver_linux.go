@@ -56,6 +56,7 @@ type forkConfig struct {
 	Landlock     *landlockPlan `json:"landlock"`
 	ProcMasked   []string      `json:"proc_masked"`
 	ProcReadOnly []string      `json:"proc_read_only"`
+	Bounding     []int         `json:"bounding"` // the server's bounding set, for its executions to drop
 }
 
 // forkRequest asks for one execution; its descriptors travel with it.
@@ -150,7 +151,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 // in the same form, as a cold jail.
 func (t *Template) config() (forkConfig, error) {
 	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
-		ProcMasked: procMasked, ProcReadOnly: procReadOnly}
+		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps}
 	if !t.m.cfg.Disable.NoSeccomp {
 		raw, err := buildFilter()
 		if err != nil {

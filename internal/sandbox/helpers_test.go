@@ -75,15 +75,20 @@ func runPy(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 
 // silentWaiter stands in for the runner's warm mode: started ahead of its
 // work, it blocks on its request pipe (fd 4) and runs the code it is sent.
+// Like the runner driver, it runs _main itself only as __main__: a fork
+// server loads it once and calls _main in each execution.
 const silentWaiter = `import os
-code = b""
-while True:
-    chunk = os.read(4, 65536)
-    if not chunk:
-        break
-    code += chunk
-os.close(4)
-exec(compile(code, "<string>", "exec"))
+def _main():
+    code = b""
+    while True:
+        chunk = os.read(4, 65536)
+        if not chunk:
+            break
+        code += chunk
+    os.close(4)
+    exec(compile(code, "<string>", "exec"), globals())
+if __name__ == "__main__":
+    _main()
 `
 
 // runWarm runs code as runPy does, but in a jail whose interpreter started

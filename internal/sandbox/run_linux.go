@@ -214,7 +214,12 @@ func (p *Process) startTime() time.Time {
 func (p *Process) finish(wall time.Duration) {
 	j := p.j
 	j.kill()
-	<-j.initDone
+	// A forked execution's reaper reports the exit only after it killed
+	// and reaped every other process of its pid namespace: then only the
+	// reaper itself is left, and the Result need not wait for its end.
+	if j.reaper == nil || !p.r.exited() {
+		<-j.initDone
+	}
 	j.waitDrains(&p.drains)
 	res := p.r.result(j, p.stdout, p.stderr, p.channel, wall)
 	if p.col != nil && p.exec.Collect != nil {
