@@ -3,12 +3,15 @@ package pool
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,20 +215,39 @@ func warmSpec(spec sandbox.Spec, argv []string, cfg Config) sandbox.Spec {
 	}
 }
 
-// kindKey names the kind of a warm spec: everything fixed at start.
+// kindKey names the kind of a warm spec: everything fixed at start. Each
+// field goes into the hash with its length, unquoted: the argv carries the
+// whole driver source, and this runs for every request.
 func kindKey(s sandbox.Spec) string {
-	mounts := make([]string, len(s.Mounts))
-	for i, m := range s.Mounts {
-		mounts[i] = m.Source + "\x00" + m.Target
+	h := sha256.New()
+	field := func(v string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		io.WriteString(h, v)
 	}
-	var collect string
+	list := func(tag string, vs []string) {
+		field(tag)
+		field(strconv.Itoa(len(vs)))
+		for _, v := range vs {
+			field(v)
+		}
+	}
+	list("argv", s.Argv)
+	list("env", s.Env)
+	field(s.Dir)
+	mounts := make([]string, 0, 2*len(s.Mounts))
+	for _, m := range s.Mounts {
+		mounts = append(mounts, m.Source, m.Target)
+	}
+	list("mounts", mounts)
+	field(fmt.Sprintf("%v %v %v", s.Network, s.ResultChannel, s.StreamChannel))
 	if s.Collect != nil {
 		globs := append([]string(nil), s.Collect.Globs...)
 		sort.Strings(globs)
-		collect = fmt.Sprintf("%q %d %d", globs, s.Collect.MaxFiles, s.Collect.MaxBytes)
+		list("collect", globs)
+		field(fmt.Sprintf("%d %d", s.Collect.MaxFiles, s.Collect.MaxBytes))
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%q\n%q\n%q\n%q\n%v %v %v\n%s", s.Argv, s.Env, s.Dir, mounts, s.Network, s.ResultChannel, s.StreamChannel, collect)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // v1Controllers are the hierarchies a jail joins on cgroup v1.
@@ -21,8 +22,7 @@ var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Pids, cgroup1.Cpu, cg
 type cgroupV1 struct {
 	mounts map[cgroup1.Name]string // hierarchy mount point
 	base   map[cgroup1.Name]string // <own cgroup>/<parent>, relative to the mount
-	subs   []cgroup1.Subsystem
-	swap   bool // memory.memsw.* exists: swap can be capped
+	swap   bool                    // memory.memsw.* exists: swap can be capped
 }
 
 func newCgroupV1(parent string) (*cgroupV1, error) {
@@ -41,9 +41,9 @@ func newCgroupV1(parent string) (*cgroupV1, error) {
 	}
 	_, err = os.Stat(filepath.Join(d.mounts[cgroup1.Memory], "memory.memsw.limit_in_bytes"))
 	d.swap = err == nil
-	// containerd's controllers take the directory holding the hierarchies
-	// and append their own name, so a co-mounted "cpu,cpuacct" needs the
-	// usual "cpu" and "cpuacct" symlinks beside it.
+	// Each controller is reached as <dir of the hierarchies>/<name>: a
+	// co-mounted "cpu,cpuacct" needs the usual "cpu" and "cpuacct"
+	// symlinks beside it.
 	root := ""
 	for _, n := range v1Controllers {
 		r := filepath.Dir(d.mounts[n])
@@ -54,13 +54,11 @@ func newCgroupV1(parent string) (*cgroupV1, error) {
 		if _, err := os.Stat(filepath.Join(root, string(n))); err != nil {
 			return nil, fmt.Errorf("%w: cgroup v1 controller %s is not reachable at %s", ErrUnsupported, n, filepath.Join(root, string(n)))
 		}
-		d.mounts[n] = filepath.Join(root, string(n))
-	}
-	d.subs = []cgroup1.Subsystem{
-		cgroup1.NewMemory(root, cgroup1.OptionalSwap()),
-		cgroup1.NewPids(root),
-		cgroup1.NewCpu(root),
-		cgroup1.NewCpuacct(root),
+		// The jail's directories are written directly: resolve the
+		// "cpu" → "cpu,cpuacct" symlinks once.
+		if d.mounts[n], err = filepath.EvalSymlinks(filepath.Join(root, string(n))); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -99,45 +97,24 @@ func (d *cgroupV1) describe() string {
 	return s
 }
 
-func (d *cgroupV1) path(id string) cgroup1.Path {
-	return func(n cgroup1.Name) (string, error) {
-		b, ok := d.base[n]
-		if !ok {
-			return "", cgroup1.ErrControllerNotActive
-		}
-		return filepath.Join(b, id), nil
-	}
-}
-
-func (d *cgroupV1) hierarchy() ([]cgroup1.Subsystem, error) { return d.subs, nil }
-
 func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
-	cg, err := cgroup1.New(d.path(id), v1Resources(initial, d.swap), cgroup1.WithHierarchy(d.hierarchy))
-	if err != nil {
-		return nil, fmt.Errorf("creating cgroup: %w", err)
+	j := &v1Jail{d: d, id: id}
+	for _, dir := range j.dirs() {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			j.destroy()
+			return nil, fmt.Errorf("creating cgroup: %w", err)
+		}
 	}
-	j := &v1Jail{d: d, id: id, cg: cg}
+	if err := j.setLimits(initial); err != nil {
+		j.destroy()
+		return nil, err
+	}
 	// Without swap accounting, at least keep the kernel from swapping the
 	// jail out instead of OOM-killing it at its limit.
 	if !d.swap {
 		_ = os.WriteFile(j.file(cgroup1.Memory, "memory.swappiness"), []byte("0"), 0)
 	}
 	return j, nil
-}
-
-func v1Resources(l Limits, swap bool) *specs.LinuxResources {
-	mem := l.MemoryBytes
-	pids := l.Pids
-	quota, period := cpuQuota(l.CPUs)
-	r := &specs.LinuxResources{
-		Memory: &specs.LinuxMemory{Limit: &mem},
-		Pids:   &specs.LinuxPids{Limit: &pids},
-		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
-	}
-	if swap {
-		r.Memory.Swap = &mem // memsw = memory + swap: equal means no swap
-	}
-	return r
 }
 
 func (d *cgroupV1) sweep(prefix string) (int, error) {
@@ -155,12 +132,6 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 			continue
 		}
 		j := &v1Jail{d: d, id: e.Name()}
-		cg, err := cgroup1.Load(d.path(e.Name()), cgroup1.WithHierarchy(d.hierarchy))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		j.cg = cg
 		if err := j.destroy(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -170,10 +141,25 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// v1Jail is one jail's directory in each hierarchy, written directly: the
+// per-execution cost of containerd's walks over every hierarchy was more
+// than the rest of a forked execution.
 type v1Jail struct {
 	d  *cgroupV1
 	id string
-	cg cgroup1.Cgroup
+}
+
+// dirs are the jail's directories, one per hierarchy (cpu and cpuacct may
+// be one).
+func (j *v1Jail) dirs() []string {
+	var out []string
+	for _, n := range v1Controllers {
+		dir := filepath.Join(j.d.mounts[n], j.d.base[n], j.id)
+		if !slices.Contains(out, dir) {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
 
 func (j *v1Jail) file(n cgroup1.Name, name string) string {
@@ -183,8 +169,11 @@ func (j *v1Jail) file(n cgroup1.Name, name string) string {
 func (j *v1Jail) intoFD() int { return -1 }
 
 func (j *v1Jail) add(pid int) error {
-	if err := j.cg.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
+	b := []byte(strconv.Itoa(pid))
+	for _, dir := range j.dirs() {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0); err != nil {
+			return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
+		}
 	}
 	return nil
 }
@@ -205,10 +194,18 @@ func (j *v1Jail) setLimits(l Limits) error {
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
 	}
-	r := v1Resources(l, j.d.swap)
-	r.Memory = nil
-	if err := j.cg.Update(r); err != nil {
-		return fmt.Errorf("setting cgroup limits: %w", err)
+	quota, period := cpuQuota(l.CPUs)
+	for _, w := range []struct {
+		n         cgroup1.Name
+		file, val string
+	}{
+		{cgroup1.Pids, "pids.max", strconv.FormatInt(l.Pids, 10)},
+		{cgroup1.Cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10)},
+		{cgroup1.Cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)},
+	} {
+		if err := os.WriteFile(j.file(w.n, w.file), []byte(w.val), 0); err != nil {
+			return fmt.Errorf("setting cgroup limits: %w", err)
+		}
 	}
 	return nil
 }
@@ -241,8 +238,31 @@ func (j *v1Jail) destroy() error {
 		killProcs(j.file(n, "cgroup.procs"))
 		_ = waitEmpty(j.file(n, "cgroup.procs"), time.Second)
 	}
-	if err := j.cg.Delete(); err != nil {
-		return fmt.Errorf("removing cgroup %s: %w", j.id, err)
+	// A jail's cgroup has no children: one rmdir per hierarchy (cpu and
+	// cpuacct may be one directory) instead of containerd's Delete, whose
+	// walk of every hierarchy costs more than the rest of an execution.
+	var errs []error
+	for _, dir := range j.dirs() {
+		if err := rmdirRetry(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dir, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// rmdirRetry removes an empty cgroup directory; the kernel may report it
+// busy for a moment after its last task exited.
+func rmdirRetry(dir string) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Rmdir(dir)
+		switch {
+		case err == nil || errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
+			time.Sleep(time.Millisecond)
+		default:
+			return os.NewSyscallError("rmdir", err)
+		}
+	}
 }
