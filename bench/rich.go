@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"image/png"
 	"net/http"
+	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -119,6 +121,13 @@ func latencyPlot(ctx context.Context, s servers, n int) ([]row, error) {
 	if err := waitMetric(ctx, s.fork, "pyexec_pool_forked_ready", 2); err != nil {
 		return nil, err
 	}
+	if _, err := s.cold.plot(ctx); err != nil { // its own data dir: it builds the environment too
+		return nil, err
+	}
+	floor, err := inProcess(ctx, python, n)
+	if err != nil {
+		return nil, err
+	}
 	var b, f, c []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
@@ -139,9 +148,41 @@ func latencyPlot(ctx context.Context, s servers, n int) ([]row, error) {
 	}
 	base := summarize("pandas describe + matplotlib PNG: bare python (same env)", b, nil)
 	return []row{base,
+		summarize("pandas + PNG: the snippet alone in a warm interpreter (floor)", floor, &base),
 		summarize("pandas + PNG: pyexec /api/v1/eval (fork server, preloaded)", f, &base),
 		summarize("pandas + PNG: pyexec, pool off (cold jail)", c, &base),
 	}, nil
+}
+
+// inProcess times the snippet alone, n times, in one interpreter that has
+// imported everything and drawn once: what no sandbox can go below.
+func inProcess(ctx context.Context, python string, n int) ([]time.Duration, error) {
+	script := fmt.Sprintf(`import time
+src = %q
+exec(src)
+plt.close("all")
+for _ in range(%d):
+    t = time.perf_counter()
+    exec(src)
+    plt.close("all")
+    print(int((time.perf_counter() - t) * 1e9))
+`, plotBare, n)
+	out, err := exec.CommandContext(ctx, python, "-c", script).Output()
+	if err != nil {
+		return nil, err
+	}
+	var d []time.Duration
+	for _, f := range strings.Fields(string(out)) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			continue // the snippet prints describe() too
+		}
+		d = append(d, time.Duration(v))
+	}
+	if len(d) < n {
+		return nil, fmt.Errorf("in-process timing: %d of %d runs", len(d), n)
+	}
+	return d[len(d)-n:], nil
 }
 
 // waitMetric waits until the server's metric reaches n (the pool starts

@@ -247,3 +247,26 @@ func TestIdleKindsShrink(t *testing.T) {
 		}
 	})
 }
+
+// noForking is a jail manager on a host where fork servers cannot run.
+type noForking struct{ *sandbox.Manager }
+
+func (noForking) StartTemplate(context.Context, sandbox.Spec, sandbox.OutputFunc) (*sandbox.Template, error) {
+	return nil, fmt.Errorf("%w: no fork server here", sandbox.ErrUnsupported)
+}
+
+// TestNoForkServerFallsBackToWarmJails: where a fork server cannot run, a
+// kind keeps being served warm, by jails.
+func TestNoForkServerFallsBackToWarmJails(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	p.jails = noForking{p.jails.(*sandbox.Manager)}
+	s := spec("print('warm')\n")
+	warmUp(t, p, s)
+	hits := p.Stats().Hits
+	if res := run(t, p, s); res.Status != sandbox.StatusOK || string(res.Stdout) != "warm\n" {
+		t.Fatalf("status %s stdout %q", res.Status, res.Stdout)
+	}
+	if st := p.Stats(); st.Hits != hits+1 || st.ForkedRuns != 0 || st.Templates != 0 {
+		t.Fatalf("not served by a warm jail: %+v", st)
+	}
+}

@@ -199,7 +199,9 @@ def _child(sock, req, fds, cfg):
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (stdin, stdout, stderr, chan, reqfd, st, ctl)]
         for i, fd in enumerate(high):
             os.dup2(fd, i, inheritable=i < 5)
-        os.closerange(7, 1 << 20)
+        # Every other descriptor goes (all are below the hard limit, which
+        # was set before this server started).
+        os.closerange(7, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         _isolate(req, cfg)
         pid = os.fork()
         if pid == 0:
