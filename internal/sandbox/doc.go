@@ -8,6 +8,11 @@
 // jail, and starts the payload as an unprivileged user with no
 // capabilities, no_new_privs, rlimits, Landlock and a seccomp filter.
 //
+// A Template (forkserver_linux.go) is a fork server in such a jail: each
+// execution forked from it builds the same isolation for itself (its own
+// namespaces, tmpfs, /proc, cgroup, uid, Landlock and seccomp) before any
+// user code, and is then handed its work like a prepared jail's payload.
+//
 // The package knows nothing about HTTP, executions or storage: it takes a
 // Spec and returns a Result. It must never run a payload with less
 // isolation than its Config asks for; a layer that cannot be applied fails
