@@ -70,14 +70,18 @@ func run() int {
 		return true
 	}
 	if !add(latencyPrint(ctx, s, python, *n)) ||
-		!add(latencyAsync(ctx, s.fork, *n)) ||
-		!add(throughput(ctx, s.fork, python, *total, []int{1, 2, 8, 32})) {
+		!add(latencyAsync(ctx, s.fork, *n)) {
 		return 1
 	}
-	sessionRows, notes, err := sessionCells(ctx, s.fork, *n)
+	rateRows, notes, err := throughput(ctx, s.fork, python, *total, []int{1, 2, 8, 32})
+	if !add(rateRows, err) {
+		return 1
+	}
+	sessionRows, sessionNotes, err := sessionCells(ctx, s.fork, *n)
 	if !add(sessionRows, err) {
 		return 1
 	}
+	notes = append(notes, sessionNotes...)
 	// The pandas scenario needs PyPI for its environment: without it, the
 	// report says so and goes on.
 	if r, err := latencyPlot(ctx, s, max(5, *n/4)); err != nil {

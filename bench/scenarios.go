@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -74,21 +77,49 @@ func latencyAsync(ctx context.Context, s *server, n int) ([]row, error) {
 }
 
 // throughput runs total print(1) executions at each concurrency level,
-// bare and through the API, and reports executions per second.
-func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, error) {
+// bare and through the API, and reports executions per second, and the
+// CPU time the whole machine (and the server process) spent per execution
+// at each level.
+func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, []string, error) {
 	var rows []row
+	var notes []string
 	for _, c := range levels {
+		m0 := machineCPU()
 		b, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		m1, s1 := machineCPU(), s.cpu()
 		p, err := rate(c, total, func() error { _, err := s.eval(ctx, "print(1)"); return err })
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		m2, s2 := machineCPU(), s.cpu()
 		rows = append(rows, row{name: fmt.Sprintf("throughput c=%d: bare / pyexec (exec/s)", c), rate: true, base: b, value: p})
+		per := func(d time.Duration) string { return ms(d / time.Duration(total)) }
+		notes = append(notes, fmt.Sprintf("CPU per execution at c=%d: bare spawn %s (machine); pyexec %s (machine), of which the server process %s",
+			c, per(m1-m0), per(m2-m1), per(s2-s1)))
 	}
-	return rows, nil
+	return rows, notes, nil
+}
+
+// machineCPU is the CPU time all processors spent outside idle and iowait
+// so far (/proc/stat).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var ticks int64
+	for i, f := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		v, _ := strconv.ParseInt(f, 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
 func rate(workers, total int, f func() error) (float64, error) {

@@ -136,6 +136,22 @@ func (s *server) rssBytes() (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
 }
 
+// cpu is the CPU time the server process has used so far.
+func (s *server) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ") // the command name may hold spaces
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ
+}
+
 // metric reads one unlabelled metric from /metrics.
 func (s *server) metric(ctx context.Context, name string) (float64, error) {
 	all, err := s.poolCounters(ctx)
