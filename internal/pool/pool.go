@@ -178,12 +178,20 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
+	defer p.jails.Release(w.jail)
+	res, err := w.run(ctx, spec, request, out)
+	if errors.Is(err, errHandOff) {
+		// It died waiting (its fork server ended, say): the execution
+		// never started, so it runs cold instead.
+		p.cfg.Logger.Warn("a warm jail was gone at hand-off; running cold", "python", describe(k.spec), "err", err)
+		p.misses.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
 	p.hits.Add(1)
 	if w.forked {
 		p.forked.Add(1)
 	}
-	defer p.jails.Release(w.jail)
-	return w.run(ctx, spec, request, out)
+	return res, err
 }
 
 // fits reports whether limits l can be handed to a jail started with the

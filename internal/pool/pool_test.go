@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,5 +270,60 @@ func TestNoForkServerFallsBackToWarmJails(t *testing.T) {
 	}
 	if st := p.Stats(); st.Hits != hits+1 || st.ForkedRuns != 0 || st.Templates != 0 {
 		t.Fatalf("not served by a warm jail: %+v", st)
+	}
+}
+
+// TestDeadForkServerIsReplaced: a fork server that dies is replaced, and
+// its kind goes on being served by forked executions.
+func TestDeadForkServerIsReplaced(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	s := spec("print('forked')\n")
+	warmUp(t, p, s)
+	killed := 0
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		cmd, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		status, err2 := os.ReadFile("/proc/" + d.Name() + "/status")
+		// The fork server itself, not its executions: uid 0, and its
+		// parent is the jail's init.
+		if err != nil || err2 != nil || !strings.Contains(string(cmd), "# pyexec fork server.") || !strings.Contains(string(status), "Uid:\t0\t") {
+			continue
+		}
+		ppid := ""
+		for _, l := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(l, "PPid:\t"); ok {
+				ppid = v
+			}
+		}
+		parent, _ := os.ReadFile("/proc/" + ppid + "/cmdline")
+		if !strings.HasPrefix(string(parent), "pyexec\x00sandbox-init") {
+			continue
+		}
+		if cg, _ := os.ReadFile("/proc/" + d.Name() + "/cgroup"); !strings.Contains(string(cg), fmt.Sprintf("pyexec-pooltest-%d", os.Getpid())) {
+			continue // another test binary's
+		}
+		pid, _ := strconv.Atoi(d.Name())
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d fork servers, want 1", killed)
+	}
+	time.Sleep(200 * time.Millisecond) // its jail ends, and its executions with it
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		forked := p.Stats().ForkedRuns
+		res := run(t, p, s)
+		if res.Status != sandbox.StatusOK || string(res.Stdout) != "forked\n" {
+			t.Fatalf("after the fork server died: %s %q %s", res.Status, res.Stdout, res.Stderr)
+		}
+		if p.Stats().ForkedRuns > forked {
+			return // served by a forked execution of the new server
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no forked execution after the fork server died: %+v", p.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

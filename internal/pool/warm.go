@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -12,7 +14,8 @@ type warmJail struct {
 	jail   *sandbox.Jail
 	proc   *sandbox.Process
 	relay  *relay
-	forked bool // forked from the kind's fork server, not a jail of its own
+	forked bool              // forked from the kind's fork server, not a jail of its own
+	tpl    *sandbox.Template // that fork server: its executions die with it
 }
 
 // relay forwards the payload's output to whoever holds the jail now:
@@ -44,10 +47,17 @@ func startWarm(ctx context.Context, jails Jails, spec sandbox.Spec) (*warmJail, 
 	return &warmJail{jail: j, proc: proc, relay: r}, nil
 }
 
-// dead reports whether the warm payload ended before it got work.
+// dead reports whether the warm payload ended before it got work, or is
+// about to because its fork server ended.
 func (w *warmJail) dead() bool {
+	var tplDone <-chan struct{}
+	if w.tpl != nil {
+		tplDone = w.tpl.Done()
+	}
 	select {
 	case <-w.proc.Done():
+		return true
+	case <-tplDone:
 		return true
 	default:
 		return false
@@ -60,15 +70,19 @@ func (w *warmJail) discard() error {
 	return w.jail.Close()
 }
 
-// run hands the warm jail spec's execution and waits for it.
+// errHandOff says a warm jail could not take its execution (it died
+// while waiting, say with its fork server): nothing of the execution ran.
+var errHandOff = errors.New("handing the execution to a warm jail")
+
+// run hands the warm jail spec's execution and waits for it. It fails with
+// errHandOff, and nothing else, when the execution never started.
 func (w *warmJail) run(ctx context.Context, spec sandbox.Spec, request []byte, out sandbox.OutputFunc) (sandbox.Result, error) {
-	w.relay.to.Store(&out)
 	if err := w.proc.HandOff(spec.Limits, spec.Files, request); err != nil {
 		w.proc.Kill()
-		res := w.proc.Wait()
-		res.Status, res.Reason = sandbox.StatusSetupError, "handing the execution to a warm jail: "+err.Error()
-		return res, nil
+		w.proc.Wait()
+		return sandbox.Result{}, fmt.Errorf("%w: %w", errHandOff, err)
 	}
+	w.relay.to.Store(&out)
 	go func() {
 		if len(spec.Stdin) > 0 {
 			_ = w.proc.WriteStdin(spec.Stdin)
