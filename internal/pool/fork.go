@@ -2,6 +2,7 @@ package pool
 
 import (
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -26,8 +27,20 @@ func templateSpec(k sandbox.Spec, cfg Config) sandbox.Spec {
 	s := k
 	s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
+	// It lives as long as its kind, and its executions die with it: no
+	// time limit may end it mid-execution. Each fork counts against its
+	// tasks until the execution is moved to its own cgroup.
+	s.Limits.WallTime, s.Limits.CPUTime = templateLifetime, templateLifetime
+	s.Limits.Pids += templatePids
 	return s
 }
+
+// templateLifetime bounds a fork server's wall and CPU time (there is no
+// "unlimited"); templatePids is room for executions being forked.
+const (
+	templateLifetime = 100_000 * time.Hour
+	templatePids     = 512
+)
 
 // fork builds one warm execution of k by forking its fork server, starting
 // the server first when it is not running. It returns ok false when k does

@@ -46,6 +46,9 @@ if "matplotlib.pyplot" in sys.modules:
             _plt.plot([0.0, 1.0])
         _plt.savefig(_io.BytesIO(), format="png")
         _plt.close("all")
+        # Fonts hold their files open: an execution would inherit them as
+        # descriptors its own pipes then replace. Reopened on first use.
+        sys.modules["matplotlib.font_manager"]._get_font.cache_clear()
         del _plt, _io
     except Exception as _e:
         sys.stderr.write("pyexec fork server: matplotlib warm-up: %s\n" % _e)
@@ -117,6 +120,22 @@ def _send(fd, msg):
 
 # --- the template ---------------------------------------------------------
 
+def _stray_fds():
+    # Descriptors other than stdio and the socket: whatever holds them
+    # would act on an execution's pipes once the child reuses the numbers.
+    import gc
+    gc.collect()
+    return [fd for fd in map(int, os.listdir("/proc/self/fd")) if fd not in (0, 1, 2, 4) and _is_open(fd)]
+
+
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False  # the directory listing's own descriptor, closed by now
+
+
 def _serve():
     sock = socket.socket(fileno=4)
     cfg = json.loads(sock.recv(1 << 20).decode())
@@ -124,6 +143,10 @@ def _serve():
         os._exit(0)
     if sys.version_info < (3, 9):
         sock.send(json.dumps({"error": "a fork server needs Python 3.9 or later"}).encode())
+        os._exit(0)
+    stray = _stray_fds()
+    if stray:
+        sock.send(json.dumps({"error": "the preloads keep descriptors %s open" % stray}).encode())
         os._exit(0)
     cfg["seccomp_prog"] = None
     if cfg.get("seccomp"):
@@ -152,18 +175,26 @@ def _serve():
         # No SIGCHLD handling between fork and pidfd_open: the child must
         # not be reaped before the server holds its pidfd.
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+        pidfd = -1
         try:
             ctypes.set_errno(0)
             _check("unshare(CLONE_NEWPID)", _libc.unshare(CLONE_NEWPID))
-            pid = os.fork()
-            if pid == 0:
-                _child(sock, req, fds, cfg)  # never returns
-            ctypes.set_errno(0)
-            if _libc.setns(own_pidns, CLONE_NEWPID) != 0:
-                os._exit(70)  # cannot fork the next execution: let the server replace us
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    _child(sock, req, fds, cfg)  # never returns
+            finally:
+                # Back to our own pid namespace for the next fork, whatever
+                # happened; a server that cannot must not go on.
+                ctypes.set_errno(0)
+                if _libc.setns(own_pidns, CLONE_NEWPID) != 0:
+                    os._exit(70)
             pidfd = os.pidfd_open(pid)
-        except _Fail as e:
-            sock.send(json.dumps({"error": "%s: %s" % (e.step, e.message)}).encode())
+        except (_Fail, OSError) as e:
+            # Out of pids or memory, say: this execution fails, the
+            # executions already running (our descendants) go on.
+            msg = "%s: %s" % (e.step, e.message) if isinstance(e, _Fail) else "fork: %s" % e
+            sock.send(json.dumps({"error": msg}).encode())
             continue
         finally:
             for fd in fds:
@@ -199,9 +230,13 @@ def _child(sock, req, fds, cfg):
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (stdin, stdout, stderr, chan, reqfd, st, ctl)]
         for i, fd in enumerate(high):
             os.dup2(fd, i, inheritable=i < 5)
-        # Every other descriptor goes (all are below the hard limit, which
-        # was set before this server started).
-        os.closerange(7, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        # Every other descriptor goes, whatever its number.
+        for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
+            if fd >= 7:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # the listing's own descriptor
         _isolate(req, cfg)
         pid = os.fork()
         if pid == 0:
@@ -304,7 +339,6 @@ def _payload(req, cfg):
     try:
         os.close(6)
         os.setsid()
-        _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)
         cpu = req["cpu_seconds"]
         for step, res, soft, hard in (
             ("core", resource.RLIMIT_CORE, 0, 0),
@@ -325,6 +359,7 @@ def _payload(req, cfg):
         os.setgroups([])
         os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
         os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+        _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
         plan = cfg.get("landlock")
         if plan and plan["abi"]:
             _landlock(plan)

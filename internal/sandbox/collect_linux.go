@@ -51,6 +51,9 @@ func (j *Jail) collectVia(c Collect) ([]CollectedFile, int, error) {
 		return nil, 0, err
 	}
 	defer root.Close()
+	if err := j.initAlive(); err != nil {
+		return nil, 0, err
+	}
 	var files []CollectedFile
 	omitted, err := walkWorkspace(root, c, nil, func(f fileMsg) error {
 		files = append(files, CollectedFile{Path: f.Path, Data: f.Data, Mode: f.Mode})

@@ -314,21 +314,52 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	}
 	// The payload waits for its request: nothing of the user's runs before
 	// both processes are in the execution's cgroup.
-	payload := j.payloadHostPid(msg.Started.Pid)
-	if payload <= 0 {
-		p.failed(errors.New("the forked payload is gone"))
-		return nil, nil, errors.New("forking an execution: the payload is gone")
-	}
-	if j.cg != nil {
-		for _, pid := range []int{r.pid, payload} {
-			if err := j.cg.add(pid); err != nil {
-				p.failed(err)
-				return nil, nil, err
-			}
-		}
+	if err := j.confine(msg.Started.Pid); err != nil {
+		p.failed(err)
+		return nil, nil, fmt.Errorf("forking an execution: %w", err)
 	}
 	p.running(msg.Started.Pid)
 	return j, p, nil
+}
+
+// confine moves a forked execution's reaper and payload (nsPid in its pid
+// namespace) into the execution's cgroup. Both are named by pids that the
+// fork server or the reaper reap: each is checked to be alive after its pid
+// was written, so the pid was its own.
+func (j *Jail) confine(nsPid int) error {
+	if err := j.reaper.alive(); err != nil {
+		return err
+	}
+	payload := j.payloadHostPid(nsPid)
+	if payload <= 0 {
+		return errors.New("the payload is gone")
+	}
+	pfd, err := unix.PidfdOpen(payload, 0)
+	if err != nil {
+		return fmt.Errorf("the payload is gone: %w", os.NewSyscallError("pidfd_open", err))
+	}
+	defer unix.Close(pfd)
+	// Still the reaper's child after the pidfd was opened: the pidfd is
+	// the payload's (the reaper forks nothing else).
+	if j.payloadHostPid(nsPid) != payload {
+		return errors.New("the payload is gone")
+	}
+	if j.cg == nil {
+		return nil
+	}
+	if err := j.cg.add(j.reaper.pid); err != nil {
+		return err
+	}
+	if err := j.reaper.alive(); err != nil {
+		return err
+	}
+	if err := j.cg.add(payload); err != nil {
+		return err
+	}
+	if err := unix.PidfdSendSignal(pfd, 0, nil, 0); err != nil {
+		return errors.New("the payload is gone")
+	}
+	return nil
 }
 
 // request sends one fork request with the execution's descriptors and

@@ -1,12 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestForkedExecutionsShareNothing runs executions forked from one fork
@@ -149,5 +155,103 @@ func TestForkFailuresEndCleanly(t *testing.T) {
 	}
 	if r := forked(tpl)(t, m, `print("next")`); !strings.Contains(string(r.Stdout), "next") {
 		t.Fatalf("the fork server does not serve after failures: %s %s", r.Status, r.Stderr)
+	}
+}
+
+// TestForkFailureSparesRunningExecutions: when the fork server cannot
+// fork (its cgroup is out of tasks), that fork fails, the execution
+// already running completes, and the server forks again afterwards.
+func TestForkFailureSparesRunningExecutions(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m)
+	run := forked(tpl)
+	running := make(chan Result, 1)
+	go func() { running <- run(t, m, `import time; time.sleep(2); print("survived")`) }()
+	time.Sleep(500 * time.Millisecond)
+
+	pidsMax := pidsMaxFile(t, tpl.jail.initPid())
+	old, err := os.ReadFile(pidsMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.ReadFile(filepath.Join(filepath.Dir(pidsMax), "pids.current"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pidsMax, bytes.TrimSpace(cur), 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if j, _, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Env: testEnv, Requests: true}, nil); err == nil {
+		j.Close()
+		t.Error("a fork beyond the fork server's tasks limit succeeded")
+	}
+	if err := os.WriteFile(pidsMax, bytes.TrimSpace(old), 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-running; r.Status != StatusOK || !strings.Contains(string(r.Stdout), "survived") {
+		t.Fatalf("the running execution did not survive a failed fork: %s (%s)", r.Status, r.Reason)
+	}
+	if r := run(t, m, `print("again")`); !strings.Contains(string(r.Stdout), "again") {
+		t.Fatalf("no fork after the failure: %s %s", r.Status, r.Stderr)
+	}
+}
+
+// pidsMaxFile is the pids.max of the cgroup of pid (v1 or v2).
+func pidsMaxFile(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "pids" {
+				return filepath.Join("/sys/fs/cgroup/pids", parts[2], "pids.max")
+			}
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+				return filepath.Join("/sys/fs/cgroup", parts[2], "pids.max")
+			}
+		}
+	}
+	t.Fatalf("no pids cgroup for pid %d", pid)
+	return ""
+}
+
+// TestServerDescriptorsDoNotLeak: a descriptor the server inherited from
+// whoever started it (not close-on-exec, any number) is not open in a
+// payload, cold, warm or forked.
+func TestServerDescriptorsDoNotLeak(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m) // started after the descriptor exists below
+	f, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const leaked = 300
+	if err := unix.Dup2(int(f.Fd()), leaked); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(leaked)
+	tpl2 := startTemplate(t, m)
+	code := fmt.Sprintf(`import os
+try:
+    os.fstat(%d); print("LEAKED")
+except OSError:
+    print("CLOSED")`, leaked)
+	for name, run := range map[string]func(testing.TB, *Manager, string, ...pyOpt) Result{
+		"cold": runPy, "warm": runWarm, "forked": forked(tpl), "forked from a server started with it": forked(tpl2),
+	} {
+		if r := run(t, m, code); !strings.Contains(string(r.Stdout), "CLOSED") {
+			t.Errorf("%s: the server's descriptor %d is open in the payload: %s %s", name, leaked, r.Stdout, r.Stderr)
+		}
 	}
 }

@@ -32,6 +32,11 @@ func Init() int {
 	for fd := fdControl; fd <= fdForkSock; fd++ {
 		unix.CloseOnExec(fd) // the payload must never inherit our pipes
 	}
+	// Nor anything the server itself inherited from whoever started it.
+	if err := unix.CloseRange(fdForkSock+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "pyexec sandbox-init: close_range:", err)
+		return 2
+	}
 	ctrl := os.NewFile(fdControl, "control")
 	status := os.NewFile(fdStatus, "status")
 	if ctrl == nil || status == nil {

@@ -152,6 +152,10 @@ func (j *Jail) resizeScratch(l Limits) error {
 		if err != nil {
 			return fmt.Errorf("resizing %s: %w", m.dir, os.NewSyscallError("fspick", err))
 		}
+		if err := j.initAlive(); err != nil {
+			unix.Close(fd)
+			return err
+		}
 		err = unix.FsconfigSetString(fd, "size", strconv.FormatInt(m.size, 10))
 		if err == nil {
 			err = unix.FsconfigSetString(fd, "nr_inodes", strconv.FormatInt(m.nodes, 10))
@@ -179,6 +183,9 @@ func (j *Jail) writeFilesVia(files []File) error {
 		return err
 	}
 	defer root.Close()
+	if err := j.initAlive(); err != nil {
+		return err
+	}
 	uid, gid := j.m.cfg.UID, j.m.cfg.GID
 	for _, f := range files {
 		unsafePath, err := cleanRelPath(f.Path)

@@ -38,6 +38,20 @@ func newReaper(pidfd int) (*reaper, error) {
 	return nil, errors.New("not a pidfd")
 }
 
+// errReaperGone says a forked execution's reaper ended: its pid may name
+// another process by now, so nothing opened through it may be used.
+var errReaperGone = errors.New("the forked execution is gone")
+
+// alive reports whether the reaper still runs. Checked after opening
+// anything through /proc/<pid>: if it runs now, it ran at the open, and
+// the pid was its own.
+func (r *reaper) alive() error {
+	if err := unix.PidfdSendSignal(r.pidfd, 0, nil, 0); err != nil {
+		return errReaperGone
+	}
+	return nil
+}
+
 // kill ends the reaper; the kernel then kills its whole pid namespace.
 func (r *reaper) kill() {
 	_ = unix.PidfdSendSignal(r.pidfd, unix.SIGKILL, nil, 0)
