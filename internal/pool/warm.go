@@ -77,12 +77,13 @@ var errHandOff = errors.New("handing the execution to a warm jail")
 // run hands the warm jail spec's execution and waits for it. It fails with
 // errHandOff, and nothing else, when the execution never started.
 func (w *warmJail) run(ctx context.Context, spec sandbox.Spec, request []byte, out sandbox.OutputFunc) (sandbox.Result, error) {
+	// Output may follow the request at once: its receiver must be in place.
+	w.relay.to.Store(&out)
 	if err := w.proc.HandOff(spec.Limits, spec.Files, request); err != nil {
 		w.proc.Kill()
 		w.proc.Wait()
 		return sandbox.Result{}, fmt.Errorf("%w: %w", errHandOff, err)
 	}
-	w.relay.to.Store(&out)
 	go func() {
 		if len(spec.Stdin) > 0 {
 			_ = w.proc.WriteStdin(spec.Stdin)
