@@ -327,3 +327,31 @@ func TestDeadForkServerIsReplaced(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestLiveOutputOfAWarmExecution: what a warm execution prints first,
+// right after its request, reaches the caller live.
+func TestLiveOutputOfAWarmExecution(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec("import time\nprint('first', flush=True)\ntime.sleep(1)\n")
+		warmUp(t, p, s)
+		live := make(chan string, 16)
+		start := time.Now()
+		res, err := p.Run(context.Background(), s, func(st sandbox.Stream, b []byte) {
+			if st == sandbox.Stdout {
+				live <- string(b)
+			}
+		})
+		if err != nil || res.Status != sandbox.StatusOK {
+			t.Fatalf("%v %s", err, res.Status)
+		}
+		select {
+		case got := <-live:
+			if !strings.Contains(got, "first") {
+				t.Fatalf("live output %q", got)
+			}
+		default:
+			t.Fatalf("the first line never arrived live (run took %s)", time.Since(start))
+		}
+	})
+}
