@@ -155,6 +155,10 @@ def _serve():
         buf = ctypes.create_string_buffer(raw, len(raw))
         cfg["seccomp_prog"] = (buf, struct.pack("HxxxxxxP", len(raw) // 8, ctypes.addressof(buf)))
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    # Everything loaded so far is shared with every execution: the garbage
+    # collector of an execution must not walk (and so copy) those pages.
+    import gc
+    gc.freeze()
     signal.signal(signal.SIGCHLD, _reap_children)
     sock.send(b'{"ready": true}')
     while True:
