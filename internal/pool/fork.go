@@ -18,6 +18,7 @@ type forking struct {
 	tpl      *sandbox.Template
 	off      string // why this kind builds warm jails instead; "" while forking
 	failures int    // forks failed in a row
+	closed   bool   // the kind was retired or the pool closed: start nothing
 }
 
 // templateSpec is the fork server of a kind: the kind's interpreter, mounts
@@ -77,7 +78,7 @@ func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 	f := &k.fork
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.off != "" {
+	if f.off != "" || f.closed {
 		return nil
 	}
 	if f.tpl != nil {
@@ -131,10 +132,11 @@ func (p *Pool) templateOutput(k *kind) sandbox.OutputFunc {
 	}
 }
 
-// close ends k's fork server.
+// close ends k's fork server for good.
 func (f *forking) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closed = true // a build still running must not start another
 	if f.tpl != nil {
 		f.tpl.Close()
 		f.tpl = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -273,19 +274,15 @@ func TestNoForkServerFallsBackToWarmJails(t *testing.T) {
 	}
 }
 
-// TestDeadForkServerIsReplaced: a fork server that dies is replaced, and
-// its kind goes on being served by forked executions.
-func TestDeadForkServerIsReplaced(t *testing.T) {
-	p := newPool(t, Config{ForkServer: true})
-	s := spec("print('forked')\n")
-	warmUp(t, p, s)
-	killed := 0
+// forkServers lists the fork servers of this test binary: uid 0, the
+// fork server's command line, a jail's init as parent, in this binary's
+// cgroup parent.
+func forkServers() []int {
+	var pids []int
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		cmd, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
 		status, err2 := os.ReadFile("/proc/" + d.Name() + "/status")
-		// The fork server itself, not its executions: uid 0, and its
-		// parent is the jail's init.
 		if err != nil || err2 != nil || !strings.Contains(string(cmd), "# pyexec fork server.") || !strings.Contains(string(status), "Uid:\t0\t") {
 			continue
 		}
@@ -296,14 +293,27 @@ func TestDeadForkServerIsReplaced(t *testing.T) {
 			}
 		}
 		parent, _ := os.ReadFile("/proc/" + ppid + "/cmdline")
-		if !strings.HasPrefix(string(parent), "pyexec\x00sandbox-init") {
+		cg, _ := os.ReadFile("/proc/" + d.Name() + "/cgroup")
+		if !strings.HasPrefix(string(parent), "pyexec\x00sandbox-init") || !strings.Contains(string(cg), fmt.Sprintf("/pyexec-pooltest-%d/", os.Getpid())) {
 			continue
 		}
-		if cg, _ := os.ReadFile("/proc/" + d.Name() + "/cgroup"); !strings.Contains(string(cg), fmt.Sprintf("pyexec-pooltest-%d", os.Getpid())) {
-			continue // another test binary's
+		if pid, err := strconv.Atoi(d.Name()); err == nil {
+			pids = append(pids, pid)
 		}
-		pid, _ := strconv.Atoi(d.Name())
-		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+	}
+	return pids
+}
+
+// TestDeadForkServerIsReplaced: a fork server that dies is replaced, and
+// its kind goes on being served by forked executions.
+func TestDeadForkServerIsReplaced(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	before := forkServers() // other tests' servers, maybe still ending
+	s := spec("print('forked')\n")
+	warmUp(t, p, s)
+	killed := 0
+	for _, pid := range forkServers() {
+		if !slices.Contains(before, pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
 			killed++
 		}
 	}

@@ -145,8 +145,10 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 // per-execution cost of containerd's walks over every hierarchy was more
 // than the rest of a forked execution.
 type v1Jail struct {
-	d  *cgroupV1
-	id string
+	d       *cgroupV1
+	id      string
+	applied Limits // what setLimits last wrote
+	set     bool   // whether it wrote anything yet
 }
 
 // dirs are the jail's directories, one per hierarchy (cpu and cpuacct may
@@ -179,34 +181,45 @@ func (j *v1Jail) add(pid int) error {
 }
 
 func (j *v1Jail) setLimits(l Limits) error {
-	// memory.memsw.limit_in_bytes may never be below memory.limit_in_bytes:
-	// raising both, memsw goes first; lowering, the plain limit goes first.
-	mem := strconv.FormatInt(l.MemoryBytes, 10)
-	files := []string{"memory.limit_in_bytes"}
-	if j.d.swap {
-		files = append(files, "memory.memsw.limit_in_bytes")
-		if cur, err := readInt(j.file(cgroup1.Memory, "memory.limit_in_bytes")); err == nil && l.MemoryBytes > cur {
-			files[0], files[1] = files[1], files[0]
+	// Only what changed is written: a hand-off usually changes the memory
+	// and the CPU quota of the ceilings the cgroup was created with.
+	if !j.set || l.MemoryBytes != j.applied.MemoryBytes {
+		// memory.memsw.limit_in_bytes may never be below
+		// memory.limit_in_bytes: raising both, memsw goes first; lowering,
+		// the plain limit goes first.
+		mem := strconv.FormatInt(l.MemoryBytes, 10)
+		files := []string{"memory.limit_in_bytes"}
+		if j.d.swap {
+			files = append(files, "memory.memsw.limit_in_bytes")
+			if j.set && l.MemoryBytes > j.applied.MemoryBytes {
+				files[0], files[1] = files[1], files[0]
+			}
 		}
-	}
-	for _, f := range files {
-		if err := os.WriteFile(j.file(cgroup1.Memory, f), []byte(mem), 0); err != nil {
-			return fmt.Errorf("setting cgroup limits: %w", err)
+		for _, f := range files {
+			if err := os.WriteFile(j.file(cgroup1.Memory, f), []byte(mem), 0); err != nil {
+				return fmt.Errorf("setting cgroup limits: %w", err)
+			}
 		}
 	}
 	quota, period := cpuQuota(l.CPUs)
+	oldQuota, _ := cpuQuota(j.applied.CPUs)
 	for _, w := range []struct {
 		n         cgroup1.Name
 		file, val string
+		changed   bool
 	}{
-		{cgroup1.Pids, "pids.max", strconv.FormatInt(l.Pids, 10)},
-		{cgroup1.Cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10)},
-		{cgroup1.Cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)},
+		{cgroup1.Pids, "pids.max", strconv.FormatInt(l.Pids, 10), l.Pids != j.applied.Pids},
+		{cgroup1.Cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10), false},
+		{cgroup1.Cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10), quota != oldQuota},
 	} {
+		if j.set && !w.changed {
+			continue
+		}
 		if err := os.WriteFile(j.file(w.n, w.file), []byte(w.val), 0); err != nil {
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
 	}
+	j.applied, j.set = l, true
 	return nil
 }
 
@@ -229,21 +242,28 @@ func (j *v1Jail) usage() (int64, bool, error) {
 }
 
 func (j *v1Jail) destroy() error {
+	// Every task of a jail is in all its hierarchies: once the pids one is
+	// empty, so are the others (each read of a v1 cgroup.procs costs the
+	// kernel a pid list: they are kept few).
 	procs := j.file(cgroup1.Pids, "cgroup.procs")
 	killProcs(procs)
 	if err := waitEmpty(procs, 5*time.Second); err != nil {
 		return err
-	}
-	for _, n := range v1Controllers {
-		killProcs(j.file(n, "cgroup.procs"))
-		_ = waitEmpty(j.file(n, "cgroup.procs"), time.Second)
 	}
 	// A jail's cgroup has no children: one rmdir per hierarchy (cpu and
 	// cpuacct may be one directory) instead of containerd's Delete, whose
 	// walk of every hierarchy costs more than the rest of an execution.
 	var errs []error
 	for _, dir := range j.dirs() {
-		if err := rmdirRetry(dir); err != nil {
+		err := rmdirRetry(dir)
+		if errors.Is(err, unix.EBUSY) {
+			// A task that joined this hierarchy but not the pids one
+			// (a failed add): kill it here.
+			killProcs(filepath.Join(dir, "cgroup.procs"))
+			_ = waitEmpty(filepath.Join(dir, "cgroup.procs"), time.Second)
+			err = rmdirRetry(dir)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", dir, err))
 		}
 	}
