@@ -8,9 +8,13 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// forkFailLimit is how many forks of a kind may fail in a row before the
-// kind gives up its fork server and builds warm jails instead.
-const forkFailLimit = 3
+// forkFailLimit is how many forks of a kind may fail in a row before its
+// fork server is replaced; after forkReplaceLimit replacements without a
+// fork that worked, the kind builds warm jails instead.
+const (
+	forkFailLimit    = 3
+	forkReplaceLimit = 2
+)
 
 // forking is a kind's fork server, started on the kind's first build.
 type forking struct {
@@ -18,6 +22,7 @@ type forking struct {
 	tpl      *sandbox.Template
 	off      string // why this kind builds warm jails instead; "" while forking
 	failures int    // forks failed in a row
+	replaced int    // servers replaced for failing, since the last fork that worked
 	closed   bool   // the kind was retired or the pool closed: start nothing
 }
 
@@ -113,14 +118,25 @@ func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
+		if f.tpl != tpl {
+			return nil, true, err // a server already replaced: not held against the new one
+		}
 		f.failures++
-		if f.failures >= forkFailLimit && f.off == "" {
+		switch {
+		case f.failures < forkFailLimit || f.off != "":
+		case f.replaced < forkReplaceLimit:
+			// A server whose forks keep failing is replaced.
+			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(k.spec), "err", err)
+			tpl.Close()
+			f.tpl, f.failures = nil, 0
+			f.replaced++
+		default:
 			f.off = err.Error()
 			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(k.spec), "err", err)
 		}
 		return nil, true, err
 	}
-	f.failures = 0
+	f.failures, f.replaced = 0, 0
 	return &warmJail{jail: j, proc: proc, relay: r, forked: true, tpl: tpl}, true, nil
 }
 

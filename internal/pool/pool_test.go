@@ -365,3 +365,55 @@ func TestLiveOutputOfAWarmExecution(t *testing.T) {
 		}
 	})
 }
+
+// TestFailingForkServerIsReplaced: a fork server whose forks keep failing
+// (here: its cgroup has no task left) is replaced by a new one.
+func TestFailingForkServerIsReplaced(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	before := forkServers()
+	s := spec("print('forked')\n")
+	warmUp(t, p, s)
+	var mine []int
+	for _, pid := range forkServers() {
+		if !slices.Contains(before, pid) {
+			mine = append(mine, pid)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("%d fork servers for one kind", len(mine))
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", mine[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pidsDir string
+	for _, line := range strings.Split(string(cg), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "pids") {
+			pidsDir = "/sys/fs/cgroup/pids" + parts[2]
+		} else if len(parts) == 3 && parts[0] == "0" && pidsDir == "" {
+			pidsDir = "/sys/fs/cgroup" + parts[2] // cgroup v2
+		}
+	}
+	cur, err := os.ReadFile(pidsDir + "/pids.current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pidsDir+"/pids.max", []byte(strings.TrimSpace(string(cur))), 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		forked := p.Stats().ForkedRuns
+		if res := run(t, p, s); res.Status != sandbox.StatusOK || string(res.Stdout) != "forked\n" {
+			t.Fatalf("while the fork server fails: %s %q %s", res.Status, res.Stdout, res.Stderr)
+		}
+		// Forked again, by a server that is not the failing one.
+		if p.Stats().ForkedRuns > forked && !slices.Contains(forkServers(), mine[0]) && len(forkServers()) > len(before) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failing fork server was not replaced: %+v", p.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
