@@ -417,3 +417,17 @@ func TestFailingForkServerIsReplaced(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestWarningsAreShown: a warning the user's code raises is printed, as
+// in a plain run (the fork server's own filters do not reach executions).
+func TestWarningsAreShown(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec("import warnings\nwarnings.warn('careful')\n")
+		warmUp(t, p, s)
+		res := run(t, p, s)
+		if res.Status != sandbox.StatusOK || !strings.Contains(string(res.Stderr), "UserWarning: careful") {
+			t.Fatalf("status %s stderr %q", res.Status, res.Stderr)
+		}
+	})
+}

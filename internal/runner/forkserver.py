@@ -65,7 +65,10 @@ import socket  # noqa: E402
 import struct  # noqa: E402
 import warnings  # noqa: E402
 
-warnings.simplefilter("ignore")  # fork() in a process numpy gave threads
+# fork() in a process numpy gave threads warns; the payload gets the
+# interpreter's own filters back (_fresh_state).
+_WARNING_FILTERS = list(warnings.filters)
+warnings.filterwarnings("ignore", message=".*fork", category=DeprecationWarning)
 # The driver's definitions are made once here; each payload calls its _main
 # (the driver runs _main itself only as __main__).
 _DRIVER_MODULE = type(sys)("pyexec_driver")
@@ -446,6 +449,8 @@ def _fresh_state():
     if tf is not None:
         tf._name_sequence = None
     sys.path_importer_cache.clear()
+    warnings.filters[:] = _WARNING_FILTERS
+    warnings._filters_mutated()
     # Exit callbacks the preloads registered are the fork server's (say,
     # removing a temporary directory of its own /tmp), not the payload's.
     atexit = sys.modules.get("atexit")
