@@ -431,3 +431,22 @@ func TestWarningsAreShown(t *testing.T) {
 		}
 	})
 }
+
+// TestUnclosedFilesAreWritten: a file the user's code leaves open is
+// complete once the execution ended, as after a plain interpreter's exit.
+func TestUnclosedFilesAreWritten(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec("f = open('out.txt', 'w')\nf.write('data ' * 1000)\nlog = open('log.txt', 'a'); print('line', file=log)\n")
+		s.Collect = &sandbox.Collect{}
+		warmUp(t, p, s)
+		res := run(t, p, s)
+		got := map[string]string{}
+		for _, f := range res.Files {
+			got[f.Path] = string(f.Data)
+		}
+		if res.Status != sandbox.StatusOK || got["out.txt"] != strings.Repeat("data ", 1000) || got["log.txt"] != "line\n" {
+			t.Fatalf("status %s, files %q", res.Status, got)
+		}
+	})
+}

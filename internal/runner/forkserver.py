@@ -508,6 +508,21 @@ def _shutdown():
         atexit._run_exitfuncs()
     except BaseException:
         pass
+    # An interpreter's finalization closes the files still open (a user's
+    # open(...).write(...) without close); os._exit would lose what they
+    # buffer. The shared heap is frozen, so this walks the payload's objects.
+    try:
+        import gc
+        import io
+        for o in gc.get_objects():
+            if isinstance(o, io.IOBase):
+                try:
+                    if not o.closed:
+                        o.flush()
+                except BaseException:
+                    pass
+    except BaseException:
+        pass
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()
