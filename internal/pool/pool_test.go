@@ -407,8 +407,10 @@ func TestFailingForkServerIsReplaced(t *testing.T) {
 		if res := run(t, p, s); res.Status != sandbox.StatusOK || string(res.Stdout) != "forked\n" {
 			t.Fatalf("while the fork server fails: %s %q %s", res.Status, res.Stdout, res.Stderr)
 		}
-		// Forked again, by a server that is not the failing one.
-		if p.Stats().ForkedRuns > forked && !slices.Contains(forkServers(), mine[0]) && len(forkServers()) > len(before) {
+		// Forked again, by a new server, the failing one gone.
+		now := forkServers()
+		fresh := slices.ContainsFunc(now, func(pid int) bool { return pid != mine[0] && !slices.Contains(before, pid) })
+		if p.Stats().ForkedRuns > forked && fresh && !slices.Contains(now, mine[0]) {
 			return
 		}
 		if time.Now().After(deadline) {
