@@ -41,6 +41,7 @@ type Template struct {
 	jail *Jail
 	proc *Process
 	conn *net.UnixConn
+	said *limitedBuffer // the start of what the server wrote to stderr
 
 	mu sync.Mutex // one fork request and its reply at a time on conn
 }
@@ -99,13 +100,25 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 		return nil, err
 	}
 	spec.Requests, spec.ResultChannel, spec.StreamChannel, spec.Collect = false, false, false, nil
+	// What the server prints goes to out as it comes, with no cap that
+	// could end it; the first of its stderr is kept to explain a failure.
+	spec.LiveOnly = true
+	said := &limitedBuffer{max: 8 << 10}
+	live := func(s Stream, b []byte) {
+		if s == Stderr {
+			said.Write(b)
+		}
+		if out != nil {
+			out(s, b)
+		}
+	}
 	// The server lives until Close, not until the start's ctx ends.
-	p, err := j.launch(context.WithoutCancel(ctx), spec, out, true)
+	p, err := j.launch(context.WithoutCancel(ctx), spec, live, true)
 	if err != nil {
 		j.Close()
 		return nil, err
 	}
-	t := &Template{m: m, base: base, jail: j, proc: p}
+	t := &Template{m: m, base: base, jail: j, proc: p, said: said}
 	defer func() {
 		if retErr != nil {
 			t.Close()
@@ -216,9 +229,8 @@ func (t *Template) died(doing string, err error) error {
 		t.proc.Kill()
 	}
 	res := t.proc.Wait()
-	if len(res.Stderr) > 0 {
-		tail := res.Stderr[max(0, len(res.Stderr)-2000):]
-		return fmt.Errorf("%s: %w; it printed: %s", doing, err, tail)
+	if said := t.said.Bytes(); len(said) > 0 {
+		return fmt.Errorf("%s: %w; it printed: %s", doing, err, said)
 	}
 	return fmt.Errorf("%s: %w (%s: %s)", doing, err, res.Status, res.Reason)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/runner"
 	"golang.org/x/sys/unix"
 )
 
@@ -253,5 +254,17 @@ except OSError:
 		if r := run(t, m, code); !strings.Contains(string(r.Stdout), "CLOSED") {
 			t.Errorf("%s: the server's descriptor %d is open in the payload: %s %s", name, leaked, r.Stdout, r.Stderr)
 		}
+	}
+}
+
+// TestBrokenForkServerSaysWhy: a fork server that cannot start is an
+// error that carries what it printed.
+func TestBrokenForkServerSaysWhy(t *testing.T) {
+	m := needJail(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, "raise SystemExit('no driver here')", nil), Env: testEnv}, nil)
+	if err == nil || !strings.Contains(err.Error(), "no driver here") {
+		t.Fatalf("StartTemplate with a broken driver: %v", err)
 	}
 }
