@@ -149,14 +149,15 @@ func poolConfig(cfg config.Config, log *slog.Logger) pool.Config {
 	ceilings.CPUs = float64(runtime.NumCPU())
 	ceilings.StdoutBytes, ceilings.StderrBytes = cfg.MaxOutputBytes, cfg.MaxOutputBytes
 	return pool.Config{
-		BaseEnv:    engine.BaseEnv(),
-		Ceilings:   ceilings,
-		Max:        cfg.PoolPerKind,
-		MaxWarm:    cfg.PoolMaxWarm,
-		Idle:       cfg.PoolIdle,
-		ForkServer: cfg.ForkServer,
-		Preload:    cfg.Preload,
-		Logger:     log.With("component", "pool"),
+		BaseEnv:        engine.BaseEnv(),
+		Ceilings:       ceilings,
+		Max:            cfg.PoolPerKind,
+		MaxWarm:        cfg.PoolMaxWarm,
+		Idle:           cfg.PoolIdle,
+		ForkServer:     cfg.ForkServer,
+		MaxForkServers: cfg.ForkServers,
+		Preload:        cfg.Preload,
+		Logger:         log.With("component", "pool"),
 	}
 }
 

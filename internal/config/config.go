@@ -57,6 +57,9 @@ type Config struct {
 	// of a jail each. It needs a root server; otherwise warm jails are used.
 	ForkServer bool
 	Preload    []string
+	// ForkServers bounds the fork servers running at once (each holds an
+	// interpreter with its preloads); a kind beyond them gets warm jails.
+	ForkServers int
 
 	MaxBodyMB      int   // request body cap
 	MaxOutputBytes int64 // stdout and stderr cap, each
@@ -99,6 +102,7 @@ func Default() Config {
 		PoolPerKind:         4,
 		PoolIdle:            5 * time.Minute,
 		ForkServer:          true,
+		ForkServers:         4,
 		Preload:             []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"},
 		MaxBodyMB:           50,
 		MaxOutputBytes:      10 << 20,

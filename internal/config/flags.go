@@ -63,6 +63,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("pool-idle", "how long an unused kind of execution stays warm")
 	fs.BoolVar(&c.ForkServer, "fork-server", c.ForkServer, "")
 	add("fork-server", "build warm executions by forking a per-kind interpreter that preloaded --preload (needs root; --fork-server=false: a jail each)")
+	fs.IntVar(&c.ForkServers, "fork-servers", c.ForkServers, "")
+	add("fork-servers", "fork servers running at once, all kinds together (each holds an interpreter and its preloads, 20-120 MiB)")
 	fs.StringSliceVar(&c.Preload, "preload", c.Preload, "")
 	add("preload", "modules a fork server imports once for all its executions, where the environment has them")
 

@@ -39,6 +39,9 @@ func (c *Config) Validate() error {
 	if c.PoolMaxWarm < 0 || c.PoolPerKind < 1 || c.PoolPerKind > 64 {
 		bad("PYEXEC_POOL_PER_KIND", "must be 1-64 (and PYEXEC_POOL_MAX_WARM not negative), got %d and %d", c.PoolPerKind, c.PoolMaxWarm)
 	}
+	if c.ForkServers < 1 || c.ForkServers > 64 {
+		bad("PYEXEC_FORK_SERVERS", "must be 1-64, got %d", c.ForkServers)
+	}
 	if c.PoolIdle < time.Second {
 		bad("PYEXEC_POOL_IDLE", "must be at least 1s, got %v", c.PoolIdle)
 	}

@@ -90,14 +90,20 @@ func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 		select {
 		case <-f.tpl.Done(): // died: replace it
 			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(k.spec))
-			f.tpl.Close()
-			f.tpl = nil
+			p.dropTemplate(f)
 		default:
 		}
 	}
 	if f.tpl == nil && start {
+		// At most MaxForkServers run at once: a kind beyond them builds
+		// warm jails until one ends.
+		if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
+			p.forkServers.Add(-1)
+			return nil
+		}
 		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(k.spec, p.cfg), p.templateOutput(k))
 		if err != nil {
+			p.forkServers.Add(-1)
 			if p.ctx.Err() == nil {
 				f.off = err.Error()
 				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(k.spec), "reason", err)
@@ -107,6 +113,16 @@ func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 		f.tpl = tpl
 	}
 	return f.tpl
+}
+
+// dropTemplate ends f's fork server; f.mu is held.
+func (p *Pool) dropTemplate(f *forking) {
+	if f.tpl == nil {
+		return
+	}
+	f.tpl.Close()
+	f.tpl = nil
+	p.forkServers.Add(-1)
 }
 
 // forkFrom forks one execution of k from tpl. Forks of one server run
@@ -127,12 +143,13 @@ func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error)
 		case f.replaced < forkReplaceLimit:
 			// A server whose forks keep failing is replaced.
 			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(k.spec), "err", err)
-			tpl.Close()
-			f.tpl, f.failures = nil, 0
+			p.dropTemplate(f)
+			f.failures = 0
 			f.replaced++
 		default:
 			f.off = err.Error()
 			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(k.spec), "err", err)
+			p.dropTemplate(f)
 		}
 		return nil, true, err
 	}
@@ -148,15 +165,13 @@ func (p *Pool) templateOutput(k *kind) sandbox.OutputFunc {
 	}
 }
 
-// close ends k's fork server for good.
-func (f *forking) close() {
+// closeFork ends k's fork server for good.
+func (p *Pool) closeFork(k *kind) {
+	f := &k.fork
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true // a build still running must not start another
-	if f.tpl != nil {
-		f.tpl.Close()
-		f.tpl = nil
-	}
+	p.dropTemplate(f)
 }
 
 // memory is what k's fork server holds.

@@ -198,7 +198,7 @@ func (p *Pool) janitor() {
 			w.discard()
 		}
 		for _, k := range retired {
-			k.fork.close()
+			p.closeFork(k)
 		}
 		for _, k := range p.snapshot() {
 			kick(k.refill) // replace what died

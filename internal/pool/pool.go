@@ -56,8 +56,12 @@ type Config struct {
 	// builds warm jails.
 	ForkServer bool
 	// Preload are the modules a fork server imports once, where its
-	// environment has them (runner.DefaultPreload).
+	// environment has them (serve's default: numpy, pandas, matplotlib).
 	Preload []string
+	// MaxForkServers bounds the fork servers running at once, all kinds
+	// together (default 4): each holds an interpreter and its preloads
+	// (20–120 MiB). A kind beyond them builds warm jails.
+	MaxForkServers int
 	// Logger receives refill failures; nil discards.
 	Logger *slog.Logger
 }
@@ -74,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Idle <= 0 {
 		c.Idle = 5 * time.Minute
+	}
+	if c.MaxForkServers <= 0 {
+		c.MaxForkServers = 4
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -99,6 +106,7 @@ type Pool struct {
 	builds chan struct{} // bounds warm jails being built at once
 
 	hits, misses, cold, forked atomic.Int64
+	forkServers                atomic.Int64 // running or starting, all kinds
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
@@ -277,7 +285,7 @@ func (p *Pool) Close() error {
 		errs = append(errs, w.discard())
 	}
 	for _, k := range kinds {
-		k.fork.close()
+		p.closeFork(k)
 	}
 	return errors.Join(errs...)
 }

@@ -452,3 +452,27 @@ func TestUnclosedFilesAreWritten(t *testing.T) {
 		}
 	})
 }
+
+// TestForkServersAreBounded: beyond MaxForkServers, a kind is served by
+// warm jails.
+func TestForkServersAreBounded(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, MaxForkServers: 1})
+	a := spec("print('a')\n")
+	b := spec("print('b')\n")
+	b.Collect = &sandbox.Collect{} // another kind
+	warmUp(t, p, a)
+	if _, err := p.Run(context.Background(), b, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Stats().Warm < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	forked := p.Stats().ForkedRuns
+	if res := run(t, p, b); res.Status != sandbox.StatusOK || string(res.Stdout) != "b\n" {
+		t.Fatalf("status %s stdout %q", res.Status, res.Stdout)
+	}
+	if st := p.Stats(); st.ForkedRuns != forked || st.Templates != 1 {
+		t.Fatalf("a second kind got a fork server beyond the bound: %+v", st)
+	}
+}

@@ -8,11 +8,6 @@ import _ "embed"
 //go:embed forkserver.py
 var forkServerSource string
 
-// DefaultPreload are the modules a fork server imports once for all its
-// executions, where the environment has them: what makes a data-science
-// snippet start in milliseconds instead of seconds.
-var DefaultPreload = []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"}
-
 // ForkServerArgv is the command line of a fork server under the
 // interpreter at python whose executions run driver (normally the runner
 // driver; tests pass their own) waiting on RequestFD, after importing
