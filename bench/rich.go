@@ -44,6 +44,8 @@ type richResult struct {
 	} `json:"outputs"`
 }
 
+// post sends body (a JSON request) to /api/v1/eval and checks that the
+// execution completed with exit code 0.
 func (s *server) post(ctx context.Context, body []byte) (richResult, error) {
 	var r richResult
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/eval", bytes.NewReader(body))

@@ -80,35 +80,11 @@ type result struct {
 	Error    string `json:"error"`
 }
 
+// eval runs code through /api/v1/eval; see post.
 func (s *server) eval(ctx context.Context, code string) (result, error) {
-	return s.evalWith(ctx, map[string]any{"code": code})
-}
-
-// evalWith posts body (a JSON object) to /api/v1/eval and checks that the
-// execution completed with exit code 0.
-func (s *server) evalWith(ctx context.Context, fields map[string]any) (result, error) {
-	var r result
-	body, _ := json.Marshal(fields)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/eval", bytes.NewReader(body))
-	if err != nil {
-		return r, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return r, fmt.Errorf("eval: HTTP %d", resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, err
-	}
-	if r.Status != "completed" || r.ExitCode != 0 {
-		return r, fmt.Errorf("eval ended %s (exit %d): %s", r.Status, r.ExitCode, r.Error)
-	}
-	return r, nil
+	body, _ := json.Marshal(map[string]any{"code": code})
+	r, err := s.post(ctx, body)
+	return r.result, err
 }
 
 // interpreter asks the server which python runs code by default, so the

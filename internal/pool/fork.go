@@ -154,7 +154,7 @@ func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error)
 		return nil, true, err
 	}
 	f.failures, f.replaced = 0, 0
-	return &warmJail{jail: j, proc: proc, relay: r, forked: true, tpl: tpl}, true, nil
+	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl}, true, nil
 }
 
 // templateOutput logs what a fork server prints (it never runs user code:

@@ -101,7 +101,8 @@ func (p *Pool) refiller(k *kind) {
 // build makes one warm jail for k (its place was reserved by needs).
 func (p *Pool) build(k *kind) {
 	var w *warmJail
-	forked, err := false, error(nil)
+	var err error
+	forked := false
 	if p.cfg.ForkServer {
 		w, forked, err = p.fork(k)
 	}

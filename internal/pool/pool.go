@@ -153,7 +153,7 @@ func (p *Pool) Stats() Stats {
 		s.Warm++
 		mem := w.proc.MemoryUsage()
 		s.WarmMemory += mem
-		if w.forked {
+		if w.tpl != nil {
 			s.Forked++
 			s.ForkMemory += mem
 		}
@@ -196,7 +196,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return p.jails.Run(ctx, spec, out)
 	}
 	p.hits.Add(1)
-	if w.forked {
+	if w.tpl != nil {
 		p.forked.Add(1)
 	}
 	return res, err

@@ -321,18 +321,26 @@ func TestDeadForkServerIsReplaced(t *testing.T) {
 		t.Fatalf("killed %d fork servers, want 1", killed)
 	}
 	time.Sleep(200 * time.Millisecond) // its jail ends, and its executions with it
-	deadline := time.Now().Add(30 * time.Second)
+	// Served by a forked execution of the new server.
+	runUntilForked(t, p, s, "forked\n", func() bool { return true })
+}
+
+// runUntilForked runs s, each run completing with stdout want, until one
+// is served by a forked execution while done holds; it fails the test
+// after a minute.
+func runUntilForked(t *testing.T, p *Pool, s sandbox.Spec, want string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
 	for {
 		forked := p.Stats().ForkedRuns
-		res := run(t, p, s)
-		if res.Status != sandbox.StatusOK || string(res.Stdout) != "forked\n" {
-			t.Fatalf("after the fork server died: %s %q %s", res.Status, res.Stdout, res.Stderr)
+		if res := run(t, p, s); res.Status != sandbox.StatusOK || string(res.Stdout) != want {
+			t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout, res.Stderr)
 		}
-		if p.Stats().ForkedRuns > forked {
-			return // served by a forked execution of the new server
+		if p.Stats().ForkedRuns > forked && done() {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no forked execution after the fork server died: %+v", p.Stats())
+			t.Fatalf("no forked execution as wanted: %+v", p.Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -401,23 +409,12 @@ func TestFailingForkServerIsReplaced(t *testing.T) {
 	if err := os.WriteFile(pidsDir+"/pids.max", []byte(strings.TrimSpace(string(cur))), 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		forked := p.Stats().ForkedRuns
-		if res := run(t, p, s); res.Status != sandbox.StatusOK || string(res.Stdout) != "forked\n" {
-			t.Fatalf("while the fork server fails: %s %q %s", res.Status, res.Stdout, res.Stderr)
-		}
-		// Forked again, by a new server, the failing one gone.
+	// Forked again, by a new server, the failing one gone.
+	runUntilForked(t, p, s, "forked\n", func() bool {
 		now := forkServers()
 		fresh := slices.ContainsFunc(now, func(pid int) bool { return pid != mine[0] && !slices.Contains(before, pid) })
-		if p.Stats().ForkedRuns > forked && fresh && !slices.Contains(now, mine[0]) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the failing fork server was not replaced: %+v", p.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fresh && !slices.Contains(now, mine[0])
+	})
 }
 
 // TestWarningsAreShown: a warning the user's code raises is printed, as

@@ -11,11 +11,12 @@ import (
 
 // warmJail is a jail whose runner is started and waits for its request.
 type warmJail struct {
-	jail   *sandbox.Jail
-	proc   *sandbox.Process
-	relay  *relay
-	forked bool              // forked from the kind's fork server, not a jail of its own
-	tpl    *sandbox.Template // that fork server: its executions die with it
+	jail  *sandbox.Jail
+	proc  *sandbox.Process
+	relay *relay
+	// tpl is the fork server it was forked from (nil: a jail of its own);
+	// its executions die with it.
+	tpl *sandbox.Template
 }
 
 // relay forwards the payload's output to whoever holds the jail now:

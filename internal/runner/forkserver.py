@@ -58,6 +58,7 @@ _KEEP = frozenset(sys.modules)
 
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
@@ -87,7 +88,8 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-SYS_LANDLOCK = {"x86_64": 444, "aarch64": 444}  # create; add_rule +1; restrict_self +2
+# landlock_create_ruleset, _add_rule and _restrict_self: 444-446 on both.
+SYS_LANDLOCK_CREATE_RULESET, LANDLOCK_ARCHES = 444, ("x86_64", "aarch64")
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
 
 
@@ -97,10 +99,11 @@ class _Fail(Exception):
         self.step, self.message = step, message
 
 
-def _check(step, ret):
-    if ret != 0:
-        e = ctypes.get_errno()
-        raise _Fail(step, os.strerror(e))
+def _sys(step, fn, *args):
+    # Calls a libc function that returns 0 on success; anything else fails
+    # step with the call's errno.
+    if fn(*args) != 0:
+        raise _Fail(step, os.strerror(ctypes.get_errno()))
 
 
 def _c(s):
@@ -108,13 +111,11 @@ def _c(s):
 
 
 def _mount(src, target, fstype, flags, data=None):
-    ctypes.set_errno(0)
-    _check("mount " + target, _libc.mount(_c(src), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data)))
+    _sys("mount " + target, _libc.mount, _c(src), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data))
 
 
 def _prctl(step, *args):
-    ctypes.set_errno(0)
-    _check(step, _libc.prctl(*[ctypes.c_ulong(a) for a in args]))
+    _sys(step, _libc.prctl, *[ctypes.c_ulong(a) for a in args])
 
 
 def _send(fd, msg):
@@ -126,7 +127,6 @@ def _send(fd, msg):
 def _stray_fds():
     # Descriptors other than stdio and the socket: whatever holds them
     # would act on an execution's pipes once the child reuses the numbers.
-    import gc
     gc.collect()
     return [fd for fd in map(int, os.listdir("/proc/self/fd")) if fd not in (0, 1, 2, 4) and _is_open(fd)]
 
@@ -160,7 +160,6 @@ def _serve():
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     # Everything loaded so far is shared with every execution: the garbage
     # collector of an execution must not walk (and so copy) those pages.
-    import gc
     gc.freeze()
     signal.signal(signal.SIGCHLD, _reap_children)
     sock.send(b'{"ready": true}')
@@ -182,10 +181,8 @@ def _serve():
         # No SIGCHLD handling between fork and pidfd_open: the child must
         # not be reaped before the server holds its pidfd.
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-        pidfd = -1
         try:
-            ctypes.set_errno(0)
-            _check("unshare(CLONE_NEWPID)", _libc.unshare(CLONE_NEWPID))
+            _sys("unshare(CLONE_NEWPID)", _libc.unshare, CLONE_NEWPID)
             try:
                 pid = os.fork()
                 if pid == 0:
@@ -193,7 +190,6 @@ def _serve():
             finally:
                 # Back to our own pid namespace for the next fork, whatever
                 # happened; a server that cannot must not go on.
-                ctypes.set_errno(0)
                 if _libc.setns(own_pidns, CLONE_NEWPID) != 0:
                     os._exit(70)
             pidfd = os.pidfd_open(pid)
@@ -266,12 +262,10 @@ def _isolate(req, cfg):
     flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
     if not cfg["network"]:
         flags |= CLONE_NEWNET
-    ctypes.set_errno(0)
-    _check("unshare", _libc.unshare(flags))
+    _sys("unshare", _libc.unshare, flags)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     host = cfg["hostname"].encode()
-    ctypes.set_errno(0)
-    _check("sethostname", _libc.sethostname(host, len(host)))
+    _sys("sethostname", _libc.sethostname, host, len(host))
     if not cfg["network"]:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
@@ -289,8 +283,7 @@ def _isolate(req, cfg):
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            "size=%d,nr_inodes=%d,mode=1777" % (req["shm_bytes"], inodes))
     # A /proc of the new pid namespace, masked like a cold jail's.
-    ctypes.set_errno(0)
-    _check("umount /proc", _libc.umount2(b"/proc", MNT_DETACH))
+    _sys("umount /proc", _libc.umount2, b"/proc", MNT_DETACH)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in cfg["proc_masked"]:
         p = "/proc/" + name
@@ -389,11 +382,10 @@ def _payload(req, cfg):
 
 
 def _landlock(plan):
-    nr = SYS_LANDLOCK.get(os.uname().machine)
-    if nr is None:
+    if os.uname().machine not in LANDLOCK_ARCHES:
         raise _Fail("landlock", "unknown architecture")
+    nr = SYS_LANDLOCK_CREATE_RULESET
     attr = ctypes.create_string_buffer(struct.pack("QQQ", plan["handled_fs"], 0, plan["scoped"]))
-    ctypes.set_errno(0)
     rs = _libc.syscall(ctypes.c_long(nr), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))
     if rs < 0:
         raise _Fail("landlock", "landlock_create_ruleset: " + os.strerror(ctypes.get_errno()))
@@ -405,14 +397,11 @@ def _landlock(plan):
                 continue
             try:
                 beneath = ctypes.create_string_buffer(struct.pack("=Qi", rule["rights"], fd))
-                ctypes.set_errno(0)
-                if _libc.syscall(ctypes.c_long(nr + 1), ctypes.c_int(rs), ctypes.c_int(1), beneath, ctypes.c_uint32(0)) != 0:
-                    raise _Fail("landlock", "rule for %s: %s" % (rule["path"], os.strerror(ctypes.get_errno())))
+                _sys("landlock rule for " + rule["path"], _libc.syscall,
+                     ctypes.c_long(nr + 1), ctypes.c_int(rs), ctypes.c_int(1), beneath, ctypes.c_uint32(0))
             finally:
                 os.close(fd)
-        ctypes.set_errno(0)
-        if _libc.syscall(ctypes.c_long(nr + 2), ctypes.c_int(rs), ctypes.c_uint32(0)) != 0:
-            raise _Fail("landlock", "landlock_restrict_self: " + os.strerror(ctypes.get_errno()))
+        _sys("landlock_restrict_self", _libc.syscall, ctypes.c_long(nr + 2), ctypes.c_int(rs), ctypes.c_uint32(0))
     finally:
         os.close(rs)
 
@@ -512,7 +501,6 @@ def _shutdown():
     # open(...).write(...) without close); os._exit would lose what they
     # buffer. The shared heap is frozen, so this walks the payload's objects.
     try:
-        import gc
         import io
         for o in gc.get_objects():
             if isinstance(o, io.IOBase):

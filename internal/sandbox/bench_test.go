@@ -20,12 +20,8 @@ func BenchmarkJailOverhead(b *testing.B) {
 	spec := Spec{Argv: argv}
 	var bare, jail []time.Duration
 	for b.Loop() {
+		bare = append(bare, spawnBare(b, argv))
 		t0 := time.Now()
-		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
-			b.Fatal(err)
-		}
-		bare = append(bare, time.Since(t0))
-		t0 = time.Now()
 		r, err := m.Run(context.Background(), spec, nil)
 		if err != nil || r.Status != StatusOK {
 			b.Fatalf("jail run: %v %s %s", err, r.Status, r.Reason)
@@ -55,12 +51,8 @@ func BenchmarkPreparedJail(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+		bare = append(bare, spawnBare(b, argv))
 		t0 := time.Now()
-		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
-			b.Fatal(err)
-		}
-		bare = append(bare, time.Since(t0))
-		t0 = time.Now()
 		r, err := j.Run(context.Background(), spec, nil)
 		if err != nil || r.Status != StatusOK {
 			b.Fatalf("jail run: %v %s %s", err, r.Status, r.Reason)
@@ -75,6 +67,16 @@ func BenchmarkPreparedJail(b *testing.B) {
 	b.ReportMetric(ms(mw), "prepared-ms")
 	b.ReportMetric(ms(mw-mb), "overhead-ms")
 	b.ReportMetric(float64(mw)/float64(mb), "ratio")
+}
+
+// spawnBare runs argv unsandboxed and returns how long it took.
+func spawnBare(b *testing.B, argv []string) time.Duration {
+	b.Helper()
+	t0 := time.Now()
+	if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 func median(d []time.Duration) time.Duration {
@@ -98,23 +100,15 @@ func BenchmarkForkedExecution(b *testing.B) {
 	spec := Spec{Argv: []string{python}, Env: testEnv, Requests: true}
 	var bare, fork, run []time.Duration
 	for b.Loop() {
+		bare = append(bare, spawnBare(b, argv))
 		t0 := time.Now()
-		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
-			b.Fatal(err)
-		}
-		bare = append(bare, time.Since(t0))
-		t0 = time.Now()
 		j, p, err := tpl.Fork(context.Background(), spec, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		fork = append(fork, time.Since(t0))
 		t0 = time.Now()
-		if err := p.HandOff(Limits{}, nil, []byte("pass")); err != nil {
-			b.Fatal(err)
-		}
-		p.CloseStdin()
-		if r := p.Wait(); r.Status != StatusOK {
+		if r := handOff(b, p, Spec{}, "pass"); r.Status != StatusOK {
 			b.Fatalf("forked run: %s %s %s", r.Status, r.Reason, r.Stderr)
 		}
 		run = append(run, time.Since(t0))

@@ -95,7 +95,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 		return nil, err
 	}
 	base := Base{Mounts: spec.Mounts, Network: spec.Network}
-	j, err := m.Prepare(ctx, base)
+	j, err := m.prepare(ctx, base, true)
 	if err != nil {
 		return nil, err
 	}
@@ -326,52 +326,54 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	}
 	// The payload waits for its request: nothing of the user's runs before
 	// both processes are in the execution's cgroup.
-	if err := j.confine(msg.Started.Pid); err != nil {
+	payload, err := j.confine(msg.Started.Pid)
+	if err != nil {
 		p.failed(err)
 		return nil, nil, fmt.Errorf("forking an execution: %w", err)
 	}
-	p.running(msg.Started.Pid)
+	p.running(payload)
 	return j, p, nil
 }
 
 // confine moves a forked execution's reaper and payload (nsPid in its pid
-// namespace) into the execution's cgroup. Both are named by pids that the
+// namespace) into the execution's cgroup, and returns the payload's host
+// pid. Both are named by pids that the
 // fork server or the reaper reap: each is checked to be alive after its pid
 // was written, so the pid was its own.
-func (j *Jail) confine(nsPid int) error {
+func (j *Jail) confine(nsPid int) (int, error) {
 	if err := j.reaper.alive(); err != nil {
-		return err
+		return 0, err
 	}
 	payload := j.payloadHostPid(nsPid)
 	if payload <= 0 {
-		return errors.New("the payload is gone")
+		return 0, errors.New("the payload is gone")
 	}
 	pfd, err := unix.PidfdOpen(payload, 0)
 	if err != nil {
-		return fmt.Errorf("the payload is gone: %w", os.NewSyscallError("pidfd_open", err))
+		return 0, fmt.Errorf("the payload is gone: %w", os.NewSyscallError("pidfd_open", err))
 	}
 	defer unix.Close(pfd)
 	// Still the reaper's child after the pidfd was opened: the pidfd is
 	// the payload's (the reaper forks nothing else).
 	if j.payloadHostPid(nsPid) != payload {
-		return errors.New("the payload is gone")
+		return 0, errors.New("the payload is gone")
 	}
 	if j.cg == nil {
-		return nil
+		return payload, nil
 	}
 	if err := j.cg.add(j.reaper.pid); err != nil {
-		return err
+		return 0, err
 	}
 	if err := j.reaper.alive(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := j.cg.add(payload); err != nil {
-		return err
+		return 0, err
 	}
 	if err := unix.PidfdSendSignal(pfd, 0, nil, 0); err != nil {
-		return errors.New("the payload is gone")
+		return 0, errors.New("the payload is gone")
 	}
-	return nil
+	return payload, nil
 }
 
 // request sends one fork request with the execution's descriptors and

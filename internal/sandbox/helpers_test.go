@@ -112,6 +112,13 @@ func runWarm(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	return handOff(t, p, spec, code)
+}
+
+// handOff gives a waiting payload code with spec's limits and files, and
+// returns its Result; a setup error fails the test.
+func handOff(t testing.TB, p *Process, spec Spec, code string) Result {
+	t.Helper()
 	if err := p.HandOff(spec.Limits, spec.Files, []byte(code)); err != nil {
 		t.Fatalf("HandOff: %v", err)
 	}
@@ -173,15 +180,7 @@ func forked(tpl *Template) func(t testing.TB, m *Manager, code string, opts ...p
 			t.Fatalf("Fork: %v", err)
 		}
 		defer j.Close()
-		if err := p.HandOff(spec.Limits, spec.Files, []byte(code)); err != nil {
-			t.Fatalf("HandOff: %v", err)
-		}
-		p.CloseStdin()
-		res := p.Wait()
-		if res.Status == StatusSetupError {
-			t.Fatalf("setup error: %s", res.Reason)
-		}
-		return res
+		return handOff(t, p, spec, code)
 	}
 }
 

@@ -75,7 +75,7 @@ func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer
 	if m.Started == nil {
 		return p.failed(fmt.Errorf("protocol: started message without a pid")), nil
 	}
-	p.running(m.Started.Pid)
+	p.running(j.payloadHostPid(m.Started.Pid))
 	return p, nil
 }
 
@@ -130,10 +130,10 @@ func (p *Process) drain() {
 	}
 }
 
-// running records that the payload (nsPid in its jail) started: the wall
-// clock starts and the parent watches for its end.
-func (p *Process) running(nsPid int) {
-	p.hostPid = p.j.payloadHostPid(nsPid)
+// running records that the payload (hostPid, 0 if unknown) started: the
+// wall clock starts and the parent watches for its end.
+func (p *Process) running(hostPid int) {
+	p.hostPid = hostPid
 	p.start = time.Now()
 	p.col = &collected{done: make(chan struct{})}
 	go p.readExit()

@@ -126,8 +126,8 @@ type Jail struct {
 
 	// parent ends of the pipes
 	ctrlW, statusR, stdinW, stdoutR, stderrR, chanR, reqW *os.File
-	// forkSock is the parent's end of init's fdForkSock (nil for a forked
-	// execution): a Template's line to its fork server.
+	// forkSock is the parent's end of init's fdForkSock, only in a
+	// Template's jail: its line to its fork server.
 	forkSock *os.File
 	// reaper is set for an execution forked by a Template: its PID 1 is a
 	// fork of the template, not a Go init this process started.
@@ -145,7 +145,13 @@ type Jail struct {
 
 // Prepare starts a jail for base and waits until its root is built and
 // its init waits for a payload. The jail must be Run once or Closed.
-func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error) {
+func (m *Manager) Prepare(ctx context.Context, base Base) (*Jail, error) {
+	return m.prepare(ctx, base, false)
+}
+
+// prepare is Prepare; withForkSock also gives init the socket a fork
+// server talks on (fdForkSock), which only a Template's jail needs.
+func (m *Manager) prepare(ctx context.Context, base Base, withForkSock bool) (_ *Jail, retErr error) {
 	for _, mt := range base.Mounts {
 		if err := mt.validate(); err != nil {
 			return nil, err
@@ -174,7 +180,7 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 			return nil, err
 		}
 	}
-	if err := j.start(); err != nil {
+	if err := j.start(withForkSock); err != nil {
 		return nil, err
 	}
 	setup := &setupMsg{
@@ -199,31 +205,32 @@ func (m *Manager) Prepare(ctx context.Context, base Base) (_ *Jail, retErr error
 	return j, nil
 }
 
-// start creates the pipes and starts init in its namespaces and cgroup.
-func (j *Jail) start() error {
+// start creates the pipes (and, withForkSock, the fork server's socket)
+// and starts init in its namespaces and cgroup.
+func (j *Jail) start(withForkSock bool) error {
 	m := j.m
-	var child [8]*os.File // init's ends, in fd order 3..10
-	defer func() {
-		for _, f := range child {
-			if f != nil {
-				f.Close() // init has its own copies now
-			}
-		}
-	}()
 	pipes, err := j.makePipes()
 	if err != nil {
 		return err
 	}
-	copy(child[:], pipes[:])
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("creating socket pair: %w", os.NewSyscallError("socketpair", err))
+	child := pipes[:] // init's ends, in fd order from fdControl
+	defer func() {
+		for _, f := range child {
+			f.Close() // init has its own copies now
+		}
+	}()
+	if withForkSock {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("creating socket pair: %w", os.NewSyscallError("socketpair", err))
+		}
+		j.forkSock = os.NewFile(uintptr(pair[0]), "fork socket")
+		child = append(child, os.NewFile(uintptr(pair[1]), "fork socket"))
 	}
-	j.forkSock, child[7] = os.NewFile(uintptr(pair[0]), "fork socket"), os.NewFile(uintptr(pair[1]), "fork socket")
 	cmd := exec.Command(m.initPath, InitArg)
 	cmd.Args[0] = "pyexec"
 	cmd.Env = []string{} // nothing of the server's environment enters the jail
-	cmd.ExtraFiles = child[:]
+	cmd.ExtraFiles = child
 	cmd.Stderr = j.initStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if !m.cfg.Unsafe {

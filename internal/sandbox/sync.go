@@ -39,10 +39,10 @@ const (
 	fdStderr   = 7 // payload stderr (write end)
 	fdChannel  = 8 // payload result channel (write end), becomes the payload's fd 3
 	fdRequests = 9 // payload request pipe (read end), becomes the payload's fd 4
-	// fdForkSock is a unix SOCK_SEQPACKET socket to the parent; it becomes
-	// the payload's fd 4 instead of the request pipe only for a fork server
-	// (execMsg.ForkServer), which receives the descriptors of each
-	// execution on it.
+	// fdForkSock is a unix SOCK_SEQPACKET socket to the parent, given only
+	// to a fork server's jail; it becomes the payload's fd 4 instead of the
+	// request pipe (execMsg.ForkServer), and the fork server receives the
+	// descriptors of each execution on it.
 	fdForkSock = 10
 )
 
