@@ -120,7 +120,7 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 	if err != nil {
 		return err
 	}
-	s.closers = append(s.closers, func() error { envs.Close(); return nil })
+	s.closers = append(s.closers, func(context.Context) error { envs.Close(); return nil })
 	deps.Envs = engine.PyenvEnvironments{Resolver: res, Envs: envs}
 
 	linter, err := pyenv.NewLinter(jails, pyenv.LintConfig{Ruff: cfg.Envs.Ruff, Select: cfg.Envs.LintSelect, Ignore: cfg.Envs.LintIgnore})
@@ -163,6 +163,6 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 		s.base.set("ready")
 		log.Info("base environment ready", "python", env.Python, "key", env.Key, "dir", env.Dir)
 	}()
-	s.closers = append(s.closers, func() error { cancel(); wg.Wait(); return nil })
+	s.closers = append(s.closers, func(context.Context) error { cancel(); wg.Wait(); return nil })
 	return nil
 }

@@ -47,20 +47,21 @@ func startLocal(ctx context.Context, logOut io.Writer) (string, func(), error) {
 		return "", nil, err
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, cancel := context.WithCancel(ctx)
+	sd := newShutdown(ctx, cfg.ShutdownTimeout, false, log)
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, ln, cfg, log, ready) }()
+	go func() { done <- serveOn(sd, ln, cfg, log, ready) }()
 	stop := func() {
-		cancel()
+		sd.start()
 		<-done
+		sd.release()
 		os.RemoveAll(dir)
 	}
 	select {
 	case <-ready:
 		return "http://" + ln.Addr().String(), stop, nil
 	case err := <-done:
-		cancel()
+		sd.release()
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("starting the local engine: %w", err)
 	}

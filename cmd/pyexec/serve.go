@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,9 +16,10 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 )
 
-// engineDrainTimeout is how long running executions get to finish at
-// shutdown before they are recorded as failed/node_lost.
-const engineDrainTimeout = 30 * time.Second
+// responseGrace is how long requests in flight still get once the drain
+// has ended: the executions they wait for are being stopped and recorded,
+// and their final state should still reach the caller.
+const responseGrace = 5 * time.Second
 
 func newServeCmd() *cobra.Command {
 	cfg := config.Default()
@@ -39,9 +38,9 @@ func newServeCmd() *cobra.Command {
 				return 2, fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			log := cfg.NewLogger(cmd.ErrOrStderr())
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := serve(ctx, cfg, log); err != nil {
+			sd := newShutdown(cmd.Context(), cfg.ShutdownTimeout, true, log)
+			defer sd.release()
+			if err := serve(sd, cfg, log); err != nil {
 				return 1, err
 			}
 			return 0, nil
@@ -52,24 +51,26 @@ func newServeCmd() *cobra.Command {
 }
 
 // serve runs the stack (interpreters, jails, store, engine) with the HTTP
-// API on top until ctx ends; teardown runs in reverse order.
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// API on top until sd says stop; teardown runs in reverse order.
+func serve(sd *shutdown, cfg config.Config, log *slog.Logger) error {
 	// Listen first: a taken port should fail before anything else starts.
 	ln, err := net.Listen("tcp", cfg.Addr())
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Addr(), err)
 	}
 	defer ln.Close()
-	return serveOn(ctx, ln, cfg, log, nil)
+	return serveOn(sd, ln, cfg, log, nil)
 }
 
-// serveOn serves on ln. ready, if not nil, is closed once the API accepts
-// requests (the --local mode waits for it).
-func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.Logger, ready chan<- struct{}) error {
+// serveOn serves on ln until sd.stopping ends, then stops (see stack.stop):
+// no new work, running executions get until sd.drain, then everything this
+// server started is ended and its jails removed. ready, if not nil, is
+// closed once the API accepts requests (the --local mode waits for it).
+func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger, ready chan<- struct{}) (err error) {
 	// The engine reports finished executions to the API's metrics, which
 	// exist only once the API does: the sink bridges the two.
 	var sink atomic.Pointer[api.Metrics]
-	st, err := startStack(ctx, cfg, log, func(x engine.Execution) {
+	st, err := startStack(sd.stopping, cfg, log, func(x engine.Execution) {
 		if m := sink.Load(); m != nil {
 			m.ObserveExecution(&x)
 		}
@@ -77,7 +78,16 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer func() {
+		sd.start()
+		err = errors.Join(err, st.stop(sd))
+	}()
+	// The engine drains while the API finishes its requests: a sync
+	// execution's request ends when the engine has recorded it.
+	go func() {
+		<-sd.stopping.Done()
+		_ = st.closeEngine(sd.drain)
+	}()
 
 	isolation := "jail"
 	if cfg.UnsafeNoIsolation {
@@ -85,7 +95,8 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
-		Logger: log.With("component", "api"), BaseEnvironment: st.base.String}
+		Logger: log.With("component", "api"), BaseEnvironment: st.base.String,
+		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
@@ -100,5 +111,5 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 	if ready != nil {
 		close(ready)
 	}
-	return srv.Serve(ctx, ln)
+	return srv.Serve(sd.stopping, ln)
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
@@ -32,9 +33,15 @@ type stack struct {
 	pool    *pool.Pool // nil when the warm pool is off
 	pythons *pyenv.Interpreters
 	envs    *pyenv.Environments
-	base    *baseState     // what /health reports about the base environment
-	closers []func() error // in reverse order of start
+	base    *baseState // what /health reports about the base environment
+	jails   *sandbox.Manager
+	// closers run in reverse order of start; drain is the shutdown's
+	// drain context (see shutdown).
+	closers []func(drain context.Context) error
 	log     *slog.Logger
+
+	engineOnce sync.Once
+	engineErr  error
 }
 
 // startStack starts the engine on cfg's data dir. onFinish (may be nil) is
@@ -43,7 +50,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	s := &stack{log: log}
 	defer func() {
 		if err != nil {
-			s.close()
+			s.close(context.Background())
 		}
 	}()
 	popts := pyenv.OptionsFromEnv(os.Getenv)
@@ -83,19 +90,20 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	} else if n > 0 {
 		log.Info("removed jails left by a previous run", "count", n)
 	}
+	s.jails = jails
 	// Closed last: wait until every jail removed in the background is gone.
-	s.closers = append(s.closers, func() error { jails.Wait(); return nil })
+	s.closers = append(s.closers, func(context.Context) error { jails.Wait(); return nil })
 	var runner engine.Runner = jails
 	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
 		s.pool = pool.New(jails, poolConfig(cfg, log))
-		s.closers = append(s.closers, s.pool.Close) // closed after the engine
+		s.closers = append(s.closers, func(context.Context) error { return s.pool.Close() }) // closed after the engine
 		runner = s.pool
 	}
 	nats, err := store.StartEmbedded(ctx, cfg.DataDir, log)
 	if err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, nats.Close)
+	s.closers = append(s.closers, func(context.Context) error { return nats.Close() })
 	st, err := store.Open(ctx, nats.Conn(), store.Config{TTL: cfg.RecordTTL})
 	if err != nil {
 		return nil, err
@@ -120,11 +128,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err := s.eng.Start(ctx); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), engineDrainTimeout)
-		defer cancel()
-		return s.eng.Close(cctx)
-	})
+	s.closers = append(s.closers, s.closeEngine)
 	return s, nil
 }
 
@@ -176,15 +180,52 @@ func checkIsolation(cfg sandbox.Config) error {
 	return nil
 }
 
-// close stops the engine (running executions get engineDrainTimeout to
-// finish), then the store.
-func (s *stack) close() {
+// closeEngine closes the engine once: running executions get until drain
+// ends, then are stopped and recorded. Later calls wait for the first and
+// return its result.
+func (s *stack) closeEngine(drain context.Context) error {
+	s.engineOnce.Do(func() { s.engineErr = s.eng.Close(drain) })
+	return s.engineErr
+}
+
+// close runs the closers in reverse order of start: the engine (draining
+// until drain ends), the environment builds, the store, the warm pool and
+// its fork servers, the jails released in the background.
+func (s *stack) close(drain context.Context) {
 	for i := len(s.closers) - 1; i >= 0; i-- {
-		if err := s.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
+		if err := s.closers[i](drain); err != nil && !errors.Is(err, context.Canceled) {
 			s.log.Error("shutting down", "err", err)
 		}
 	}
 	s.closers = nil
+}
+
+// stop tears the stack down within sd's bounds: close, given until
+// killGrace after the drain ended, then a sweep of this instance's jail
+// cgroups, which kills and removes anything still there. After a close
+// that finished the sweep finds nothing; what it does find is logged.
+func (s *stack) stop(sd *shutdown) error {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.close(sd.drain)
+	}()
+	select {
+	case <-closed:
+	case <-sd.deadline():
+		s.log.Error("shutdown did not finish in time: killing every jail of this server", "after_drain", killGrace)
+	}
+	if s.jails == nil {
+		return nil
+	}
+	n, err := s.jails.Sweep()
+	if n > 0 {
+		s.log.Warn("removed jails still running at exit", "count", n)
+	}
+	if err != nil {
+		return fmt.Errorf("removing this server's jails: %w", err)
+	}
+	return nil
 }
 
 // engineConfig carries the serve configuration over to the engine.

@@ -30,6 +30,9 @@ type Config struct {
 	MaxConcurrency int           // executions running at once
 	QueueSize      int           // executions waiting for a slot
 	RecordTTL      time.Duration // how long finished records are kept
+	// ShutdownTimeout is how long running executions and requests get to
+	// finish after SIGTERM/SIGINT before they are stopped (see serve).
+	ShutdownTimeout time.Duration
 
 	APIKeys      []string // entries "key" or "name:key" (PYEXEC_API_KEYS)
 	APIKeysFile  string   // one entry per line; '#' starts a comment
@@ -96,6 +99,7 @@ func Default() Config {
 		MaxConcurrency:      runtime.NumCPU(),
 		QueueSize:           100,
 		RecordTTL:           24 * time.Hour,
+		ShutdownTimeout:     30 * time.Second,
 		CgroupParent:        "pyexec",
 		WarmPool:            true,
 		PoolMaxWarm:         8,

@@ -51,6 +51,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("queue-size", "executions waiting for a slot before requests get 429")
 	fs.Var(secondsValue{&c.RecordTTL}, "record-ttl", "")
 	add("record-ttl", "how long execution records are kept")
+	fs.Var(secondsValue{&c.ShutdownTimeout}, "shutdown-timeout", "")
+	add("shutdown-timeout", "on SIGTERM/SIGINT, how long running executions get to finish before they are stopped (failed/node_lost); a second signal stops them at once")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
 	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
 	fs.BoolVar(&c.WarmPool, "warm-pool", c.WarmPool, "")

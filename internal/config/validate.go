@@ -14,6 +14,9 @@ const (
 	minTimeout   = time.Second
 	minMemoryMB  = 16
 	minRecordTTL = time.Minute
+	// maxShutdownTimeout keeps a stop bounded: supervisors kill what does
+	// not stop within their own timeout (systemd's default is 90s).
+	maxShutdownTimeout = time.Hour
 )
 
 // Validate checks every field and returns all problems at once, each
@@ -41,6 +44,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ForkServers < 1 || c.ForkServers > 64 {
 		bad("PYEXEC_FORK_SERVERS", "must be 1-64, got %d", c.ForkServers)
+	}
+	if c.ShutdownTimeout < 0 || c.ShutdownTimeout > maxShutdownTimeout {
+		bad("PYEXEC_SHUTDOWN_TIMEOUT", "must be 0-%v, got %v", maxShutdownTimeout, c.ShutdownTimeout)
 	}
 	if c.PoolIdle < time.Second {
 		bad("PYEXEC_POOL_IDLE", "must be at least 1s, got %v", c.PoolIdle)

@@ -25,6 +25,9 @@ type Engine struct {
 	stopping context.Context
 	stop     context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the engine started
+	// owners counts the executions this node owns (see own): Close waits
+	// until each has recorded its final state, sync ones included.
+	owners sync.WaitGroup
 
 	mu     sync.Mutex
 	owned  map[string]*owner // executions this node runs or holds
@@ -94,10 +97,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops admitting and dispatching, then waits for running
-// executions to finish until ctx ends. Executions still running then are
-// stopped and recorded as failed with reason node_lost; queued async jobs
-// stay in the queue for the next start.
+// Close stops admitting and dispatching and ends every session, then waits
+// for running executions (sync and async) to finish until ctx ends.
+// Executions still running then are stopped and recorded as failed with
+// reason node_lost; queued async jobs stay in the queue for the next start.
+// Close returns once every execution it owned has its final record and
+// every jail it started (sessions' included) is gone.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -120,7 +125,10 @@ func (e *Engine) Close(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() {
+		// No Add follows closed: own and hold refuse, and every other Add
+		// happens while something already counted is running.
 		e.wg.Wait()
+		e.owners.Wait()
 		close(done)
 	}()
 	select {
@@ -137,6 +145,19 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	<-done
 	return fmt.Errorf("engine: stopped running executions: %w", context.Cause(ctx))
+}
+
+// hold counts work that may start a jail after Close began (a session
+// starting or restarting): Close waits for it. It fails with ErrClosed
+// once Close was called; the returned func ends the hold.
+func (e *Engine) hold() (func(), error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	e.wg.Add(1)
+	return e.wg.Done, nil
 }
 
 // Stats reports this node's load.

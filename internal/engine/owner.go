@@ -46,12 +46,14 @@ func (e *Engine) own(id string, cancel context.CancelCauseFunc) (*owner, error) 
 		return nil, ErrClosed
 	}
 	e.owned[id] = o
+	e.owners.Add(1)
 	e.mu.Unlock()
 	stop, err := e.st.HandleControl(id, o.handle)
 	if err != nil {
 		e.mu.Lock()
 		delete(e.owned, id)
 		e.mu.Unlock()
+		e.owners.Done()
 		return nil, err
 	}
 	o.stop = stop
@@ -68,6 +70,7 @@ func (o *owner) release(final Status) {
 	o.e.mu.Lock()
 	delete(o.e.owned, o.id)
 	o.e.mu.Unlock()
+	o.e.owners.Done()
 }
 
 func (o *owner) started() bool { return o.running.Load() }

@@ -17,6 +17,11 @@ func (e *Engine) RestartSession(ctx context.Context, id, caller string) (Session
 	if err != nil {
 		return Session{}, err
 	}
+	unhold, err := e.hold()
+	if err != nil {
+		return Session{}, err
+	}
+	defer unhold()
 	old := s.kernel()
 	if old == nil {
 		return Session{}, fmt.Errorf("%w: %s is restarting", ErrSessionBusy, id)

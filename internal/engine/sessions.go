@@ -72,6 +72,11 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 	if e.deps.Jails == nil {
 		return Session{}, ErrSessionsDisabled
 	}
+	unhold, err := e.hold()
+	if err != nil {
+		return Session{}, err
+	}
+	defer unhold()
 	c := e.cfg.Sessions
 	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
 	if err != nil {

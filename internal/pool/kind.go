@@ -45,7 +45,10 @@ func (p *Pool) take(k *kind) *warmJail {
 		k.ready = k.ready[1:]
 		p.warm--
 		if w.dead() { // died while waiting: never hand it out
-			go w.discard()
+			// Removed in the background, as the jail manager's Wait
+			// (at shutdown) knows.
+			w.proc.Kill()
+			p.jails.Release(w.jail)
 			w = nil
 		}
 	}

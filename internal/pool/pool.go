@@ -267,7 +267,9 @@ func kindKey(s sandbox.Spec) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// Close stops the refills and destroys every warm jail.
+// Close stops the refills and destroys every warm jail and fork server
+// (with the executions forked from it); it returns once their cgroups are
+// removed.
 func (p *Pool) Close() error {
 	p.cancel()
 	p.wg.Wait()
@@ -280,13 +282,16 @@ func (p *Pool) Close() error {
 		kinds = append(kinds, k)
 	}
 	p.mu.Unlock()
-	var errs []error
-	for _, w := range all {
-		errs = append(errs, w.discard())
+	// Each jail's teardown mostly waits for the kernel: all at once.
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, w := range all {
+		wg.Go(func() { errs[i] = w.discard() })
 	}
 	for _, k := range kinds {
-		p.closeFork(k)
+		wg.Go(func() { p.closeFork(k) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
