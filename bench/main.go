@@ -35,6 +35,7 @@ func run() int {
 		return 1
 	}
 	var s servers
+	defer removeCgroupParent() // deferred first: runs after every server's stop
 	for _, c := range []struct {
 		srv   **server
 		flags []string

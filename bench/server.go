@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,7 @@ func startServer(ctx context.Context, binary string, extra ...string) (*server, 
 	}
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
 	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
-		"--cgroup-parent", fmt.Sprintf("pyexec-bench-%d", os.Getpid()), "--queue-size", "1000", "--log-level", "warn",
+		"--cgroup-parent", cgroupParent(), "--queue-size", "1000", "--log-level", "warn",
 		"--prepare-base=false")
 	s.cmd.Args = append(s.cmd.Args, extra...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
@@ -63,6 +64,28 @@ func startServer(ctx context.Context, binary string, extra ...string) (*server, 
 	}
 	s.stop()
 	return nil, fmt.Errorf("server not healthy after 60s: %s", s.logs.String())
+}
+
+// cgroupParent holds the jails of every server this run starts.
+func cgroupParent() string { return fmt.Sprintf("pyexec-bench-%d", os.Getpid()) }
+
+// removeCgroupParent removes the cgroup parent's directories, in every v1
+// hierarchy or the v2 tree, once every server has stopped: a server keeps
+// the parent it was given, and each run has its own.
+func removeCgroupParent() {
+	var dirs []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == cgroupParent() {
+			dirs = append(dirs, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: removing the cgroup parent:", err)
+		}
+	}
 }
 
 func (s *server) stop() {

@@ -161,6 +161,7 @@ func TestValidate(t *testing.T) {
 		{"no concurrency", func(c *Config) { c.MaxConcurrency = 0 }, "PYEXEC_MAX_CONCURRENCY: must be at least 1, got 0"},
 		{"empty queue", func(c *Config) { c.QueueSize = 0 }, "PYEXEC_QUEUE_SIZE: must be at least 1, got 0"},
 		{"short ttl", func(c *Config) { c.RecordTTL = time.Second }, "PYEXEC_RECORD_TTL: must be at least 1m0s, got 1s"},
+		{"endless shutdown", func(c *Config) { c.ShutdownTimeout = 2 * time.Hour }, "PYEXEC_SHUTDOWN_TIMEOUT: must be 0-1h0m0s, got 2h0m0s"},
 		{"zero body", func(c *Config) { c.MaxBodyMB = 0 }, "PYEXEC_MAX_BODY_MB: must be at least 1, got 0"},
 		{"archive total below per file", func(c *Config) { c.MaxArchiveBytes = 10 },
 			"PYEXEC_MAX_ARCHIVE_BYTES: must be at least PYEXEC_MAX_ARCHIVE_FILE_BYTES (10485760), got 10"},
