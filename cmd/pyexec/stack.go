@@ -193,7 +193,12 @@ func (s *stack) closeEngine(drain context.Context) error {
 // its fork servers, the jails released in the background.
 func (s *stack) close(drain context.Context) {
 	for i := len(s.closers) - 1; i >= 0; i-- {
-		if err := s.closers[i](drain); err != nil && !errors.Is(err, context.Canceled) {
+		err := s.closers[i](drain)
+		switch {
+		case err == nil || errors.Is(err, context.Canceled):
+		case errors.Is(err, errDrainTimeout) || errors.Is(err, errForced):
+			s.log.Warn("executions still running were stopped and recorded as failed/node_lost", "why", context.Cause(drain))
+		default:
 			s.log.Error("shutting down", "err", err)
 		}
 	}

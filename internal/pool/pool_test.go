@@ -2,8 +2,10 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +21,36 @@ func TestMain(m *testing.M) {
 	if sandbox.IsInit() {
 		os.Exit(sandbox.Init())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeCgroupParent()
+	os.Exit(code)
+}
+
+// testParent is the cgroup parent of this test binary's jails.
+func testParent() string { return fmt.Sprintf("pyexec-pooltest-%d", os.Getpid()) }
+
+// removeCgroupParent removes the test parent's directories in every v1
+// hierarchy or the v2 tree, giving jails released in the background a few
+// seconds to go first.
+func removeCgroupParent() {
+	var dirs []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == testParent() {
+			dirs = append(dirs, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for _, d := range dirs {
+		for {
+			err := os.Remove(d)
+			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 const python = "/usr/bin/python3"
@@ -35,7 +66,7 @@ func newPool(t *testing.T, cfg Config) *Pool {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s", python)
 	}
-	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-pooltest-%d", os.Getpid())})
+	m, err := sandbox.New(sandbox.Config{CgroupParent: testParent()})
 	if err != nil {
 		t.Fatal(err)
 	}
