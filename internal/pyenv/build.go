@@ -173,7 +173,9 @@ func (m *Environments) run(ctx context.Context, argv []string, progress func(str
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = m.toolEnv()
 	cmd.Dir = m.cfg.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, killed whole on cancel (Close at shutdown);
+	// and killed if the server dies without one (kill -9).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	lines := newLineTail(progress)
 	cmd.Stdout, cmd.Stderr = lines, lines
