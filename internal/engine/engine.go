@@ -125,8 +125,8 @@ func (e *Engine) Close(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() {
-		// No Add follows closed: own and hold refuse, and every other Add
-		// happens while something already counted is running.
+		// Nothing is added once closed is set: own and hold refuse, and
+		// every other Add happens in a goroutine already counted.
 		e.wg.Wait()
 		e.owners.Wait()
 		close(done)
@@ -147,9 +147,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	return fmt.Errorf("engine: stopped running executions: %w", context.Cause(ctx))
 }
 
-// hold counts work that may start a jail after Close began (a session
-// starting or restarting): Close waits for it. It fails with ErrClosed
-// once Close was called; the returned func ends the hold.
+// hold counts work that Close must wait for but that starts outside the
+// engine's own goroutines (a session starting or restarting, a follower).
+// It fails with ErrClosed once Close was called; the returned func ends
+// the hold.
 func (e *Engine) hold() (func(), error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -36,18 +36,23 @@ func (e *Engine) Follow(ctx context.Context, id string, afterSeq uint64) (<-chan
 	if _, _, err := e.load(ctx, id); err != nil {
 		return nil, err
 	}
+	// A follower ends when the engine closes, which waits for it.
+	unhold, err := e.hold()
+	if err != nil {
+		return nil, err
+	}
 	fctx, cancel := context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(e.stopping, cancel)
 	msgs, err := e.st.FollowEvents(fctx, id)
 	if err != nil {
 		stopOnClose()
 		cancel()
+		unhold()
 		return nil, fmt.Errorf("engine: following %s: %w", id, err)
 	}
 	out := make(chan Event, 16)
-	e.wg.Add(1)
 	go func() {
-		defer e.wg.Done()
+		defer unhold()
 		defer stopOnClose()
 		defer cancel()
 		defer close(out)
