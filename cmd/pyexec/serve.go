@@ -111,5 +111,15 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	if ready != nil {
 		close(ready)
 	}
-	return srv.Serve(sd.stopping, ln)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sd.stopping, ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-sd.afterDrain(responseGrace):
+		// Serve's own timeout is counted from the first signal: after a
+		// forced drain, requests still open must not hold the stop.
+		log.Warn("requests still open after the drain: stopping without them")
+		return nil
+	}
 }

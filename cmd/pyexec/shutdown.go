@@ -91,9 +91,8 @@ func (sd *shutdown) watch(sigs chan os.Signal, log *slog.Logger) {
 // start begins the stop without a signal (the server failed on its own).
 func (sd *shutdown) start() { sd.begin() }
 
-// deadline is closed killGrace after the drain ended: the teardown must be
-// over by then.
-func (sd *shutdown) deadline() <-chan struct{} {
+// afterDrain is closed d after the drain ended.
+func (sd *shutdown) afterDrain(d time.Duration) <-chan struct{} {
 	c := make(chan struct{})
 	go func() {
 		select {
@@ -101,7 +100,7 @@ func (sd *shutdown) deadline() <-chan struct{} {
 		case <-sd.quit:
 			return
 		}
-		t := time.NewTimer(killGrace)
+		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -65,7 +65,7 @@ func TestShutdownPhases(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case <-sd.deadline():
+		case <-sd.afterDrain(killGrace):
 			t.Fatal("the teardown deadline came before killGrace")
 		case <-time.After(200 * time.Millisecond):
 		}

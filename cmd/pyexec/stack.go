@@ -217,7 +217,7 @@ func (s *stack) stop(sd *shutdown) error {
 	}()
 	select {
 	case <-closed:
-	case <-sd.deadline():
+	case <-sd.afterDrain(killGrace):
 		s.log.Error("shutdown did not finish in time: killing every jail of this server", "after_drain", killGrace)
 	}
 	if s.jails == nil {
