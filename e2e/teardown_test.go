@@ -238,7 +238,7 @@ func busyServer(t *testing.T, data, parent string, args ...string) (*server, *cl
 			Config: &client.ExecutionConfig{TimeoutSeconds: 300}})
 		b.sync <- syncResult{r, err}
 	}()
-	eventually(t, 30*time.Second, "the async and sync executions to run", func() bool {
+	eventually(t, 60*time.Second, "the async and sync executions to run", func() bool {
 		r, err := c.GetExecution(ctx, id)
 		if err != nil || r.Status != client.StatusRunning {
 			return false
@@ -247,7 +247,7 @@ func busyServer(t *testing.T, data, parent string, args ...string) (*server, *cl
 		return err == nil && len(list.Executions) == 2
 	})
 	// A session, a fork server, forked executions, warm jails, two runs.
-	eventually(t, 30*time.Second, "the pool to hold its warm jails", func() bool {
+	eventually(t, 60*time.Second, "the pool to hold its warm jails", func() bool {
 		return len(cgroupsUnder(parent)) >= 6
 	})
 	if len(processesUnder(parent)) == 0 {
