@@ -379,6 +379,7 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 				t.Errorf("the jail sees %d processes: %s", n, r.Stdout)
 			}
 		}},
+		{"sees only its own cgroup and stdio", ownViewProbe, nil, ownView},
 		{"only harmless devices", `import os; print(sorted(os.listdir("/dev")))`, nil, func(t *testing.T, r Result) {
 			printed("'null'", "'urandom'", "'shm'")(t, r)
 			for _, bad := range []string{"sda", "mem", "kmsg", "tty0", "vda", "nvme", "kvm", "fuse"} {
@@ -388,6 +389,31 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 			}
 		}},
 	}
+}
+
+// ownViewProbe prints, from its first line, the descriptors open in the
+// payload (the listing's own is closed again by the time fstat looks), the
+// cgroup paths it and PID 1 see, and the cgroup file systems it can see
+// mounted.
+const ownViewProbe = `import os; FDS = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+def alive(fd):
+    try:
+        os.fstat(fd); return True
+    except OSError:
+        return False
+print("fds", [fd for fd in FDS if alive(fd)])
+for who in ("self", "1"):
+    with open("/proc/%s/cgroup" % who) as f:
+        print("cgroup", who, sorted(set(line.strip().split(":", 2)[2] for line in f if line.strip())))
+with open("/proc/self/mountinfo") as f:
+    print("cgroupfs", [l.split()[4] for l in f if l.split(" - ")[1].split()[0] in ("cgroup", "cgroup2")])
+`
+
+// ownView asserts what ownViewProbe saw: fds 0-2 only, every cgroup path
+// the root of the payload's own cgroup namespace, no cgroup mount.
+func ownView(t *testing.T, r Result) {
+	t.Helper()
+	printed("fds [0, 1, 2]\n", "cgroup self ['/']\n", "cgroup 1 ['/']\n", "cgroupfs []\n")(t, r)
 }
 
 // without is list less the entries of drop.
