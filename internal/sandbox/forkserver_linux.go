@@ -319,6 +319,13 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	}()
 	j.wire = newWire(j.statusR, j.ctrlW)
 	if err := j.place(); err != nil {
+		if j.reaper.alive() != nil {
+			// It ended on its own (its isolation failed): its status
+			// pipe says why.
+			if _, aerr := j.await(ctx, kindStarted); aerr != nil {
+				err = aerr
+			}
+		}
 		return nil, nil, fmt.Errorf("forking an execution: %w", err)
 	}
 	p := j.newProcess(ctx, spec, out)
