@@ -368,23 +368,14 @@ func (j *Jail) place() error {
 }
 
 // payloadPid returns the host pid of a forked execution's payload (nsPid
-// in its pid namespace), checked to be the reaper's child still.
+// in its pid namespace): the reaper's child of that pid there. The reaper
+// is checked to be alive after its children were read, so they were its.
 func (j *Jail) payloadPid(nsPid int) (int, error) {
+	payload := j.payloadHostPid(nsPid)
 	if err := j.reaper.alive(); err != nil {
 		return 0, err
 	}
-	payload := j.payloadHostPid(nsPid)
 	if payload <= 0 {
-		return 0, errors.New("the payload is gone")
-	}
-	pfd, err := unix.PidfdOpen(payload, 0)
-	if err != nil {
-		return 0, fmt.Errorf("the payload is gone: %w", os.NewSyscallError("pidfd_open", err))
-	}
-	defer unix.Close(pfd)
-	// Still the reaper's child after the pidfd was opened: the pidfd is
-	// the payload's (the reaper forks nothing else).
-	if j.payloadHostPid(nsPid) != payload {
 		return 0, errors.New("the payload is gone")
 	}
 	return payload, nil
