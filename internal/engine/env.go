@@ -156,11 +156,12 @@ func (e *Engine) planFiles(p *plan) []File {
 
 // preScript runs the pre-commands, each with /bin/sh -c in order, then
 // execs the payload. The commands arrive as arguments, never spliced into
-// the script. A failing command reports itself on the result channel and
-// ends the run with its exit status.
+// the script. Each starts with fds 0-2 only (the result channel, fd 3, is
+// closed for it). A failing command reports itself on the result channel
+// and ends the run with its exit status.
 const preScript = `n=$1; shift; i=1
 while [ "$i" -le "$n" ]; do
-  /bin/sh -c "$1" </dev/null
+  /bin/sh -c "$1" </dev/null 3>&-
   rc=$?
   if [ "$rc" -ne 0 ]; then printf '` + preFailMarker + ` %s %s\n' "$i" "$rc" >&3; exit "$rc"; fi
   shift; i=$((i+1))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/runner/runnertest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -327,5 +328,21 @@ func TestSessionsConcurrent(t *testing.T) {
 	}
 	if st := eng.SessionStats(); st.Live != n {
 		t.Errorf("stats: %+v", st)
+	}
+}
+
+// TestSessionSeesOnlyItsOwnJail: a session's cells find only stdio and the
+// kernel's two pipes (its cells and its channel) open, and the kernel's
+// own cgroup as the root of its cgroup namespace, in the first cell and
+// in a later one.
+func TestSessionSeesOnlyItsOwnJail(t *testing.T) {
+	eng := sessionEngine(t, SessionConfig{})
+	id := newSession(t, eng, SessionRequest{})
+	for _, n := range []string{"first", "second"} {
+		r := cell(t, eng, id, runnertest.OwnViewProbe)
+		if r.Status != StatusCompleted || r.ExitCode != 0 {
+			t.Fatalf("%s cell: status %s exit %d stderr %s", n, r.Status, r.ExitCode, r.Stderr)
+		}
+		runnertest.CheckOwnView(t, r.Stdout, 2)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/runner/runnertest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -503,4 +504,35 @@ func TestForkServersAreBounded(t *testing.T) {
 	if st := p.Stats(); st.ForkedRuns != forked || st.Templates != 1 {
 		t.Fatalf("a second kind got a fork server beyond the bound: %+v", st)
 	}
+}
+
+// TestUserCodeSeesOnlyItsOwnJail: cold, warm and forked, the user's first
+// line finds only stdio and the driver's result channel open, and its
+// own cgroup as the root of its cgroup namespace.
+func TestUserCodeSeesOnlyItsOwnJail(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		s := spec(runnertest.OwnViewProbe)
+		misses := p.Stats().Misses
+		first := run(t, p, s) // cold, unless a fork server serves it at once
+		if !fork && p.Stats().Misses != misses+1 {
+			t.Fatalf("the first execution of a kind was not cold: %+v", p.Stats())
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for p.Stats().Warm == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		hits, forked := p.Stats().Hits, p.Stats().ForkedRuns
+		warm := run(t, p, s)
+		if p.Stats().Hits != hits+1 {
+			t.Fatalf("not served warm: %+v", p.Stats())
+		}
+		served(t, p, fork, forked)
+		for name, res := range map[string]sandbox.Result{"first": first, "warm": warm} {
+			if res.Status != sandbox.StatusOK || res.ExitCode != 0 {
+				t.Fatalf("%s: status %s exit %d stderr %s", name, res.Status, res.ExitCode, res.Stderr)
+			}
+			runnertest.CheckOwnView(t, string(res.Stdout), 1)
+		}
+	})
 }

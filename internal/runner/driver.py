@@ -24,6 +24,8 @@
 #   path imports traceback with the project directory off sys.path. Rich
 #   output touches matplotlib and pandas only when the user's code loaded them.
 # - None of its frames appears in a traceback shown to the user.
+# - User code starts with fds 0-2 and the driver's own, all close-on-exec:
+#   the channel and, in a session, the cell pipe (docs/jail.md says why).
 # - It supports every CPython from 3.8.
 
 import os
@@ -113,6 +115,16 @@ class _Channel:
             except OSError:
                 return 0
         return len(data)
+
+
+def _only_stdio(*keep):
+    # User code starts with descriptors 0-2 and the driver's own (keep, each
+    # close-on-exec): whatever else the process was started with is closed.
+    lo = 3
+    for fd in sorted(fd for fd in keep if fd >= 3):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, max(os.sysconf("SC_OPEN_MAX"), lo))
 
 
 def _usage(msg):
@@ -478,6 +490,7 @@ def _main():
         argv = _wait_request(int(argv[1]))
     opts, entry, args = _parse(argv)
     channel = _Channel(opts.fd)
+    _only_stdio(channel.fd)
     report = {"result": None, "error": None, "exit_code": 0}
     roots = _user_roots(entry)
     cwd = os.getcwd()
@@ -616,6 +629,7 @@ class _Kernel:
         self.opts = _parse(argv, session=True)[0]
         self.cells = _Cells(fd)
         self.channel = _Channel(self.opts.fd)
+        _only_stdio(self.cells.fd, self.channel.fd)
         self.running = False
         self.clean_path = [p for p in sys.path if p not in ("", os.getcwd())]
         self.roots = [os.path.realpath(os.getcwd())]

@@ -10,6 +10,8 @@
 #   - becomes PID 1 (the reaper) of a new pid namespace, with new mount, IPC,
 #     UTS and (unless the jail has network) network namespaces, fresh tmpfs
 #     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
+#     once the server has moved it into the execution's cgroup, a new cgroup
+#     namespace rooted there;
 #   - forks the payload, which takes a session, rlimits, an empty bounding
 #     set, the sandbox uid and gid (so no capability at all), Landlock,
 #     no_new_privs and the seccomp filter, checks all of that in
@@ -78,6 +80,7 @@ exec(compile(_DRIVER, "<string>", "exec"), _DRIVER_MODULE.__dict__)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -241,6 +244,7 @@ def _child(sock, req, fds, cfg):
                 except OSError:
                     pass  # the listing's own descriptor
         _isolate(req, cfg)
+        _own_cgroup_namespace()
         pid = os.fork()
         if pid == 0:
             _payload(req, cfg)  # never returns
@@ -296,6 +300,20 @@ def _isolate(req, cfg):
             _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+def _own_cgroup_namespace():
+    # The server moves this process into the execution's cgroup once it
+    # holds its pidfd, then writes one byte on the release pipe (6). Only
+    # then is the cgroup namespace made, rooted at that cgroup: the payload,
+    # forked after it, is born in both and sees "/" in /proc/self/cgroup.
+    try:
+        placed = os.read(6, 1)
+    except OSError as e:
+        raise _Fail("cgroup", "waiting to be placed: %s" % e)
+    if placed != b"p":
+        raise _Fail("cgroup", "the server did not place the execution in its cgroup")
+    _sys("cgroup namespace", _libc.unshare, CLONE_NEWCGROUP)
+
+
 def _reap(pid, req):
     # PID 1 of the execution: wait for the payload, reaping what is
     # re-parented to us, then kill everything left and report.
@@ -338,6 +356,8 @@ def _reap(pid, req):
 def _payload(req, cfg):
     try:
         os.close(6)
+        if not req["channel"]:
+            os.close(3)  # no result channel asked for: fds 0-2 and the request
         os.setsid()
         cpu = req["cpu_seconds"]
         for step, res, soft, hard in (

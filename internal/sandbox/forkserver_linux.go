@@ -22,16 +22,19 @@ import (
 //	│         no_new_privs; in the template jail's namespaces and cgroup)
 //	└─ reaper: PID 1 of a new pid namespace, new mount, IPC, UTS and
 //	   │       (without network) network namespaces; fresh /work, /tmp,
-//	   │       /dev/shm; a new /proc with the same masks; reports on its
-//	   │       status pipe; kills what the payload leaves
+//	   │       /dev/shm; a new /proc with the same masks; once the parent
+//	   │       moved it into the execution's cgroup, a cgroup namespace
+//	   │       rooted there; reports on its status pipe; kills what the
+//	   │       payload leaves
 //	   └─ payload: setsid, rlimits, empty bounding/ambient sets, uid and
 //	              gid of the sandbox user (clearing every capability),
 //	              Landlock, no_new_privs, the same seccomp filter; then it
 //	              waits for its request on fd 4 like a warm runner
 //
-// The parent moves reaper and payload into the execution's own cgroup,
-// writes its files and hands it its request (Process.HandOff), exactly as
-// for a prepared jail. The Python side is internal/runner's forkserver.py.
+// The parent moves the reaper into the execution's own cgroup before it
+// forks the payload (which is born there), writes the execution's files
+// and hands it its request (Process.HandOff), exactly as for a prepared
+// jail. The Python side is internal/runner's forkserver.py.
 //
 // A fork server needs a root server (no user namespace) and isolation;
 // StartTemplate reports ErrUnsupported otherwise.
@@ -70,6 +73,7 @@ type forkRequest struct {
 	CPUSeconds      int64  `json:"cpu_seconds"`
 	Dir             string `json:"dir"`
 	Collect         bool   `json:"collect"`
+	Channel         bool   `json:"channel"` // the payload keeps fd 3, its result channel
 }
 
 // forkReply answers the configuration (Ready) and each fork request (Pid,
@@ -293,7 +297,7 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	}
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
-		Dir: dir, Collect: spec.Collect != nil}
+		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel}
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.
@@ -314,6 +318,16 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 		close(j.initDone)
 	}()
 	j.wire = newWire(j.statusR, j.ctrlW)
+	if err := j.place(); err != nil {
+		if j.reaper.alive() != nil {
+			// It ended on its own (its isolation failed): its status
+			// pipe says why.
+			if _, aerr := j.await(ctx, kindStarted); aerr != nil {
+				err = aerr
+			}
+		}
+		return nil, nil, fmt.Errorf("forking an execution: %w", err)
+	}
 	p := j.newProcess(ctx, spec, out)
 	p.drain()
 	msg, err := j.await(ctx, kindStarted)
@@ -324,9 +338,7 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 		p.failed(err)
 		return nil, nil, fmt.Errorf("forking an execution: %w", err)
 	}
-	// The payload waits for its request: nothing of the user's runs before
-	// both processes are in the execution's cgroup.
-	payload, err := j.confine(msg.Started.Pid)
+	payload, err := j.payloadPid(msg.Started.Pid)
 	if err != nil {
 		p.failed(err)
 		return nil, nil, fmt.Errorf("forking an execution: %w", err)
@@ -335,42 +347,35 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	return j, p, nil
 }
 
-// confine moves a forked execution's reaper and payload (nsPid in its pid
-// namespace) into the execution's cgroup, and returns the payload's host
-// pid. Both are named by pids that the
-// fork server or the reaper reap: each is checked to be alive after its pid
-// was written, so the pid was its own.
-func (j *Jail) confine(nsPid int) (int, error) {
-	if err := j.reaper.alive(); err != nil {
-		return 0, err
+// place moves a forked execution's reaper into the execution's cgroup and
+// then tells it so on its release pipe: only then does it make its cgroup
+// namespace and fork the payload, which is born in that cgroup. The reaper
+// is named by a pid the fork server reaps: it is checked to be alive after
+// the pid was written, so the pid was its own.
+func (j *Jail) place() error {
+	if j.cg != nil {
+		if err := j.cg.add(j.reaper.pid); err != nil {
+			return err
+		}
 	}
+	if err := j.reaper.alive(); err != nil {
+		return err
+	}
+	if _, err := j.ctrlW.Write([]byte("p")); err != nil {
+		return fmt.Errorf("releasing the reaper: %w", err)
+	}
+	return nil
+}
+
+// payloadPid returns the host pid of a forked execution's payload (nsPid
+// in its pid namespace): the reaper's child of that pid there. The reaper
+// is checked to be alive after its children were read, so they were its.
+func (j *Jail) payloadPid(nsPid int) (int, error) {
 	payload := j.payloadHostPid(nsPid)
-	if payload <= 0 {
-		return 0, errors.New("the payload is gone")
-	}
-	pfd, err := unix.PidfdOpen(payload, 0)
-	if err != nil {
-		return 0, fmt.Errorf("the payload is gone: %w", os.NewSyscallError("pidfd_open", err))
-	}
-	defer unix.Close(pfd)
-	// Still the reaper's child after the pidfd was opened: the pidfd is
-	// the payload's (the reaper forks nothing else).
-	if j.payloadHostPid(nsPid) != payload {
-		return 0, errors.New("the payload is gone")
-	}
-	if j.cg == nil {
-		return payload, nil
-	}
-	if err := j.cg.add(j.reaper.pid); err != nil {
-		return 0, err
-	}
 	if err := j.reaper.alive(); err != nil {
 		return 0, err
 	}
-	if err := j.cg.add(payload); err != nil {
-		return 0, err
-	}
-	if err := unix.PidfdSendSignal(pfd, 0, nil, 0); err != nil {
+	if payload <= 0 {
 		return 0, errors.New("the payload is gone")
 	}
 	return payload, nil

@@ -379,6 +379,7 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 				t.Errorf("the jail sees %d processes: %s", n, r.Stdout)
 			}
 		}},
+		{"sees only its own cgroup and stdio", ownViewProbe, nil, ownView},
 		{"only harmless devices", `import os; print(sorted(os.listdir("/dev")))`, nil, func(t *testing.T, r Result) {
 			printed("'null'", "'urandom'", "'shm'")(t, r)
 			for _, bad := range []string{"sda", "mem", "kmsg", "tty0", "vda", "nvme", "kvm", "fuse"} {
@@ -387,6 +388,40 @@ print("PIDS", len(pids), "INIT", cmd)`, nil, func(t *testing.T, r Result) {
 				}
 			}
 		}},
+	}
+}
+
+// ownViewProbe prints, from its first line, the descriptors open in the
+// payload (the listing's own is closed again by the time fstat looks), the
+// cgroup paths it and PID 1 see, its cpuset's path (where the kernel has
+// cpusets) and the cgroup file systems it can see mounted.
+const ownViewProbe = `import os; FDS = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+def alive(fd):
+    try:
+        os.fstat(fd); return True
+    except OSError:
+        return False
+print("fds", [fd for fd in FDS if alive(fd)])
+for who in ("self", "1"):
+    with open("/proc/%s/cgroup" % who) as f:
+        print("cgroup", who, sorted(set(line.strip().split(":", 2)[2] for line in f if line.strip())))
+try:
+    with open("/proc/self/cpuset") as f:
+        print("cpuset", f.read().strip())
+except FileNotFoundError:
+    print("cpuset absent")
+with open("/proc/self/mountinfo") as f:
+    print("cgroupfs", [l.split()[4] for l in f if l.split(" - ")[1].split()[0] in ("cgroup", "cgroup2")])
+`
+
+// ownView asserts what ownViewProbe saw: fds 0-2 only, every cgroup path
+// (and the cpuset's) the root of the payload's own cgroup namespace, no
+// cgroup mount.
+func ownView(t *testing.T, r Result) {
+	t.Helper()
+	printed("fds [0, 1, 2]\n", "cgroup self ['/']\n", "cgroup 1 ['/']\n", "cgroupfs []\n")(t, r)
+	if out := string(r.Stdout); !strings.Contains(out, "cpuset /\n") && !strings.Contains(out, "cpuset absent\n") {
+		t.Errorf("the payload's cpuset is not its namespace's root:\n%s", out)
 	}
 }
 

@@ -65,6 +65,9 @@ func runInit(w *wire) error {
 		return step("read setup", errors.New("empty setup message"))
 	}
 	if !setup.Unsafe {
+		if err := enterOwnCgroupNamespace(); err != nil {
+			return err
+		}
 		if err := buildRoot(setup); err != nil {
 			return err
 		}
@@ -93,6 +96,18 @@ func runInit(w *wire) error {
 		return err
 	}
 	return collectFiles(w, setup, m.Exec, pid)
+}
+
+// enterOwnCgroupNamespace gives init, and so everything of the jail, a
+// cgroup namespace rooted at the cgroup it is in now: the parent placed it
+// in the jail's cgroup before it sent the setup message (v1), or cloned it
+// straight into it (v2). /proc/<pid>/cgroup then reads "/" for every
+// hierarchy, and no path of the host's cgroup tree is visible inside.
+func enterOwnCgroupNamespace() error {
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return step("cgroup namespace", os.NewSyscallError("unshare", err))
+	}
+	return nil
 }
 
 // startPayload prepares the workspace and starts the payload with every

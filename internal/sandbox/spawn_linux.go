@@ -234,7 +234,9 @@ func (j *Jail) start(withForkSock bool) error {
 	cmd.Stderr = j.initStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if !m.cfg.Unsafe {
-		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+		// No CLONE_NEWCGROUP here: a namespace made at clone is rooted at
+		// the server's cgroup. init makes its own once it is in the jail's.
+		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 		if !j.base.Network {
 			flags |= unix.CLONE_NEWNET
 		}

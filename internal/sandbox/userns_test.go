@@ -13,7 +13,8 @@ import (
 
 // TestUnprivilegedServerUsesAUserNamespace: a server that is not root gets
 // its jails in a new user namespace; the payload is uid 0 there, mapped to
-// the server's own uid, with no capabilities, no_new_privs and seccomp.
+// the server's own uid, with no capabilities, no_new_privs and seccomp, in
+// a cgroup namespace rooted at its own cgroup.
 // The test runs a copy of this test binary as uid 65534 (cgroups are not
 // writable there, so they are switched off explicitly, as an operator
 // would have to).
@@ -26,6 +27,7 @@ func TestUnprivilegedServerUsesAUserNamespace(t *testing.T) {
 		r, err := m.Run(context.Background(), Spec{Argv: []string{python, "-c", `import os
 st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
 print("uid", os.getuid(), "CapEff", st["CapEff"].strip(), "CapBnd", st["CapBnd"].strip(), "NoNewPrivs", st["NoNewPrivs"].strip(), "Seccomp", st["Seccomp"].strip())
+print("cgroup", sorted(set(l.strip().split(":", 2)[2] for l in open("/proc/self/cgroup") if l.strip())))
 try:
     open("/etc/evil", "w")
 except OSError:
@@ -61,7 +63,7 @@ except OSError:
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := "uid 0 CapEff 0000000000000000 CapBnd 0000000000000000 NoNewPrivs 1 Seccomp 2\nreadonly\n"
+	want := "uid 0 CapEff 0000000000000000 CapBnd 0000000000000000 NoNewPrivs 1 Seccomp 2\ncgroup ['/']\nreadonly\n"
 	if !strings.Contains(string(out), want) {
 		t.Fatalf("output lacks %q:\n%s", want, out)
 	}

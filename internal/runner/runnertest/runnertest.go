@@ -1,6 +1,7 @@
 // Package runnertest finds, for tests, a Python interpreter that has pandas
 // and matplotlib, so that the driver's rich outputs can be exercised for
-// real. It never runs in production code.
+// real, and probes what user code sees of its jail. It never runs in
+// production code.
 package runnertest
 
 import (
