@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +41,30 @@ func ParseKey(entry string) (APIKey, error) {
 		return APIKey{}, fmt.Errorf("API key %q is %d characters long; at least %d are required", name, len(secret), MinKeyLength)
 	}
 	return APIKey{Name: name, Secret: secret}, nil
+}
+
+// Admins returns the set of key names that are operators.
+func (c *Config) Admins() map[string]bool {
+	out := make(map[string]bool, len(c.AdminKeys))
+	for _, n := range c.AdminKeys {
+		out[strings.TrimSpace(n)] = true
+	}
+	return out
+}
+
+// checkAdmins accepts admin names only when each names one of keys: an
+// operator role for a key that does not exist is a typo, not a setting.
+func checkAdmins(admins []string, keys []APIKey) error {
+	if len(admins) > 0 && len(keys) == 0 {
+		return fmt.Errorf("names operator keys but no API key is configured (PYEXEC_API_KEYS)")
+	}
+	for _, n := range admins {
+		n = strings.TrimSpace(n)
+		if !slices.ContainsFunc(keys, func(k APIKey) bool { return k.Name == n }) {
+			return fmt.Errorf("%q is not the name of a configured API key", n)
+		}
+	}
+	return nil
 }
 
 // Keys parses every entry of APIKeys. An empty result means the server

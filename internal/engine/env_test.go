@@ -182,7 +182,7 @@ func hasInstallEvent(t *testing.T, eng *Engine, id string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ch, err := eng.Follow(ctx, id, 0)
+	ch, err := eng.Follow(ctx, tester, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
