@@ -14,7 +14,7 @@ import (
 
 // anonymous is the caller recorded when the server runs without keys: on
 // such a server every request is this one caller and owns all work.
-const anonymous = "anonymous"
+const anonymous = config.AnonymousCaller
 
 // callerKey is the context key of the request's callerInfo.
 type callerKey struct{}

@@ -183,6 +183,8 @@ func TestValidate(t *testing.T) {
 		}, ""},
 		{"admin key not configured", func(c *Config) { c.APIKeys = []string{"ci:" + goodKey}; c.AdminKeys = []string{"opz"} },
 			`PYEXEC_ADMIN_KEYS: "opz" is not the name of a configured API key`},
+		{"reserved key name", func(c *Config) { c.APIKeys = []string{"anonymous:" + goodKey} },
+			`PYEXEC_API_KEYS: API key name "anonymous" is reserved for the caller of a server without keys`},
 		{"admin keys without keys", func(c *Config) { c.AdminKeys = []string{"ops"} },
 			"PYEXEC_ADMIN_KEYS: names operator keys but no API key is configured (PYEXEC_API_KEYS)"},
 		{"public insecure", func(c *Config) { c.Host = "::"; c.InsecureNoAuth = true }, ""},

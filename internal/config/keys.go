@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// AnonymousCaller is the caller of every request to a server without API
+// keys; no key may take its name, or it would own their work.
+const AnonymousCaller = "anonymous"
+
 // MinKeyLength is the shortest API key accepted: anything shorter is
 // guessable.
 const MinKeyLength = 16
@@ -76,6 +80,9 @@ func (c *Config) Keys() ([]APIKey, error) {
 		k, err := ParseKey(e)
 		if err != nil {
 			return nil, err
+		}
+		if k.Name == AnonymousCaller {
+			return nil, fmt.Errorf("API key name %q is reserved for the caller of a server without keys", k.Name)
 		}
 		if seen[k.Name] {
 			return nil, fmt.Errorf("API key name %q is used twice", k.Name)
