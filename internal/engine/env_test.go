@@ -122,7 +122,7 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.req.Entrypoint = "main.py"
+			tc.req.Entrypoint, tc.req.Caller = "main.py", tester.Name
 			x, err := eng.RunSync(ctx, tc.req)
 			if tc.invalid != "" {
 				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.invalid) {

@@ -29,7 +29,7 @@ func jailRunner(t *testing.T) *sandbox.Manager {
 }
 
 func py(code string) Request {
-	return Request{Files: []File{{Path: "main.py", Data: []byte(code)}}, Entrypoint: "main.py"}
+	return Request{Files: []File{{Path: "main.py", Data: []byte(code)}}, Entrypoint: "main.py", Caller: tester.Name}
 }
 
 func TestRealJail(t *testing.T) {
