@@ -9,19 +9,26 @@ import (
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
-// anonymous is the caller recorded when the server runs without keys.
-const anonymous = "anonymous"
+// anonymous is the caller recorded when the server runs without keys: on
+// such a server every request is this one caller and owns all work.
+const anonymous = config.AnonymousCaller
 
 // callerKey is the context key of the request's callerInfo.
 type callerKey struct{}
 
-// callerInfo is who sent a request, for the audit trail.
+// callerInfo is who sent a request: the owner of what it creates, and
+// for the audit trail.
 type callerInfo struct {
-	Name string // API key name, or "anonymous"
-	Addr string // client IP address (the TCP peer; proxies are not trusted)
+	Name  string // API key name, or "anonymous"
+	Admin bool   // an operator key (--admin-keys): sees and kills all work
+	Addr  string // client IP address (the TCP peer; proxies are not trusted)
 }
+
+// engine is the caller as the engine authorizes it.
+func (c callerInfo) engine() engine.Caller { return engine.Caller{Name: c.Name, Admin: c.Admin} }
 
 // callerFrom returns the callerInfo the auth middleware stored in ctx.
 func callerFrom(ctx context.Context) callerInfo {
@@ -33,7 +40,8 @@ func callerFrom(ctx context.Context) callerInfo {
 // with subtle.ConstantTimeCompare, so neither the length nor the content
 // of a key leaks through timing.
 type authenticator struct {
-	keys []hashedKey
+	keys   []hashedKey
+	admins map[string]bool // names of operator keys
 }
 
 type hashedKey struct {
@@ -41,8 +49,8 @@ type hashedKey struct {
 	digest [sha256.Size]byte
 }
 
-func newAuthenticator(keys []config.APIKey) *authenticator {
-	a := &authenticator{keys: make([]hashedKey, len(keys))}
+func newAuthenticator(keys []config.APIKey, admins map[string]bool) *authenticator {
+	a := &authenticator{keys: make([]hashedKey, len(keys)), admins: admins}
 	for i, k := range keys {
 		a.keys[i] = hashedKey{name: k.Name, digest: sha256.Sum256([]byte(k.Secret))}
 	}
@@ -111,7 +119,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 				writeError(w, errorf(http.StatusUnauthorized, "invalid API key"))
 				return
 			}
-			c.Name = name
+			c.Name, c.Admin = name, a.admins[name]
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})

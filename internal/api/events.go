@@ -64,7 +64,7 @@ func (s *Server) registerEvents(hapi huma.API) {
 		// shuts down.
 		sctx, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(s.streams, cancel)
-		events, err := s.eng.Follow(sctx, in.ID, after)
+		events, err := s.eng.Follow(sctx, callerFrom(ctx).engine(), in.ID, after)
 		if err != nil {
 			stop()
 			cancel()

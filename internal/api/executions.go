@@ -39,7 +39,7 @@ func (s *Server) registerExecutions(hapi huma.API) {
 		http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError)
 	o.Tags = []string{"executions"}
 	huma.Register(hapi, o, func(ctx context.Context, in *idInput) (*resultOutput, error) {
-		e, err := s.eng.Get(ctx, in.ID)
+		e, err := s.eng.Get(ctx, callerFrom(ctx).engine(), in.ID)
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}
@@ -51,18 +51,20 @@ func (s *Server) registerExecutions(hapi huma.API) {
 	o.Tags = []string{"executions"}
 	o.Description = "Every process of the execution dies; its status stays killed and partial output is kept."
 	huma.Register(hapi, o, func(ctx context.Context, in *idInput) (*killOutput, error) {
-		st, err := s.eng.Kill(ctx, in.ID)
+		st, err := s.eng.Kill(ctx, callerFrom(ctx).engine(), in.ID)
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}
 		return &killOutput{Body: KillResult{Status: string(st)}}, nil
 	})
 
-	o = op(hapi, "list-executions", http.MethodGet, "/api/v1/executions", "List executions, most recent first",
+	o = op(hapi, "list-executions", http.MethodGet, "/api/v1/executions", "List your executions, most recent first (an operator key: everyone's)",
 		http.StatusBadRequest, http.StatusUnauthorized, http.StatusInternalServerError)
 	o.Tags = []string{"executions"}
 	huma.Register(hapi, o, func(ctx context.Context, in *listInput) (*listOutput, error) {
-		list, next, err := s.eng.List(ctx, engine.ListOptions{Status: engine.Status(in.Status), Limit: in.Limit, Cursor: in.Cursor})
+		c := callerFrom(ctx)
+		list, next, err := s.eng.List(ctx, engine.ListOptions{Status: engine.Status(in.Status), Limit: in.Limit, Cursor: in.Cursor,
+			Owner: c.Name, AllOwners: c.Admin})
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}

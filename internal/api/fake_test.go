@@ -132,7 +132,7 @@ func (f *fakeEngine) Submit(_ context.Context, req engine.Request) (string, erro
 	return idSubmitted, nil
 }
 
-func (f *fakeEngine) Get(_ context.Context, id string) (*engine.Execution, error) {
+func (f *fakeEngine) Get(_ context.Context, _ engine.Caller, id string) (*engine.Execution, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.records[id]
@@ -143,7 +143,7 @@ func (f *fakeEngine) Get(_ context.Context, id string) (*engine.Execution, error
 	return &c, nil
 }
 
-func (f *fakeEngine) Kill(_ context.Context, id string) (engine.Status, error) {
+func (f *fakeEngine) Kill(_ context.Context, _ engine.Caller, id string) (engine.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.records[id]
@@ -185,7 +185,7 @@ func (f *fakeEngine) List(_ context.Context, opts engine.ListOptions) ([]*engine
 
 // Follow replays the stored events after afterSeq; idLive's stream then
 // stays open until ctx ends, like a running execution's.
-func (f *fakeEngine) Follow(ctx context.Context, id string, afterSeq uint64) (<-chan engine.Event, error) {
+func (f *fakeEngine) Follow(ctx context.Context, _ engine.Caller, id string, afterSeq uint64) (<-chan engine.Event, error) {
 	f.mu.Lock()
 	evs, ok := f.events[id]
 	f.mu.Unlock()

@@ -43,7 +43,7 @@ func (s *Server) registerFiles(hapi huma.API) {
 		http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError)
 	o.Tags = []string{"files"}
 	huma.Register(hapi, o, func(ctx context.Context, in *idInput) (*fileListOutput, error) {
-		files, err := s.eng.ListFiles(ctx, in.ID)
+		files, err := s.eng.ListFiles(ctx, callerFrom(ctx).engine(), in.ID)
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}
@@ -72,7 +72,7 @@ func (s *Server) registerFiles(hapi huma.API) {
 	}
 	o.Responses["304"] = &huma.Response{Description: "Not modified (If-None-Match matched the ETag)"}
 	huma.Register(hapi, o, func(ctx context.Context, in *fileInput) (*huma.StreamResponse, error) {
-		r, f, err := s.eng.OpenFile(ctx, in.ID, in.Path)
+		r, f, err := s.eng.OpenFile(ctx, callerFrom(ctx).engine(), in.ID, in.Path)
 		if errors.Is(err, engine.ErrFileNotFound) {
 			return nil, errorf(http.StatusNotFound, "file not found")
 		}

@@ -53,16 +53,16 @@ func withRichRecord(f *fakeEngine) *fakeEngine {
 
 // ListFiles and OpenFile serve the files of the fake's records, matching
 // paths against the listing as the engine does.
-func (f *fakeEngine) ListFiles(ctx context.Context, id string) ([]engine.FileInfo, error) {
-	x, err := f.Get(ctx, id)
+func (f *fakeEngine) ListFiles(ctx context.Context, c engine.Caller, id string) ([]engine.FileInfo, error) {
+	x, err := f.Get(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}
 	return x.Files, nil
 }
 
-func (f *fakeEngine) OpenFile(ctx context.Context, id, unsafePath string) (io.ReadCloser, engine.FileInfo, error) {
-	x, err := f.Get(ctx, id)
+func (f *fakeEngine) OpenFile(ctx context.Context, c engine.Caller, id, unsafePath string) (io.ReadCloser, engine.FileInfo, error) {
+	x, err := f.Get(ctx, c, id)
 	if err != nil {
 		return nil, engine.FileInfo{}, err
 	}

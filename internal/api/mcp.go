@@ -18,10 +18,12 @@ const inProcessURL = "http://pyexec.in-process"
 // mcpHandler serves the MCP tools at /mcp. A session's tools call this
 // API in process through the Go client, as the caller who opened the
 // session (the auth middleware has checked their key on the way in), so
-// they see exactly what the HTTP API does. api is the API's routes
-// without the auth middleware.
+// they see exactly what the HTTP API does. An MCP session belongs to the
+// API key that opened it; mcpserver refuses it to any other. api is the
+// API's routes without the auth middleware.
 func (s *Server) mcpHandler(api http.Handler) http.Handler {
-	h := mcpserver.NewHTTPHandler(func(r *http.Request) mcpserver.Backend {
+	callerOf := func(r *http.Request) string { return callerFrom(r.Context()).Name }
+	h := mcpserver.NewHTTPHandler(callerOf, func(r *http.Request) mcpserver.Backend {
 		hc := &http.Client{Transport: &inProcess{handler: api, caller: callerFrom(r.Context())}}
 		return client.New(inProcessURL, client.WithHTTPClient(hc), client.WithTimeout(0))
 	}, mcpserver.HTTPOptions{

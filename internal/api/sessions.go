@@ -12,19 +12,19 @@ import (
 )
 
 // SessionEngine is what the sessions endpoints need; the API serves them
-// only when its engine implements it (*engine.Engine does). caller scopes
-// every call to the sessions of one API key.
+// only when its engine implements it (*engine.Engine does). The caller
+// scopes every call to the sessions of one API key (an operator key: all).
 type SessionEngine interface {
 	CreateSession(ctx context.Context, req engine.SessionRequest) (engine.Session, error)
-	GetSession(ctx context.Context, id, caller string) (engine.Session, error)
-	ListSessions(ctx context.Context, caller string) []engine.Session
-	DeleteSession(ctx context.Context, id, caller string) error
-	ExecuteCell(ctx context.Context, id, caller string, req engine.CellRequest) (engine.CellResult, error)
-	InterruptSession(ctx context.Context, id, caller string) error
-	RestartSession(ctx context.Context, id, caller string) (engine.Session, error)
-	PutSessionFile(ctx context.Context, id, caller, path string, data []byte) error
-	ListSessionFiles(ctx context.Context, id, caller string) ([]engine.SessionFile, error)
-	ReadSessionFile(ctx context.Context, id, caller, path string) ([]byte, error)
+	GetSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	ListSessions(ctx context.Context, c engine.Caller) []engine.Session
+	DeleteSession(ctx context.Context, id string, c engine.Caller) error
+	ExecuteCell(ctx context.Context, id string, c engine.Caller, req engine.CellRequest) (engine.CellResult, error)
+	InterruptSession(ctx context.Context, id string, c engine.Caller) error
+	RestartSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	PutSessionFile(ctx context.Context, id string, c engine.Caller, path string, data []byte) error
+	ListSessionFiles(ctx context.Context, id string, c engine.Caller) ([]engine.SessionFile, error)
+	ReadSessionFile(ctx context.Context, id string, c engine.Caller, path string) ([]byte, error)
 }
 
 var _ SessionEngine = (*engine.Engine)(nil)
@@ -128,7 +128,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 
 	o = tag(op(hapi, "list-sessions", http.MethodGet, "/api/v1/sessions", "List your live sessions", errs...))
 	huma.Register(hapi, o, func(ctx context.Context, _ *struct{}) (*struct{ Body SessionList }, error) {
-		list := se.ListSessions(ctx, callerFrom(ctx).Name)
+		list := se.ListSessions(ctx, callerFrom(ctx).engine())
 		out := &struct{ Body SessionList }{Body: SessionList{Sessions: make([]SessionInfo, len(list))}}
 		for i, x := range list {
 			out.Body.Sessions[i] = newSessionInfo(x)
@@ -138,7 +138,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 
 	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", errs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
-		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).Name)
+		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
 			return nil, sessionError(s, err)
 		}
@@ -148,7 +148,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", errs...))
 	o.DefaultStatus = http.StatusNoContent
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct{}, error) {
-		if err := se.DeleteSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
+		if err := se.DeleteSession(ctx, in.ID, callerFrom(ctx).engine()); err != nil {
 			return nil, sessionError(s, err)
 		}
 		return nil, nil
@@ -159,7 +159,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	o.Description = "The result has the ExecutionResult shape plus execution_count. A Python exception is status completed with exit_code 1; a timed-out cell is interrupted and reported failed with reason timeout."
 	huma.Register(hapi, o, func(ctx context.Context, in *cellInput) (*struct{ Body CellResult }, error) {
 		eval := in.Body.EvalLastExpr == nil || *in.Body.EvalLastExpr
-		res, err := se.ExecuteCell(ctx, in.ID, callerFrom(ctx).Name, engine.CellRequest{Code: in.Body.Code, EvalLastExpr: eval,
+		res, err := se.ExecuteCell(ctx, in.ID, callerFrom(ctx).engine(), engine.CellRequest{Code: in.Body.Code, EvalLastExpr: eval,
 			Timeout: time.Duration(in.Body.TimeoutSeconds) * time.Second})
 		if err != nil {
 			return nil, sessionError(s, err)
@@ -170,10 +170,10 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 
 	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", errs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
-		if err := se.InterruptSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
+		if err := se.InterruptSession(ctx, in.ID, callerFrom(ctx).engine()); err != nil {
 			return nil, sessionError(s, err)
 		}
-		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).Name)
+		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
 			return nil, sessionError(s, err)
 		}
@@ -183,7 +183,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	o = tag(op(hapi, "restart-session", http.MethodPost, "/api/v1/sessions/{id}/restart", "Restart the interpreter: variables cleared, files kept",
 		http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
-		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).Name)
+		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
 			return nil, sessionError(s, err)
 		}
@@ -196,7 +196,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			Files []engine.SessionFile `json:"files"`
 		}
 	}, error) {
-		files, err := se.ListSessionFiles(ctx, in.ID, callerFrom(ctx).Name)
+		files, err := se.ListSessionFiles(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
 			return nil, sessionError(s, err)
 		}

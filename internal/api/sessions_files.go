@@ -30,7 +30,7 @@ func (s *Server) registerSessionFiles(mux *http.ServeMux, se SessionEngine) {
 			writeError(w, errorf(http.StatusBadRequest, "reading the file: %v", err))
 			return
 		}
-		if err := se.PutSessionFile(r.Context(), r.PathValue("id"), callerFrom(r.Context()).Name, p, data); err != nil {
+		if err := se.PutSessionFile(r.Context(), r.PathValue("id"), callerFrom(r.Context()).engine(), p, data); err != nil {
 			writeAPIError(w, sessionError(s, err))
 			return
 		}
@@ -44,7 +44,7 @@ func (s *Server) registerSessionFiles(mux *http.ServeMux, se SessionEngine) {
 			writeAPIError(w, err)
 			return
 		}
-		data, err := se.ReadSessionFile(r.Context(), r.PathValue("id"), callerFrom(r.Context()).Name, p)
+		data, err := se.ReadSessionFile(r.Context(), r.PathValue("id"), callerFrom(r.Context()).engine(), p)
 		if err != nil {
 			writeAPIError(w, sessionError(s, err))
 			return

@@ -37,6 +37,9 @@ type Config struct {
 	APIKeys      []string // entries "key" or "name:key" (PYEXEC_API_KEYS)
 	APIKeysFile  string   // one entry per line; '#' starts a comment
 	AllowNetwork bool     // requests may ask for network access
+	// AdminKeys names the API keys (by name) that are operators: they see
+	// and kill every caller's executions and sessions (PYEXEC_ADMIN_KEYS).
+	AdminKeys []string
 
 	// InsecureNoAuth lets a server without API keys listen on a
 	// non-loopback address.

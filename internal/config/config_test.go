@@ -178,6 +178,16 @@ func TestValidate(t *testing.T) {
 		{"public name without keys", func(c *Config) { c.Host = "example.internal" },
 			"PYEXEC_HOST: example.internal is not a loopback address and no API key is configured; set PYEXEC_API_KEYS or PYEXEC_API_KEYS_FILE, or PYEXEC_INSECURE_NO_AUTH=true to serve without authentication"},
 		{"public with keys", func(c *Config) { c.Host = "0.0.0.0"; c.APIKeys = []string{goodKey} }, ""},
+		{"admin key", func(c *Config) {
+			c.APIKeys = []string{"ops:" + goodKey, "ci:" + goodKey + "2"}
+			c.AdminKeys = []string{"ops"}
+		}, ""},
+		{"admin key not configured", func(c *Config) { c.APIKeys = []string{"ci:" + goodKey}; c.AdminKeys = []string{"opz"} },
+			`PYEXEC_ADMIN_KEYS: "opz" is not the name of a configured API key`},
+		{"reserved key name", func(c *Config) { c.APIKeys = []string{"anonymous:" + goodKey} },
+			`PYEXEC_API_KEYS: API key name "anonymous" is reserved for the caller of a server without keys`},
+		{"admin keys without keys", func(c *Config) { c.AdminKeys = []string{"ops"} },
+			"PYEXEC_ADMIN_KEYS: names operator keys but no API key is configured (PYEXEC_API_KEYS)"},
 		{"public insecure", func(c *Config) { c.Host = "::"; c.InsecureNoAuth = true }, ""},
 		{"localhost without keys", func(c *Config) { c.Host = "localhost" }, ""},
 		{"ipv6 loopback without keys", func(c *Config) { c.Host = "::1" }, ""},

@@ -74,6 +74,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("api-keys", `API keys, comma separated, each "key" or "name:key"`)
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", c.APIKeysFile, "")
 	add("api-keys-file", "file with one API key entry per line ('#' comments)")
+	fs.StringSliceVar(&c.AdminKeys, "admin-keys", c.AdminKeys, "")
+	add("admin-keys", "names of API keys that are operators: they see and kill every key's executions and sessions")
 	fs.BoolVar(&c.AllowNetwork, "allow-network", c.AllowNetwork, "")
 	add("allow-network", "let requests that ask for it have network access")
 	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", c.InsecureNoAuth, "")

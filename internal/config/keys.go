@@ -4,8 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 )
+
+// AnonymousCaller is the caller of every request to a server without API
+// keys; no key may take its name, or it would own their work.
+const AnonymousCaller = "anonymous"
 
 // MinKeyLength is the shortest API key accepted: anything shorter is
 // guessable.
@@ -42,6 +47,30 @@ func ParseKey(entry string) (APIKey, error) {
 	return APIKey{Name: name, Secret: secret}, nil
 }
 
+// Admins returns the set of key names that are operators.
+func (c *Config) Admins() map[string]bool {
+	out := make(map[string]bool, len(c.AdminKeys))
+	for _, n := range c.AdminKeys {
+		out[strings.TrimSpace(n)] = true
+	}
+	return out
+}
+
+// checkAdmins accepts admin names only when each names one of keys: an
+// operator role for a key that does not exist is a typo, not a setting.
+func checkAdmins(admins []string, keys []APIKey) error {
+	if len(admins) > 0 && len(keys) == 0 {
+		return fmt.Errorf("names operator keys but no API key is configured (PYEXEC_API_KEYS)")
+	}
+	for _, n := range admins {
+		n = strings.TrimSpace(n)
+		if !slices.ContainsFunc(keys, func(k APIKey) bool { return k.Name == n }) {
+			return fmt.Errorf("%q is not the name of a configured API key", n)
+		}
+	}
+	return nil
+}
+
 // Keys parses every entry of APIKeys. An empty result means the server
 // runs without authentication.
 func (c *Config) Keys() ([]APIKey, error) {
@@ -51,6 +80,9 @@ func (c *Config) Keys() ([]APIKey, error) {
 		k, err := ParseKey(e)
 		if err != nil {
 			return nil, err
+		}
+		if k.Name == AnonymousCaller {
+			return nil, fmt.Errorf("API key name %q is reserved for the caller of a server without keys", k.Name)
 		}
 		if seen[k.Name] {
 			return nil, fmt.Errorf("API key name %q is used twice", k.Name)

@@ -124,6 +124,11 @@ func (c *Config) Validate() error {
 	if err != nil {
 		bad("PYEXEC_API_KEYS", "%v", err)
 	}
+	if err == nil {
+		if err := checkAdmins(c.AdminKeys, keys); err != nil {
+			bad("PYEXEC_ADMIN_KEYS", "%v", err)
+		}
+	}
 	if err == nil && hostErr == nil && len(keys) == 0 && !c.InsecureNoAuth && !isLoopback(c.Host) {
 		bad("PYEXEC_HOST", "%s is not a loopback address and no API key is configured; "+
 			"set PYEXEC_API_KEYS or PYEXEC_API_KEYS_FILE, or PYEXEC_INSECURE_NO_AUTH=true to serve without authentication", c.Host)

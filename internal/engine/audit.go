@@ -10,6 +10,7 @@ import (
 // ends.
 type auditRecord struct {
 	Time        time.Time `json:"time"`
+	Action      string    `json:"action"` // always actionEnd
 	ExecutionID string    `json:"execution_id"`
 	auditInfo
 	PythonVersion   string `json:"python_version,omitempty"`
@@ -27,6 +28,7 @@ type auditRecord struct {
 func (e *Engine) appendAudit(ctx context.Context, r *record) {
 	b, err := json.Marshal(auditRecord{
 		Time:            now(),
+		Action:          actionEnd,
 		ExecutionID:     r.ID,
 		auditInfo:       r.Audit,
 		PythonVersion:   r.PythonVersion,

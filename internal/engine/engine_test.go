@@ -55,7 +55,7 @@ func TestRunSyncMapsOutcomes(t *testing.T) {
 			if !strings.HasPrefix(x.ID, "exe_") || x.StartedAt == nil || x.FinishedAt == nil || x.PythonVersion != "3.11.2" {
 				t.Errorf("incomplete record: %+v", x)
 			}
-			stored, err := e.eng.Get(context.Background(), x.ID)
+			stored, err := e.eng.Get(context.Background(), tester, x.ID)
 			if err != nil || stored.Status != x.Status || stored.Stdout != x.Stdout {
 				t.Errorf("stored record = %+v, %v; want it to match the returned one", stored, err)
 			}
@@ -77,7 +77,39 @@ func TestRunSyncMapsOutcomes(t *testing.T) {
 	})
 }
 
+// auditRecords are the audit trail's records of ended executions.
 func auditRecords(t *testing.T, e *env) []auditRecord {
+	t.Helper()
+	var out []auditRecord
+	for _, m := range auditLines(t, e) {
+		var r auditRecord
+		if err := json.Unmarshal(m, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Action == actionEnd {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// auditActions are the audit trail's records of what callers did.
+func auditActions(t *testing.T, e *env) []actionRecord {
+	t.Helper()
+	var out []actionRecord
+	for _, m := range auditLines(t, e) {
+		var r actionRecord
+		if err := json.Unmarshal(m, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Action != actionEnd {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func auditLines(t *testing.T, e *env) [][]byte {
 	t.Helper()
 	ctx := context.Background()
 	s, err := e.st.JetStream().Stream(ctx, store.AuditStream)
@@ -88,17 +120,13 @@ func auditRecords(t *testing.T, e *env) []auditRecord {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []auditRecord
+	var out [][]byte
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r auditRecord
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
+		out = append(out, m.Data)
 	}
 	return out
 }
@@ -176,7 +204,7 @@ func TestKillRunningAsyncStaysKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := e.eng.Follow(ctx, id, 0)
+	events, err := e.eng.Follow(ctx, tester, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +213,13 @@ func TestKillRunningAsyncStaysKilled(t *testing.T) {
 			break
 		}
 	}
-	status, err := e.eng.Kill(ctx, id)
+	status, err := e.eng.Kill(ctx, tester, id)
 	if err != nil || status != StatusKilled {
 		t.Fatalf("Kill = %s, %v; want killed", status, err)
 	}
 	check := func() {
 		t.Helper()
-		x, err := e.eng.Get(ctx, id)
+		x, err := e.eng.Get(ctx, tester, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,10 +231,10 @@ func TestKillRunningAsyncStaysKilled(t *testing.T) {
 	check()
 	time.Sleep(200 * time.Millisecond)
 	check()
-	if status, err := e.eng.Kill(ctx, id); err != nil || status != StatusKilled {
+	if status, err := e.eng.Kill(ctx, tester, id); err != nil || status != StatusKilled {
 		t.Errorf("second Kill = %s, %v; want the current status killed", status, err)
 	}
-	if _, err := e.eng.Kill(ctx, "exe_nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := e.eng.Kill(ctx, tester, "exe_nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Kill(unknown) = %v, want ErrNotFound", err)
 	}
 }
@@ -226,10 +254,10 @@ func TestKillQueuedJobNeverRuns(t *testing.T) {
 	if st := statusOf(t, e.eng, queued); st != StatusPending {
 		t.Fatalf("queued job is %s, want pending", st)
 	}
-	if st, err := e.eng.Kill(ctx, queued); err != nil || st != StatusKilled {
+	if st, err := e.eng.Kill(ctx, tester, queued); err != nil || st != StatusKilled {
 		t.Fatalf("Kill(queued) = %s, %v", st, err)
 	}
-	if st, err := e.eng.Kill(ctx, blocker); err != nil || st != StatusKilled {
+	if st, err := e.eng.Kill(ctx, tester, blocker); err != nil || st != StatusKilled {
 		t.Fatalf("Kill(blocker) = %s, %v", st, err)
 	}
 	waitFor(t, "the queue to drain", func() bool {
@@ -239,7 +267,7 @@ func TestKillQueuedJobNeverRuns(t *testing.T) {
 	if n := e.runner.runs.Load(); n != 1 {
 		t.Errorf("runner ran %d times, want 1 (the killed job must not run)", n)
 	}
-	x, _ := e.eng.Get(ctx, queued)
+	x, _ := e.eng.Get(ctx, tester, queued)
 	if x.Status != StatusKilled || x.Error != msgKilledQueued || x.StartedAt != nil {
 		t.Errorf("queued job record = %+v", x)
 	}
@@ -254,7 +282,7 @@ func TestFollowReplaysFinishedExecutionInOrder(t *testing.T) {
 	}
 	collect := func(after uint64) []string {
 		t.Helper()
-		ch, err := e.eng.Follow(ctx, x.ID, after)
+		ch, err := e.eng.Follow(ctx, tester, x.ID, after)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +324,7 @@ func TestFollowReplaysFinishedExecutionInOrder(t *testing.T) {
 			}
 		})
 	}
-	if _, err := e.eng.Follow(ctx, "exe_nope", 0); !errors.Is(err, ErrNotFound) {
+	if _, err := e.eng.Follow(ctx, tester, "exe_nope", 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Follow(unknown) = %v, want ErrNotFound", err)
 	}
 }
@@ -312,19 +340,20 @@ func TestListFiltersAndPages(t *testing.T) {
 		}
 		ids = append(ids, x.ID)
 	}
-	page, next, err := e.eng.List(ctx, ListOptions{Limit: 2})
+	page, next, err := e.eng.List(ctx, ListOptions{Limit: 2, Owner: tester.Name})
 	if err != nil || len(page) != 2 || next == "" || page[0].ID != ids[3] || page[1].ID != ids[2] {
 		t.Fatalf("first page = %v, %q, %v", page, next, err)
 	}
-	page, next, err = e.eng.List(ctx, ListOptions{Limit: 2, Cursor: next})
+	page, next, err = e.eng.List(ctx, ListOptions{Limit: 2, Cursor: next, Owner: tester.Name})
 	if err != nil || len(page) != 2 || next != "" || page[0].ID != ids[1] || page[1].ID != ids[0] {
 		t.Fatalf("second page = %v, %q, %v", page, next, err)
 	}
-	failed, _, err := e.eng.List(ctx, ListOptions{Status: StatusFailed})
+	failed, _, err := e.eng.List(ctx, ListOptions{Status: StatusFailed, Owner: tester.Name})
 	if err != nil || len(failed) != 1 || failed[0].ID != ids[1] {
 		t.Errorf("failed = %v, %v", failed, err)
 	}
-	for _, bad := range []ListOptions{{Status: "weird"}, {Cursor: "***"}, {Limit: -1}} {
+	for _, bad := range []ListOptions{{Status: "weird", Owner: tester.Name}, {Cursor: "***", Owner: tester.Name},
+		{Limit: -1, Owner: tester.Name}, {}} {
 		if _, _, err := e.eng.List(ctx, bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("List(%+v) = %v, want ErrInvalid", bad, err)
 		}

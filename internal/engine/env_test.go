@@ -123,7 +123,7 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.req.Entrypoint = "main.py"
+			tc.req.Entrypoint, tc.req.Caller = "main.py", tester.Name
 			x, err := eng.RunSync(ctx, tc.req)
 			if tc.invalid != "" {
 				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.invalid) {
@@ -183,7 +183,7 @@ func hasInstallEvent(t *testing.T, eng *Engine, id string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ch, err := eng.Follow(ctx, id, 0)
+	ch, err := eng.Follow(ctx, tester, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

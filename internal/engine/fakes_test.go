@@ -171,8 +171,11 @@ func (e *env) crash(t *testing.T) {
 	}
 }
 
+// tester is the caller of the tests' requests (script).
+var tester = Caller{Name: "tester"}
+
 func script(s string) Request {
-	return Request{Files: []File{{Path: "main.py", Data: []byte(s)}}, Entrypoint: "main.py", Caller: "tester", ClientAddr: "127.0.0.1:5555"}
+	return Request{Files: []File{{Path: "main.py", Data: []byte(s)}}, Entrypoint: "main.py", Caller: tester.Name, ClientAddr: "127.0.0.1:5555"}
 }
 
 // waitFor polls cond until it holds or fails the test after 10s.
@@ -189,7 +192,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func statusOf(t *testing.T, eng *Engine, id string) Status {
 	t.Helper()
-	x, err := eng.Get(context.Background(), id)
+	x, err := eng.Get(context.Background(), tester, id)
 	if err != nil {
 		t.Fatalf("Get(%s): %v", id, err)
 	}

@@ -69,21 +69,22 @@ func (e *Engine) saveFiles(ctx context.Context, id string, files []sandbox.Colle
 }
 
 // ListFiles returns the files an execution produced; ErrNotFound when the
-// execution does not exist.
-func (e *Engine) ListFiles(ctx context.Context, id string) ([]FileInfo, error) {
-	x, err := e.Get(ctx, id)
+// execution does not exist or is not c's.
+func (e *Engine) ListFiles(ctx context.Context, c Caller, id string) ([]FileInfo, error) {
+	r, _, err := e.loadFor(ctx, c, id, actionFiles)
 	if err != nil {
 		return nil, err
 	}
-	return x.Files, nil
+	return r.Files, nil
 }
 
 // OpenFile opens one file an execution produced, by its workspace-relative
 // path as listed. Only listed files are served: the path is compared with
 // the listing, never resolved on a filesystem. ErrNotFound when the
-// execution does not exist, ErrFileNotFound when it has no such file.
-func (e *Engine) OpenFile(ctx context.Context, id, unsafePath string) (io.ReadCloser, FileInfo, error) {
-	x, err := e.Get(ctx, id)
+// execution does not exist or is not c's, ErrFileNotFound when it has no
+// such file.
+func (e *Engine) OpenFile(ctx context.Context, c Caller, id, unsafePath string) (io.ReadCloser, FileInfo, error) {
+	x, _, err := e.loadFor(ctx, c, id, actionFiles)
 	if err != nil {
 		return nil, FileInfo{}, err
 	}

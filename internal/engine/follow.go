@@ -31,9 +31,10 @@ const followIdle = 500 * time.Millisecond
 
 // Follow streams the events of an execution: every stored one with a Seq
 // above afterSeq, then live ones. The channel is closed after the final
-// status event, or when ctx ends or the engine closes.
-func (e *Engine) Follow(ctx context.Context, id string, afterSeq uint64) (<-chan Event, error) {
-	if _, _, err := e.load(ctx, id); err != nil {
+// status event, or when ctx ends or the engine closes. ErrNotFound when
+// the execution does not exist or is not c's.
+func (e *Engine) Follow(ctx context.Context, c Caller, id string, afterSeq uint64) (<-chan Event, error) {
+	if _, _, err := e.loadFor(ctx, c, id, actionFollow); err != nil {
 		return nil, err
 	}
 	// A follower ends when the engine closes, which waits for it.

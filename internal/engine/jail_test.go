@@ -29,7 +29,7 @@ func jailRunner(t *testing.T) *sandbox.Manager {
 }
 
 func py(code string) Request {
-	return Request{Files: []File{{Path: "main.py", Data: []byte(code)}}, Entrypoint: "main.py"}
+	return Request{Files: []File{{Path: "main.py", Data: []byte(code)}}, Entrypoint: "main.py", Caller: tester.Name}
 }
 
 func TestRealJail(t *testing.T) {
@@ -103,7 +103,7 @@ func TestRealJail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		events, err := e.eng.Follow(ctx, id, 0)
+		events, err := e.eng.Follow(ctx, tester, id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,13 +113,13 @@ func TestRealJail(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		if st, err := e.eng.Kill(ctx, id); err != nil || st != StatusKilled {
+		if st, err := e.eng.Kill(ctx, tester, id); err != nil || st != StatusKilled {
 			t.Fatalf("Kill = %s, %v", st, err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("Kill took %s", d)
 		}
-		x, err := e.eng.Get(ctx, id)
+		x, err := e.eng.Get(ctx, tester, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,24 @@ import (
 // Kill marks the record killed itself, with a compare-and-set against the
 // revision it read before asking: if a worker took the job meanwhile, the
 // write fails and Kill asks again.
-func (e *Engine) Kill(ctx context.Context, id string) (Status, error) {
+//
+// ErrNotFound when the execution does not exist or is not c's; the kill
+// and its caller go to the audit trail.
+func (e *Engine) Kill(ctx context.Context, c Caller, id string) (Status, error) {
+	r, _, err := e.loadFor(ctx, c, id, "")
+	if err != nil {
+		return "", err
+	}
+	st, err := e.kill(ctx, id)
+	if err == nil {
+		e.appendAction(ctx, actionRecord{Action: actionKill, Caller: c.Name, Admin: c.Admin, ExecutionID: id,
+			Owner: r.Owner(), Status: st})
+	}
+	return st, err
+}
+
+// kill stops the execution id (see Kill).
+func (e *Engine) kill(ctx context.Context, id string) (Status, error) {
 	msg, err := json.Marshal(controlMsg{Op: opKill})
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding kill: %w", err)

@@ -16,9 +16,9 @@ const (
 )
 
 // Get returns the record of an execution; ErrNotFound when there is none
-// (or it expired).
-func (e *Engine) Get(ctx context.Context, id string) (*Execution, error) {
-	r, _, err := e.load(ctx, id)
+// (or it expired), or when it is not c's.
+func (e *Engine) Get(ctx context.Context, c Caller, id string) (*Execution, error) {
+	r, _, err := e.loadFor(ctx, c, id, actionRead)
 	if err != nil {
 		return nil, err
 	}
@@ -27,6 +27,8 @@ func (e *Engine) Get(ctx context.Context, id string) (*Execution, error) {
 
 // List returns executions, most recent first, and the cursor of the next
 // page ("" on the last page). Limit defaults to 20 and is capped at 100.
+// It lists the executions of opts.Owner, or every caller's with
+// opts.AllOwners; ErrInvalid when it has neither (fail closed).
 func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, string, error) {
 	limit := opts.Limit
 	switch {
@@ -37,18 +39,23 @@ func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, stri
 	case limit > maxListLimit:
 		limit = maxListLimit
 	}
-	var match func([]byte) bool
 	switch opts.Status {
-	case "":
-	case StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusKilled:
-		match = func(v []byte) bool {
-			var s struct {
-				Status Status `json:"status"`
-			}
-			return json.Unmarshal(v, &s) == nil && s.Status == opts.Status
-		}
+	case "", StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusKilled:
 	default:
 		return nil, "", fmt.Errorf("%w: unknown status %q", ErrInvalid, opts.Status)
+	}
+	if opts.Owner == "" && !opts.AllOwners {
+		return nil, "", fmt.Errorf("%w: listing needs an owner", ErrInvalid)
+	}
+	match := func(v []byte) bool {
+		var s struct {
+			Status Status    `json:"status"`
+			Audit  auditInfo `json:"audit"`
+		}
+		if json.Unmarshal(v, &s) != nil {
+			return false
+		}
+		return (opts.Status == "" || s.Status == opts.Status) && (opts.AllOwners || s.Audit.Caller == opts.Owner)
 	}
 	page, next, err := e.st.List(ctx, store.ListOptions{Cursor: opts.Cursor, Limit: limit, Match: match})
 	if errors.Is(err, store.ErrBadCursor) {

@@ -22,14 +22,14 @@ func TestRestartMarksInFlightNodeLost(t *testing.T) {
 	first.crash(t)
 
 	second := start(t, dir, Config{}, nil)
-	x, err := second.eng.Get(ctx, id)
+	x, err := second.eng.Get(ctx, tester, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if x.Status != StatusFailed || x.Reason != ReasonNodeLost || x.Error != msgNodeLost || x.FinishedAt == nil {
 		t.Errorf("after restart: status %s reason %q error %q; want failed node_lost", x.Status, x.Reason, x.Error)
 	}
-	ch, err := second.eng.Follow(ctx, id, 0)
+	ch, err := second.eng.Follow(ctx, tester, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestRestartRunsQueuedJobs(t *testing.T) {
 	}
 	for _, tc := range []struct{ id, stdout string }{{queued, "after restart"}, {orphan, "orphan"}} {
 		waitFor(t, "the queued job to run", func() bool { return statusOf(t, second.eng, tc.id) == StatusCompleted })
-		x, _ := second.eng.Get(ctx, tc.id)
+		x, _ := second.eng.Get(ctx, tester, tc.id)
 		if x.Stdout != tc.stdout {
 			t.Errorf("job %s stdout = %q, want %q", tc.id, x.Stdout, tc.stdout)
 		}

@@ -165,7 +165,7 @@ func TestDisplayEventsAreLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := eng.Follow(ctx, id, 0)
+	events, err := eng.Follow(ctx, tester, id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestFilesOnTheRealJail(t *testing.T) {
 			x.Status, x.ExitCode, x.Stdout, x.Stderr)
 	}
 	want := map[string][]byte{"out/report.csv": []byte("city,temp\nOslo,3\n"), "chart.png": bin}
-	files, err := eng.ListFiles(ctx, x.ID)
+	files, err := eng.ListFiles(ctx, tester, x.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestFilesOnTheRealJail(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(f.Path, func(t *testing.T) {
-			r, info, err := eng.OpenFile(ctx, x.ID, f.Path)
+			r, info, err := eng.OpenFile(ctx, tester, x.ID, f.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,11 +244,11 @@ func TestFilesOnTheRealJail(t *testing.T) {
 		t.Errorf("chart.png is %s, inlined %d chars; want image/png inlined", f.MIME, len(f.Content))
 	}
 	for _, p := range []string{"passwd", "../../etc/passwd", "/etc/passwd", "in/blob.bin"} {
-		if _, _, err := eng.OpenFile(ctx, x.ID, p); !errors.Is(err, ErrFileNotFound) {
+		if _, _, err := eng.OpenFile(ctx, tester, x.ID, p); !errors.Is(err, ErrFileNotFound) {
 			t.Errorf("OpenFile(%q) = %v, want ErrFileNotFound", p, err)
 		}
 	}
-	if _, _, err := eng.OpenFile(ctx, "exe_missing", "chart.png"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := eng.OpenFile(ctx, tester, "exe_missing", "chart.png"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OpenFile of a missing execution = %v, want ErrNotFound", err)
 	}
 }

@@ -25,7 +25,7 @@ const (
 // exceeds its timeout is interrupted (KeyboardInterrupt); one that does
 // not yield within the interrupt grace kills the session
 // (CellResult.SessionEnded). ErrSessionBusy: another cell is running.
-func (e *Engine) ExecuteCell(ctx context.Context, id, caller string, req CellRequest) (CellResult, error) {
+func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req CellRequest) (CellResult, error) {
 	s, err := e.lookup(id, caller)
 	if err != nil {
 		return CellResult{}, err
@@ -152,7 +152,7 @@ func (e *Engine) cellEnded(s *session, k *kernel, res *CellResult, msg string) {
 
 // InterruptSession raises KeyboardInterrupt in the session's running cell;
 // the session and its variables survive. It does nothing between cells.
-func (e *Engine) InterruptSession(_ context.Context, id, caller string) error {
+func (e *Engine) InterruptSession(_ context.Context, id string, caller Caller) error {
 	s, err := e.lookup(id, caller)
 	if err != nil {
 		return err

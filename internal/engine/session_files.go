@@ -20,7 +20,7 @@ import (
 // link the user's code planted leads out of it.
 
 // PutSessionFile writes a file into the session's workspace.
-func (e *Engine) PutSessionFile(_ context.Context, id, caller, unsafePath string, data []byte) error {
+func (e *Engine) PutSessionFile(_ context.Context, id string, caller Caller, unsafePath string, data []byte) error {
 	k, err := e.liveKernel(id, caller)
 	if err != nil {
 		return err
@@ -39,7 +39,7 @@ func (e *Engine) PutSessionFile(_ context.Context, id, caller, unsafePath string
 }
 
 // ListSessionFiles lists the regular files of the session's workspace.
-func (e *Engine) ListSessionFiles(_ context.Context, id, caller string) ([]SessionFile, error) {
+func (e *Engine) ListSessionFiles(_ context.Context, id string, caller Caller) ([]SessionFile, error) {
 	k, err := e.liveKernel(id, caller)
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (e *Engine) ListSessionFiles(_ context.Context, id, caller string) ([]Sessi
 
 // ReadSessionFile returns a regular file of the session's workspace.
 // ErrFileNotFound: no such regular file (a link is not followed).
-func (e *Engine) ReadSessionFile(_ context.Context, id, caller, unsafePath string) ([]byte, error) {
+func (e *Engine) ReadSessionFile(_ context.Context, id string, caller Caller, unsafePath string) ([]byte, error) {
 	k, err := e.liveKernel(id, caller)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (e *Engine) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) 
 }
 
 // liveKernel returns the session's running kernel.
-func (e *Engine) liveKernel(id, caller string) (*kernel, error) {
+func (e *Engine) liveKernel(id string, caller Caller) (*kernel, error) {
 	s, err := e.lookup(id, caller)
 	if err != nil {
 		return nil, err

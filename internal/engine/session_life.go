@@ -12,7 +12,7 @@ import (
 // fresh jail: variables and imports are gone, the workspace files are
 // carried over, the execution count starts again. A running cell is
 // killed.
-func (e *Engine) RestartSession(ctx context.Context, id, caller string) (Session, error) {
+func (e *Engine) RestartSession(ctx context.Context, id string, caller Caller) (Session, error) {
 	s, err := e.lookup(id, caller)
 	if err != nil {
 		return Session{}, err

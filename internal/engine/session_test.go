@@ -52,6 +52,9 @@ func newSession(t *testing.T, eng *Engine, req SessionRequest) string {
 	if req.MemoryBytes == 0 {
 		req.MemoryBytes = 64 << 20
 	}
+	if req.Caller == "" {
+		req.Caller = tester.Name
+	}
 	s, err := eng.CreateSession(context.Background(), req)
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
@@ -61,7 +64,7 @@ func newSession(t *testing.T, eng *Engine, req SessionRequest) string {
 
 func cell(t *testing.T, eng *Engine, id, code string) CellResult {
 	t.Helper()
-	r, err := eng.ExecuteCell(context.Background(), id, "", CellRequest{Code: code, EvalLastExpr: true, Timeout: 20 * time.Second})
+	r, err := eng.ExecuteCell(context.Background(), id, tester, CellRequest{Code: code, EvalLastExpr: true, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatalf("ExecuteCell(%q): %v", code, err)
 	}
@@ -109,14 +112,14 @@ func TestSessionCells(t *testing.T) {
 	}
 	t.Run("uploaded file is visible and listed", func(t *testing.T) {
 		ctx := context.Background()
-		if err := eng.PutSessionFile(ctx, id, "", "in/upload.bin", []byte{0, 1, 2, 255}); err != nil {
+		if err := eng.PutSessionFile(ctx, id, tester, "in/upload.bin", []byte{0, 1, 2, 255}); err != nil {
 			t.Fatal(err)
 		}
 		r := cell(t, eng, id, "list(open('in/upload.bin', 'rb').read())")
 		if result(r) != "[0, 1, 2, 255]" {
 			t.Errorf("cell read %q", result(r))
 		}
-		files, err := eng.ListSessionFiles(ctx, id, "")
+		files, err := eng.ListSessionFiles(ctx, id, tester)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,15 +130,15 @@ func TestSessionCells(t *testing.T) {
 		if got := strings.Join(names, ","); got != "data.txt,in/upload.bin" {
 			t.Errorf("files = %s", got)
 		}
-		data, err := eng.ReadSessionFile(ctx, id, "", "data.txt")
+		data, err := eng.ReadSessionFile(ctx, id, tester, "data.txt")
 		if err != nil || string(data) != "kept" {
 			t.Errorf("ReadSessionFile = %q, %v", data, err)
 		}
 		cell(t, eng, id, "import os\nos.symlink('/etc/passwd', 'link')")
-		if _, err := eng.ReadSessionFile(ctx, id, "", "link"); !errors.Is(err, ErrFileNotFound) {
+		if _, err := eng.ReadSessionFile(ctx, id, tester, "link"); !errors.Is(err, ErrFileNotFound) {
 			t.Errorf("reading a symlink: %v, want ErrFileNotFound", err)
 		}
-		if _, err := eng.ReadSessionFile(ctx, id, "", "../etc/passwd"); !errors.Is(err, ErrInvalid) {
+		if _, err := eng.ReadSessionFile(ctx, id, tester, "../etc/passwd"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("reading ../etc/passwd: %v, want ErrInvalid", err)
 		}
 	})
@@ -148,17 +151,17 @@ func TestSessionInterrupt(t *testing.T) {
 	cell(t, eng, id, "x = 41")
 	done := make(chan CellResult, 1)
 	go func() {
-		r, err := eng.ExecuteCell(ctx, id, "", CellRequest{Code: "while True: pass"})
+		r, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: "while True: pass"})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
 	}()
 	waitBusy(t, eng, id)
-	if _, err := eng.ExecuteCell(ctx, id, "", CellRequest{Code: "1"}); !errors.Is(err, ErrSessionBusy) {
+	if _, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: "1"}); !errors.Is(err, ErrSessionBusy) {
 		t.Errorf("a second cell while busy: %v, want ErrSessionBusy", err)
 	}
-	if err := eng.InterruptSession(ctx, id, ""); err != nil {
+	if err := eng.InterruptSession(ctx, id, tester); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done
@@ -174,7 +177,7 @@ func waitBusy(t *testing.T, eng *Engine, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if s, err := eng.GetSession(context.Background(), id, ""); err == nil && s.State == SessionBusy {
+		if s, err := eng.GetSession(context.Background(), id, tester); err == nil && s.State == SessionBusy {
 			time.Sleep(200 * time.Millisecond) // let the cell reach its loop
 			return
 		}
@@ -189,7 +192,7 @@ func TestSessionTimeouts(t *testing.T) {
 	t.Run("a cell that yields keeps the session", func(t *testing.T) {
 		id := newSession(t, eng, SessionRequest{})
 		cell(t, eng, id, "x = 7")
-		r, err := eng.ExecuteCell(ctx, id, "", CellRequest{Code: "import time\nwhile True: time.sleep(0.01)", Timeout: 500 * time.Millisecond})
+		r, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: "import time\nwhile True: time.sleep(0.01)", Timeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,14 +206,14 @@ func TestSessionTimeouts(t *testing.T) {
 	t.Run("a cell that does not yield ends the session", func(t *testing.T) {
 		id := newSession(t, eng, SessionRequest{})
 		code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)"
-		r, err := eng.ExecuteCell(ctx, id, "", CellRequest{Code: code, Timeout: 500 * time.Millisecond})
+		r, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: code, Timeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Status != StatusFailed || r.Reason != ReasonTimeout || !r.SessionEnded {
 			t.Errorf("got status=%s reason=%s ended=%v", r.Status, r.Reason, r.SessionEnded)
 		}
-		if _, err := eng.GetSession(ctx, id, ""); !errors.Is(err, ErrSessionNotFound) {
+		if _, err := eng.GetSession(ctx, id, tester); !errors.Is(err, ErrSessionNotFound) {
 			t.Errorf("GetSession after the kill: %v, want ErrSessionNotFound", err)
 		}
 	})
@@ -221,7 +224,7 @@ func TestSessionRestart(t *testing.T) {
 	ctx := context.Background()
 	id := newSession(t, eng, SessionRequest{})
 	cell(t, eng, id, "x = 1\nimport os\nos.makedirs('d', exist_ok=True)\nopen('d/f.txt', 'w').write('still here')")
-	s, err := eng.RestartSession(ctx, id, "")
+	s, err := eng.RestartSession(ctx, id, tester)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,14 +248,14 @@ func TestSessionReaping(t *testing.T) {
 	if result(r) != "'slept'" {
 		t.Errorf("a busy session's cell: %q (%s %s)", result(r), r.Reason, r.Error)
 	}
-	if _, err := eng.GetSession(ctx, idle, ""); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := eng.GetSession(ctx, idle, tester); !errors.Is(err, ErrSessionNotFound) {
 		t.Errorf("idle session after %s: %v, want reaped", time.Since(start), err)
 	}
-	if _, err := eng.GetSession(ctx, busy, ""); err != nil {
+	if _, err := eng.GetSession(ctx, busy, tester); err != nil {
 		t.Errorf("a session busy past its idle timeout was reaped: %v", err)
 	}
 	time.Sleep(time.Until(start.Add(2500 * time.Millisecond)))
-	if _, err := eng.GetSession(ctx, short, ""); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := eng.GetSession(ctx, short, tester); !errors.Is(err, ErrSessionNotFound) {
 		t.Errorf("session past its max lifetime: %v, want reaped", err)
 	}
 }
@@ -269,13 +272,13 @@ func TestSessionCaps(t *testing.T) {
 	if _, err := eng.CreateSession(ctx, SessionRequest{Caller: "c", MemoryBytes: 64 << 20}); !errors.Is(err, ErrTooManySessions) {
 		t.Errorf("fourth session on the server: %v, want ErrTooManySessions", err)
 	}
-	if _, err := eng.GetSession(ctx, b, "a"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := eng.GetSession(ctx, b, Caller{Name: "a"}); !errors.Is(err, ErrSessionNotFound) {
 		t.Errorf("another caller's session: %v, want ErrSessionNotFound", err)
 	}
-	if got := len(eng.ListSessions(ctx, "a")); got != 2 {
+	if got := len(eng.ListSessions(ctx, Caller{Name: "a"})); got != 2 {
 		t.Errorf("caller a lists %d sessions, want 2", got)
 	}
-	if err := eng.DeleteSession(ctx, b, "b"); err != nil {
+	if err := eng.DeleteSession(ctx, b, Caller{Name: "b"}); err != nil {
 		t.Fatal(err)
 	}
 	newSession(t, eng, SessionRequest{Caller: "c"})
@@ -291,18 +294,18 @@ func TestSessionsConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := eng.CreateSession(ctx, SessionRequest{MemoryBytes: 64 << 20})
+			s, err := eng.CreateSession(ctx, SessionRequest{MemoryBytes: 64 << 20, Caller: tester.Name})
 			if err != nil {
 				errs <- err
 				return
 			}
 			for range 3 {
-				if _, err := eng.ExecuteCell(ctx, s.ID, "", CellRequest{Code: fmt.Sprintf("n = globals().get('n', 0) + %d", i)}); err != nil {
+				if _, err := eng.ExecuteCell(ctx, s.ID, tester, CellRequest{Code: fmt.Sprintf("n = globals().get('n', 0) + %d", i)}); err != nil {
 					errs <- err
 					return
 				}
 			}
-			r, err := eng.ExecuteCell(ctx, s.ID, "", CellRequest{Code: "n", EvalLastExpr: true, Timeout: 30 * time.Second})
+			r, err := eng.ExecuteCell(ctx, s.ID, tester, CellRequest{Code: "n", EvalLastExpr: true, Timeout: 30 * time.Second})
 			if err != nil {
 				errs <- err
 				return
@@ -317,7 +320,7 @@ func TestSessionsConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	list := eng.ListSessions(ctx, "")
+	list := eng.ListSessions(ctx, tester)
 	if len(list) != n {
 		t.Fatalf("%d sessions listed, want %d", len(list), n)
 	}

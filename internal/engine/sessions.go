@@ -272,35 +272,43 @@ func (e *Engine) watchKernel(k *kernel) {
 	}()
 }
 
-// lookup finds a live session. A caller that is not the session's owner
-// gets ErrSessionNotFound, as if it did not exist.
-func (e *Engine) lookup(id, caller string) (*session, error) {
+// lookup finds a live session for c. A caller that may not use it gets
+// ErrSessionNotFound, as if it did not exist; an admin's use of another
+// caller's session goes to the audit trail.
+func (e *Engine) lookup(id string, c Caller) (*session, error) {
 	e.sess.mu.Lock()
 	s := e.sess.live[id]
 	e.sess.mu.Unlock()
-	if s == nil || (caller != "" && s.caller != caller) {
+	if s == nil || !c.owns(s.caller) {
 		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+	}
+	if c.Name != s.caller {
+		e.appendAction(context.Background(), actionRecord{Action: actionSession, Caller: c.Name, Admin: c.Admin,
+			SessionID: id, Owner: s.caller})
 	}
 	return s, nil
 }
 
-// GetSession describes a live session. caller, when not empty, must own
-// it.
-func (e *Engine) GetSession(_ context.Context, id, caller string) (Session, error) {
-	s, err := e.lookup(id, caller)
+// GetSession describes a live session; ErrSessionNotFound when there is
+// none or it is not c's.
+func (e *Engine) GetSession(_ context.Context, id string, c Caller) (Session, error) {
+	s, err := e.lookup(id, c)
 	if err != nil {
 		return Session{}, err
 	}
 	return s.info(), nil
 }
 
-// ListSessions lists the live sessions of caller (every session when
-// caller is empty), oldest first.
-func (e *Engine) ListSessions(_ context.Context, caller string) []Session {
+// ListSessions lists the live sessions of c (an admin's: every
+// caller's), oldest first.
+func (e *Engine) ListSessions(ctx context.Context, c Caller) []Session {
+	if c.Admin {
+		e.appendAction(ctx, actionRecord{Action: actionListAllSess, Caller: c.Name, Admin: true})
+	}
 	e.sess.mu.Lock()
 	var list []*session
 	for _, s := range e.sess.live {
-		if caller == "" || s.caller == caller {
+		if c.Admin || (c.Name != "" && s.caller == c.Name) {
 			list = append(list, s)
 		}
 	}
@@ -315,8 +323,8 @@ func (e *Engine) ListSessions(_ context.Context, caller string) []Session {
 
 // DeleteSession ends a session: its interpreter, its jail and its files.
 // A running cell ends with it.
-func (e *Engine) DeleteSession(_ context.Context, id, caller string) error {
-	s, err := e.lookup(id, caller)
+func (e *Engine) DeleteSession(_ context.Context, id string, c Caller) error {
+	s, err := e.lookup(id, c)
 	if err != nil {
 		return err
 	}

@@ -147,8 +147,14 @@ type Event struct {
 }
 
 // ListOptions filter and page GET /api/v1/executions (recent first).
+// Owner, or AllOwners, must be set: a list of nobody's executions is
+// refused rather than guessed.
 type ListOptions struct {
 	Status Status
 	Limit  int
 	Cursor string // opaque; from the previous page's next cursor
+	// Owner lists only the executions of this caller (Request.Caller).
+	Owner string
+	// AllOwners lists every caller's executions (admin callers).
+	AllOwners bool
 }

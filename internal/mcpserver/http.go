@@ -24,14 +24,27 @@ type HTTPOptions struct {
 
 // NewHTTPHandler serves the MCP tools over streamable HTTP. Each MCP
 // session gets its own server, driving the backend that backendFor returns
-// for the request that opened the session. Authentication, if any, is the
-// caller's job: wrap the handler.
-func NewHTTPHandler(backendFor func(*http.Request) Backend, opts HTTPOptions) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		return New(backendFor(r), opts.Options)
+// for the request that opened the session, and belongs to the caller that
+// callerOf names for that request: a later request for the session from
+// any other caller (or with an unknown session id) is refused with 404.
+// Authentication is the caller's job: wrap the handler, and have callerOf
+// read who it authenticated. A request whose caller is "" cannot open a
+// session.
+func NewHTTPHandler(callerOf func(*http.Request) string, backendFor func(*http.Request) Backend, opts HTTPOptions) http.Handler {
+	owners := newSessionOwners()
+	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		caller := callerOf(r)
+		if caller == "" {
+			return nil // the SDK answers 400 "no server available"
+		}
+		id := newSessionID()
+		srv := newServer(backendFor(r), opts.Options, func() string { return id })
+		owners.bind(id, caller, srv)
+		return srv
 	}, &mcp.StreamableHTTPOptions{
 		Logger:                     opts.Options.Logger,
 		SessionTimeout:             sessionIdleTimeout,
 		DisableLocalhostProtection: opts.AnyHost,
 	})
+	return owners.guard(h, callerOf)
 }

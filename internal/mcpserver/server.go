@@ -77,13 +77,18 @@ func (o Options) logger() *slog.Logger {
 
 // New returns an MCP server whose tools drive b. Run it on a transport
 // (mcp.StdioTransport for `pyexec mcp`) or serve it with NewHTTPHandler.
-func New(b Backend, opts Options) *mcp.Server {
+func New(b Backend, opts Options) *mcp.Server { return newServer(b, opts, nil) }
+
+// newServer is New with the session id the server hands out (nil: the
+// SDK's random one).
+func newServer(b Backend, opts Options, sessionID func() string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: implementationName, Title: "pyexec Python sandbox", Version: opts.Version},
 		&mcp.ServerOptions{
 			Instructions: instructions,
 			// Tools only: no logging capability, which the SDK would
 			// otherwise advertise by default.
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+			GetSessionID: sessionID,
 		})
 	h := &handlers{backend: b, log: opts.logger(), done: opts.Done}
 	for _, t := range h.tools() {

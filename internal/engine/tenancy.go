@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Tenancy: every execution and session belongs to the caller that created
+// it (Request.Caller, SessionRequest.Caller: the API key's name, or
+// "anonymous" on a server without keys). Every engine call that reads or
+// changes one takes the Caller and checks ownership here, before anything
+// else, so that no transport can forget: another caller is told the
+// execution or session does not exist, exactly as for an unknown id.
+// Admin callers (operator keys) see and kill everything; what they do to
+// work that is not theirs goes to the audit trail.
+
+// Caller is who asks the engine for something.
+type Caller struct {
+	// Name owns what this caller creates: the API key's name. An empty
+	// name owns nothing (fail closed).
+	Name string
+	// Admin callers may read and kill the work of every caller.
+	Admin bool
+}
+
+// owns reports whether c may see and change what owner created.
+func (c Caller) owns(owner string) bool {
+	return c.Admin || (c.Name != "" && c.Name == owner)
+}
+
+// Owner is the caller that created the execution (the API key's name).
+func (r *record) Owner() string { return r.Audit.Caller }
+
+// loadFor reads a record on behalf of c: ErrNotFound, worded as for an
+// unknown id, when it is not c's to see. action names what c does, for
+// the audit trail of an admin's access to another caller's execution.
+func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*record, uint64, error) {
+	r, rev, err := e.load(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !c.owns(r.Owner()) {
+		return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if c.Name != r.Owner() && action != "" {
+		e.appendAction(ctx, actionRecord{Action: action, Caller: c.Name, Admin: c.Admin, ExecutionID: id, Owner: r.Owner()})
+	}
+	return r, rev, nil
+}
+
+// Actions recorded in the audit trail besides the end of an execution.
+const (
+	actionEnd         = "end"          // an execution ended (auditRecord)
+	actionKill        = "kill"         // any kill of an execution
+	actionRead        = "read"         // an admin read another caller's execution
+	actionFollow      = "follow"       // ... followed its events
+	actionFiles       = "files"        // ... listed or downloaded its files
+	actionSession     = "session"      // an admin used another caller's session
+	actionListAllSess = "sessions_all" // an admin listed every caller's sessions
+)
+
+// actionRecord is one line of the audit trail for something a caller did
+// (the end of an execution is an auditRecord). Owner is whose work it was.
+type actionRecord struct {
+	Time        time.Time `json:"time"`
+	Action      string    `json:"action"`
+	Caller      string    `json:"caller"`
+	Admin       bool      `json:"admin,omitempty"`
+	ExecutionID string    `json:"execution_id,omitempty"`
+	SessionID   string    `json:"session_id,omitempty"`
+	Owner       string    `json:"owner,omitempty"`
+	Status      Status    `json:"status,omitempty"`
+}
+
+// appendAction writes an action to the audit trail. Like appendAudit, a
+// failure is logged at error level rather than failing what was done.
+func (e *Engine) appendAction(ctx context.Context, a actionRecord) {
+	a.Time = now()
+	b, err := json.Marshal(a)
+	if err == nil {
+		err = e.st.AppendAudit(ctx, b)
+	}
+	if err != nil {
+		e.log.Error("appending audit record", "action", a.Action, "execution_id", a.ExecutionID,
+			"session_id", a.SessionID, "err", err)
+	}
+}
