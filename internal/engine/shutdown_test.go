@@ -44,7 +44,7 @@ func TestShutdownRecordsSyncExecutions(t *testing.T) {
 		t.Errorf("Close returned after %s: it did not wait for the running sync execution", waited)
 	}
 	// Recorded before Close returned: the store is still open here.
-	x, err := e.eng.Get(ctx, id)
+	x, err := e.eng.Get(ctx, tester, id)
 	if err != nil {
 		t.Fatal(err)
 	}
