@@ -25,7 +25,7 @@ func TestShutdownRecordsSyncExecutions(t *testing.T) {
 	}()
 	var id string
 	waitFor(t, "the sync execution to run", func() bool {
-		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning})
+		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning, AllOwners: true})
 		if err != nil || len(page) != 1 {
 			return false
 		}
