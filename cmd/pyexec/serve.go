@@ -85,11 +85,11 @@ func serveOn(ctx context.Context, ln net.Listener, cfg config.Config, log *slog.
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
-		Logger: log.With("component", "api"), BaseEnvironment: st.base.String}
+		Logger: log.With("component", "api"), BaseEnvironment: st.base.String, Store: st.eng.StoreStats}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
-	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats))
+	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats), api.StoreCollector(st.eng.StoreStats))
 	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err

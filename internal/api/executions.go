@@ -62,7 +62,7 @@ func (s *Server) registerExecutions(hapi huma.API) {
 		http.StatusBadRequest, http.StatusUnauthorized, http.StatusInternalServerError)
 	o.Tags = []string{"executions"}
 	huma.Register(hapi, o, func(ctx context.Context, in *listInput) (*listOutput, error) {
-		list, next, err := s.eng.List(ctx, engine.ListOptions{Status: engine.Status(in.Status), Limit: in.Limit, Cursor: in.Cursor})
+		list, next, err := s.eng.List(ctx, engine.ListOptions{Status: engine.Status(in.Status), Limit: in.Limit, Cursor: in.Cursor, AllOwners: true})
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}

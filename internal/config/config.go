@@ -30,6 +30,9 @@ type Config struct {
 	MaxConcurrency int           // executions running at once
 	QueueSize      int           // executions waiting for a slot
 	RecordTTL      time.Duration // how long finished records are kept
+	// StoreMaxBytes caps the shared store; above it the oldest finished
+	// executions are evicted. 0: no cap (records only expire).
+	StoreMaxBytes int64
 
 	APIKeys      []string // entries "key" or "name:key" (PYEXEC_API_KEYS)
 	APIKeysFile  string   // one entry per line; '#' starts a comment

@@ -51,6 +51,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("queue-size", "executions waiting for a slot before requests get 429")
 	fs.Var(secondsValue{&c.RecordTTL}, "record-ttl", "")
 	add("record-ttl", "how long execution records are kept")
+	fs.Var(sizeValue{&c.StoreMaxBytes}, "store-max-bytes", "")
+	add("store-max-bytes", "size limit of the stored executions (records, events, artifacts; bytes, or with KiB/MiB/GiB); above it the oldest finished ones are evicted; 0: no limit")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
 	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
 	fs.BoolVar(&c.WarmPool, "warm-pool", c.WarmPool, "")

@@ -14,6 +14,9 @@ const (
 	minTimeout   = time.Second
 	minMemoryMB  = 16
 	minRecordTTL = time.Minute
+	// minStoreBytes keeps a store limit above what a few executions with
+	// full output take.
+	minStoreBytes = 64 << 20
 )
 
 // Validate checks every field and returns all problems at once, each
@@ -80,6 +83,9 @@ func (c *Config) Validate() error {
 
 	if c.MaxBodyMB < 1 {
 		bad("PYEXEC_MAX_BODY_MB", "must be at least 1, got %d", c.MaxBodyMB)
+	}
+	if c.StoreMaxBytes != 0 && c.StoreMaxBytes < minStoreBytes {
+		bad("PYEXEC_STORE_MAX_BYTES", "must be 0 (no limit) or at least %d, got %d", minStoreBytes, c.StoreMaxBytes)
 	}
 	if c.MaxOutputBytes < 1 {
 		bad("PYEXEC_MAX_OUTPUT_BYTES", "must be at least 1, got %d", c.MaxOutputBytes)

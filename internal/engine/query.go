@@ -22,11 +22,18 @@ func (e *Engine) Get(ctx context.Context, id string) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.withOutput(ctx, r); err != nil {
+		return nil, err
+	}
 	return &r.Execution, nil
 }
 
 // List returns executions, most recent first, and the cursor of the next
 // page ("" on the last page). Limit defaults to 20 and is capped at 100.
+//
+// Candidates come from the store's index (status, owner, time), so only
+// the records of the page are read: the cost and memory of a call depend
+// on its limit, not on how many records the store holds.
 func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, string, error) {
 	limit := opts.Limit
 	switch {
@@ -37,20 +44,17 @@ func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, stri
 	case limit > maxListLimit:
 		limit = maxListLimit
 	}
-	var match func([]byte) bool
 	switch opts.Status {
-	case "":
-	case StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusKilled:
-		match = func(v []byte) bool {
-			var s struct {
-				Status Status `json:"status"`
-			}
-			return json.Unmarshal(v, &s) == nil && s.Status == opts.Status
-		}
+	case "", StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusKilled:
 	default:
 		return nil, "", fmt.Errorf("%w: unknown status %q", ErrInvalid, opts.Status)
 	}
-	page, next, err := e.st.List(ctx, store.ListOptions{Cursor: opts.Cursor, Limit: limit, Match: match})
+	sopts := store.ListOptions{
+		Cursor: opts.Cursor, Limit: limit,
+		Status: string(opts.Status), Owner: opts.Owner, AllOwners: opts.AllOwners,
+		Match: e.indexCheck(ctx, opts),
+	}
+	page, next, err := e.st.List(ctx, sopts)
 	if errors.Is(err, store.ErrBadCursor) {
 		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -63,7 +67,43 @@ func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, stri
 		if err := json.Unmarshal(ent.Value, &r); err != nil {
 			return nil, "", fmt.Errorf("engine: decoding record %s: %w", ent.Key, err)
 		}
+		err := e.withOutput(ctx, &r)
+		if errors.Is(err, ErrNotFound) {
+			continue // its output expired just before the record
+		}
+		if err != nil {
+			return nil, "", err
+		}
 		out = append(out, &r.Execution)
 	}
 	return out, next, nil
+}
+
+// indexCheck checks each record a listing reads against the filter its
+// index entry was chosen by. An entry can lag behind its record (the
+// writer died between the two writes); such an entry is rewritten from the
+// record and the record left out.
+func (e *Engine) indexCheck(ctx context.Context, opts ListOptions) func([]byte) bool {
+	return func(v []byte) bool {
+		var r record
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false
+		}
+		if (opts.Status == "" || r.Status == opts.Status) && (opts.AllOwners || r.Audit.Caller == opts.Owner) {
+			return true
+		}
+		if err := e.st.SetMeta(ctx, r.ID, r.meta()); err != nil {
+			e.log.Warn("repairing an index entry", "execution_id", r.ID, "err", err)
+		}
+		return false
+	}
+}
+
+// describeRecord is the index entry of a stored record, for Reindex.
+func describeRecord(_ string, value []byte) (store.Meta, error) {
+	var r record
+	if err := json.Unmarshal(value, &r); err != nil {
+		return store.Meta{}, err
+	}
+	return r.meta(), nil
 }

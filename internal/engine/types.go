@@ -151,4 +151,8 @@ type ListOptions struct {
 	Status Status
 	Limit  int
 	Cursor string // opaque; from the previous page's next cursor
+	// Owner keeps only the executions whose caller (Request.Caller) was
+	// Owner, unless AllOwners lists everyone's.
+	Owner     string
+	AllOwners bool
 }
