@@ -83,6 +83,7 @@ func (e *Engine) evictLoop(ctx context.Context) {
 // oldest finished records (never a pending or running one).
 func (e *Engine) evict(ctx context.Context) error {
 	limit := e.cfg.StoreMaxBytes
+	e.st.ForgetExpired()
 	for {
 		used, err := e.st.Usage(ctx)
 		if err != nil {

@@ -18,6 +18,9 @@ type Capacity interface {
 	// OldestFinished returns up to n keys of records whose Meta is Final,
 	// oldest first.
 	OldestFinished(n int) []string
+	// ForgetExpired drops what this node still holds of records that
+	// expired; call it periodically.
+	ForgetExpired()
 	// PurgeEvents removes every event of id.
 	PurgeEvents(ctx context.Context, id string) error
 	// DeleteArtifacts removes the named files of id; missing ones are
@@ -55,8 +58,12 @@ func (s *NATS) Usage(ctx context.Context) (int64, error) {
 
 // OldestFinished reads this node's copy of the index.
 func (s *NATS) OldestFinished(n int) []string {
-	return s.index.oldest(n, func(m Meta) bool { return m.Final })
+	return s.index.oldest(selFinished, n)
 }
+
+// ForgetExpired drops the index entries of records the TTL removed: the
+// bucket expires them without telling the watchers.
+func (s *NATS) ForgetExpired() { s.index.pruneExpired() }
 
 // PurgeEvents removes the events of id from the events stream.
 func (s *NATS) PurgeEvents(ctx context.Context, id string) error {

@@ -33,19 +33,53 @@ type indexEntry struct {
 }
 
 // index is this node's copy of IndexBucket: every node watches the bucket,
-// so writes of other nodes show up here too. It costs about 150 bytes per
-// record, and a listing walks it under a read lock without any I/O, so the
-// memory of one request depends on its page size only.
+// so writes of other nodes show up here too. Besides the entries it keeps
+// one sorted key list per selector (everything; a status; an owner; a
+// status and an owner; finished records), so a listing walks only keys
+// that match its filter, under a read lock and without I/O: its cost and
+// memory depend on its page size, not on the store's size. About 200
+// bytes per record.
 type index struct {
 	ttl time.Duration
 
 	mu      sync.RWMutex
 	entries map[string]indexEntry
-	keys    []string // ascending, i.e. oldest first (keys sort by creation)
+	lists   map[string][]string // selector → keys, ascending (oldest first)
 }
 
 func newIndex(ttl time.Duration) *index {
-	return &index{ttl: ttl, entries: make(map[string]indexEntry)}
+	return &index{ttl: ttl, entries: make(map[string]indexEntry), lists: make(map[string][]string)}
+}
+
+// Selectors name the key lists. The separator cannot occur in a status
+// or an owner the engine writes (API key names and status words).
+const (
+	selAll      = "all"
+	selFinished = "final"
+	selSep      = "\x00"
+)
+
+// selector is the list that holds exactly the keys a listing with these
+// filters wants.
+func selector(status, owner string, allOwners bool) string {
+	switch {
+	case status != "" && !allOwners:
+		return "so" + selSep + status + selSep + owner
+	case status != "":
+		return "s" + selSep + status
+	case !allOwners:
+		return "o" + selSep + owner
+	}
+	return selAll
+}
+
+// selectorsOf are the lists an entry with m belongs to.
+func selectorsOf(m Meta) []string {
+	sels := []string{selAll, selector(m.Status, "", true), selector("", m.Owner, false), selector(m.Status, m.Owner, false)}
+	if m.Final {
+		sels = append(sels, selFinished)
+	}
+	return sels
 }
 
 // put records m for key unless the index already holds a newer revision.
@@ -58,21 +92,40 @@ func (ix *index) put(key string, m Meta, rev uint64, updated time.Time) {
 		return
 	}
 	ix.entries[key] = indexEntry{Meta: m, rev: max(rev, old.rev), updated: updated}
-	if !ok {
-		i, _ := slices.BinarySearch(ix.keys, key)
-		ix.keys = slices.Insert(ix.keys, i, key)
+	if ok && old.Meta == m {
+		return
+	}
+	if ok {
+		ix.unlist(key, old.Meta)
+	}
+	for _, sel := range selectorsOf(m) {
+		l := ix.lists[sel]
+		i, _ := slices.BinarySearch(l, key)
+		ix.lists[sel] = slices.Insert(l, i, key)
 	}
 }
 
 func (ix *index) remove(key string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if _, ok := ix.entries[key]; !ok {
-		return
+	if e, ok := ix.entries[key]; ok {
+		delete(ix.entries, key)
+		ix.unlist(key, e.Meta)
 	}
-	delete(ix.entries, key)
-	if i, found := slices.BinarySearch(ix.keys, key); found {
-		ix.keys = slices.Delete(ix.keys, i, i+1)
+}
+
+// unlist takes key out of the lists of m; ix.mu is held.
+func (ix *index) unlist(key string, m Meta) {
+	for _, sel := range selectorsOf(m) {
+		l := ix.lists[sel]
+		if i, found := slices.BinarySearch(l, key); found {
+			l = slices.Delete(l, i, i+1)
+		}
+		if len(l) == 0 {
+			delete(ix.lists, sel)
+		} else {
+			ix.lists[sel] = l
+		}
 	}
 }
 
@@ -83,64 +136,52 @@ func (ix *index) has(key string) bool {
 	return ok
 }
 
-func (ix *index) len() int {
+// newest returns up to n keys of the list sel that are older than before
+// ("" starts at the newest), newest first. Expired entries are skipped.
+func (ix *index) newest(sel, before string, n int) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return len(ix.keys)
-}
-
-// newest returns up to n keys older than before ("" starts at the newest)
-// whose entries keep says yes, newest first. Expired entries are skipped.
-func (ix *index) newest(before string, n int, keep func(Meta) bool) []string {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	end := len(ix.keys)
+	l := ix.lists[sel]
+	end := len(l)
 	if before != "" {
-		end, _ = slices.BinarySearch(ix.keys, before)
+		end, _ = slices.BinarySearch(l, before)
 	}
 	cutoff := time.Now().Add(-ix.ttl)
 	var out []string
 	for i := end - 1; i >= 0 && len(out) < n; i-- {
-		e := ix.entries[ix.keys[i]]
-		if e.updated.After(cutoff) && (keep == nil || keep(e.Meta)) {
-			out = append(out, ix.keys[i])
+		if ix.entries[l[i]].updated.After(cutoff) {
+			out = append(out, l[i])
 		}
 	}
 	return out
 }
 
-// oldest returns up to n keys, oldest first, whose entries keep says yes.
-func (ix *index) oldest(n int, keep func(Meta) bool) []string {
+// oldest returns up to n keys of the list sel, oldest first.
+func (ix *index) oldest(sel string, n int) []string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var out []string
-	for _, k := range ix.keys {
-		if len(out) == n {
-			break
-		}
-		if keep(ix.entries[k].Meta) {
-			out = append(out, k)
-		}
-	}
-	return out
+	l := ix.lists[sel]
+	return slices.Clone(l[:min(n, len(l))])
 }
 
-// pruneExpired drops the entries older than the TTL: the bucket expired
-// them (and their records) without telling the watchers.
+// pruneExpired drops the entries older than the TTL.
 func (ix *index) pruneExpired() {
 	cutoff := time.Now().Add(-ix.ttl)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	kept := ix.keys[:0]
-	for _, k := range ix.keys {
-		if ix.entries[k].updated.After(cutoff) {
-			kept = append(kept, k)
-		} else {
+	for k, e := range ix.entries {
+		if !e.updated.After(cutoff) {
 			delete(ix.entries, k)
 		}
 	}
-	clear(ix.keys[len(kept):])
-	ix.keys = kept
+	for sel, l := range ix.lists {
+		l = slices.DeleteFunc(l, func(k string) bool { _, ok := ix.entries[k]; return !ok })
+		if len(l) == 0 {
+			delete(ix.lists, sel)
+		} else {
+			ix.lists[sel] = l
+		}
+	}
 }
 
 func (s *NATS) openIndex(ctx context.Context) error {

@@ -204,3 +204,43 @@ func TestReindexCoversRecordsWithoutEntries(t *testing.T) {
 		t.Errorf("after Reindex %v", got)
 	}
 }
+
+func TestIndexListsFollowTheirEntries(t *testing.T) {
+	ix := newIndex(time.Hour)
+	now := time.Now()
+	ix.put("exe_1", Meta{Status: "running", Owner: "a"}, 1, now)
+	ix.put("exe_2", Meta{Status: "running", Owner: "b"}, 2, now)
+	ix.put("exe_3", Meta{Status: "completed", Owner: "a", Final: true}, 3, now.Add(-2*time.Hour)) // expired
+	// exe_1 finishes; a stale write of its old entry arrives afterwards.
+	ix.put("exe_1", Meta{Status: "completed", Owner: "a", Final: true}, 4, now)
+	ix.put("exe_1", Meta{Status: "running", Owner: "a"}, 1, now)
+	tests := []struct {
+		name string
+		sel  string
+		want []string
+	}{
+		{"running of everyone", selector("running", "", true), []string{"exe_2"}},
+		{"running of a", selector("running", "a", false), nil},
+		{"completed of a, the expired one left out", selector("completed", "a", false), []string{"exe_1"}},
+		{"everything of a", selector("", "a", false), []string{"exe_1"}},
+		{"everything", selAll, []string{"exe_2", "exe_1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ix.newest(tt.sel, "", 10); !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := ix.oldest(selFinished, 10); !slices.Equal(got, []string{"exe_1", "exe_3"}) {
+		t.Errorf("finished %v before pruning", got)
+	}
+	ix.pruneExpired()
+	ix.remove("exe_2")
+	if got := ix.oldest(selFinished, 10); !slices.Equal(got, []string{"exe_1"}) {
+		t.Errorf("finished %v after pruning", got)
+	}
+	if len(ix.entries) != 1 || len(ix.lists) != len(selectorsOf(ix.entries["exe_1"].Meta)) {
+		t.Errorf("%d entries in %d lists left, want exe_1 alone", len(ix.entries), len(ix.lists))
+	}
+}

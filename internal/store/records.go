@@ -79,11 +79,11 @@ func (s *NATS) List(ctx context.Context, opts ListOptions) ([]Entry, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	keep := opts.keep()
+	sel := selector(opts.Status, opts.Owner, opts.AllOwners)
 	var page []Entry
 	for {
 		// One more candidate than needed tells whether a next page exists.
-		batch := s.index.newest(before, opts.Limit-len(page)+1, keep)
+		batch := s.index.newest(sel, before, opts.Limit-len(page)+1)
 		for _, k := range batch {
 			if len(page) == opts.Limit {
 				return page, encodeCursor(page[len(page)-1].Key), nil
@@ -105,13 +105,6 @@ func (s *NATS) List(ctx context.Context, opts ListOptions) ([]Entry, string, err
 		if len(batch) == 0 {
 			return page, "", nil
 		}
-	}
-}
-
-// keep is the index filter of opts.
-func (o ListOptions) keep() func(Meta) bool {
-	return func(m Meta) bool {
-		return (o.Status == "" || m.Status == o.Status) && (o.AllOwners || m.Owner == o.Owner)
 	}
 }
 
