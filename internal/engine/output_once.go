@@ -10,6 +10,7 @@ import (
 	"hash"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -64,7 +65,9 @@ func (p *publishedOutput) publish(ctx context.Context, e *Engine, id string, typ
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err != nil {
+	// Events are JSON text: bytes that are not UTF-8 would not come back
+	// as they were written.
+	if err != nil || !utf8.ValidString(data) {
 		p.failed = true
 		return
 	}

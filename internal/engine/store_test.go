@@ -152,6 +152,20 @@ func TestRecordHoldsOutputOnce(t *testing.T) {
 			t.Errorf("Get: stderr %q, %v; want %q", got.Stderr, err, x.Stderr)
 		}
 	})
+	t.Run("output that is not UTF-8 stays in the record", func(t *testing.T) {
+		x, err := e.eng.RunSync(ctx, script("print:caf\xe9\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := e.st.Get(ctx, x.ID)
+		if err != nil || !strings.Contains(string(raw.Value), `"stdout":"caf`) {
+			t.Fatalf("stored record %s, %v; want the output in it", raw.Value, err)
+		}
+		got, err := e.eng.Get(ctx, x.ID)
+		if err != nil || !strings.HasPrefix(got.Stdout, "caf") {
+			t.Errorf("Get: %q, %v", got.Stdout, err)
+		}
+	})
 	t.Run("output gone with its events", func(t *testing.T) {
 		if err := e.st.PurgeEvents(ctx, x.ID); err != nil {
 			t.Fatal(err)
