@@ -278,3 +278,27 @@ func TestStoreStatsSignalNearLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestStartIndexesRecordsOfAnOlderDataDir(t *testing.T) {
+	dir := t.TempDir()
+	e := start(t, dir, Config{}, nil)
+	ctx := context.Background()
+	var ids []string
+	for _, s := range []string{"print:1", "print:2"} {
+		x, err := e.eng.RunSync(ctx, script(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, x.ID)
+	}
+	// A data directory written before the index existed has no index.
+	if err := e.st.JetStream().DeleteKeyValue(ctx, store.IndexBucket); err != nil {
+		t.Fatal(err)
+	}
+	e.close(t)
+	e = start(t, dir, Config{}, nil)
+	got := listPages(t, e.eng, ListOptions{Limit: 10, Status: StatusCompleted, Owner: "tester"})
+	if fmt.Sprint(got) != fmt.Sprint([][]string{{ids[1], ids[0]}}) {
+		t.Errorf("after restart: %v, want %v", got, ids)
+	}
+}
