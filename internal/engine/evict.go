@@ -20,8 +20,8 @@ const (
 // its limit.
 const StoreNearFraction = 0.9
 
-// evictBatch is how many records one eviction step removes before the
-// store is measured again.
+// evictBatch is how many eviction candidates are taken from the index at
+// a time; the store is measured again after each one.
 const evictBatch = 16
 
 // StoreStats says how full the shared store is.
@@ -80,37 +80,39 @@ func (e *Engine) evictLoop(ctx context.Context) {
 }
 
 // evict runs one round: measure, and while above the limit, remove the
-// oldest finished records (never a pending or running one).
+// oldest finished execution (never a pending or running one) and measure
+// again, so that no more is removed than the limit asks for.
 func (e *Engine) evict(ctx context.Context) error {
 	limit := e.cfg.StoreMaxBytes
 	e.st.ForgetExpired()
-	for {
-		used, err := e.st.Usage(ctx)
-		if err != nil {
-			return err
-		}
-		if limit <= 0 || used <= limit {
-			e.setGauge(used, 0, false)
-			return nil
-		}
+	used, err := e.st.Usage(ctx)
+	if err != nil {
+		return err
+	}
+	for limit > 0 && used > limit {
 		ids := e.st.OldestFinished(evictBatch)
 		if len(ids) == 0 {
 			e.setGauge(used, 0, true)
 			return nil
 		}
-		n := 0
 		for _, id := range ids {
 			ok, err := e.evictOne(ctx, id)
 			if err != nil {
-				e.setGauge(used, n, false)
+				return err
+			}
+			if used, err = e.st.Usage(ctx); err != nil {
 				return err
 			}
 			if ok {
-				n++
+				e.setGauge(used, 1, false)
+			}
+			if used <= limit {
+				break
 			}
 		}
-		e.setGauge(used, n, false)
 	}
+	e.setGauge(used, 0, false)
+	return nil
 }
 
 func (e *Engine) setGauge(used int64, evicted int, full bool) {
