@@ -96,11 +96,11 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
 		Logger: log.With("component", "api"), BaseEnvironment: st.base.String,
-		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace}
+		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
-	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats))
+	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats), api.StoreCollector(st.eng.StoreStats))
 	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err

@@ -252,7 +252,8 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 		},
-		MaxFiles:     cfg.MaxCollectFiles,
-		MaxFileBytes: cfg.MaxCollectBytes,
+		MaxFiles:      cfg.MaxCollectFiles,
+		MaxFileBytes:  cfg.MaxCollectBytes,
+		StoreMaxBytes: cfg.StoreMaxBytes,
 	}
 }

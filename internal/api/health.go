@@ -10,13 +10,22 @@ import (
 // healthBody answers GET /health: {"status":"ok"} plus facts an operator
 // checks first.
 type healthBody struct {
-	Status            string `json:"status" example:"ok"`
-	Version           string `json:"version"`
-	Isolation         string `json:"isolation" doc:"How payloads are isolated"`
-	UnsafeNoIsolation bool   `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
-	AuthRequired      bool   `json:"auth_required"`
-	NetworkAllowed    bool   `json:"network_allowed" doc:"Whether requests may ask for network access"`
-	BaseEnvironment   string `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
+	Status            string       `json:"status" example:"ok"`
+	Version           string       `json:"version"`
+	Isolation         string       `json:"isolation" doc:"How payloads are isolated"`
+	UnsafeNoIsolation bool         `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
+	AuthRequired      bool         `json:"auth_required"`
+	NetworkAllowed    bool         `json:"network_allowed" doc:"Whether requests may ask for network access"`
+	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
+	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
+}
+
+// storeHealth is the store part of /health.
+type storeHealth struct {
+	State     string `json:"state" enum:"ok,near_limit,full" doc:"near_limit from 90% of max_bytes (the oldest finished executions are being evicted); full: above it with only unfinished executions left"`
+	UsedBytes int64  `json:"used_bytes"`
+	MaxBytes  int64  `json:"max_bytes" doc:"--store-max-bytes; 0: no limit"`
+	Evictions uint64 `json:"evictions" doc:"Finished executions evicted since the server started"`
 }
 
 type healthOutput struct{ Body healthBody }
@@ -39,6 +48,10 @@ func (s *Server) registerHealth(hapi huma.API) {
 		body := s.info
 		if s.baseEnv != nil {
 			body.BaseEnvironment = s.baseEnv()
+		}
+		if s.store != nil {
+			st := s.store()
+			body.Store = &storeHealth{State: st.State, UsedBytes: st.UsedBytes, MaxBytes: st.MaxBytes, Evictions: st.Evictions}
 		}
 		return &healthOutput{Body: body}, nil
 	})

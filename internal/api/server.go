@@ -22,6 +22,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // Defaults for the Options a caller may leave zero.
@@ -42,6 +43,8 @@ type Options struct {
 	// BaseEnvironment, if set, reports the state of the base dependency
 	// environment on /health ("building", "ready", "failed: why"...).
 	BaseEnvironment func() string
+	// Store, if set, reports how full the shared store is on /health.
+	Store func() engine.StoreStats
 
 	// Heartbeat is the interval of SSE keep-alive comments (default 15s).
 	Heartbeat time.Duration
@@ -60,6 +63,7 @@ type Server struct {
 	limits    limits
 	info      healthBody
 	baseEnv   func() string
+	store     func() engine.StoreStats
 	heartbeat time.Duration
 	shutdown  time.Duration
 	metrics   *Metrics
@@ -108,6 +112,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 			NetworkAllowed:    cfg.AllowNetwork,
 		},
 		baseEnv:   opts.BaseEnvironment,
+		store:     opts.Store,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),

@@ -33,6 +33,9 @@ type Config struct {
 	// ShutdownTimeout is how long running executions and requests get to
 	// finish after SIGTERM/SIGINT before they are stopped (see serve).
 	ShutdownTimeout time.Duration
+	// StoreMaxBytes caps the shared store; above it the oldest finished
+	// executions are evicted. 0: no cap (records only expire).
+	StoreMaxBytes int64
 
 	APIKeys      []string // entries "key" or "name:key" (PYEXEC_API_KEYS)
 	APIKeysFile  string   // one entry per line; '#' starts a comment

@@ -56,6 +56,7 @@ func TestResolvePrecedence(t *testing.T) {
 				"PYEXEC_PORT": "9090", "PYEXEC_DEFAULT_TIMEOUT": "45", "PYEXEC_RECORD_TTL": "2h",
 				"PYEXEC_ALLOW_NETWORK": "true", "PYEXEC_API_KEYS": "ci:" + goodKey + ",other:" + goodKey + "x",
 				"PYEXEC_MAX_OUTPUT_BYTES": "2MiB", "PYEXEC_MAX_COLLECT_FILES": "7", "PYEXEC_MAX_COLLECT_BYTES": "5MiB",
+				"PYEXEC_STORE_MAX_BYTES": "2GiB",
 			},
 			check: func(t *testing.T, c Config) {
 				if c.Port != 9090 || c.DefaultTimeout != 45*time.Second || c.RecordTTL != 2*time.Hour {
@@ -66,6 +67,9 @@ func TestResolvePrecedence(t *testing.T) {
 				}
 				if c.MaxCollectFiles != 7 || c.MaxCollectBytes != 5<<20 {
 					t.Errorf("collect limits %d files %d bytes, want 7 and 5 MiB", c.MaxCollectFiles, c.MaxCollectBytes)
+				}
+				if c.StoreMaxBytes != 2<<30 {
+					t.Errorf("store limit %d, want 2 GiB", c.StoreMaxBytes)
 				}
 			},
 		},
@@ -162,6 +166,7 @@ func TestValidate(t *testing.T) {
 		{"empty queue", func(c *Config) { c.QueueSize = 0 }, "PYEXEC_QUEUE_SIZE: must be at least 1, got 0"},
 		{"short ttl", func(c *Config) { c.RecordTTL = time.Second }, "PYEXEC_RECORD_TTL: must be at least 1m0s, got 1s"},
 		{"endless shutdown", func(c *Config) { c.ShutdownTimeout = 2 * time.Hour }, "PYEXEC_SHUTDOWN_TIMEOUT: must be 0-1h0m0s, got 2h0m0s"},
+		{"tiny store", func(c *Config) { c.StoreMaxBytes = 1 << 20 }, "PYEXEC_STORE_MAX_BYTES: must be 0 (no limit) or at least 67108864, got 1048576"},
 		{"zero body", func(c *Config) { c.MaxBodyMB = 0 }, "PYEXEC_MAX_BODY_MB: must be at least 1, got 0"},
 		{"archive total below per file", func(c *Config) { c.MaxArchiveBytes = 10 },
 			"PYEXEC_MAX_ARCHIVE_BYTES: must be at least PYEXEC_MAX_ARCHIVE_FILE_BYTES (10485760), got 10"},

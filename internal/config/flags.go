@@ -53,6 +53,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("record-ttl", "how long execution records are kept")
 	fs.Var(secondsValue{&c.ShutdownTimeout}, "shutdown-timeout", "")
 	add("shutdown-timeout", "on SIGTERM/SIGINT, how long running executions get to finish before they are stopped (failed/node_lost); a second signal stops them at once")
+	fs.Var(sizeValue{&c.StoreMaxBytes}, "store-max-bytes", "")
+	add("store-max-bytes", "size limit of the stored executions (records, events, artifacts; bytes, or with KiB/MiB/GiB); above it the oldest finished ones are evicted; 0: no limit")
 	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
 	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
 	fs.BoolVar(&c.WarmPool, "warm-pool", c.WarmPool, "")

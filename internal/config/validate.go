@@ -17,6 +17,9 @@ const (
 	// maxShutdownTimeout keeps a stop bounded: supervisors kill what does
 	// not stop within their own timeout (systemd's default is 90s).
 	maxShutdownTimeout = time.Hour
+	// minStoreBytes keeps a store limit above what a few executions with
+	// full output take.
+	minStoreBytes = 64 << 20
 )
 
 // Validate checks every field and returns all problems at once, each
@@ -86,6 +89,9 @@ func (c *Config) Validate() error {
 
 	if c.MaxBodyMB < 1 {
 		bad("PYEXEC_MAX_BODY_MB", "must be at least 1, got %d", c.MaxBodyMB)
+	}
+	if c.StoreMaxBytes != 0 && c.StoreMaxBytes < minStoreBytes {
+		bad("PYEXEC_STORE_MAX_BYTES", "must be 0 (no limit) or at least %d, got %d", minStoreBytes, c.StoreMaxBytes)
 	}
 	if c.MaxOutputBytes < 1 {
 		bad("PYEXEC_MAX_OUTPUT_BYTES", "must be at least 1, got %d", c.MaxOutputBytes)

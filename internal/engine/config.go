@@ -49,6 +49,13 @@ type Config struct {
 	KillWait time.Duration
 	// Sessions configures stateful sessions (session_types.go).
 	Sessions SessionConfig
+	// StoreMaxBytes caps what the shared store holds (records, index,
+	// events, request payloads, artifacts); above it the oldest finished
+	// executions are evicted (evict.go). Zero: no cap, records only expire.
+	StoreMaxBytes int64
+	// EvictInterval is how often the store is measured (also after every
+	// execution that ends). Default 10s.
+	EvictInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +93,7 @@ func (c Config) withDefaults() Config {
 		c.FlushBytes = 32 << 10
 	}
 	setDur(&c.KillWait, 10*time.Second)
+	setDur(&c.EvictInterval, 10*time.Second)
 	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
@@ -105,6 +113,8 @@ func (c Config) validate() error {
 		{c.FlushInterval < time.Millisecond || c.FlushBytes < 1, "event flush interval and size must be positive"},
 		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
 		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
+		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
+		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -70,6 +70,8 @@ type Store interface {
 	store.Events
 	store.Control
 	store.Audit
+	store.EventReader
+	store.Capacity
 }
 
 // Deps are the engine's collaborators. All but Logger are required.

@@ -33,6 +33,7 @@ type Engine struct {
 	owned  map[string]*owner // executions this node runs or holds
 	closed bool
 	sess   *sessions // this node's live sessions (session*.go)
+	gauge  *storeGauge
 }
 
 // Stats is a snapshot of this node's load.
@@ -71,12 +72,22 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
 		sess:       newSessions(),
+		gauge:      newStoreGauge(cfg.StoreMaxBytes),
 	}, nil
 }
 
 // Start recovers what a previous run of the server left behind (see
 // recover.go) and starts taking async jobs from the queue.
 func (e *Engine) Start(ctx context.Context) error {
+	// Records of a data directory older than the index get their entries
+	// first: recovery and listings find records through the index.
+	n, err := e.st.Reindex(ctx, describeRecord)
+	if err != nil {
+		return fmt.Errorf("engine: indexing records: %w", err)
+	}
+	if n > 0 {
+		e.log.Info("indexed records written before the index existed", "count", n)
+	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
@@ -85,10 +96,14 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine: reading queue depth: %w", err)
 	}
 	e.adm.setQueued(int(depth))
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go func() {
 		defer e.wg.Done()
 		e.dispatch(e.stopping)
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.evictLoop(e.stopping)
 	}()
 	go func() {
 		defer e.wg.Done()

@@ -329,37 +329,6 @@ func TestFollowReplaysFinishedExecutionInOrder(t *testing.T) {
 	}
 }
 
-func TestListFiltersAndPages(t *testing.T) {
-	e := start(t, t.TempDir(), Config{}, nil)
-	ctx := context.Background()
-	var ids []string
-	for _, s := range []string{"print:1", "timeout", "print:2", "print:3"} {
-		x, err := e.eng.RunSync(ctx, script(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, x.ID)
-	}
-	page, next, err := e.eng.List(ctx, ListOptions{Limit: 2, Owner: tester.Name})
-	if err != nil || len(page) != 2 || next == "" || page[0].ID != ids[3] || page[1].ID != ids[2] {
-		t.Fatalf("first page = %v, %q, %v", page, next, err)
-	}
-	page, next, err = e.eng.List(ctx, ListOptions{Limit: 2, Cursor: next, Owner: tester.Name})
-	if err != nil || len(page) != 2 || next != "" || page[0].ID != ids[1] || page[1].ID != ids[0] {
-		t.Fatalf("second page = %v, %q, %v", page, next, err)
-	}
-	failed, _, err := e.eng.List(ctx, ListOptions{Status: StatusFailed, Owner: tester.Name})
-	if err != nil || len(failed) != 1 || failed[0].ID != ids[1] {
-		t.Errorf("failed = %v, %v", failed, err)
-	}
-	for _, bad := range []ListOptions{{Status: "weird", Owner: tester.Name}, {Cursor: "***", Owner: tester.Name},
-		{Limit: -1, Owner: tester.Name}, {}} {
-		if _, _, err := e.eng.List(ctx, bad); !errors.Is(err, ErrInvalid) {
-			t.Errorf("List(%+v) = %v, want ErrInvalid", bad, err)
-		}
-	}
-}
-
 func TestTimestampsHaveAtMostSixFractionalDigits(t *testing.T) {
 	e := start(t, t.TempDir(), Config{}, nil)
 	x, err := e.eng.RunSync(context.Background(), script("print:x"))

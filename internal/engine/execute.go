@@ -42,8 +42,9 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	onRunning()
 	e.publishEvent(sctx, o.id, EventStatus, string(StatusRunning))
 
+	published := newPublishedOutput()
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
-		e.publishEvent(sctx, o.id, t, d)
+		published.publish(sctx, e, o.id, t, d)
 	})
 	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
 	if done != nil {
@@ -64,6 +65,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		cause = context.Cause(ctx)
 	}
 	e.outcome(&ran, p, res, runErr, cause)
+	published.settle(&ran)
 	// The run may have outlasted sctx: the outcome gets a deadline of its own.
 	fctx, fcancel := storeCtx()
 	defer fcancel()
@@ -80,7 +82,7 @@ func (e *Engine) finish(ctx context.Context, ran *record) (*record, error) {
 		wasFinal = cur.Status.Final()
 		switch {
 		case !wasFinal:
-			cur.Execution = ran.Execution
+			cur.Execution, cur.Output = ran.Execution, ran.Output
 			return true
 		case cur.Status == StatusKilled:
 			merge(cur, ran)
@@ -90,6 +92,9 @@ func (e *Engine) finish(ctx context.Context, ran *record) (*record, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: recording the outcome of %s: %w", ran.ID, err)
+	}
+	if err := e.withOutput(ctx, r); err != nil {
+		return nil, err
 	}
 	if !wasFinal {
 		e.ended(ctx, r)
@@ -141,6 +146,7 @@ func stoppedWaiting(cause error) func(*record) {
 func (e *Engine) ended(ctx context.Context, r *record) {
 	e.publishEvent(ctx, r.ID, EventStatus, string(r.Status))
 	e.appendAudit(ctx, r)
+	e.kickEviction()
 	if e.deps.OnFinish != nil {
 		e.deps.OnFinish(r.Execution)
 	}

@@ -125,7 +125,7 @@ func markKilled(r *record, msg string) {
 // made final (a kill that won the race to write): the status and the
 // reason stay, the output and measurements are added.
 func merge(dst, run *record) {
-	dst.Stdout, dst.Stderr = run.Stdout, run.Stderr
+	dst.Stdout, dst.Stderr, dst.Output = run.Stdout, run.Stderr, run.Output
 	dst.StdoutTruncated, dst.StderrTruncated = run.StdoutTruncated, run.StderrTruncated
 	dst.CPUTimeMs, dst.PeakMemoryBytes, dst.DurationMs = run.CPUTimeMs, run.PeakMemoryBytes, run.DurationMs
 	dst.Files, dst.FilesOmitted = run.Files, run.FilesOmitted

@@ -22,6 +22,9 @@ func (e *Engine) Get(ctx context.Context, c Caller, id string) (*Execution, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := e.withOutput(ctx, r); err != nil {
+		return nil, err
+	}
 	return &r.Execution, nil
 }
 
@@ -29,6 +32,10 @@ func (e *Engine) Get(ctx context.Context, c Caller, id string) (*Execution, erro
 // page ("" on the last page). Limit defaults to 20 and is capped at 100.
 // It lists the executions of opts.Owner, or every caller's with
 // opts.AllOwners; ErrInvalid when it has neither (fail closed).
+//
+// Candidates come from the store's index (status, owner, time), so only
+// the records of the page are read: the cost and memory of a call depend
+// on its limit, not on how many records the store holds.
 func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, string, error) {
 	limit := opts.Limit
 	switch {
@@ -47,17 +54,12 @@ func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, stri
 	if opts.Owner == "" && !opts.AllOwners {
 		return nil, "", fmt.Errorf("%w: listing needs an owner", ErrInvalid)
 	}
-	match := func(v []byte) bool {
-		var s struct {
-			Status Status    `json:"status"`
-			Audit  auditInfo `json:"audit"`
-		}
-		if json.Unmarshal(v, &s) != nil {
-			return false
-		}
-		return (opts.Status == "" || s.Status == opts.Status) && (opts.AllOwners || s.Audit.Caller == opts.Owner)
+	sopts := store.ListOptions{
+		Cursor: opts.Cursor, Limit: limit,
+		Status: string(opts.Status), Owner: opts.Owner, AllOwners: opts.AllOwners,
+		Match: e.indexCheck(ctx, opts),
 	}
-	page, next, err := e.st.List(ctx, store.ListOptions{Cursor: opts.Cursor, Limit: limit, Match: match})
+	page, next, err := e.st.List(ctx, sopts)
 	if errors.Is(err, store.ErrBadCursor) {
 		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -70,7 +72,43 @@ func (e *Engine) List(ctx context.Context, opts ListOptions) ([]*Execution, stri
 		if err := json.Unmarshal(ent.Value, &r); err != nil {
 			return nil, "", fmt.Errorf("engine: decoding record %s: %w", ent.Key, err)
 		}
+		err := e.withOutput(ctx, &r)
+		if errors.Is(err, ErrNotFound) {
+			continue // its output expired just before the record
+		}
+		if err != nil {
+			return nil, "", err
+		}
 		out = append(out, &r.Execution)
 	}
 	return out, next, nil
+}
+
+// indexCheck checks each record a listing reads against the filter its
+// index entry was chosen by. An entry can lag behind its record (the
+// writer died between the two writes); such an entry is rewritten from the
+// record and the record left out.
+func (e *Engine) indexCheck(ctx context.Context, opts ListOptions) func([]byte) bool {
+	return func(v []byte) bool {
+		var r record
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false
+		}
+		if (opts.Status == "" || r.Status == opts.Status) && (opts.AllOwners || r.Audit.Caller == opts.Owner) {
+			return true
+		}
+		if err := e.st.SetMeta(ctx, r.ID, r.meta()); err != nil {
+			e.log.Warn("repairing an index entry", "execution_id", r.ID, "err", err)
+		}
+		return false
+	}
+}
+
+// describeRecord is the index entry of a stored record, for Reindex.
+func describeRecord(_ string, value []byte) (store.Meta, error) {
+	var r record
+	if err := json.Unmarshal(value, &r); err != nil {
+		return store.Meta{}, err
+	}
+	return r.meta(), nil
 }

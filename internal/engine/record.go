@@ -20,6 +20,30 @@ type record struct {
 	// Audit holds who asked and what was asked, so the audit record can be
 	// written by whoever ends the execution.
 	Audit auditInfo `json:"audit"`
+	// Output says where stdout and stderr are kept when not in the record
+	// itself (output_once.go).
+	Output *outputRef `json:"output,omitempty"`
+}
+
+// meta is the index entry of r: what listings filter on.
+func (r *record) meta() store.Meta {
+	return store.Meta{Status: string(r.Status), Owner: r.Audit.Caller, Final: r.Status.Final()}
+}
+
+// encode is the stored form of r: without stdout and stderr when they are
+// kept in the events.
+func (r *record) encode() ([]byte, error) {
+	v := r
+	if r.Output != nil {
+		c := *r
+		c.Stdout, c.Stderr = "", ""
+		v = &c
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
+	}
+	return b, nil
 }
 
 // auditInfo is the request side of an audit record.
@@ -74,14 +98,26 @@ func newRecord(id string, req Request, p *plan, async bool) *record {
 }
 
 func (e *Engine) create(ctx context.Context, r *record) error {
-	b, err := json.Marshal(r)
+	b, err := r.encode()
 	if err != nil {
-		return fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
+		return err
 	}
-	if _, err := e.st.Create(ctx, r.ID, b); err != nil {
+	_, err = e.st.Create(ctx, r.ID, b, r.meta())
+	if err != nil && !e.indexLag(r.ID, err) {
 		return fmt.Errorf("engine: creating record: %w", err)
 	}
 	return nil
+}
+
+// indexLag reports whether err says only that the index entry of a
+// record just written was not: the record is stored, and the listing that
+// meets the stale entry repairs it.
+func (e *Engine) indexLag(id string, err error) bool {
+	if !errors.Is(err, store.ErrIndex) {
+		return false
+	}
+	e.log.Warn("record written without its index entry", "execution_id", id, "err", err)
+	return true
 }
 
 // load reads a record and its revision; ErrNotFound when there is none.
@@ -105,11 +141,14 @@ func (e *Engine) load(ctx context.Context, id string) (*record, uint64, error) {
 // badly) is written with its output cut down until it fits.
 func (e *Engine) update(ctx context.Context, r *record, rev uint64) error {
 	for {
-		b, err := json.Marshal(r)
+		b, err := r.encode()
 		if err != nil {
-			return fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
+			return err
 		}
-		_, err = e.st.Update(ctx, r.ID, b, rev)
+		_, err = e.st.Update(ctx, r.ID, b, rev, r.meta())
+		if err != nil && e.indexLag(r.ID, err) {
+			return nil
+		}
 		if errors.Is(err, store.ErrTooLarge) && (r.Stdout != "" || r.Stderr != "") {
 			r.Stdout, r.StdoutTruncated = halve(r.Stdout, r.StdoutTruncated)
 			r.Stderr, r.StderrTruncated = halve(r.Stderr, r.StderrTruncated)

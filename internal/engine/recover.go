@@ -34,22 +34,25 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, id := range queued {
 		inQueue[id] = true
 	}
-	opts := store.ListOptions{Limit: 100, Match: unfinished}
-	for {
-		page, next, err := e.st.List(ctx, opts)
-		if err != nil {
-			return err
-		}
-		for _, ent := range page {
-			if err := e.recoverOne(ctx, ent, inQueue); err != nil {
+	for _, st := range []Status{StatusPending, StatusRunning} {
+		opts := store.ListOptions{Limit: 100, Status: string(st), AllOwners: true, Match: unfinished}
+		for {
+			page, next, err := e.st.List(ctx, opts)
+			if err != nil {
 				return err
 			}
+			for _, ent := range page {
+				if err := e.recoverOne(ctx, ent, inQueue); err != nil {
+					return err
+				}
+			}
+			if next == "" {
+				break
+			}
+			opts.Cursor = next
 		}
-		if next == "" {
-			return nil
-		}
-		opts.Cursor = next
 	}
+	return nil
 }
 
 func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[string]bool) error {

@@ -17,4 +17,7 @@ var (
 	ErrTooLarge = errors.New("value too large")
 	// ErrBadCursor: a list cursor was not produced by List.
 	ErrBadCursor = errors.New("invalid cursor")
+	// ErrIndex: a record was written but its index entry was not; the
+	// record is stored and listings repair the entry.
+	ErrIndex = errors.New("index entry not written")
 )

@@ -14,29 +14,47 @@ type Entry struct {
 }
 
 // ListOptions page through records, most recently created first. Keys
-// must sort by creation time (the engine uses UUIDv7 ids).
+// must sort by creation time (the engine uses UUIDv7 ids). Status, Owner
+// and AllOwners select by the records' index entries (Meta), without
+// reading the records left out.
 type ListOptions struct {
 	// Cursor is the opaque next value of the previous page; empty starts at
 	// the newest record.
 	Cursor string
 	// Limit is the page size; it must be positive.
 	Limit int
-	// Match, when set, keeps only the values it accepts.
+	// Status, when set, keeps only records whose Meta.Status is equal.
+	Status string
+	// Owner keeps only records whose Meta.Owner is equal, unless AllOwners.
+	Owner     string
+	AllOwners bool
+	// Match, when set, checks each record read: an index entry may lag
+	// behind its record (see Update), so a caller that needs the filter
+	// exact checks the values too.
 	Match func(value []byte) bool
 }
 
-// Records stores one value per key with compare-and-set updates.
+// Records stores one value per key with compare-and-set updates, and an
+// index entry (Meta) per value that listings filter on.
 type Records interface {
 	// Create stores a new value; ErrExists when the key is taken.
-	Create(ctx context.Context, key string, value []byte) (revision uint64, err error)
+	Create(ctx context.Context, key string, value []byte, meta Meta) (revision uint64, err error)
 	// Get returns the latest value; ErrNotFound when there is none.
 	Get(ctx context.Context, key string) (Entry, error)
 	// Update replaces the value if revision is still the latest;
-	// ErrConflict otherwise.
-	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	// ErrConflict otherwise. An error wrapping ErrIndex comes with the new
+	// revision: the value was written, its index entry was not.
+	Update(ctx context.Context, key string, value []byte, revision uint64, meta Meta) (uint64, error)
+	// Delete removes a value and its index entry.
+	Delete(ctx context.Context, key string) error
 	// List returns a page of entries and the cursor of the next page
 	// ("" when there is none).
 	List(ctx context.Context, opts ListOptions) (entries []Entry, next string, err error)
+	// SetMeta rewrites the index entry of a value.
+	SetMeta(ctx context.Context, key string, meta Meta) error
+	// Reindex writes the index entries missing from the index (records of
+	// an older data directory), with the Meta describe derives.
+	Reindex(ctx context.Context, describe func(key string, value []byte) (Meta, error)) (int, error)
 }
 
 // Requests stores request payloads, which may be several megabytes.

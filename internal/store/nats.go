@@ -21,6 +21,10 @@ type NATS struct {
 	events   jetstream.Stream
 	// artifacts holds the files executions produce (artifacts.go).
 	artifacts jetstream.ObjectStore
+	// indexKV is the index of the records and index this node's copy of
+	// it (index.go).
+	indexKV jetstream.KeyValue
+	index   *index
 }
 
 var (
@@ -53,6 +57,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATS, error) {
 		fn   func(context.Context) error
 	}{
 		{"records bucket", s.openRecords},
+		{"index bucket", s.openIndex},
 		{"requests bucket", s.openRequests},
 		{"queue stream", s.openQueue},
 		{"events stream", s.openEvents},

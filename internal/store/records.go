@@ -8,11 +8,16 @@ import (
 	"slices"
 )
 
-// Create stores a new record; ErrExists when the key is taken.
-func (s *NATS) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+// Create stores a new record and its index entry; ErrExists when the key
+// is taken. As with Update, an error wrapping ErrIndex means the record
+// was stored without its index entry.
+func (s *NATS) Create(ctx context.Context, key string, value []byte, meta Meta) (uint64, error) {
 	rev, err := s.records.Create(ctx, key, value)
 	if err != nil {
 		return 0, fmt.Errorf("store: creating record %s: %w", key, mapErr(err))
+	}
+	if err := s.putIndex(ctx, key, meta); err != nil {
+		return rev, fmt.Errorf("%w: %w", ErrIndex, err)
 	}
 	return rev, nil
 }
@@ -26,74 +31,81 @@ func (s *NATS) Get(ctx context.Context, key string) (Entry, error) {
 	return Entry{Key: key, Value: e.Value(), Revision: e.Revision()}, nil
 }
 
-// Update replaces a record if revision is still its latest one. This is
-// the compare-and-set every state transition goes through: of two writers
-// that read the same revision, exactly one wins and the other gets
-// ErrConflict.
-func (s *NATS) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+// Update replaces a record if revision is still its latest one, then its
+// index entry. This is the compare-and-set every state transition goes
+// through: of two writers that read the same revision, exactly one wins
+// and the other gets ErrConflict.
+//
+// The record is the truth and the index a hint: when the record was
+// written but its index entry was not, Update returns the new revision
+// with an error wrapping ErrIndex, and listings, which check every record
+// they return, repair the entry when they meet it.
+func (s *NATS) Update(ctx context.Context, key string, value []byte, revision uint64, meta Meta) (uint64, error) {
 	rev, err := s.records.Update(ctx, key, value, revision)
 	if err != nil {
 		return 0, fmt.Errorf("store: updating record %s: %w", key, mapErr(err))
 	}
+	if err := s.putIndex(ctx, key, meta); err != nil {
+		return rev, fmt.Errorf("%w: %w", ErrIndex, err)
+	}
 	return rev, nil
 }
 
-// List pages through the records, newest key first.
+// Delete removes a record and its index entry. Removing a record that is
+// already gone is not an error.
+func (s *NATS) Delete(ctx context.Context, key string) error {
+	s.index.remove(key)
+	if err := s.records.Purge(ctx, key); err != nil {
+		return fmt.Errorf("store: deleting record %s: %w", key, mapErr(err))
+	}
+	if err := s.indexKV.Purge(ctx, key); err != nil {
+		return fmt.Errorf("store: deleting index entry %s: %w", key, mapErr(err))
+	}
+	return nil
+}
+
+// List pages through the records whose index entries match opts, newest
+// key first.
 //
-// Cost: every call lists all keys of the bucket (a metadata-only scan of
-// the KV stream) and sorts them, then reads values one by one until the
-// page is full. With the 24h TTL that bounds the bucket this is fine for
-// thousands of records; a secondary index (a per-status KV or a stream
-// keyed by time) would be needed for millions.
+// Cost: candidates come from this node's copy of the index (no I/O, no
+// scan of the bucket); only the records of the page are read, plus any
+// whose entry turns out stale (opts.Match refuses them) or expired. So a
+// page of limit records costs about limit reads whatever the store holds.
 func (s *NATS) List(ctx context.Context, opts ListOptions) ([]Entry, string, error) {
 	if opts.Limit <= 0 {
 		return nil, "", fmt.Errorf("store: list limit %d is not positive", opts.Limit)
 	}
-	after, err := decodeCursor(opts.Cursor)
+	before, err := decodeCursor(opts.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	keys, err := s.sortedKeys(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	start := 0
-	if after != "" {
-		// Keys are sorted newest first: skip those not older than the cursor.
-		start, _ = slices.BinarySearchFunc(keys, after, func(k, target string) int {
-			switch {
-			case k > target:
-				return -1
-			case k < target:
-				return 1
-			}
-			return 0
-		})
-		if start < len(keys) && keys[start] == after {
-			start++
-		}
-	}
+	sel := selector(opts.Status, opts.Owner, opts.AllOwners)
 	var page []Entry
-	for i := start; i < len(keys); i++ {
-		e, err := s.Get(ctx, keys[i])
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted or expired since the listing
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		if opts.Match != nil && !opts.Match(e.Value) {
-			continue
-		}
-		page = append(page, e)
-		if len(page) == opts.Limit {
-			if i+1 < len(keys) {
-				return page, encodeCursor(keys[i]), nil
+	for {
+		// One more candidate than needed tells whether a next page exists.
+		batch := s.index.newest(sel, before, opts.Limit-len(page)+1)
+		for _, k := range batch {
+			if len(page) == opts.Limit {
+				return page, encodeCursor(page[len(page)-1].Key), nil
 			}
-			break
+			before = k
+			e, err := s.Get(ctx, k)
+			if errors.Is(err, ErrNotFound) {
+				s.index.remove(k) // expired or evicted meanwhile
+				continue
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			if opts.Match != nil && !opts.Match(e.Value) {
+				continue
+			}
+			page = append(page, e)
+		}
+		if len(batch) == 0 {
+			return page, "", nil
 		}
 	}
-	return page, "", nil
 }
 
 // sortedKeys lists every key, newest (greatest) first.

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -38,18 +37,18 @@ func TestRecordTransitionsAreCompareAndSet(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Config{})
 	ctx := context.Background()
 
-	rev, err := s.Create(ctx, "exe_1", []byte(`running`))
+	rev, err := s.Create(ctx, "exe_1", []byte(`running`), Meta{Status: "running"})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if _, err := s.Create(ctx, "exe_1", []byte(`again`)); !errors.Is(err, ErrExists) {
+	if _, err := s.Create(ctx, "exe_1", []byte(`again`), Meta{Status: "running"}); !errors.Is(err, ErrExists) {
 		t.Fatalf("second Create: got %v, want ErrExists", err)
 	}
 	// Two writers read the same revision; the kill lands first.
-	if _, err := s.Update(ctx, "exe_1", []byte(`killed`), rev); err != nil {
+	if _, err := s.Update(ctx, "exe_1", []byte(`killed`), rev, Meta{Status: "killed", Final: true}); err != nil {
 		t.Fatalf("Update(killed): %v", err)
 	}
-	if _, err := s.Update(ctx, "exe_1", []byte(`completed`), rev); !errors.Is(err, ErrConflict) {
+	if _, err := s.Update(ctx, "exe_1", []byte(`completed`), rev, Meta{Status: "completed", Final: true}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("stale Update(completed): got %v, want ErrConflict", err)
 	}
 	got, err := s.Get(ctx, "exe_1")
@@ -116,71 +115,6 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestListPagesNewestFirstWithFilter(t *testing.T) {
-	s, _ := open(t, t.TempDir(), Config{})
-	ctx := context.Background()
-	// Ten records; the odd ones are "failed".
-	for i := range 10 {
-		status := "completed"
-		if i%2 == 1 {
-			status = "failed"
-		}
-		v, _ := json.Marshal(map[string]string{"status": status})
-		if _, err := s.Create(ctx, fmt.Sprintf("exe_%02d", i), v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failed := func(v []byte) bool { return bytes.Contains(v, []byte(`"failed"`)) }
-	tests := []struct {
-		name  string
-		limit int
-		match func([]byte) bool
-		want  [][]string // keys of each page
-	}{
-		{"all in pages of 4", 4, nil, [][]string{
-			{"exe_09", "exe_08", "exe_07", "exe_06"},
-			{"exe_05", "exe_04", "exe_03", "exe_02"},
-			{"exe_01", "exe_00"},
-		}},
-		{"failed in pages of 2", 2, failed, [][]string{
-			{"exe_09", "exe_07"},
-			{"exe_05", "exe_03"},
-			{"exe_01"},
-		}},
-		{"exact fit", 10, nil, [][]string{
-			{"exe_09", "exe_08", "exe_07", "exe_06", "exe_05", "exe_04", "exe_03", "exe_02", "exe_01", "exe_00"},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cursor := ""
-			for i, want := range tt.want {
-				page, next, err := s.List(ctx, ListOptions{Cursor: cursor, Limit: tt.limit, Match: tt.match})
-				if err != nil {
-					t.Fatalf("page %d: %v", i, err)
-				}
-				var got []string
-				for _, e := range page {
-					got = append(got, e.Key)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("page %d = %v, want %v", i, got, want)
-				}
-				last := i == len(tt.want)-1
-				if last != (next == "") {
-					t.Fatalf("page %d: next cursor %q, last page %v", i, next, last)
-				}
-				cursor = next
-			}
-		})
-	}
-	t.Run("bad cursor", func(t *testing.T) {
-		if _, _, err := s.List(ctx, ListOptions{Cursor: "%%%", Limit: 1}); !errors.Is(err, ErrBadCursor) {
-			t.Errorf("got %v, want ErrBadCursor", err)
-		}
-	})
 }
 
 func TestEventsReplayThenLive(t *testing.T) {
@@ -367,7 +301,7 @@ func TestRecordsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	s, emb := open(t, dir, Config{})
-	if _, err := s.Create(ctx, "exe_keep", []byte("kept")); err != nil {
+	if _, err := s.Create(ctx, "exe_keep", []byte("kept"), Meta{Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Enqueue(ctx, "exe_keep"); err != nil {

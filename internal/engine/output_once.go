@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// Output is stored once. While a run goes, its stdout and stderr are
+// published as events (output.go), which followers replay. When the run
+// ends, the record keeps the output only if those events do not already
+// hold exactly the same bytes; otherwise it says so with an outputRef and
+// Get rebuilds stdout and stderr from the events. Any doubt (a publish
+// that failed, a jail that captured other bytes than it streamed) keeps
+// the output in the record, as before.
+
+// outputRef says that the output of a record is in its events.
+type outputRef struct {
+	// Stdout and Stderr are the lengths kept, to tell a complete rebuild
+	// from events that expired or were removed before the record.
+	Stdout int `json:"stdout_bytes"`
+	Stderr int `json:"stderr_bytes"`
+}
+
+// errOutputGone: the events holding a record's output are gone.
+var errOutputGone = errors.New("the output of this execution expired")
+
+// publishedOutput follows the stdout and stderr events of one run as they
+// are stored.
+type publishedOutput struct {
+	mu     sync.Mutex
+	sums   [2]hash.Hash
+	n      [2]int
+	failed bool
+}
+
+func newPublishedOutput() *publishedOutput {
+	return &publishedOutput{sums: [2]hash.Hash{sha256.New(), sha256.New()}}
+}
+
+// publish stores one event like publishEvent and, for output events,
+// remembers what was stored.
+func (p *publishedOutput) publish(ctx context.Context, e *Engine, id string, typ EventType, data string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	b, err := encodeEvent(typ, data)
+	if err == nil {
+		err = e.st.PublishEvent(ctx, id, b)
+	}
+	if err != nil {
+		e.log.Warn("publishing event", "execution_id", id, "type", typ, "err", err)
+	}
+	i := outputStream(typ)
+	if i < 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Events are JSON text: bytes that are not UTF-8 would not come back
+	// as they were written.
+	if err != nil || !utf8.ValidString(data) {
+		p.failed = true
+		return
+	}
+	p.sums[i].Write([]byte(data))
+	p.n[i] += len(data)
+}
+
+// settle points r at the events when they hold exactly r's output.
+func (p *publishedOutput) settle(r *record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.Output = nil
+	if p.failed || (r.Stdout == "" && r.Stderr == "") {
+		return
+	}
+	for i, s := range []string{r.Stdout, r.Stderr} {
+		sum := sha256.Sum256([]byte(s))
+		if p.n[i] != len(s) || !bytes.Equal(p.sums[i].Sum(nil), sum[:]) {
+			return
+		}
+	}
+	r.Output = &outputRef{Stdout: len(r.Stdout), Stderr: len(r.Stderr)}
+}
+
+func outputStream(t EventType) int {
+	switch t {
+	case EventStdout:
+		return 0
+	case EventStderr:
+		return 1
+	}
+	return -1
+}
+
+// withOutput fills in the stdout and stderr of a record that keeps them in
+// its events; errOutputGone (wrapping ErrNotFound) when they are no longer
+// all there.
+func (e *Engine) withOutput(ctx context.Context, r *record) error {
+	if r.Output == nil || r.Stdout != "" || r.Stderr != "" {
+		return nil
+	}
+	var out [2]strings.Builder
+	out[0].Grow(r.Output.Stdout)
+	out[1].Grow(r.Output.Stderr)
+	err := e.st.ReadEvents(ctx, r.ID, func(m store.EventMsg) error {
+		var se storedEvent
+		if err := json.Unmarshal(m.Data, &se); err != nil {
+			return nil // not an output event of ours; the lengths tell
+		}
+		if i := outputStream(se.Type); i >= 0 {
+			out[i].WriteString(se.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: reading the output of %s: %w", r.ID, err)
+	}
+	if out[0].Len() != r.Output.Stdout || out[1].Len() != r.Output.Stderr {
+		return fmt.Errorf("%w: %s: %w", ErrNotFound, r.ID, errOutputGone)
+	}
+	r.Stdout, r.Stderr = out[0].String(), out[1].String()
+	return nil
+}

@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// IndexBucket holds one small entry per record (its Meta), kept in step
+// with the record, so that listing never reads records it does not return.
+const IndexBucket = "PYEXEC_INDEX"
+
+// Meta is what the index knows of a record: the labels a listing filters
+// on. The store gives them no meaning beyond equality; Final marks a record
+// that eviction may remove.
+type Meta struct {
+	Status string `json:"s"`
+	Owner  string `json:"o,omitempty"`
+	Final  bool   `json:"f,omitempty"`
+}
+
+// indexEntry is the in-memory form of one index entry.
+type indexEntry struct {
+	Meta
+	rev     uint64    // revision in IndexBucket; a lower one never overwrites
+	updated time.Time // when the entry was written; it expires with the TTL
+}
+
+// index is this node's copy of IndexBucket: every node watches the bucket,
+// so writes of other nodes show up here too. Besides the entries it keeps
+// one sorted key list per selector (everything; a status; an owner; a
+// status and an owner; finished records), so a listing walks only keys
+// that match its filter, under a read lock and without I/O: its cost and
+// memory depend on its page size, not on the store's size. About 200
+// bytes per record.
+type index struct {
+	ttl time.Duration
+
+	mu      sync.RWMutex
+	entries map[string]indexEntry
+	lists   map[string][]string // selector → keys, ascending (oldest first)
+}
+
+func newIndex(ttl time.Duration) *index {
+	return &index{ttl: ttl, entries: make(map[string]indexEntry), lists: make(map[string][]string)}
+}
+
+// Selectors name the key lists. The separator cannot occur in a status
+// or an owner the engine writes (API key names and status words).
+const (
+	selAll      = "all"
+	selFinished = "final"
+	selSep      = "\x00"
+)
+
+// selector is the list that holds exactly the keys a listing with these
+// filters wants.
+func selector(status, owner string, allOwners bool) string {
+	switch {
+	case status != "" && !allOwners:
+		return "so" + selSep + status + selSep + owner
+	case status != "":
+		return "s" + selSep + status
+	case !allOwners:
+		return "o" + selSep + owner
+	}
+	return selAll
+}
+
+// selectorsOf are the lists an entry with m belongs to.
+func selectorsOf(m Meta) []string {
+	sels := []string{selAll, selector(m.Status, "", true), selector("", m.Owner, false), selector(m.Status, m.Owner, false)}
+	if m.Final {
+		sels = append(sels, selFinished)
+	}
+	return sels
+}
+
+// put records m for key unless the index already holds a newer revision.
+// rev 0 (a write whose revision is unknown) always applies.
+func (ix *index) put(key string, m Meta, rev uint64, updated time.Time) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	old, ok := ix.entries[key]
+	if ok && rev != 0 && old.rev > rev {
+		return
+	}
+	ix.entries[key] = indexEntry{Meta: m, rev: max(rev, old.rev), updated: updated}
+	if ok && old.Meta == m {
+		return
+	}
+	if ok {
+		ix.unlist(key, old.Meta)
+	}
+	for _, sel := range selectorsOf(m) {
+		l := ix.lists[sel]
+		i, _ := slices.BinarySearch(l, key)
+		ix.lists[sel] = slices.Insert(l, i, key)
+	}
+}
+
+func (ix *index) remove(key string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if e, ok := ix.entries[key]; ok {
+		delete(ix.entries, key)
+		ix.unlist(key, e.Meta)
+	}
+}
+
+// unlist takes key out of the lists of m; ix.mu is held.
+func (ix *index) unlist(key string, m Meta) {
+	for _, sel := range selectorsOf(m) {
+		l := ix.lists[sel]
+		if i, found := slices.BinarySearch(l, key); found {
+			l = slices.Delete(l, i, i+1)
+		}
+		if len(l) == 0 {
+			delete(ix.lists, sel)
+		} else {
+			ix.lists[sel] = l
+		}
+	}
+}
+
+func (ix *index) has(key string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.entries[key]
+	return ok
+}
+
+// newest returns up to n keys of the list sel that are older than before
+// ("" starts at the newest), newest first. Expired entries are skipped.
+func (ix *index) newest(sel, before string, n int) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	l := ix.lists[sel]
+	end := len(l)
+	if before != "" {
+		end, _ = slices.BinarySearch(l, before)
+	}
+	cutoff := time.Now().Add(-ix.ttl)
+	var out []string
+	for i := end - 1; i >= 0 && len(out) < n; i-- {
+		if ix.entries[l[i]].updated.After(cutoff) {
+			out = append(out, l[i])
+		}
+	}
+	return out
+}
+
+// oldest returns up to n keys of the list sel, oldest first.
+func (ix *index) oldest(sel string, n int) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	l := ix.lists[sel]
+	return slices.Clone(l[:min(n, len(l))])
+}
+
+// pruneExpired drops the entries older than the TTL.
+func (ix *index) pruneExpired() {
+	cutoff := time.Now().Add(-ix.ttl)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for k, e := range ix.entries {
+		if !e.updated.After(cutoff) {
+			delete(ix.entries, k)
+		}
+	}
+	for sel, l := range ix.lists {
+		l = slices.DeleteFunc(l, func(k string) bool { _, ok := ix.entries[k]; return !ok })
+		if len(l) == 0 {
+			delete(ix.lists, sel)
+		} else {
+			ix.lists[sel] = l
+		}
+	}
+}
+
+func (s *NATS) openIndex(ctx context.Context) error {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      IndexBucket,
+		Description: "pyexec index of execution records (status, owner)",
+		History:     1,
+		TTL:         s.cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	})
+	if err != nil {
+		return err
+	}
+	s.indexKV = kv
+	s.index = newIndex(s.cfg.TTL)
+	return s.watchIndex(ctx)
+}
+
+// watchIndex loads the bucket into s.index and keeps following it. It
+// returns once the current entries are loaded. The watcher ends when the
+// connection closes.
+func (s *NATS) watchIndex(ctx context.Context) error {
+	// The watcher must outlive ctx, which bounds Open only.
+	w, err := s.indexKV.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return fmt.Errorf("watching the index: %w", err)
+	}
+	loaded := make(chan struct{})
+	go func() {
+		initial := true
+		for e := range w.Updates() {
+			if e == nil {
+				if initial {
+					initial = false
+					close(loaded)
+				}
+				continue
+			}
+			s.applyIndex(e)
+		}
+		if initial {
+			close(loaded)
+		}
+	}()
+	select {
+	case <-loaded:
+		return nil
+	case <-ctx.Done():
+		_ = w.Stop()
+		return fmt.Errorf("loading the index: %w", ctx.Err())
+	}
+}
+
+func (s *NATS) applyIndex(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		s.index.remove(e.Key())
+		return
+	}
+	var m Meta
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return // not written by this package; listings verify records anyway
+	}
+	s.index.put(e.Key(), m, e.Revision(), e.Created())
+}
+
+// putIndex writes the index entry of key, here at once and in the bucket
+// for the other nodes.
+func (s *NATS) putIndex(ctx context.Context, key string, m Meta) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("store: encoding index entry %s: %w", key, err)
+	}
+	rev, err := s.indexKV.Put(ctx, key, b)
+	s.index.put(key, m, rev, time.Now())
+	if err != nil {
+		return fmt.Errorf("store: writing index entry %s: %w", key, mapErr(err))
+	}
+	return nil
+}
+
+// Reindex gives every record without an index entry one, from describe.
+// Records written before the index existed (an older data directory) are
+// found this way; it reads one record at a time, so it needs memory for
+// the keys only. It returns how many entries it wrote.
+func (s *NATS) Reindex(ctx context.Context, describe func(key string, value []byte) (Meta, error)) (int, error) {
+	keys, err := s.sortedKeys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		if s.index.has(k) {
+			continue
+		}
+		e, err := s.Get(ctx, k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		m, err := describe(k, e.Value)
+		if err != nil {
+			return n, fmt.Errorf("store: describing record %s: %w", k, err)
+		}
+		if err := s.putIndex(ctx, k, m); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// SetMeta rewrites the index entry of key; listings call it when they find
+// an entry that no longer matches its record (a writer died between the
+// two writes).
+func (s *NATS) SetMeta(ctx context.Context, key string, m Meta) error {
+	return s.putIndex(ctx, key, m)
+}
