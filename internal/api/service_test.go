@@ -156,3 +156,41 @@ func TestMetrics(t *testing.T) {
 		t.Error("a running execution was counted as finished")
 	}
 }
+
+// TestOpenAPIJSONBodiesAreTyped: eval and lint publish the schema of the
+// body they decode (not the binary string of a raw body), which says that
+// code or files is required and that unknown fields pass.
+func TestOpenAPIJSONBodiesAreTyped(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	_, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody struct {
+				Required bool `json:"required"`
+				Content  map[string]struct {
+					Schema map[string]any `json:"schema"`
+				} `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				AnyOf                []map[string]any `json:"anyOf"`
+				AdditionalProperties any              `json:"additionalProperties"`
+				Properties           map[string]any   `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, name := range map[string]string{"/api/v1/eval": "EvalRequest", "/api/v1/lint": "LintRequest"} {
+		rb := doc.Paths[path]["post"].RequestBody
+		if got := rb.Content["application/json"].Schema["$ref"]; !rb.Required || len(rb.Content) != 1 || got != "#/components/schemas/"+name {
+			t.Errorf("%s body: required %v, %d media types, schema %v; want a required %s", path, rb.Required, len(rb.Content), rb.Content["application/json"].Schema, name)
+		}
+		s := doc.Components.Schemas[name]
+		if len(s.AnyOf) != 2 || s.AdditionalProperties != true || s.Properties["code"] == nil || s.Properties["files"] == nil {
+			t.Errorf("%s: anyOf %v, additionalProperties %v", name, s.AnyOf, s.AdditionalProperties)
+		}
+	}
+}
