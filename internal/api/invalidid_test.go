@@ -13,7 +13,7 @@ import (
 func TestIDsThatCannotExistAreUnknown(t *testing.T) {
 	ts := newRealServer(t)
 	bad := []string{"a%20b", "a*b", "a%3E", "a>", "*", "%3E", "exe_..", "exe_%7B00000000-0000-4000-8000-000000000001%7D",
-		"exe_00000000000040008000000000000001", "exe_00000000-0000-4000-8000-00000000000G", strings.Repeat("x", 128)}
+		"exe_00000000000040008000000000000001", "exe_00000000-0000-4000-8000-00000000000G", strings.Repeat("x", 300)}
 	routes := []struct {
 		method, path, unknown string
 		body                  string

@@ -89,11 +89,11 @@ type SessionList struct {
 }
 
 type sessionIDInput struct {
-	ID string `path:"id" maxLength:"128" doc:"Session id"`
+	ID string `path:"id" doc:"Session id"`
 }
 
 type cellInput struct {
-	ID   string `path:"id" maxLength:"128" doc:"Session id"`
+	ID   string `path:"id" doc:"Session id"`
 	Body CellRequest
 }
 
