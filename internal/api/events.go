@@ -30,7 +30,7 @@ type Event struct {
 
 type eventsInput struct {
 	ID          string `path:"id"`
-	After       uint64 `query:"after" doc:"Send only events with a larger seq"`
+	After       uint64 `query:"after" maximum:"9223372036854775807" doc:"Send only events with a larger seq"`
 	LastEventID string `header:"Last-Event-ID" doc:"Set by EventSource on reconnect; wins over after"`
 	Accept      string `header:"Accept" doc:"application/x-ndjson for NDJSON; SSE otherwise"`
 }

@@ -166,11 +166,23 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
 			continue
 		}
 		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" && !redirectsTo(pattern, r.URL.Path) {
 			allow = append(allow, m)
 		}
 	}
 	return allow
+}
+
+// redirectsTo reports whether pattern ends in a {name...} wildcard whose
+// parent is path itself: the mux only redirects such a path (to path/), it
+// serves nothing there.
+func redirectsTo(pattern, path string) bool {
+	if !strings.HasSuffix(pattern, "...}") {
+		return false
+	}
+	_, patternPath, _ := strings.Cut(pattern, " ")
+	parent := patternPath[:strings.LastIndex(patternPath, "/{")]
+	return strings.Count(parent, "/") == strings.Count(strings.TrimSuffix(path, "/"), "/") && !strings.HasSuffix(path, "/")
 }
 
 // humaConfig is huma's default configuration minus what this API does

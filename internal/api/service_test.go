@@ -194,3 +194,29 @@ func TestOpenAPIJSONBodiesAreTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestUndeclaredMethods: a method no route serves at a path that exists is
+// 405 with the methods that are served there in Allow; an unknown path
+// stays 404.
+func TestUndeclaredMethods(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	tests := []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{"TRACE", "/health", 405, "GET, HEAD"},
+		{http.MethodPut, "/api/v1/executions", 405, "GET, HEAD"},
+		{http.MethodOptions, "/api/v1/executions/" + idCompleted + "/files", 405, "GET, HEAD"},
+		{http.MethodPost, "/api/v1/executions/" + idCompleted, 405, "GET, HEAD, DELETE"},
+		{http.MethodGet, "/api/v1/nothing", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			code, hdr, body := call(t, ts, tt.method, tt.path, "", nil, nil)
+			if code != tt.code || hdr.Get("Allow") != tt.allow || !strings.HasPrefix(string(body), `{"error":`) {
+				t.Errorf("%d Allow %q %s, want %d Allow %q", code, hdr.Get("Allow"), body, tt.code, tt.allow)
+			}
+		})
+	}
+}

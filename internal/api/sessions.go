@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -106,6 +107,9 @@ type createSessionOutput struct {
 
 func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionEngine) {
 	errs := []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError}
+	// A session that is restarting or ending answers 409, one whose
+	// interpreter died 410.
+	liveErrs := append(slices.Clone(errs), http.StatusConflict, http.StatusGone)
 	tag := func(o huma.Operation) huma.Operation {
 		o.Tags = []string{"sessions"}
 		return o
@@ -136,7 +140,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return out, nil
 	})
 
-	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", errs...))
+	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).Name)
 		if err != nil {
@@ -145,7 +149,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return &sessionOutput{Body: newSessionInfo(info)}, nil
 	})
 
-	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", errs...))
+	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", liveErrs...))
 	o.DefaultStatus = http.StatusNoContent
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct{}, error) {
 		if err := se.DeleteSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
@@ -168,7 +172,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded}}, nil
 	})
 
-	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", errs...))
+	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		if err := se.InterruptSession(ctx, in.ID, callerFrom(ctx).Name); err != nil {
 			return nil, sessionError(s, err)
@@ -190,7 +194,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return &sessionOutput{Body: newSessionInfo(info)}, nil
 	})
 
-	o = tag(op(hapi, "list-session-files", http.MethodGet, "/api/v1/sessions/{id}/files", "List the files of a session's workspace", errs...))
+	o = tag(op(hapi, "list-session-files", http.MethodGet, "/api/v1/sessions/{id}/files", "List the files of a session's workspace", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct {
 		Body struct {
 			Files []engine.SessionFile `json:"files"`
