@@ -22,7 +22,8 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 
-if [ ! -x "$venv/bin/schemathesis" ] || ! "$venv/bin/python" -m pip show schemathesis 2>/dev/null | grep -qx "Version: $version"; then
+stamp="$venv/.schemathesis-$version"
+if [ ! -f "$stamp" ]; then
 	if command -v uv >/dev/null 2>&1; then
 		uv venv --quiet --allow-existing "$venv"
 		VIRTUAL_ENV="$venv" uv pip install --quiet "schemathesis==$version"
@@ -30,6 +31,7 @@ if [ ! -x "$venv/bin/schemathesis" ] || ! "$venv/bin/python" -m pip show schemat
 		python3 -m venv "$venv"
 		"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
 	fi
+	touch "$stamp"
 fi
 
 work=$(mktemp -d /tmp/pyexec-fuzz.XXXXXX)

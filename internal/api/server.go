@@ -139,6 +139,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if se, ok := eng.(SessionEngine); ok {
 		s.registerSessions(hapi, mux, se)
 	}
+	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
 	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
 	mux.Handle(mcpPath, s.mcpHandler(mux))

@@ -38,7 +38,7 @@ type SessionRequest struct {
 	MemoryMB           int               `json:"memory_mb,omitempty" minimum:"0" doc:"Memory of the whole session (every cell) in MiB; 0 means the server default"`
 	DiskMB             int               `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
 	CPUShares          int               `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
-	NetworkDisabled    *bool             `json:"network_disabled,omitempty" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	NetworkDisabled    *bool             `json:"network_disabled,omitempty" nullable:"true" doc:"Network is off unless this is explicitly false and the server allows network access"`
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty" minimum:"0" doc:"The session ends after this long without a cell; 0 means the server default"`
 	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty" minimum:"0" doc:"The session ends this long after its creation; 0 means the server default"`
 	FigureFormat       string            `json:"figure_format,omitempty" enum:"png,svg" doc:"How matplotlib figures are returned"`
@@ -72,7 +72,7 @@ func newSessionInfo(s engine.Session) SessionInfo {
 // CellRequest is the body of POST /api/v1/sessions/{id}/execute.
 type CellRequest struct {
 	Code           string `json:"code" maxLength:"10485760" doc:"Python source of the cell"`
-	EvalLastExpr   *bool  `json:"eval_last_expr,omitempty" doc:"Return the value of a trailing expression as result (default true, as in a notebook)"`
+	EvalLastExpr   *bool  `json:"eval_last_expr,omitempty" nullable:"true" doc:"Return the value of a trailing expression as result (default true, as in a notebook)"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" minimum:"0" doc:"The cell is interrupted after this long; 0 means the server default. A cell that does not yield to the interrupt ends the session"`
 }
 
