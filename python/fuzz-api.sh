@@ -66,6 +66,7 @@ until python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1]
 done
 
 status=0
+cd "$work" # schemathesis keeps its cache in the working directory
 "$venv/bin/schemathesis" --config-file "$here/fuzz/schemathesis.toml" --no-color run "$base/openapi.json" \
 	--workers 2 --max-time "${FUZZ_MAX_TIME:-150}" --seed "${FUZZ_SEED:-1}" \
 	--report-dir "$work/report" || status=$?
