@@ -5,7 +5,8 @@
 # content type, headers, body, SSE events) the document does not allow;
 # the checks turned off, and why, are in fuzz/schemathesis.toml.
 #
-# Needs root (for the jails), Go, python3 and PyPI. schemathesis is pinned
+# Needs root (for the jails), Go, python3 (PYTHON picks another; 3.12 or
+# newer avoids a CPython 3.11 fault that Hypothesis can hit) and PyPI. schemathesis is pinned
 # and installed into python/.fuzz-venv on first use. Bounded: FUZZ_MAX_TIME
 # seconds of fuzzing (default 150), about four minutes in all.
 #
@@ -15,6 +16,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 venv=${FUZZ_VENV:-"$here/.fuzz-venv"}
+python=${PYTHON:-python3}
 version=4.32.5
 
 if [ "$(id -u)" != 0 ]; then
@@ -25,10 +27,10 @@ fi
 stamp="$venv/.schemathesis-$version"
 if [ ! -f "$stamp" ]; then
 	if command -v uv >/dev/null 2>&1; then
-		uv venv --quiet --allow-existing "$venv"
+		uv venv --quiet --allow-existing --python "$python" "$venv"
 		VIRTUAL_ENV="$venv" uv pip install --quiet "schemathesis==$version"
 	else
-		python3 -m venv "$venv"
+		"$python" -m venv "$venv"
 		"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
 	fi
 	touch "$stamp"
