@@ -5,8 +5,9 @@
 # content type, headers, body, SSE events) the document does not allow;
 # the checks turned off, and why, are in fuzz/schemathesis.toml.
 #
-# Needs root (for the jails), Go, python3 (PYTHON picks another; 3.12 or
-# newer avoids a CPython 3.11 fault that Hypothesis can hit) and PyPI. schemathesis is pinned
+# Needs root (for the jails), Go, python3 and PyPI. A Python 3.12 or newer
+# is preferred when there is one: under CPython 3.11 Hypothesis can hit an
+# interpreter fault (SystemError from the ast module) while generating. schemathesis is pinned
 # and installed into python/.fuzz-venv on first use. Bounded: FUZZ_MAX_TIME
 # seconds of fuzzing (default 150), about four minutes in all.
 #
@@ -16,7 +17,21 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 venv=${FUZZ_VENV:-"$here/.fuzz-venv"}
-python=${PYTHON:-python3}
+# The venv's interpreter: PYTHON, else the newest 3.12+ found (on PATH or
+# installed by pyenv), else python3.
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+	pyenv_pythons=
+	if command -v pyenv >/dev/null 2>&1; then
+		pyenv_pythons=$(ls -d "$(pyenv root)"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV || true)
+	fi
+	for candidate in python3.14 python3.13 python3.12 $pyenv_pythons python3; do
+		if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+			python=$candidate
+			break
+		fi
+	done
+fi
 version=4.32.5
 
 if [ "$(id -u)" != 0 ]; then
