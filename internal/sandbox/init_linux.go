@@ -222,10 +222,8 @@ func writeFiles(dir string, files []File, uid, gid int) error {
 	defer root.Close()
 	w := newTreeWriter(root, uid, gid)
 	defer w.close()
-	for _, f := range files {
-		if err := w.write(f); err != nil {
-			return err
-		}
+	if err := w.writeAll(files); err != nil {
+		return err
 	}
 	return root.Lchown(".", uid, gid)
 }

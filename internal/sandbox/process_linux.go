@@ -186,12 +186,7 @@ func (j *Jail) writeFilesVia(files []File) error {
 	}
 	w := newTreeWriter(root, j.m.cfg.UID, j.m.cfg.GID)
 	defer w.close()
-	for _, f := range files {
-		if err := w.write(f); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.writeAll(files)
 }
 
 // payloadHostPid finds the host pid of init's child with jail pid nsPid,

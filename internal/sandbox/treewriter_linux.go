@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -23,6 +24,18 @@ type treeWriter struct {
 
 func newTreeWriter(root *os.Root, uid, gid int) *treeWriter {
 	return &treeWriter{uid: uid, gid: gid, dirs: []*os.Root{root}}
+}
+
+// writeAll writes files in path order, so that files of one directory
+// follow each other and its open handles serve them all.
+func (w *treeWriter) writeAll(files []File) error {
+	sorted := slices.SortedFunc(slices.Values(files), func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	for _, f := range sorted {
+		if err := w.write(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write writes one file, creating its missing directories.
@@ -58,13 +71,15 @@ func (w *treeWriter) write(f File) error {
 }
 
 // enter creates (or reuses) directory name in the innermost open
-// directory, hands it to the payload's user and opens it.
+// directory, hands a new one to the payload's user, and opens it.
 func (w *treeWriter) enter(name string) error {
 	parent := w.dirs[len(w.dirs)-1]
-	if err := parent.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if err := parent.Lchown(name, w.uid, w.gid); err != nil {
+	switch err := parent.Mkdir(name, 0o755); {
+	case err == nil:
+		if err := parent.Lchown(name, w.uid, w.gid); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrExist): // one that exists is the payload's or was made here
 		return err
 	}
 	child, err := parent.OpenRoot(name)
