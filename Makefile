@@ -13,8 +13,10 @@ build:
 run: build
 	./$(BIN) serve
 
-# test installs what the tests need (Go modules) and runs them all, with the
-# race detector. Privileged tests run when executed as root (as in CI).
+# test installs what the tests need (Go modules, the Python client's and the
+# fuzzer's packages) and runs them all, with the race detector, then fuzzes
+# the served OpenAPI document for a few minutes (python/fuzz-api.sh).
+# Privileged tests run when executed as root (as in CI).
 test:
 	$(GO) mod download
 	$(GO) vet $(PKGS)
@@ -22,6 +24,7 @@ test:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	./python/run-tests.sh -q
+	./python/fuzz-api.sh
 
 bench: build
 	$(GO) run ./bench -pyexec $(BIN)

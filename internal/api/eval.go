@@ -51,12 +51,6 @@ func (s *Server) registerEval(hapi huma.API) {
 		http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge,
 		http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable)
 	o.Tags = []string{"executions"}
-	o.RequestBody = &huma.RequestBody{
-		Required: true,
-		Content: map[string]*huma.MediaType{"application/json": {
-			Schema: hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[EvalRequest](), true, "EvalRequest"),
-		}},
-	}
 	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1 // see uploadLimits
 	o.BodyReadTimeout = bodyReadTimeout
 	o.SkipValidateBody = true // decodeJSON checks the body, ignoring unknown fields
@@ -75,6 +69,7 @@ func (s *Server) registerEval(hapi huma.API) {
 		}
 		return &resultOutput{Body: newResult(e)}, nil
 	})
+	publishJSONBody(hapi, "/api/v1/eval", reflect.TypeFor[EvalRequest](), "EvalRequest")
 }
 
 // evalRequest turns an eval body into an engine.Request.

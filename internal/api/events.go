@@ -29,8 +29,8 @@ type Event struct {
 }
 
 type eventsInput struct {
-	ID          string `path:"id" maxLength:"128"`
-	After       uint64 `query:"after" doc:"Send only events with a larger seq"`
+	ID          string `path:"id"`
+	After       uint64 `query:"after" maximum:"9223372036854775807" doc:"Send only events with a larger seq"`
 	LastEventID string `header:"Last-Event-ID" doc:"Set by EventSource on reconnect; wins over after"`
 	Accept      string `header:"Accept" doc:"application/x-ndjson for NDJSON; SSE otherwise"`
 }
@@ -46,7 +46,7 @@ func (s *Server) registerEvents(hapi huma.API) {
 	o.Responses["200"] = &huma.Response{
 		Description: "Event stream",
 		Content: map[string]*huma.MediaType{
-			"text/event-stream": {Schema: &huma.Schema{Type: huma.TypeString}},
+			"text/event-stream": {Schema: sseEventSchema(schema)},
 			ndjsonType:          {Schema: schema},
 		},
 	}
@@ -80,6 +80,22 @@ func (s *Server) registerEvents(hapi huma.API) {
 			s.stream(sctx, hctx, events, format)
 		}}, nil
 	})
+}
+
+// sseEventSchema describes one frame of the SSE stream (the shape of the
+// OpenAPI 3.2 itemSchema): id is the seq, event the type, data the Event as
+// JSON (event, the JSON Schema of that content).
+func sseEventSchema(event *huma.Schema) *huma.Schema {
+	return &huma.Schema{
+		Type:     huma.TypeObject,
+		Required: []string{"id", "event", "data"},
+		Properties: map[string]*huma.Schema{
+			"id":    {Type: huma.TypeString, Pattern: "^[0-9]+$", Description: "The event's seq"},
+			"event": {Type: huma.TypeString, Enum: []any{"status", "stdout", "stderr", "install", "display"}},
+			"data": {Type: huma.TypeString, Description: "The Event as JSON",
+				Extensions: map[string]any{"contentMediaType": "application/json", "contentSchema": event}},
+		},
+	}
 }
 
 // streamFormat is the wire format of an event stream.

@@ -10,7 +10,7 @@ import (
 )
 
 type idInput struct {
-	ID string `path:"id" maxLength:"128" doc:"Execution id" example:"exe_3f1c2b9e-8d4a-4f7e-9c1a-2b3c4d5e6f70"`
+	ID string `path:"id" doc:"Execution id" example:"exe_3f1c2b9e-8d4a-4f7e-9c1a-2b3c4d5e6f70"`
 }
 
 // KillResult answers DELETE /api/v1/executions/{id}.

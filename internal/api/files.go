@@ -33,7 +33,7 @@ type FileList struct {
 type fileListOutput struct{ Body FileList }
 
 type fileInput struct {
-	ID          string `path:"id" maxLength:"128" doc:"Execution id"`
+	ID          string `path:"id" doc:"Execution id"`
 	Path        string `path:"path" maxLength:"4096" doc:"The file's path as listed, slashes included (out/report.csv)" example:"out/report.csv"`
 	IfNoneMatch string `header:"If-None-Match" doc:"An ETag from an earlier download: 304 when the file is the same"`
 }

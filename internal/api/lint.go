@@ -90,12 +90,6 @@ func (s *Server) registerLint(hapi huma.API) {
 	o.Description = "Runs ruff in a jail without network. The default rules are every rule except COM812, CPY, D100, " +
 		"D203, D213, FBT and RUF029 (the operator may change them); select and ignore replace them for one request. " +
 		"The response is the list of diagnostics, empty when the code is clean."
-	o.RequestBody = &huma.RequestBody{
-		Required: true,
-		Content: map[string]*huma.MediaType{"application/json": {
-			Schema: hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[LintRequest](), true, "LintRequest"),
-		}},
-	}
 	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1 // see uploadLimits
 	o.BodyReadTimeout = bodyReadTimeout
 	o.SkipValidateBody = true
@@ -114,4 +108,5 @@ func (s *Server) registerLint(hapi huma.API) {
 		}
 		return &lintOutput{Body: newDiagnostics(diags)}, nil
 	})
+	publishJSONBody(hapi, "/api/v1/lint", reflect.TypeFor[LintRequest](), "LintRequest")
 }

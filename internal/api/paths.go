@@ -4,15 +4,21 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // cleanPath checks a file path sent by a client (unsafePath: it names a
 // tar entry, an eval file or an entrypoint) and returns it in canonical
 // form: relative, slash-separated, no "." or empty components. Absolute
 // paths and ".." components are refused outright rather than cleaned away,
-// so what runs is what the client named. what names the path in messages,
-// e.g. `tar entry "../x"`.
+// so what runs is what the client named; so is a path beyond the bounds of
+// a workspace path (sandbox.MaxPathBytes, MaxPathDepth, MaxNameBytes). what
+// names the path in messages, e.g. `tar entry "../x"`.
 func cleanPath(unsafePath, what string) (string, error) {
+	if err := sandbox.CheckPathLimits(unsafePath); err != nil {
+		return "", errorf(http.StatusBadRequest, "%s: %v", what, err)
+	}
 	switch {
 	case unsafePath == "":
 		return "", errorf(http.StatusBadRequest, "%s: empty path", what)
@@ -80,8 +86,15 @@ func nextSlash(p string, i int) int {
 	return i + 1 + j
 }
 
+// quotedMax is how much of an untrusted path a message quotes.
+const quotedMax = 128
+
 // quoted names an untrusted path in a message, escaped so that control
-// characters in it cannot forge log lines or terminal output.
+// characters in it cannot forge log lines or terminal output, and cut
+// after quotedMax bytes so that a huge name does not make a huge message.
 func quoted(kind, unsafePath string) string {
+	if len(unsafePath) > quotedMax {
+		return fmt.Sprintf("%s %q... (%d bytes)", kind, unsafePath[:quotedMax], len(unsafePath))
+	}
 	return fmt.Sprintf("%s %q", kind, unsafePath)
 }

@@ -21,7 +21,7 @@ type ExecConfig struct {
 	TimeoutSeconds int `json:"timeout_seconds,omitempty" minimum:"0" doc:"Wall-clock limit in seconds; 0 means the server default"`
 	// NetworkDisabled is a pointer because absent and false differ: only an
 	// explicit false asks for network access.
-	NetworkDisabled *bool `json:"network_disabled,omitempty" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	NetworkDisabled *bool `json:"network_disabled,omitempty" nullable:"true" doc:"Network is off unless this is explicitly false and the server allows network access"`
 	MemoryMB        int   `json:"memory_mb,omitempty" minimum:"0" doc:"Memory limit in MiB; 0 means the server default"`
 	DiskMB          int   `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
 	CPUShares       int   `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -143,16 +144,51 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if se, ok := eng.(SessionEngine); ok {
 		s.registerSessions(hapi, mux, se)
 	}
+	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
 	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
 	mux.Handle(mcpPath, s.mcpHandler(mux))
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 
 	s.handler = s.metrics.instrument(mux, newAuthenticator(keys, cfg.Admins()).middleware(mux))
 	return s, nil
+}
+
+// allowedMethods lists the methods other routes of mux serve at r's path,
+// for the 405 of a method none serves (the catch-all pattern "/" would
+// otherwise answer it 404).
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" && !redirectsTo(pattern, r.URL.Path) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// redirectsTo reports whether pattern ends in a {name...} wildcard whose
+// parent is path itself: the mux only redirects such a path (to path/), it
+// serves nothing there.
+func redirectsTo(pattern, path string) bool {
+	if !strings.HasSuffix(pattern, "...}") {
+		return false
+	}
+	_, patternPath, _ := strings.Cut(pattern, " ")
+	parent := patternPath[:strings.LastIndex(patternPath, "/{")]
+	return strings.Count(parent, "/") == strings.Count(strings.TrimSuffix(path, "/"), "/") && !strings.HasSuffix(path, "/")
 }
 
 // humaConfig is huma's default configuration minus what this API does

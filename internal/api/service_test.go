@@ -156,3 +156,71 @@ func TestMetrics(t *testing.T) {
 		t.Error("a running execution was counted as finished")
 	}
 }
+
+// TestOpenAPIJSONBodiesAreTyped: eval and lint publish the schema of the
+// body they decode (not the binary string of a raw body), which says that
+// code or files is required and that unknown fields pass.
+func TestOpenAPIJSONBodiesAreTyped(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	_, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody struct {
+				Required bool `json:"required"`
+				Content  map[string]struct {
+					Schema map[string]any `json:"schema"`
+				} `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				AnyOf                []map[string]any `json:"anyOf"`
+				AdditionalProperties any              `json:"additionalProperties"`
+				Properties           map[string]any   `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, name := range map[string]string{"/api/v1/eval": "EvalRequest", "/api/v1/lint": "LintRequest"} {
+		rb := doc.Paths[path]["post"].RequestBody
+		if got := rb.Content["application/json"].Schema["$ref"]; !rb.Required || len(rb.Content) != 1 || got != "#/components/schemas/"+name {
+			t.Errorf("%s body: required %v, %d media types, schema %v; want a required %s", path, rb.Required, len(rb.Content), rb.Content["application/json"].Schema, name)
+		}
+		s := doc.Components.Schemas[name]
+		if len(s.AnyOf) != 2 || s.AdditionalProperties != true || s.Properties["code"] == nil || s.Properties["files"] == nil {
+			t.Errorf("%s: anyOf %v, additionalProperties %v", name, s.AnyOf, s.AdditionalProperties)
+		}
+		// null is taken as absent by the decoder, and the schema says so.
+		if code, _ := json.Marshal(s.Properties["code"]); !strings.Contains(string(code), `"null"`) {
+			t.Errorf("%s: code %s does not admit null", name, code)
+		}
+	}
+}
+
+// TestUndeclaredMethods: a method no route serves at a path that exists is
+// 405 with the methods that are served there in Allow; an unknown path
+// stays 404.
+func TestUndeclaredMethods(t *testing.T) {
+	ts := newTestServer(t, newFakeEngine(), nil)
+	tests := []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{"TRACE", "/health", 405, "GET, HEAD"},
+		{http.MethodPut, "/api/v1/executions", 405, "GET, HEAD"},
+		{http.MethodOptions, "/api/v1/executions/" + idCompleted + "/files", 405, "GET, HEAD"},
+		{http.MethodPost, "/api/v1/executions/" + idCompleted, 405, "GET, HEAD, DELETE"},
+		{http.MethodGet, "/api/v1/nothing", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			code, hdr, body := call(t, ts, tt.method, tt.path, "", nil, nil)
+			if code != tt.code || hdr.Get("Allow") != tt.allow || !strings.HasPrefix(string(body), `{"error":`) {
+				t.Errorf("%d Allow %q %s, want %d Allow %q", code, hdr.Get("Allow"), body, tt.code, tt.allow)
+			}
+		})
+	}
+}

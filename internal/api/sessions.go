@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -37,7 +38,7 @@ type SessionRequest struct {
 	MemoryMB           int               `json:"memory_mb,omitempty" minimum:"0" doc:"Memory of the whole session (every cell) in MiB; 0 means the server default"`
 	DiskMB             int               `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
 	CPUShares          int               `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
-	NetworkDisabled    *bool             `json:"network_disabled,omitempty" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	NetworkDisabled    *bool             `json:"network_disabled,omitempty" nullable:"true" doc:"Network is off unless this is explicitly false and the server allows network access"`
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty" minimum:"0" doc:"The session ends after this long without a cell; 0 means the server default"`
 	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty" minimum:"0" doc:"The session ends this long after its creation; 0 means the server default"`
 	FigureFormat       string            `json:"figure_format,omitempty" enum:"png,svg" doc:"How matplotlib figures are returned"`
@@ -71,7 +72,7 @@ func newSessionInfo(s engine.Session) SessionInfo {
 // CellRequest is the body of POST /api/v1/sessions/{id}/execute.
 type CellRequest struct {
 	Code           string `json:"code" maxLength:"10485760" doc:"Python source of the cell"`
-	EvalLastExpr   *bool  `json:"eval_last_expr,omitempty" doc:"Return the value of a trailing expression as result (default true, as in a notebook)"`
+	EvalLastExpr   *bool  `json:"eval_last_expr,omitempty" nullable:"true" doc:"Return the value of a trailing expression as result (default true, as in a notebook)"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" minimum:"0" doc:"The cell is interrupted after this long; 0 means the server default. A cell that does not yield to the interrupt ends the session"`
 }
 
@@ -89,11 +90,11 @@ type SessionList struct {
 }
 
 type sessionIDInput struct {
-	ID string `path:"id" maxLength:"128" doc:"Session id"`
+	ID string `path:"id" doc:"Session id"`
 }
 
 type cellInput struct {
-	ID   string `path:"id" maxLength:"128" doc:"Session id"`
+	ID   string `path:"id" doc:"Session id"`
 	Body CellRequest
 }
 
@@ -106,6 +107,9 @@ type createSessionOutput struct {
 
 func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionEngine) {
 	errs := []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError}
+	// A session that is restarting or ending answers 409, one whose
+	// interpreter died 410.
+	liveErrs := append(slices.Clone(errs), http.StatusConflict, http.StatusGone)
 	tag := func(o huma.Operation) huma.Operation {
 		o.Tags = []string{"sessions"}
 		return o
@@ -136,7 +140,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return out, nil
 	})
 
-	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", errs...))
+	o = tag(op(hapi, "get-session", http.MethodGet, "/api/v1/sessions/{id}", "Get a session (state, last activity, memory in use)", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		info, err := se.GetSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
@@ -145,7 +149,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return &sessionOutput{Body: newSessionInfo(info)}, nil
 	})
 
-	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", errs...))
+	o = tag(op(hapi, "delete-session", http.MethodDelete, "/api/v1/sessions/{id}", "End a session and remove its files", liveErrs...))
 	o.DefaultStatus = http.StatusNoContent
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct{}, error) {
 		if err := se.DeleteSession(ctx, in.ID, callerFrom(ctx).engine()); err != nil {
@@ -168,7 +172,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded}}, nil
 	})
 
-	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", errs...))
+	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		if err := se.InterruptSession(ctx, in.ID, callerFrom(ctx).engine()); err != nil {
 			return nil, sessionError(s, err)
@@ -190,7 +194,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return &sessionOutput{Body: newSessionInfo(info)}, nil
 	})
 
-	o = tag(op(hapi, "list-session-files", http.MethodGet, "/api/v1/sessions/{id}/files", "List the files of a session's workspace", errs...))
+	o = tag(op(hapi, "list-session-files", http.MethodGet, "/api/v1/sessions/{id}/files", "List the files of a session's workspace", liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct {
 		Body struct {
 			Files []engine.SessionFile `json:"files"`

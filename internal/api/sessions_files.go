@@ -14,7 +14,12 @@ import (
 
 func (s *Server) registerSessionFiles(mux *http.ServeMux, se SessionEngine) {
 	mux.HandleFunc("PUT /api/v1/sessions/{id}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		p, err := cleanPath(r.PathValue("path"), "file")
+		if r.PathValue("path") == "" { // the listing, which is only read
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, errorf(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		p, err := cleanPath(r.PathValue("path"), quoted("file", r.PathValue("path")))
 		if err != nil {
 			writeAPIError(w, err)
 			return
@@ -39,7 +44,7 @@ func (s *Server) registerSessionFiles(mux *http.ServeMux, se SessionEngine) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"path": p, "size": len(data)})
 	})
 	mux.HandleFunc("GET /api/v1/sessions/{id}/files/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		p, err := cleanPath(r.PathValue("path"), "file")
+		p, err := cleanPath(r.PathValue("path"), quoted("file", r.PathValue("path")))
 		if err != nil {
 			writeAPIError(w, err)
 			return

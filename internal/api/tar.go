@@ -20,7 +20,8 @@ type archiveLimits struct {
 }
 
 // readTar parses an uncompressed USTAR, PAX or GNU tar into memory. It
-// accepts regular files and directories only: links (symbolic and hard),
+// accepts regular files and directories only (a directory entry is
+// skipped unread: directories are made for the files): links (symbolic and hard),
 // devices, FIFOs, absolute paths and ".." components are refused with a 400
 // naming the entry, and the limits give a 413, all before anything could be
 // written anywhere: the result is only returned once the whole archive is
@@ -49,12 +50,14 @@ func readTar(r io.Reader, lim archiveLimits) ([]engine.File, *fileSet, error) {
 		if err := entryTypeAllowed(hdr.Typeflag, what); err != nil {
 			return nil, nil, err
 		}
+		if hdr.Typeflag == tar.TypeDir {
+			// Directories are made for the files in them, so an entry of
+			// its own ("./" from `tar -C dir .`, say) is never written.
+			continue
+		}
 		name, err := cleanPath(hdr.Name, what)
 		if err != nil {
 			return nil, nil, err
-		}
-		if hdr.Typeflag == tar.TypeDir {
-			continue
 		}
 		if len(files) == lim.MaxFiles {
 			return nil, nil, errorf(http.StatusRequestEntityTooLarge, "archive has more than %d files", lim.MaxFiles)

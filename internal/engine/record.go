@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,23 @@ func newID() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("engine: generating an id: %w", err)
 	}
-	return "exe_" + u.String(), nil
+	return idPrefix + u.String(), nil
+}
+
+// idPrefix starts every execution id.
+const idPrefix = "exe_"
+
+// wellFormedID reports whether id has the form newID gives: the prefix
+// and a UUID in its canonical spelling. Nothing else can name a record, so
+// anything else is answered as unknown before it reaches the store, whose
+// keys and subjects it might not be valid in (a space, "*" or ">").
+func wellFormedID(id string) bool {
+	rest, ok := strings.CutPrefix(id, idPrefix)
+	if !ok {
+		return false
+	}
+	u, err := uuid.Parse(rest)
+	return err == nil && u.String() == rest
 }
 
 // newRecord is a pending execution of req.
@@ -122,6 +139,9 @@ func (e *Engine) indexLag(id string, err error) bool {
 
 // load reads a record and its revision; ErrNotFound when there is none.
 func (e *Engine) load(ctx context.Context, id string) (*record, uint64, error) {
+	if !wellFormedID(id) {
+		return nil, 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
 	ent, err := e.st.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -159,6 +159,9 @@ func (e *Engine) liveKernel(id string, caller Caller) (*kernel, error) {
 // cleanSessionPath checks a user's workspace-relative path.
 func cleanSessionPath(unsafePath string) (string, error) {
 	p := strings.TrimPrefix(unsafePath, "/work/")
+	if err := sandbox.CheckPathLimits(p); err != nil {
+		return "", fmt.Errorf("%w: workspace path %.64q...: %w", ErrInvalid, unsafePath, err)
+	}
 	if p == "" || path.IsAbs(p) || strings.ContainsRune(p, 0) || slices.Contains(strings.Split(p, "/"), "..") {
 		return "", fmt.Errorf("%w: invalid workspace path %q", ErrInvalid, unsafePath)
 	}

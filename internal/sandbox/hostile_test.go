@@ -18,11 +18,15 @@ NR = {
  "x86_64": dict(ptrace=101, keyctl=250, add_key=248, request_key=249, bpf=321, perf_event_open=298,
    userfaultfd=323, io_uring_setup=425, init_module=175, finit_module=313, kexec_load=246,
    open_by_handle_at=304, process_vm_readv=310, clock_settime=227, personality=135, mount=165,
-   unshare=272, setns=308, chroot=161, pivot_root=155, reboot=169, swapon=167, acct=163, clone=56),
+   unshare=272, setns=308, chroot=161, pivot_root=155, reboot=169, swapon=167, acct=163, clone=56,
+   inotify_init=253, inotify_init1=294, inotify_add_watch=254, inotify_rm_watch=255, fanotify_init=300,
+   fanotify_mark=301, cachestat=451, fcntl=72),
  "aarch64": dict(ptrace=117, keyctl=219, add_key=217, request_key=218, bpf=280, perf_event_open=241,
    userfaultfd=282, io_uring_setup=425, init_module=105, finit_module=273, kexec_load=104,
    open_by_handle_at=265, process_vm_readv=270, clock_settime=112, personality=92, mount=40,
-   unshare=97, setns=268, chroot=51, pivot_root=41, reboot=142, swapon=224, acct=89, clone=220),
+   unshare=97, setns=268, chroot=51, pivot_root=41, reboot=142, swapon=224, acct=89, clone=220,
+   inotify_init1=26, inotify_add_watch=27, inotify_rm_watch=28, fanotify_init=262, fanotify_mark=263,
+   cachestat=451, fcntl=25),
 }[platform.machine()]
 libc = ctypes.CDLL(None, use_errno=True)
 def sc(name, *args):
@@ -447,6 +451,7 @@ func TestHostilePrograms(t *testing.T) {
 	cases = append(cases, netCases(t)...)
 	cases = append(cases, resourceCases()...)
 	cases = append(cases, privilegeCases()...)
+	cases = append(cases, observerCases()...)
 	if len(cases) < 40 {
 		t.Fatalf("the suite has %d hostile programs, want at least 40", len(cases))
 	}

@@ -3,10 +3,8 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -225,8 +223,8 @@ func startForkServer(s *setupMsg, x *execMsg, dir string) (int, error) {
 	return p.Pid, nil
 }
 
-// writeFiles writes the workspace files as root, then hands the whole
-// workspace to the payload's user. Paths were validated by the parent and
+// writeFiles writes the workspace files, owned by the payload's user, and
+// hands it the workspace itself. Paths were validated by the parent and
 // are resolved inside an os.Root, so even a hostile name cannot leave it.
 func writeFiles(dir string, files []File, uid, gid int) error {
 	if len(files) == 0 {
@@ -237,30 +235,12 @@ func writeFiles(dir string, files []File, uid, gid int) error {
 		return err
 	}
 	defer root.Close()
-	for _, f := range files {
-		unsafePath, err := cleanRelPath(f.Path)
-		if err != nil {
-			return err
-		}
-		if d := path.Dir(unsafePath); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-		}
-		mode := fs.FileMode(f.Mode & 0o777)
-		if mode == 0 {
-			mode = 0o644
-		}
-		if err := root.WriteFile(unsafePath, f.Data, mode); err != nil {
-			return fmt.Errorf("writing %s: %w", unsafePath, err)
-		}
+	w := newTreeWriter(root, uid, gid)
+	defer w.close()
+	if err := w.writeAll(files); err != nil {
+		return err
 	}
-	return fs.WalkDir(root.FS(), ".", func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return root.Lchown(p, uid, gid)
-	})
+	return root.Lchown(".", uid, gid)
 }
 
 // reap waits for the payload, reaping every other process that is

@@ -31,13 +31,19 @@ print("PIDS", len([p for p in os.listdir("/proc") if p.isdigit()]))`)
 }
 
 // TestConcurrentRunsAreIsolated: two jails running at once see neither
-// each other's files nor processes.
+// each other's files nor processes, nor (through /proc/*/fd and fdinfo)
+// each other's open files.
 func TestConcurrentRunsAreIsolated(t *testing.T) {
 	m := needJail(t)
-	code := `import os, sys, time
-open("/tmp/marker-" + sys.argv[1], "w").write("x")
+	code := `import glob, os, sys, time
+f = open("/tmp/marker-" + sys.argv[1], "w"); f.write("x"); f.flush()
 time.sleep(0.5)
-print(sorted(os.listdir("/tmp")), len([p for p in os.listdir("/proc") if p.isdigit()]))`
+held = set()
+for fd in glob.glob("/proc/[0-9]*/fd/*"):
+    try: target = os.readlink(fd)
+    except OSError: continue
+    if "marker-" in target and os.path.exists(fd.replace("/fd/", "/fdinfo/")): held.add(target)
+print(sorted(os.listdir("/tmp")), len([p for p in os.listdir("/proc") if p.isdigit()]), sorted(held))`
 	var wg sync.WaitGroup
 	results := make([]Result, 2)
 	for i := range results {
@@ -56,7 +62,8 @@ print(sorted(os.listdir("/tmp")), len([p for p in os.listdir("/proc") if p.isdig
 	}
 	wg.Wait()
 	for i, r := range results {
-		want := "['marker-" + string(rune('a'+i)) + "'] 2\n"
+		name := "marker-" + string(rune('a'+i))
+		want := "['" + name + "'] 2 ['/tmp/" + name + "']\n"
 		if r.Status != StatusOK || string(r.Stdout) != want {
 			t.Errorf("run %d: status %s stdout %q, want %q (stderr %s)", i, r.Status, r.Stdout, want, r.Stderr)
 		}

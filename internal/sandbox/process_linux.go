@@ -3,9 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,7 +93,7 @@ func (p *Process) HandOff(l Limits, files []File, request []byte) error {
 		return fmt.Errorf("%w: open files and file size limits cannot shrink after the payload started", ErrInvalidSpec)
 	}
 	for _, f := range files {
-		if _, err := cleanRelPath(f.Path); err != nil {
+		if _, err := cleanInputPath(f.Path); err != nil {
 			return err
 		}
 	}
@@ -186,34 +184,9 @@ func (j *Jail) writeFilesVia(files []File) error {
 	if err := j.initAlive(); err != nil {
 		return err
 	}
-	uid, gid := j.m.cfg.UID, j.m.cfg.GID
-	for _, f := range files {
-		unsafePath, err := cleanRelPath(f.Path)
-		if err != nil {
-			return err
-		}
-		if d := path.Dir(unsafePath); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-			for p := d; p != "."; p = path.Dir(p) {
-				if err := root.Lchown(p, uid, gid); err != nil {
-					return err
-				}
-			}
-		}
-		mode := fs.FileMode(f.Mode & 0o777)
-		if mode == 0 {
-			mode = 0o644
-		}
-		if err := root.WriteFile(unsafePath, f.Data, mode); err != nil {
-			return err
-		}
-		if err := root.Lchown(unsafePath, uid, gid); err != nil {
-			return err
-		}
-	}
-	return nil
+	w := newTreeWriter(root, j.m.cfg.UID, j.m.cfg.GID)
+	defer w.close()
+	return w.writeAll(files)
 }
 
 // payloadHostPid finds the host pid of init's child with jail pid nsPid,

@@ -45,7 +45,12 @@ var deniedSyscalls = []string{
 	// machine state
 	"reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "syslog",
 	"sethostname", "setdomainname", "vhangup", "lookup_dcookie", "nfsservctl", "uselib",
-	"iopl", "ioperm", "vm86", "vm86old", "fanotify_init",
+	"iopl", "ioperm", "vm86", "vm86old",
+	// watching files: the interpreter and environment trees are shared
+	// read-only by every jail, so a watch (or a page-cache probe) on them
+	// would show which modules a concurrent run of another caller opens
+	"fanotify_init", "fanotify_mark", "inotify_init", "inotify_init1", "inotify_add_watch",
+	"inotify_rm_watch", "cachestat",
 	// clocks
 	"settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime",
 }
@@ -177,7 +182,8 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 	}
 	argRules := []struct {
 		name, label string
-	}{{"clone", "clone"}, {"unshare", "clone"}, {"ioctl", "ioctl"}, {"socket", "socket"}, {"socketpair", "socketpair"}, {"personality", "personality"}}
+	}{{"clone", "clone"}, {"unshare", "clone"}, {"ioctl", "ioctl"}, {"socket", "socket"}, {"socketpair", "socketpair"}, {"personality", "personality"},
+		{"fcntl", "fcntl"}, {"preadv2", "preadv2"}}
 	for _, r := range argRules {
 		if n, ok := nr(r.name); ok {
 			a.jumpIf(bpf.JumpEqual, n, r.label, "")
@@ -218,6 +224,19 @@ func buildFilter() ([]bpf.RawInstruction, error) {
 	a.load(offArgLo(0))
 	a.jumpIf(bpf.JumpEqual, 0, "allow", "")
 	a.jumpIf(bpf.JumpEqual, 0xffffffff, "allow", "eperm")
+
+	// fcntl: no F_NOTIFY (dnotify), the oldest way to watch a directory of
+	// the shared trees (the command is an unsigned int: low word only).
+	a.label("fcntl")
+	a.load(offArgLo(1))
+	a.jumpIf(bpf.JumpEqual, unix.F_NOTIFY, "eperm", "allow")
+
+	// preadv2: no RWF_NOWAIT, which fails fast on a page not in the page
+	// cache and so tells which shared files another run has read (the
+	// flags are arg 5 on every 64-bit architecture).
+	a.label("preadv2")
+	a.load(offArgLo(5))
+	a.jumpIf(bpf.JumpBitsSet, unix.RWF_NOWAIT, "eperm", "allow")
 
 	a.label("allow")
 	a.ret(retAllow)

@@ -209,7 +209,7 @@ func (s *Spec) Validate() error {
 		return fmt.Errorf("%w: working directory %q is not absolute", ErrInvalidSpec, s.Dir)
 	}
 	for _, f := range s.Files {
-		if _, err := cleanRelPath(f.Path); err != nil {
+		if _, err := cleanInputPath(f.Path); err != nil {
 			return err
 		}
 	}
@@ -258,6 +258,47 @@ func (m Mount) target() string {
 		return m.Source
 	}
 	return m.Target
+}
+
+// Bounds on the path of a file written into a workspace. They keep the
+// cost of writing an upload proportional to its size (a path of thousands
+// of components in a few KiB would otherwise cost a directory per
+// component), and stay well under the kernel's PATH_MAX and NAME_MAX.
+const (
+	MaxPathBytes = 1024 // the whole relative path
+	MaxPathDepth = 64   // components, the file's name included
+	MaxNameBytes = 255  // one component
+)
+
+// CheckPathLimits tells which bound of a workspace path p exceeds, if any.
+// It reads p once and stops at the first excess, so it costs no more than
+// MaxPathBytes even for a path far beyond them.
+func CheckPathLimits(p string) error {
+	if len(p) > MaxPathBytes {
+		return fmt.Errorf("path is %d bytes long; the limit is %d", len(p), MaxPathBytes)
+	}
+	depth := 0
+	for part := range strings.SplitSeq(p, "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		if depth++; depth > MaxPathDepth {
+			return fmt.Errorf("path has more than %d components", MaxPathDepth)
+		}
+		if len(part) > MaxNameBytes {
+			return fmt.Errorf("path component of %d bytes; the limit is %d", len(part), MaxNameBytes)
+		}
+	}
+	return nil
+}
+
+// cleanInputPath is cleanRelPath for a file to be written: it also holds
+// the path to the bounds above.
+func cleanInputPath(unsafePath string) (string, error) {
+	if err := CheckPathLimits(unsafePath); err != nil {
+		return "", fmt.Errorf("%w: file name %.64q...: %w", ErrInvalidSpec, unsafePath, err)
+	}
+	return cleanRelPath(unsafePath)
 }
 
 // cleanRelPath checks an untrusted workspace-relative path and returns it

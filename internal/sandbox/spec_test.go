@@ -150,3 +150,31 @@ func TestWireRoundTrip(t *testing.T) {
 		t.Fatalf("expect returned %v, want the init error", err)
 	}
 }
+
+func TestCheckPathLimits(t *testing.T) {
+	tests := []struct {
+		name, path, err string
+	}{
+		{"as deep as allowed", strings.Repeat("d/", MaxPathDepth-1) + "f", ""},
+		{"dots and empty components do not count", strings.Repeat("./", 100) + strings.Repeat("d//", MaxPathDepth-1) + "f", ""},
+		{"one level too deep", strings.Repeat("d/", MaxPathDepth) + "f", "more than 64 components"},
+		{"as long as allowed", strings.Repeat(strings.Repeat("n", 254)+"/", 4) + strings.Repeat("f", MaxPathBytes-4*255), ""},
+		{"one byte too long", strings.Repeat("n", 200) + "/" + strings.Repeat("f", MaxPathBytes-200), "path is 1025 bytes long; the limit is 1024"},
+		{"a name as long as allowed", strings.Repeat("n", MaxNameBytes), ""},
+		{"a name too long", "a/" + strings.Repeat("n", MaxNameBytes+1), "path component of 256 bytes; the limit is 255"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckPathLimits(tt.path)
+			if (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("CheckPathLimits = %v, want %q", err, tt.err)
+			}
+			if tt.err != "" {
+				s := Spec{Argv: []string{"/usr/bin/python3"}, Files: []File{{Path: tt.path}}}
+				if err := s.Validate(); !errors.Is(err, ErrInvalidSpec) {
+					t.Errorf("a spec with that file: %v, want ErrInvalidSpec", err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+#!/bin/sh
+# Fuzzes the served OpenAPI document with schemathesis against a real
+# `pyexec serve` built from this repository: real jails, executions that
+# really run, an API key. Fails on any 5xx and on any response (status,
+# content type, headers, body, SSE events) the document does not allow;
+# the checks turned off, and why, are in fuzz/schemathesis.toml.
+#
+# Needs root (for the jails), Go, python3 and PyPI. A Python 3.12 or newer
+# is preferred when there is one: under CPython 3.11 Hypothesis can hit an
+# interpreter fault (SystemError from the ast module) while generating. schemathesis is pinned
+# and installed into python/.fuzz-venv on first use. Bounded: FUZZ_MAX_TIME
+# seconds of fuzzing (default 150), about four minutes in all.
+#
+#   FUZZ_SEED=7 ./python/fuzz-api.sh
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+venv=${FUZZ_VENV:-"$here/.fuzz-venv"}
+# The venv's interpreter: PYTHON, else the newest 3.12+ found (on PATH or
+# installed by pyenv), else python3.
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+	pyenv_pythons=
+	if command -v pyenv >/dev/null 2>&1; then
+		pyenv_pythons=$(ls -d "$(pyenv root)"/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV || true)
+	fi
+	for candidate in python3.14 python3.13 python3.12 $pyenv_pythons python3; do
+		if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+			python=$candidate
+			break
+		fi
+	done
+fi
+version=4.32.5
+
+if [ "$(id -u)" != 0 ]; then
+	echo "fuzz-api: skipped, the jails need root" >&2
+	exit 0
+fi
+
+stamp="$venv/.schemathesis-$version"
+if [ ! -f "$stamp" ]; then
+	if command -v uv >/dev/null 2>&1; then
+		uv venv --quiet --allow-existing --python "$python" "$venv"
+		VIRTUAL_ENV="$venv" uv pip install --quiet "schemathesis==$version"
+	else
+		"$python" -m venv "$venv"
+		"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
+	fi
+	touch "$stamp"
+fi
+
+work=$(mktemp -d /tmp/pyexec-fuzz.XXXXXX)
+server=
+cleanup() {
+	if [ -n "$server" ]; then
+		kill "$server" 2>/dev/null || true
+		wait "$server" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+(cd "$repo" && go build -o "$work/pyexec" ./cmd/pyexec)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PYEXEC_FUZZ_KEY=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+export PYEXEC_FUZZ_KEY
+"$work/pyexec" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
+	--api-keys "fuzz:$PYEXEC_FUZZ_KEY" >"$work/server.log" 2>&1 &
+server=$!
+
+base="http://127.0.0.1:$port"
+i=0
+until python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1])" "$base/health" 2>/dev/null; do
+	i=$((i + 1))
+	if [ "$i" -gt 120 ] || ! kill -0 "$server" 2>/dev/null; then
+		echo "fuzz-api: the server did not start:" >&2
+		cat "$work/server.log" >&2
+		exit 1
+	fi
+	sleep 0.5
+done
+
+status=0
+cd "$work" # schemathesis keeps its cache in the working directory
+"$venv/bin/schemathesis" --config-file "$here/fuzz/schemathesis.toml" --no-color run "$base/openapi.json" \
+	--workers 2 --max-time "${FUZZ_MAX_TIME:-150}" --seed "${FUZZ_SEED:-1}" \
+	--report-dir "$work/report" || status=$?
+if grep -q '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log"; then
+	echo "fuzz-api: the server logged errors:" >&2
+	grep '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log" | head -20 >&2
+	status=1
+fi
+exit "$status"
