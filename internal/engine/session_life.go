@@ -91,7 +91,8 @@ type reaped struct {
 }
 
 // expired lists the sessions to end at t: idle past their timeout (a busy
-// session is never idle), past their lifetime, or whose interpreter died.
+// or still starting session is never idle), past their lifetime, or whose
+// interpreter died.
 func (e *Engine) expired(t time.Time) []reaped {
 	e.sess.mu.Lock()
 	defer e.sess.mu.Unlock()
@@ -101,7 +102,7 @@ func (e *Engine) expired(t time.Time) []reaped {
 		switch {
 		case !t.Before(s.expires):
 			out = append(out, reaped{s, "max lifetime reached"})
-		case !s.busy && t.Sub(s.last) >= s.idle:
+		case s.k != nil && !s.busy && t.Sub(s.last) >= s.idle:
 			out = append(out, reaped{s, "idle timeout"})
 		case s.k != nil && kernelEnded(s.k) && !s.busy:
 			out = append(out, reaped{s, "interpreter ended"})

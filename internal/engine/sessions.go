@@ -109,7 +109,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 	}
 	s.mu.Lock()
 	gone := s.gone
-	s.k = k
+	s.k, s.last = k, now() // idle from when it can take a cell
 	s.mu.Unlock()
 	e.watchKernel(k)
 	if gone { // deleted or shut down while it started
