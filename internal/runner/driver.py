@@ -11,6 +11,9 @@
 # reads cells from fd N (see _Cells), runs each in one persistent __main__
 # and, after each, writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the
 # cell's report (tagged "cell": NUM) on the channel.
+# With PYEXEC_PRE_FAILED="I RC" in its environment (the engine's
+# pre-command script sets it when pre-command I failed with RC) it writes
+# "pyexec-pre-command-failed I RC" on the channel and exits RC instead.
 # It runs ENTRY as __main__ the way `python ENTRY ARGS...` would. On a
 # private copy of fd N it streams one JSON line per rich output
 # ({"output": {"type", "data", "metadata"}}) as it happens and, at the end,
@@ -21,8 +24,10 @@
 # - It imports nothing before the user's code runs: only modules the
 #   interpreter loaded at startup, so a user's json.py or random.py shadows the
 #   standard library for the user exactly as with `python main.py`. The error
-#   path imports traceback with the project directory off sys.path. Rich
-#   output touches matplotlib and pandas only when the user's code loaded them.
+#   path imports traceback, and fetching a pipe from the jail's relay
+#   _socket (a session's kernel before its first cell), both with the project
+#   directory off sys.path. Rich output touches matplotlib and pandas only
+#   when the user's code loaded them.
 # - None of its frames appears in a traceback shown to the user.
 # - In a jail, user code starts with fds 0-2 only: the channel and a
 #   session's cell pipe are fetched from the jail's PID 1 for each use and
@@ -543,6 +548,12 @@ def _main():
     clean_path = [p for p in sys.path if p not in ("", cwd)]
     channel = _Channel(opts.fd, _relay(), clean_path)
     _only_stdio(channel.fd)
+    failed = os.environ.pop("PYEXEC_PRE_FAILED", "").split()
+    if len(failed) == 2 and failed[0].isdigit() and failed[1].isdigit():
+        # A pre-command failed (the engine's pre-command script): say which,
+        # and end as it did, running no user code.
+        channel.send(_Raw("pyexec-pre-command-failed %s %s" % tuple(failed)))
+        sys.exit(int(failed[1]) & 0xFF)
     report = {"result": None, "error": None, "exit_code": 0}
     roots = _user_roots(entry)
     path = os.path.abspath(entry)
