@@ -96,9 +96,12 @@ def _relay():
     return os.environ.pop("PYEXEC_RELAY", None)
 
 
+_SOCKET = sys.modules.get("_socket")  # a fork server has it: its payloads import nothing
+
+
 def _fetch(path, clean_path):
     # The pipes PID 1 hands out, as {b"c": fd, b"r": fd}; {} on failure.
-    sock = sys.modules.get("_socket") or _stdlib_import("_socket", clean_path)
+    sock = _SOCKET or sys.modules.get("_socket") or _stdlib_import("_socket", clean_path)
     s = sock.socket(sock.AF_UNIX, sock.SOCK_STREAM | sock.SOCK_CLOEXEC)
     fds, msg = [], b""
     try:
