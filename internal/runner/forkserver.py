@@ -12,6 +12,10 @@
 #     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
 #     once the server has moved it into the execution's cgroup, a new cgroup
 #     namespace rooted there;
+#   - holds the execution's result channel and request pipe itself and
+#     hands them out on a unix socket in its /dev/shm (the relay, see
+#     sandbox/relay_linux.go), so that the payload holds none while user
+#     code runs;
 #   - forks the payload, which takes a session, rlimits, an empty bounding
 #     set, the sandbox uid and gid (so no capability at all), Landlock,
 #     no_new_privs and the seccomp filter, checks all of that in
