@@ -156,19 +156,22 @@ func (e *Engine) planFiles(p *plan) []File {
 
 // preScript runs the pre-commands, each with /bin/sh -c in order, then
 // execs the payload. The commands arrive as arguments, never spliced into
-// the script. Each starts with fds 0-2 only (the result channel, fd 3, is
-// closed for it). A failing command reports itself on the result channel
-// and ends the run with its exit status.
+// the script. Each starts with fds 0-2 only (in a jail the result channel
+// is no descriptor at all; unjailed, fd 3 is closed for it). A failing
+// command makes the runner driver start in its place with PYEXEC_PRE_FAILED
+// set: the driver reports it on the result channel and ends the run with
+// the command's exit status, running no user code.
 const preScript = `n=$1; shift; i=1
 while [ "$i" -le "$n" ]; do
   /bin/sh -c "$1" </dev/null 3>&-
   rc=$?
-  if [ "$rc" -ne 0 ]; then printf '` + preFailMarker + ` %s %s\n' "$i" "$rc" >&3; exit "$rc"; fi
+  if [ "$rc" -ne 0 ]; then shift $((n-i+1)); export PYEXEC_PRE_FAILED="$i $rc"; exec "$@"; fi
   shift; i=$((i+1))
 done
 exec "$@"`
 
-// preFailMarker starts the channel line of a failed pre-command.
+// preFailMarker starts the channel line of a failed pre-command (the
+// driver writes it; see preScript).
 const preFailMarker = "pyexec-pre-command-failed"
 
 // withPreCommands wraps argv so that the pre-commands run first, in the

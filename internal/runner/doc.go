@@ -4,7 +4,8 @@
 // The driver runs the entry file as __main__ exactly as `python main.py`
 // would (sys.argv, sys.path[0], stdin, exit codes, tracebacks), optionally
 // returns the repr of the last top-level expression, and writes to a
-// separate channel (fd 3 in the jail), never mixed into the user's stdout:
+// separate channel (in a jail fetched from its PID 1 for each write, else
+// fd 3), never mixed into the user's stdout:
 // rich outputs as they happen (Jupyter-style MIME bundles from display(),
 // _repr_*_ methods, matplotlib figures and pandas frames), then one JSON
 // report about the outcome. This package builds the driver's argv and

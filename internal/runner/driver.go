@@ -18,8 +18,9 @@ import (
 //go:embed driver.py
 var driverSource string
 
-// ChannelFD is the descriptor on which the jail hands the payload its result
-// channel (sandbox.Spec.ResultChannel).
+// ChannelFD is the descriptor of the result channel for a driver started
+// without a jail; a jail serves sandbox.Spec.ResultChannel on its relay
+// instead, which the driver finds in its environment (PYEXEC_RELAY).
 const ChannelFD = 3
 
 // DefaultEntrypoint is the file run when Options.Entrypoint is empty.
@@ -54,7 +55,8 @@ type Options struct {
 	DataFrames map[string]string
 	// ReportFD is the descriptor the report is written to; zero means
 	// ChannelFD. The driver moves it to a private close-on-exec descriptor
-	// before user code runs, so the user's subprocesses never inherit it.
+	// before user code runs, so the user's subprocesses never inherit it;
+	// in a jail it holds no descriptor at all while user code runs.
 	ReportFD int
 }
 

@@ -11,6 +11,9 @@
 # reads cells from fd N (see _Cells), runs each in one persistent __main__
 # and, after each, writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the
 # cell's report (tagged "cell": NUM) on the channel.
+# With PYEXEC_PRE_FAILED="I RC" in its environment (the engine's
+# pre-command script sets it when pre-command I failed with RC) it writes
+# "pyexec-pre-command-failed I RC" on the channel and exits RC instead.
 # It runs ENTRY as __main__ the way `python ENTRY ARGS...` would. On a
 # private copy of fd N it streams one JSON line per rich output
 # ({"output": {"type", "data", "metadata"}}) as it happens and, at the end,
@@ -21,11 +24,15 @@
 # - It imports nothing before the user's code runs: only modules the
 #   interpreter loaded at startup, so a user's json.py or random.py shadows the
 #   standard library for the user exactly as with `python main.py`. The error
-#   path imports traceback with the project directory off sys.path. Rich
-#   output touches matplotlib and pandas only when the user's code loaded them.
+#   path imports traceback, and fetching a pipe from the jail's relay
+#   _socket (a session's kernel before its first cell), both with the project
+#   directory off sys.path. Rich output touches matplotlib and pandas only
+#   when the user's code loaded them.
 # - None of its frames appears in a traceback shown to the user.
-# - User code starts with fds 0-2 and the driver's own, all close-on-exec:
-#   the channel and, in a session, the cell pipe (docs/jail.md says why).
+# - In a jail, user code starts with fds 0-2 only: the channel and a
+#   session's cell pipe are fetched from the jail's PID 1 for each use and
+#   closed after it (see _relay; docs/jail.md). Started without a jail, it
+#   keeps them as close-on-exec descriptors of its own.
 # - It supports every CPython from 3.8.
 
 import os
@@ -80,17 +87,57 @@ def _json(v, depth=0):
         return '"<unprintable>"'
 
 
-class _Channel:
-    # The report fd, moved off its well-known number before user code runs so
-    # that children started by the user do not inherit it (os.dup returns a
-    # close-on-exec fd). The user may close or reuse the number: the write
-    # happens only if it still names the same pipe, and only in the process
-    # that started (a fork()ed child returning into the driver stays quiet).
+def _relay():
+    # The jail's PID 1 serves the driver's pipes on a unix socket whose path
+    # it puts in PYEXEC_RELAY: each connection gets them as close-on-exec
+    # descriptors (b"c": the channel, b"r": the request pipe), which the
+    # driver closes again after one use, so none is open while user code
+    # runs. None when the jail gives them as fds 3 and 4 instead.
+    return os.environ.pop("PYEXEC_RELAY", None)
 
-    def __init__(self, fd):
+
+_SOCKET = sys.modules.get("_socket")  # a fork server has it: its payloads import nothing
+
+
+def _fetch(path, clean_path):
+    # The pipes PID 1 hands out, as {b"c": fd, b"r": fd}; {} on failure.
+    sock = _SOCKET or sys.modules.get("_socket") or _stdlib_import("_socket", clean_path)
+    s = sock.socket(sock.AF_UNIX, sock.SOCK_STREAM | sock.SOCK_CLOEXEC)
+    fds, msg = [], b""
+    try:
+        s.connect(path)
+        msg, anc, _, _ = s.recvmsg(8, sock.CMSG_SPACE(8), getattr(sock, "MSG_CMSG_CLOEXEC", 0x40000000))
+        for level, kind, data in anc:
+            if level == sock.SOL_SOCKET and kind == sock.SCM_RIGHTS:
+                fds += [int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if not fds or len(fds) != len(msg):
+        for fd in fds:
+            os.close(fd)
+        return {}
+    return {msg[i:i + 1]: fd for i, fd in enumerate(fds)}
+
+
+class _Channel:
+    # Where rich outputs and the report go. In a jail, a pipe fetched from
+    # PID 1 for each send and closed after it (see _relay). Else the report
+    # fd, moved off its well-known number before user code runs so that
+    # children started by the user do not inherit it (os.dup returns a
+    # close-on-exec fd); the user may close or reuse the number: the write
+    # happens only if it still names the same pipe. Either way only in the
+    # process that started (a fork()ed child returning into the driver
+    # stays quiet).
+
+    def __init__(self, fd, relay=None, clean_path=()):
         self.fd = -1
         self.pid = os.getpid()
         self.lock = sys.modules["_thread"].allocate_lock()  # display() may be called from threads
+        self.relay, self.clean_path = relay, list(clean_path)
+        if relay:
+            return
         try:
             self.fd = os.dup(fd)
             os.close(fd)
@@ -101,19 +148,30 @@ class _Channel:
 
     def send(self, obj):
         # Returns the number of bytes written (0 when nothing was).
-        if self.fd < 0 or os.getpid() != self.pid:
+        if (self.fd < 0 and not self.relay) or os.getpid() != self.pid:
             return 0
         data = (_json(obj) + "\n").encode("utf-8", "backslashreplace")
         with self.lock:
+            fds = {}
             try:
-                st = os.fstat(self.fd)
-                if (st.st_dev, st.st_ino) != self.ident:
-                    return 0
+                if self.relay:
+                    fds = _fetch(self.relay, self.clean_path)
+                    fd = fds.get(b"c", -1)
+                    if fd < 0:
+                        return 0
+                else:
+                    fd = self.fd
+                    st = os.fstat(fd)
+                    if (st.st_dev, st.st_ino) != self.ident:
+                        return 0
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(self.fd, view):]
+                    view = view[os.write(fd, view):]
             except OSError:
                 return 0
+            finally:
+                for f in fds.values():
+                    os.close(f)
         return len(data)
 
 
@@ -489,12 +547,18 @@ def _main():
     if argv[:1] == ["--wait-request"] and len(argv) == 2 and argv[1].isdigit():
         argv = _wait_request(int(argv[1]))
     opts, entry, args = _parse(argv)
-    channel = _Channel(opts.fd)
-    _only_stdio(channel.fd)
-    report = {"result": None, "error": None, "exit_code": 0}
-    roots = _user_roots(entry)
     cwd = os.getcwd()
     clean_path = [p for p in sys.path if p not in ("", cwd)]
+    channel = _Channel(opts.fd, _relay(), clean_path)
+    _only_stdio(channel.fd)
+    failed = os.environ.pop("PYEXEC_PRE_FAILED", "").split()
+    if len(failed) == 2 and failed[0].isdigit() and failed[1].isdigit():
+        # A pre-command failed (the engine's pre-command script): say which,
+        # and end as it did, running no user code.
+        channel.send(_Raw("pyexec-pre-command-failed %s %s" % tuple(failed)))
+        sys.exit(int(failed[1]) & 0xFF)
+    report = {"result": None, "error": None, "exit_code": 0}
+    roots = _user_roots(entry)
     path = os.path.abspath(entry)
 
     # The interpreter's view of the program, as `python ENTRY ARGS...` sets it.
@@ -591,32 +655,46 @@ def _strip(tb):
 
 
 class _Cells:
-    # Cell frames on the request fd: b"LENGTH NUMBER FLAGS\n" then LENGTH
+    # Cell frames on the request pipe: b"LENGTH NUMBER FLAGS\n" then LENGTH
     # bytes of UTF-8 source. FLAGS is "-" or letters: e = eval_last_expr.
+    # In a jail the pipe is fetched from PID 1 for each cell and closed
+    # before the cell runs (see _relay); else it is fd N, kept close-on-exec
+    # so the user's children never see it.
 
-    def __init__(self, fd):
-        self.fd = os.dup(fd)  # close-on-exec: the user's children never see it
+    def __init__(self, fd, relay, clean_path):
+        self.relay, self.clean_path = relay, clean_path
+        self.fd = -1 if relay else os.dup(fd)
         os.close(fd)
         self.buf = bytearray()
 
-    def need(self, n):
+    def need(self, fd, n):
         while len(self.buf) < n:
-            chunk = os.read(self.fd, 1 << 16)
+            chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return False
             self.buf += chunk
         return True
 
     def next(self):
+        if not self.relay:
+            return self.frame(self.fd)
+        fds = _fetch(self.relay, self.clean_path)
+        try:
+            return self.frame(fds[b"r"]) if b"r" in fds else None
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def frame(self, fd):
         while b"\n" not in self.buf:
-            if not self.need(len(self.buf) + 1):
+            if not self.need(fd, len(self.buf) + 1):
                 return None
         head, _, rest = bytes(self.buf).partition(b"\n")
         self.buf = bytearray(rest)
         f = head.split(b" ")
         if len(f) != 3 or not f[0].isdigit() or not f[1].isdigit():
             _usage("malformed cell frame")
-        if not self.need(int(f[0])):
+        if not self.need(fd, int(f[0])):
             return None
         src, self.buf = bytes(self.buf[:int(f[0])]), self.buf[int(f[0]):]
         return int(f[1]), f[2].decode("ascii", "replace"), src.decode("utf-8", "surrogateescape")
@@ -627,11 +705,12 @@ class _Kernel:
 
     def __init__(self, fd, argv):
         self.opts = _parse(argv, session=True)[0]
-        self.cells = _Cells(fd)
-        self.channel = _Channel(self.opts.fd)
+        self.clean_path = [p for p in sys.path if p not in ("", os.getcwd())]
+        relay = _relay()
+        self.cells = _Cells(fd, relay, self.clean_path)
+        self.channel = _Channel(self.opts.fd, relay, self.clean_path)
         _only_stdio(self.cells.fd, self.channel.fd)
         self.running = False
-        self.clean_path = [p for p in sys.path if p not in ("", os.getcwd())]
         self.roots = [os.path.realpath(os.getcwd())]
         _G["_driver_module"] = sys.modules["__main__"]
         mod = type(sys)("__main__")

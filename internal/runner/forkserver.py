@@ -12,6 +12,10 @@
 #     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
 #     once the server has moved it into the execution's cgroup, a new cgroup
 #     namespace rooted there;
+#   - holds the execution's result channel and request pipe itself and
+#     hands them out on a unix socket in its /dev/shm (the relay, see
+#     sandbox/relay_linux.go), so that the payload holds none while user
+#     code runs;
 #   - forks the payload, which takes a session, rlimits, an empty bounding
 #     set, the sandbox uid and gid (so no capability at all), Landlock,
 #     no_new_privs and the seccomp filter, checks all of that in
@@ -58,6 +62,7 @@ if "matplotlib.pyplot" in sys.modules:
 # preloads loaded, not the machinery below.
 _KEEP = frozenset(sys.modules)
 
+import _thread  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
@@ -244,15 +249,54 @@ def _child(sock, req, fds, cfg):
                 except OSError:
                     pass  # the listing's own descriptor
         _isolate(req, cfg)
+        relay = _listen_relay(cfg["relay"])
         _own_cgroup_namespace()
         pid = os.fork()
         if pid == 0:
+            relay.close()
             _payload(req, cfg)  # never returns
     except _Fail as e:
         _report_failure(status, e.step, e.message)
     except BaseException as e:
         _report_failure(status, "fork server", "%s: %s" % (type(e).__name__, e))
-    _reap(pid, req)
+    _reap(pid, req, relay)
+
+
+def _listen_relay(path):
+    # The payload gets no pipe of the server's: it fetches the channel (3)
+    # and the request pipe (4) from us on this socket for each use (see
+    # sandbox/relay_linux.go). It is in the execution's own /dev/shm,
+    # root's, in a sticky directory: the payload can connect to it but not
+    # remove or replace it.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(path)
+        os.chmod(path, 0o666)
+        s.listen(64)
+    except OSError as e:
+        s.close()
+        raise _Fail("relay", str(e))
+    return s
+
+
+def _serve_relay(lst, tags, fds, done):
+    # Every connection gets fds, tagged by tags, until lst is shut down. It
+    # never reads from a client, so no client can hold it up.
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
+    try:
+        while True:
+            try:
+                conn, _ = lst.accept()
+            except OSError:
+                return
+            try:
+                conn.sendmsg([tags], rights, socket.MSG_NOSIGNAL)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+    finally:
+        done.release()
 
 
 def _report_failure(status, step, message):
@@ -314,11 +358,16 @@ def _own_cgroup_namespace():
     _sys("cgroup namespace", _libc.unshare, CLONE_NEWCGROUP)
 
 
-def _reap(pid, req):
-    # PID 1 of the execution: wait for the payload, reaping what is
-    # re-parented to us, then kill everything left and report.
-    for fd in range(5):
+def _reap(pid, req, relay):
+    # PID 1 of the execution: serve the payload's pipes, wait for it,
+    # reaping what is re-parented to us, then kill everything left, close
+    # the pipes and report.
+    for fd in range(3):
         os.close(fd)
+    tags, fds = (b"c", [3]) if req["channel"] else (b"", [])
+    done = _thread.allocate_lock()
+    done.acquire()
+    _thread.start_new_thread(_serve_relay, (relay, tags + b"r", fds + [4], done))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     exit_info = {"Signal": 9}
@@ -343,6 +392,14 @@ def _reap(pid, req):
         except ChildProcessError:
             break
     try:
+        relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
+    except OSError:
+        pass
+    done.acquire()
+    relay.close()
+    os.close(3)
+    os.close(4)
+    try:
         _send(5, {"kind": "exit", "exit": exit_info})
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
@@ -356,8 +413,8 @@ def _reap(pid, req):
 def _payload(req, cfg):
     try:
         os.close(6)
-        if not req["channel"]:
-            os.close(3)  # no result channel asked for: fds 0-2 and the request
+        os.close(3)  # the result channel comes from the reaper's relay
+        os.environ["PYEXEC_RELAY"] = cfg["relay"]
         os.setsid()
         cpu = req["cpu_seconds"]
         for step, res, soft, hard in (

@@ -14,6 +14,9 @@ import (
 //	kernel → fds 1, 2: the cell's output, then CellEnd(NUMBER)
 //	kernel → fd 3:     the cell's outputs, then its report {"cell": NUMBER, ...}
 //
+// In a jail the kernel closes fds 3 and 4 at once and fetches both pipes
+// from the jail's relay for each cell and each write (sandbox.Spec), so a
+// cell runs with fds 0-2 only.
 // A cell has ended when its report arrived and its end marker was seen on
 // both stdout and stderr: the three pipes are drained independently, so
 // the report alone does not say that the cell's last output was read.

@@ -175,7 +175,7 @@ func TestStreamChannel(t *testing.T) {
 	m := needJail(t)
 	var live []byte
 	spec := Spec{
-		Argv:          []string{python, "-c", "import os\nos.write(3, b'one\\n')\nos.write(3, b'two\\n')\n"},
+		Argv:          []string{python, "-c", fetchChannel + "os.write(CH, b'one\\n')\nos.write(CH, b'two\\n')\n"},
 		ResultChannel: true,
 		StreamChannel: true,
 	}

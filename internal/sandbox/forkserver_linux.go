@@ -61,6 +61,7 @@ type forkConfig struct {
 	ProcMasked   []string      `json:"proc_masked"`
 	ProcReadOnly []string      `json:"proc_read_only"`
 	Bounding     []int         `json:"bounding"` // the server's bounding set, for its executions to drop
+	Relay        string        `json:"relay"`    // where each reaper serves its payload's pipes (relayPath)
 }
 
 // forkRequest asks for one execution; its descriptors travel with it.
@@ -73,7 +74,7 @@ type forkRequest struct {
 	CPUSeconds      int64  `json:"cpu_seconds"`
 	Dir             string `json:"dir"`
 	Collect         bool   `json:"collect"`
-	Channel         bool   `json:"channel"` // the payload keeps fd 3, its result channel
+	Channel         bool   `json:"channel"` // the reaper serves the payload its result channel
 }
 
 // forkReply answers the configuration (Ready) and each fork request (Pid,
@@ -168,7 +169,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 // in the same form, as a cold jail.
 func (t *Template) config() (forkConfig, error) {
 	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
-		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps}
+		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath}
 	if !t.m.cfg.Disable.NoSeccomp {
 		raw, err := buildFilter()
 		if err != nil {

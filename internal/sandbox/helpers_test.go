@@ -77,6 +77,16 @@ func runPy(t testing.TB, m *Manager, code string, opts ...pyOpt) Result {
 // work, it blocks on its request pipe (fd 4) and runs the code it is sent.
 // Like the runner driver, it runs _main itself only as __main__: a fork
 // server loads it once and calls _main in each execution.
+// fetchChannel is Python that sets CH to the result channel as the jail's
+// PID 1 serves it (relay_linux.go) and TAGS to what the relay handed out.
+const fetchChannel = `import os, socket
+_s = socket.socket(socket.AF_UNIX)
+_s.connect(os.environ["PYEXEC_RELAY"])
+TAGS, _fds, _, _ = socket.recv_fds(_s, 8, 2)
+_s.close()
+CH = _fds[TAGS.index(b"c")]
+`
+
 const silentWaiter = `import os
 def _main():
     code = b""

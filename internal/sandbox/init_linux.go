@@ -129,6 +129,14 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 	if x.ForkServer {
 		return startForkServer(s, x, dir(x, workDir, s.Unsafe))
 	}
+	// Bound before Landlock, which would forbid making the socket.
+	env, relayed := x.Env, false
+	if !s.Unsafe && (x.Channel || x.Requests) {
+		if err := startRelay(x); err != nil {
+			return 0, step("relay", err)
+		}
+		env, relayed = append(env[:len(env):len(env)], relayEnv+"="+relayPath), true
+	}
 	if !s.Unsafe {
 		if err := dropBoundingCaps(); err != nil {
 			return 0, step("capabilities", err)
@@ -147,17 +155,20 @@ func startPayload(s *setupMsg, x *execMsg) (int, error) {
 	files := []*os.File{os.NewFile(fdStdin, "stdin"), os.NewFile(fdStdout, "stdout"), os.NewFile(fdStderr, "stderr")}
 	if x.Channel || x.Requests {
 		var ch *os.File // a nil entry leaves the payload's fd 3 closed
-		if x.Channel {
+		if x.Channel && !relayed {
 			ch = os.NewFile(fdChannel, "channel")
 		}
 		files = append(files, ch)
 	}
 	if x.Requests {
+		// A warm runner reads its request here and closes it before user
+		// code runs; a session's kernel closes it at once and fetches the
+		// pipe from the relay for each cell.
 		files = append(files, os.NewFile(fdRequests, "requests"))
 	}
 	attr := &os.ProcAttr{
 		Dir:   dir(x, workDir, s.Unsafe),
-		Env:   x.Env,
+		Env:   env,
 		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Setsid:    true,

@@ -100,13 +100,14 @@ func TestCancelKillsTheRun(t *testing.T) {
 }
 
 // TestLiveOutputStdinAndChannel: output arrives live and in order, stdin
-// is fed, and fd 3 carries the result channel.
+// is fed, and the result channel, fetched from the jail's relay, carries
+// what the payload writes; only stdio is inherited.
 func TestLiveOutputStdinAndChannel(t *testing.T) {
 	m := needJail(t)
 	var mu sync.Mutex
 	var live bytes.Buffer
 	res, err := m.Run(context.Background(), Spec{
-		Argv:          []string{python, "-c", "import sys, os\nfor i in range(3): print('line', i, flush=True)\nprint(sys.stdin.read().upper())\nos.write(3, b'{\"ok\": true}')"},
+		Argv:          []string{python, "-c", "import os\nFD3 = os.path.exists('/proc/self/fd/3')\n" + fetchChannel + "import sys\nfor i in range(3): print('line', i, flush=True)\nprint(sys.stdin.read().upper())\nos.write(CH, b'{\"ok\": true}')\nprint(TAGS, FD3, 'PYEXEC_RELAY' in os.environ)"},
 		Stdin:         []byte("hello stdin"),
 		ResultChannel: true,
 	}, func(s Stream, p []byte) {
@@ -119,7 +120,7 @@ func TestLiveOutputStdinAndChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "line 0\nline 1\nline 2\nHELLO STDIN\n"
+	want := "line 0\nline 1\nline 2\nHELLO STDIN\nb'c' False True\n"
 	if res.Status != StatusOK || string(res.Stdout) != want {
 		t.Fatalf("status %s stdout %q stderr %s", res.Status, res.Stdout, res.Stderr)
 	}
@@ -131,6 +132,17 @@ func TestLiveOutputStdinAndChannel(t *testing.T) {
 	}
 	if res.PeakMemory <= 0 || res.CPUTime <= 0 {
 		t.Errorf("peak memory %d, cpu %s: usage not reported", res.PeakMemory, res.CPUTime)
+	}
+}
+
+// TestNoRelayWithoutPipes: a payload that asks for neither a result
+// channel nor a request pipe gets no relay either.
+func TestNoRelayWithoutPipes(t *testing.T) {
+	m := needJail(t)
+	res, err := m.Run(t.Context(), Spec{Argv: []string{python, "-c",
+		"import os; print(os.environ.get('PYEXEC_RELAY'), os.path.lexists('/dev/shm/.pyexec-relay'))"}}, nil)
+	if err != nil || res.Status != StatusOK || string(res.Stdout) != "None False\n" {
+		t.Fatalf("err %v status %s stdout %q stderr %s", err, res.Status, res.Stdout, res.Stderr)
 	}
 }
 

@@ -30,13 +30,17 @@ type Spec struct {
 	Stdin []byte
 	// Limits bound what the payload may consume.
 	Limits Limits
-	// ResultChannel gives the payload a third output, fd 3, for structured
-	// results (the runner's report). Its bytes arrive in Result.Channel,
-	// capped at ChannelBytes.
+	// ResultChannel gives the payload a third output for structured results
+	// (the runner's report). It is not inherited: the jail's PID 1 hands it
+	// out on the unix socket named by PYEXEC_RELAY in the payload's
+	// environment, for each connection, so that the payload can hold it only
+	// while it writes (see docs/jail.md; without isolation it is fd 3). Its
+	// bytes arrive in Result.Channel, capped at ChannelBytes.
 	ResultChannel bool
-	// Requests gives the payload a fourth descriptor, fd 4, the read end of
-	// a pipe its caller writes to while it runs (Process.Send, HandOff): how
-	// a warm interpreter gets its work and a session its cells.
+	// Requests gives the payload fd 4, the read end of a pipe its caller
+	// writes to while it runs (Process.Send, HandOff): how a warm
+	// interpreter gets its work and a session its cells. The relay serves
+	// it too, for a payload that closes fd 4 and fetches it per use.
 	Requests bool
 	// StreamChannel also hands the result channel's bytes to the
 	// OutputFunc as they arrive, as Stream Channel (with ResultChannel).
