@@ -1,13 +1,18 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
 )
 
 // cgroupSetupEnv makes the test binary, re-executed by
@@ -75,4 +80,111 @@ func TestJailCgroupSetupNeverNests(t *testing.T) {
 		}
 	}
 	t.Logf("every start ended in %s", first)
+}
+
+// rootlessEnv makes the test binary, re-executed by
+// TestUnprivilegedServerWithDelegatedCgroup as an unprivileged user, run
+// a memory bomb under a cgroup limit and print the outcome.
+const rootlessEnv = "PYEXEC_TEST_ROOTLESS_CGROUP"
+
+// TestUnprivilegedServerWithDelegatedCgroup: a server that is not root,
+// given a cgroup v2 subtree as systemd's Delegate=yes gives it (the
+// directory and its cgroup.procs, cgroup.subtree_control and
+// cgroup.threads owned by the server's uid), moves itself into its leaf,
+// confines its jails (in user namespaces) with cgroup limits and removes
+// their cgroups.
+func TestUnprivilegedServerWithDelegatedCgroup(t *testing.T) {
+	if parent := os.Getenv(rootlessEnv); parent != "" {
+		m, err := New(Config{CgroupParent: parent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Run(context.Background(), Spec{Argv: []string{python, "-c", "x = bytearray(200 << 20)\nprint('allocated')"},
+			Limits: Limits{MemoryBytes: 64 << 20, WallTime: time.Minute}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Wait()
+		os.Stdout.WriteString("outcome: " + string(r.Status) + " uid " + strconv.Itoa(os.Geteuid()) + "\n")
+		return
+	}
+	needJail(t)
+	if cgroups.Mode() != cgroups.Unified {
+		t.Skip("needs cgroup v2: a v1 hierarchy cannot be delegated to an unprivileged user safely")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := ownCgroupV2(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sibling of this binary's leaf, delegated to nobody.
+	delegated := filepath.Join(v2Mount, filepath.Dir(own), testParent+"-rootless")
+	if err := os.Mkdir(delegated, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer removeCgroupTree(t, delegated)
+	for _, p := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+		if err := os.Chown(filepath.Join(delegated, p), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(delegated, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	dir, err := os.MkdirTemp("/var/tmp", "pyexec-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := copyFile(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedServerWithDelegatedCgroup$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = []string{rootlessEnv + "=pyexec", "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}},
+		UseCgroupFD: true, CgroupFD: fd}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "outcome: oom uid 65534") {
+		t.Fatalf("a memory bomb in a rootless server's jail was not stopped by its cgroup:\n%s", out)
+	}
+	if left, _ := os.ReadDir(filepath.Join(delegated, "pyexec")); len(left) > 0 {
+		t.Fatalf("jail cgroups left: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(delegated, serverLeaf)); err != nil {
+		t.Fatalf("the server did not move into its leaf: %v", err)
+	}
+}
+
+// removeCgroupTree removes a cgroup and its children, deepest first,
+// once their processes are gone.
+func removeCgroupTree(t *testing.T, dir string) {
+	t.Helper()
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		killProcs(filepath.Join(dirs[i], "cgroup.procs"))
+		_ = waitEmpty(filepath.Join(dirs[i], "cgroup.procs"), 5*time.Second)
+		if err := rmdirRetry(dirs[i]); err != nil {
+			t.Errorf("removing %s: %v", dirs[i], err)
+		}
+	}
 }
