@@ -90,7 +90,7 @@ func v1Mount(n cgroup1.Name) (string, error) {
 }
 
 func (d *cgroupV1) describe() string {
-	s := "cgroup v1 (memory, pids, cpu, cpuacct)"
+	s := fmt.Sprintf("cgroup v1 (memory, pids, cpu, cpuacct); jails under %s", filepath.Join(d.mounts[cgroup1.Memory], d.base[cgroup1.Memory]))
 	if !d.swap {
 		s += "; swap accounting off: swap is not capped"
 	}
