@@ -231,14 +231,18 @@ func TestCancelKillsAWarmExecution(t *testing.T) {
 // TestIdleKindsShrink: a kind nobody uses goes cold and frees its jails.
 func TestIdleKindsShrink(t *testing.T) {
 	forEachMode(t, func(t *testing.T, fork bool) {
-		p := newPool(t, Config{Idle: 400 * time.Millisecond, ForkServer: fork})
+		// The kind must stay in use until its first warm jail or fork
+		// server is ready, which takes seconds on an emulated (TCG) host:
+		// a shorter Idle drops the kind while it is still being built.
+		const idle = 5 * time.Second
+		p := newPool(t, Config{Idle: idle, ForkServer: fork})
 		warmUp(t, p, spec("pass\n"))
 		// A forked execution shares its pages with the fork server, whose
 		// cgroup holds them: together they must be reported.
 		if st := p.Stats(); st.WarmMemory+st.TemplateMemory <= 0 {
 			t.Errorf("idle memory not reported: %+v", st)
 		}
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(idle + 10*time.Second)
 		for p.Stats().Kinds > 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("idle kind still warm: %+v", p.Stats())
