@@ -194,3 +194,63 @@ func removeCgroupTree(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestCgroupSetupWithoutDelegationNamesTheFix: a server in a cgroup v2
+// whose parent hands it no controllers refuses to start, and says which
+// controllers are missing and the command or unit setting that delegates
+// them.
+func TestCgroupSetupWithoutDelegationNamesTheFix(t *testing.T) {
+	needJail(t)
+	if cgroups.Mode() != cgroups.Unified {
+		t.Skip("needs cgroup v2: delegation is a cgroup v2 notion")
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := ownCgroupV2(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// <service>/<x>/inner: x enables nothing for inner.
+	x := filepath.Join(v2Mount, filepath.Dir(own), testParent+"-undelegated")
+	inner := filepath.Join(x, "inner")
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer removeCgroupTree(t, x)
+	fd, err := unix.Open(inner, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJailCgroupSetupNeverNests$", "-test.count=1")
+	cmd.Env = append(os.Environ(), cgroupSetupEnv+"="+testParent)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("set up without delegated controllers:\n%s", out)
+	}
+	for _, want := range []string{
+		"controllers cpu, memory, pids are not delegated",
+		"Delegate=yes",
+		"echo '+cpu +memory +pids' > " + x + "/cgroup.subtree_control",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+	if entries, _ := os.ReadDir(inner); hasDir(entries) {
+		t.Errorf("a refused setup created cgroups in %s", inner)
+	}
+}
+
+// hasDir reports whether a directory listing has a directory.
+func hasDir(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		if e.IsDir() {
+			return true
+		}
+	}
+	return false
+}
