@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,18 +232,20 @@ func TestCancelKillsAWarmExecution(t *testing.T) {
 // TestIdleKindsShrink: a kind nobody uses goes cold and frees its jails.
 func TestIdleKindsShrink(t *testing.T) {
 	forEachMode(t, func(t *testing.T, fork bool) {
-		// The kind must stay in use until its first warm jail or fork
-		// server is ready, which takes seconds on an emulated (TCG) host:
-		// a shorter Idle drops the kind while it is still being built.
-		const idle = 5 * time.Second
-		p := newPool(t, Config{Idle: idle, ForkServer: fork})
-		warmUp(t, p, spec("pass\n"))
+		p := newPool(t, Config{Idle: 400 * time.Millisecond, ForkServer: fork})
+		s := spec("pass\n")
+		// Building the first warm jail or fork server takes longer than
+		// Idle on a slow (emulated) host: steady traffic keeps the kind in
+		// use until it is ready; then nobody uses it.
+		stop := keepInUse(t, p, s)
+		warmUp(t, p, s)
+		stop()
 		// A forked execution shares its pages with the fork server, whose
 		// cgroup holds them: together they must be reported.
 		if st := p.Stats(); st.WarmMemory+st.TemplateMemory <= 0 {
 			t.Errorf("idle memory not reported: %+v", st)
 		}
-		deadline := time.Now().Add(idle + 10*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for p.Stats().Kinds > 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("idle kind still warm: %+v", p.Stats())
@@ -253,6 +256,35 @@ func TestIdleKindsShrink(t *testing.T) {
 			t.Fatalf("warm jails or fork servers left: %+v", st)
 		}
 	})
+}
+
+// keepInUse marks the kind of s used every few milliseconds, as steady
+// traffic would, until the returned func is called.
+func keepInUse(t *testing.T, p *Pool, s sandbox.Spec) (stop func()) {
+	t.Helper()
+	warmArgv, _, ok := runner.Warm(s.Argv, s.Env, p.cfg.BaseEnv)
+	if !ok {
+		t.Fatal("the spec has no warm form")
+	}
+	ws := warmSpec(s, warmArgv, p.cfg)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				p.kind(ws)
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // noForking is a jail manager on a host where fork servers cannot run.
