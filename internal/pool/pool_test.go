@@ -67,10 +67,12 @@ func warmUp(t *testing.T, p *Pool, s sandbox.Spec) {
 	if _, err := p.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	// A fork server loads its interpreter first: under emulation (TCG)
+	// on a busy host that alone takes tens of seconds.
+	deadline := time.Now().Add(60 * time.Second)
 	for p.Stats().Warm == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no warm jail after 20s: %+v", p.Stats())
+			t.Fatalf("no warm jail after 60s: %+v", p.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
