@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -31,7 +32,7 @@ func ownCgroupV2(procCgroup []byte) (string, error) {
 			switch {
 			case !strings.HasPrefix(p, "/"):
 				return "", fmt.Errorf("unexpected cgroup v2 path %q", p)
-			case strings.Contains(p, "/.."):
+			case hasDotDot(p):
 				// Moved out of its cgroup namespace's subtree after the
 				// namespace was made: the cgroup is not reachable by name.
 				return "", fmt.Errorf("this process's cgroup %s lies outside its cgroup namespace", p)
@@ -50,7 +51,7 @@ func cgroupInMount(mountRoot, own string) (string, error) {
 	if mountRoot == "/" {
 		return own, nil
 	}
-	if strings.Contains(mountRoot, "..") {
+	if hasDotDot(mountRoot) {
 		return "", fmt.Errorf("the cgroup2 mount shows %s of the hierarchy, outside this process's cgroup namespace: mount cgroup2 again from inside the namespace", mountRoot)
 	}
 	if own == mountRoot {
@@ -61,6 +62,12 @@ func cgroupInMount(mountRoot, own string) (string, error) {
 		return "", fmt.Errorf("this process's cgroup %s is not below the cgroup2 mount's root %s", own, mountRoot)
 	}
 	return "/" + rel, nil
+}
+
+// hasDotDot reports whether a cgroup path climbs to a parent: how the
+// kernel names a cgroup outside the reader's cgroup namespace.
+func hasDotDot(p string) bool {
+	return slices.Contains(strings.Split(p, "/"), "..")
 }
 
 // serverLayout decides where the server's delegated cgroup is and which

@@ -15,6 +15,7 @@ func TestOwnCgroupV2(t *testing.T) {
 		{"already in the leaf", "0::/system.slice/pyexec.service/server\n", "/system.slice/pyexec.service/server", false},
 		{"hybrid host", "12:memory:/user.slice\n4:pids:/user.slice\n0::/user.slice/session-1.scope\n", "/user.slice/session-1.scope", false},
 		{"outside the namespace's root", "0::/../sibling\n", "", true},
+		{"a name starting with dots", "0::/system.slice/..x\n", "/system.slice/..x", false},
 		{"v1 only", "12:memory:/x\n4:pids:/x\n", "", true},
 		{"relative path", "0::x\n", "", true},
 	} {
