@@ -130,3 +130,20 @@ func killPid(pid int) error {
 	}
 	return nil
 }
+
+// rmdirRetry removes an empty cgroup directory; the kernel may report it
+// busy for a moment after its last task exited.
+func rmdirRetry(dir string) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Rmdir(dir)
+		switch {
+		case err == nil || errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
+			time.Sleep(time.Millisecond)
+		default:
+			return os.NewSyscallError("rmdir", err)
+		}
+	}
+}

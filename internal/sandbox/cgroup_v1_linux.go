@@ -90,7 +90,7 @@ func v1Mount(n cgroup1.Name) (string, error) {
 }
 
 func (d *cgroupV1) describe() string {
-	s := "cgroup v1 (memory, pids, cpu, cpuacct)"
+	s := fmt.Sprintf("cgroup v1 (memory, pids, cpu, cpuacct); jails under %s", filepath.Join(d.mounts[cgroup1.Memory], d.base[cgroup1.Memory]))
 	if !d.swap {
 		s += "; swap accounting off: swap is not capped"
 	}
@@ -268,21 +268,4 @@ func (j *v1Jail) destroy() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// rmdirRetry removes an empty cgroup directory; the kernel may report it
-// busy for a moment after its last task exited.
-func rmdirRetry(dir string) error {
-	deadline := time.Now().Add(time.Second)
-	for {
-		err := unix.Rmdir(dir)
-		switch {
-		case err == nil || errors.Is(err, unix.ENOENT):
-			return nil
-		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
-			time.Sleep(time.Millisecond)
-		default:
-			return os.NewSyscallError("rmdir", err)
-		}
-	}
 }

@@ -214,6 +214,38 @@ func jailProcesses() []string {
 	return left
 }
 
+// processesLeft lists the jail processes that are not in before, once
+// the exited ones among them are reaped: a forked execution's reaper is
+// the fork server's child, which reaps it on SIGCHLD a moment after the
+// execution's cgroup is gone. A process that still runs is listed at once.
+func processesLeft(before []string) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := without(jailProcesses(), before)
+		if len(left) == 0 || !allZombies(left) || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// allZombies reports whether every "pid cmdline" entry names a process
+// that has exited and waits to be reaped.
+func allZombies(entries []string) bool {
+	for _, e := range entries {
+		pid, _, _ := strings.Cut(e, " ")
+		b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			continue // reaped meanwhile
+		}
+		// The state follows the parenthesized command name.
+		if i := strings.LastIndexByte(string(b), ')'); i < 0 || !strings.HasPrefix(string(b[i+1:]), " Z") {
+			return false
+		}
+	}
+	return true
+}
+
 // jailCgroups lists jail cgroups that still exist below this binary's
 // parent in the v1 hierarchies or the v2 tree.
 func jailCgroups() []string {

@@ -470,7 +470,7 @@ func TestHostilePrograms(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					r := mode.run(t, m, c.code, c.opts...)
 					c.check(t, r)
-					if left := without(jailProcesses(), before); len(left) > 0 {
+					if left := processesLeft(before); len(left) > 0 {
 						t.Errorf("processes outlived the run: %v", left)
 					}
 				})

@@ -36,7 +36,8 @@ func Probe(cfg Config) []Check {
 		add("namespace "+ns, true, err, "available")
 	}
 	add("user namespaces", !root, probeUserns(), userDetail(root))
-	add("cgroups", !cfg.Disable.NoCgroups, probeCgroups(cfg), cgroupDetail(cfg))
+	cgDetail, cgErr := probeCgroups(cfg)
+	add("cgroups", !cfg.Disable.NoCgroups, cgErr, cgDetail)
 	add("seccomp", !cfg.Disable.NoSeccomp, probeSeccomp(), "filter mode available")
 	abi := landlockABI()
 	var llErr error
@@ -66,20 +67,16 @@ func probeUserns() error {
 	return nil
 }
 
-func cgroupDetail(cfg Config) string {
-	d, err := newCgroupDriver(cfg.CgroupParent)
-	if err != nil {
-		return err.Error()
-	}
-	return d.describe()
-}
-
-func probeCgroups(cfg Config) error {
+// probeCgroups sets up the jails' cgroup parent as `serve` would (on
+// cgroup v2 that moves this process into its leaf) and creates and removes
+// one jail cgroup. It returns what it found, or why jails cannot be
+// confined with the fix.
+func probeCgroups(cfg Config) (string, error) {
 	if cfg.Disable.NoCgroups {
-		return errors.New("disabled by the operator")
+		return "", errors.New("disabled by the operator")
 	}
 	if cgroups.Mode() == cgroups.Unavailable {
-		return errors.New("no cgroup hierarchy is mounted")
+		return "", errors.New("no cgroup hierarchy is mounted")
 	}
 	parent := cfg.CgroupParent
 	if parent == "" {
@@ -87,13 +84,16 @@ func probeCgroups(cfg Config) error {
 	}
 	d, err := newCgroupDriver(parent)
 	if err != nil {
-		return err
+		return "", err
 	}
 	cg, err := d.create("probe-"+newID(), DefaultLimits())
 	if err != nil {
-		return fmt.Errorf("cannot create a jail cgroup: %w", err)
+		return "", fmt.Errorf("%s; cannot create a jail cgroup: %w", d.describe(), err)
 	}
-	return cg.destroy()
+	if err := cg.destroy(); err != nil {
+		return "", fmt.Errorf("%s; cannot remove a jail cgroup: %w", d.describe(), err)
+	}
+	return d.describe(), nil
 }
 
 func probeSeccomp() error {

@@ -18,9 +18,11 @@ const newRootMount = "/tmp"
 var devices = []string{"null", "zero", "full", "random", "urandom"}
 
 // procMasked are hidden behind /dev/null; procReadOnly are made read-only.
+// A file a payload could write to is never masked, only made read-only:
+// /dev/null over it would take the write and report success.
 var (
-	procMasked   = []string{"kcore", "keys", "timer_list", "sched_debug", "sysrq-trigger", "kallsyms"}
-	procReadOnly = []string{"sys", "bus", "fs", "irq"}
+	procMasked   = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms"}
+	procReadOnly = []string{"sys", "bus", "fs", "irq", "sysrq-trigger"}
 )
 
 // step wraps an error with the name of the setup step that failed.
