@@ -38,10 +38,12 @@ type eventsInput struct {
 func (s *Server) registerEvents(hapi huma.API) {
 	o := op(hapi, "execution-events", http.MethodGet, "/api/v1/executions/{id}/events",
 		"Follow an execution's output and status live",
-		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError)
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests,
+		http.StatusInternalServerError)
 	o.Tags = []string{"executions"}
 	o.Description = "Server-Sent Events (id: seq, event: type, data: Event JSON) by default, NDJSON with " +
-		"Accept: application/x-ndjson. Replays from the start (or after a seq) and ends after the final status event."
+		"Accept: application/x-ndjson. Replays from the start (or after a seq) and ends after the final status event. " +
+		"Streams open at once are capped per execution and per API key (429 with Retry-After beyond)."
 	schema := hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Event](), true, "Event")
 	o.Responses["200"] = &huma.Response{
 		Description: "Event stream",
@@ -70,11 +72,20 @@ func (s *Server) registerEvents(hapi huma.API) {
 			cancel()
 			return nil, engineError(s.log, err)
 		}
+		// Counted once Follow found the execution, so that a cap never
+		// answers for an id the caller may not see.
+		release, err := s.followers.acquire(in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			stop()
+			cancel()
+			return nil, err
+		}
 		format := formatSSE
 		if strings.Contains(in.Accept, ndjsonType) {
 			format = formatNDJSON
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer release()
 			defer cancel()
 			defer stop()
 			s.stream(sctx, hctx, events, format)

@@ -78,6 +78,8 @@ type Config struct {
 	Envs Envs
 	// Sessions configures stateful sessions.
 	Sessions Sessions
+	// Followers bounds live event streams.
+	Followers Followers
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -115,6 +117,7 @@ func Default() Config {
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
+		Followers:           defaultFollowers(),
 	}
 }
 

@@ -113,6 +113,7 @@ func (c *Config) Validate() error {
 
 	c.validateEnvs(bad)
 	c.validateSessions(bad)
+	c.validateFollowers(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

@@ -26,6 +26,9 @@ type Engine struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the engine started
 
+	// peeks is the semaphore of followers' record reads (follow.go).
+	peeks chan struct{}
+
 	mu     sync.Mutex
 	owned  map[string]*owner // executions this node runs or holds
 	closed bool
@@ -67,6 +70,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
+		peeks:      make(chan struct{}, maxPeeks),
 		sess:       newSessions(),
 	}, nil
 }

@@ -12,8 +12,11 @@ import (
 // outputEvents turns the payload's writes into stdout/stderr events. Small
 // writes are coalesced: a chunk is published every interval, or sooner
 // once maxBytes are pending, so that a payload printing in a tight loop
-// creates a few messages per second, not millions. Writes never wait for
-// a publish; what is pending is bounded by the jail's output limits.
+// creates a few messages per second, not millions. No event carries more
+// than maxBytes: what piled up while a publish was slow goes out in
+// several, so that a follower's memory, a few events, stays small. Writes
+// never wait for a publish; what is pending is bounded by the jail's
+// output limits.
 type outputEvents struct {
 	interval time.Duration
 	maxBytes int
@@ -102,16 +105,28 @@ func (o *outputEvents) flush(final bool) {
 			cut = completeUTF8(data)
 		}
 		o.carry[c.stream] = append([]byte(nil), data[cut:]...)
-		if cut > 0 {
-			o.publish(streamEvent(c.stream), string(data[:cut]))
-		}
+		o.emit(streamEvent(c.stream), data[:cut])
 	}
 	if final {
 		for s, rest := range o.carry {
-			if len(rest) > 0 {
-				o.publish(streamEvent(sandbox.Stream(s)), string(rest))
+			o.emit(streamEvent(sandbox.Stream(s)), rest)
+		}
+	}
+}
+
+// emit publishes data as events of at most maxBytes each, cutting between
+// UTF-8 sequences where the output is UTF-8.
+func (o *outputEvents) emit(typ EventType, data []byte) {
+	for len(data) > 0 {
+		n := len(data)
+		if n > o.maxBytes {
+			n = completeUTF8(data[:o.maxBytes])
+			if n == 0 { // a cap below one character: the character goes whole
+				_, n = utf8.DecodeRune(data)
 			}
 		}
+		o.publish(typ, string(data[:n]))
+		data = data[n:]
 	}
 }
 
@@ -139,11 +154,16 @@ func streamEvent(s sandbox.Stream) EventType {
 // publishEvent appends one event of an execution. Events are the live view;
 // the record is the truth, so a failed publish is logged, not fatal.
 func (e *Engine) publishEvent(ctx context.Context, id string, typ EventType, data string) {
+	e.publishEventAt(ctx, id, typ, data, now())
+}
+
+// publishEventAt is publishEvent for an event that happened at t.
+func (e *Engine) publishEventAt(ctx context.Context, id string, typ EventType, data string, t time.Time) {
 	// Each event gets the store's deadline from now: a long run publishes
 	// its last events well after its first.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	b, err := encodeEvent(typ, data)
+	b, err := encodeEvent(typ, data, t)
 	if err == nil {
 		err = e.st.PublishEvent(ctx, id, b)
 	}

@@ -17,4 +17,7 @@ var (
 	ErrTooLarge = errors.New("value too large")
 	// ErrBadCursor: a list cursor was not produced by List.
 	ErrBadCursor = errors.New("invalid cursor")
+	// ErrClosed: the connection to the store is closed for good; retrying
+	// cannot help.
+	ErrClosed = errors.New("store connection closed")
 )

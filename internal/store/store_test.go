@@ -19,7 +19,7 @@ func open(t *testing.T, dir string, cfg Config) (*NATS, *Embedded) {
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
-	s, err := Open(ctx, emb.Conn(), cfg)
+	s, err := Open(ctx, emb.Conn(), cfg, FollowersOn(emb.FollowConn()))
 	if err != nil {
 		_ = emb.Close()
 		t.Fatalf("Open: %v", err)
