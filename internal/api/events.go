@@ -109,18 +109,23 @@ func (f streamFormat) contentType() string {
 }
 
 // write frames one event: an SSE frame whose id is the seq (so that
-// EventSource resumes with Last-Event-ID), or one NDJSON line.
+// EventSource resumes with Last-Event-ID), or one NDJSON line. The JSON
+// goes straight to w (Encode ends it with the line's newline), without a
+// copy of the event per follower.
 func (f streamFormat) write(w io.Writer, ev Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
+	if f == formatSSE {
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: ", ev.Seq, ev.Type); err != nil {
+			return err
+		}
+	}
+	if err := json.NewEncoder(w).Encode(ev); err != nil {
 		return err
 	}
-	if f == formatNDJSON {
-		_, err = fmt.Fprintf(w, "%s\n", data)
+	if f == formatSSE {
+		_, err := io.WriteString(w, "\n")
 		return err
 	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, data)
-	return err
+	return nil
 }
 
 // heartbeat keeps idle connections open through proxies. NDJSON has no

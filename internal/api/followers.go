@@ -29,9 +29,9 @@ func (l *followerLimits) acquire(id, key string) (release func(), err error) {
 	defer l.mu.Unlock()
 	switch {
 	case l.byKey[key] >= l.perKey:
-		return nil, tooManyFollowers("this API key already follows %d event streams, the most allowed at once; retry later", l.perKey)
+		return nil, tooManyFollowers("too many event streams open for this API key (at most %d at once); retry later", l.perKey)
 	case l.byID[id] >= l.perExecution:
-		return nil, tooManyFollowers("this execution already has %d followers, the most allowed at once; retry later", l.perExecution)
+		return nil, tooManyFollowers("too many followers of this execution (at most %d at once); retry later", l.perExecution)
 	}
 	l.byID[id]++
 	l.byKey[key]++

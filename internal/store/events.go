@@ -14,7 +14,7 @@ import (
 // an event's size, which the engine bounds) however long the stream is and
 // however slowly it reads. A slow follower therefore slows only its own
 // reads; the server does not buffer more for it.
-const followBatch = 4
+const followBatch = 2
 
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
