@@ -44,8 +44,8 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	onRunning()
 	e.publishEvent(sctx, o.id, EventStatus, string(StatusRunning))
 
-	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
-		e.publishEvent(sctx, o.id, t, d)
+	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(evs []Event) {
+		e.publishEvents(sctx, o.id, evs)
 	})
 	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
 	if done != nil {

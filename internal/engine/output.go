@@ -20,7 +20,7 @@ import (
 type outputEvents struct {
 	interval time.Duration
 	maxBytes int
-	publish  func(EventType, string)
+	publish  func([]Event) // Type and Data set; returns once published
 
 	mu      sync.Mutex
 	pending []chunk
@@ -36,7 +36,7 @@ type chunk struct {
 	data   []byte
 }
 
-func newOutputEvents(interval time.Duration, maxBytes int, publish func(EventType, string)) *outputEvents {
+func newOutputEvents(interval time.Duration, maxBytes int, publish func([]Event)) *outputEvents {
 	o := &outputEvents{
 		interval: interval,
 		maxBytes: maxBytes,
@@ -90,14 +90,15 @@ func (o *outputEvents) loop() {
 	}
 }
 
-// flush publishes the pending chunks in order. A multi-byte character
-// split across writes is held back until its end arrives, so every event
-// is valid UTF-8 where the output is.
+// flush publishes the pending chunks in order, as one batch. A multi-byte
+// character split across writes is held back until its end arrives, so
+// every event is valid UTF-8 where the output is.
 func (o *outputEvents) flush(final bool) {
 	o.mu.Lock()
 	chunks := o.pending
 	o.pending, o.size = nil, 0
 	o.mu.Unlock()
+	var batch []Event
 	for _, c := range chunks {
 		data := append(o.carry[c.stream], c.data...)
 		cut := len(data)
@@ -105,18 +106,21 @@ func (o *outputEvents) flush(final bool) {
 			cut = completeUTF8(data)
 		}
 		o.carry[c.stream] = append([]byte(nil), data[cut:]...)
-		o.emit(streamEvent(c.stream), data[:cut])
+		batch = o.split(batch, streamEvent(c.stream), data[:cut])
 	}
 	if final {
 		for s, rest := range o.carry {
-			o.emit(streamEvent(sandbox.Stream(s)), rest)
+			batch = o.split(batch, streamEvent(sandbox.Stream(s)), rest)
 		}
+	}
+	if len(batch) > 0 {
+		o.publish(batch)
 	}
 }
 
-// emit publishes data as events of at most maxBytes each, cutting between
-// UTF-8 sequences where the output is UTF-8.
-func (o *outputEvents) emit(typ EventType, data []byte) {
+// split appends data to batch as events of at most maxBytes each, cut
+// between UTF-8 sequences where the output is UTF-8.
+func (o *outputEvents) split(batch []Event, typ EventType, data []byte) []Event {
 	for len(data) > 0 {
 		n := len(data)
 		if n > o.maxBytes {
@@ -125,9 +129,10 @@ func (o *outputEvents) emit(typ EventType, data []byte) {
 				_, n = utf8.DecodeRune(data)
 			}
 		}
-		o.publish(typ, string(data[:n]))
+		batch = append(batch, Event{Type: typ, Data: string(data[:n])})
 		data = data[n:]
 	}
+	return batch
 }
 
 // completeUTF8 returns the length of the longest prefix of b that does not
@@ -149,6 +154,26 @@ func streamEvent(s sandbox.Stream) EventType {
 		return EventStderr
 	}
 	return EventStdout
+}
+
+// publishEvents appends events of an execution in order, pipelined (see
+// store.PublishEvents); a failure is logged as publishEvent's is.
+func (e *Engine) publishEvents(ctx context.Context, id string, evs []Event) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	data := make([][]byte, 0, len(evs))
+	t := now()
+	for _, ev := range evs {
+		b, err := encodeEvent(ev.Type, ev.Data, t)
+		if err != nil {
+			e.log.Warn("publishing events", "execution_id", id, "err", err)
+			return
+		}
+		data = append(data, b)
+	}
+	if err := e.st.PublishEvents(ctx, id, data); err != nil {
+		e.log.Warn("publishing events", "execution_id", id, "count", len(evs), "err", err)
+	}
 }
 
 // publishEvent appends one event of an execution. Events are the live view;

@@ -15,10 +15,10 @@ type published struct {
 	events []Event
 }
 
-func (p *published) add(t EventType, d string) {
+func (p *published) add(evs []Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.events = append(p.events, Event{Type: t, Data: d})
+	p.events = append(p.events, evs...)
 }
 
 func TestOutputEventsCoalesceAndKeepOrder(t *testing.T) {
@@ -116,9 +116,9 @@ func TestOutputEventsAreBounded(t *testing.T) {
 	var p published
 	release := make(chan struct{})
 	var once sync.Once
-	o := newOutputEvents(time.Hour, maxBytes, func(typ EventType, d string) {
+	o := newOutputEvents(time.Hour, maxBytes, func(evs []Event) {
 		once.Do(func() { <-release })
-		p.add(typ, d)
+		p.add(evs)
 	})
 	var want strings.Builder
 	for i := range 5000 {
