@@ -104,7 +104,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		return nil, err
 	}
 	s.closers = append(s.closers, func(context.Context) error { return nats.Close() })
-	st, err := store.Open(ctx, nats.Conn(), store.Config{TTL: cfg.RecordTTL})
+	st, err := store.Open(ctx, nats.Conn(), store.Config{TTL: cfg.RecordTTL}, store.FollowersOn(nats.FollowConn()))
 	if err != nil {
 		return nil, err
 	}

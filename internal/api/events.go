@@ -38,10 +38,12 @@ type eventsInput struct {
 func (s *Server) registerEvents(hapi huma.API) {
 	o := op(hapi, "execution-events", http.MethodGet, "/api/v1/executions/{id}/events",
 		"Follow an execution's output and status live",
-		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError)
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests,
+		http.StatusInternalServerError)
 	o.Tags = []string{"executions"}
 	o.Description = "Server-Sent Events (id: seq, event: type, data: Event JSON) by default, NDJSON with " +
-		"Accept: application/x-ndjson. Replays from the start (or after a seq) and ends after the final status event."
+		"Accept: application/x-ndjson. Replays from the start (or after a seq) and ends after the final status event. " +
+		"Streams open at once are capped per execution and per API key (429 with Retry-After beyond)."
 	schema := hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Event](), true, "Event")
 	o.Responses["200"] = &huma.Response{
 		Description: "Event stream",
@@ -70,11 +72,20 @@ func (s *Server) registerEvents(hapi huma.API) {
 			cancel()
 			return nil, engineError(s.log, err)
 		}
+		// Counted once Follow found the execution, so that a cap never
+		// answers for an id the caller may not see.
+		release, err := s.followers.acquire(in.ID, callerFrom(ctx).Name)
+		if err != nil {
+			stop()
+			cancel()
+			return nil, err
+		}
 		format := formatSSE
 		if strings.Contains(in.Accept, ndjsonType) {
 			format = formatNDJSON
 		}
 		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			defer release()
 			defer cancel()
 			defer stop()
 			s.stream(sctx, hctx, events, format)
@@ -114,18 +125,23 @@ func (f streamFormat) contentType() string {
 }
 
 // write frames one event: an SSE frame whose id is the seq (so that
-// EventSource resumes with Last-Event-ID), or one NDJSON line.
+// EventSource resumes with Last-Event-ID), or one NDJSON line. The JSON
+// goes straight to w (Encode ends it with the line's newline), without a
+// copy of the event per follower.
 func (f streamFormat) write(w io.Writer, ev Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
+	if f == formatSSE {
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: ", ev.Seq, ev.Type); err != nil {
+			return err
+		}
+	}
+	if err := json.NewEncoder(w).Encode(ev); err != nil {
 		return err
 	}
-	if f == formatNDJSON {
-		_, err = fmt.Fprintf(w, "%s\n", data)
+	if f == formatSSE {
+		_, err := io.WriteString(w, "\n")
 		return err
 	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, data)
-	return err
+	return nil
 }
 
 // heartbeat keeps idle connections open through proxies. NDJSON has no

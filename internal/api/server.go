@@ -70,6 +70,7 @@ type Server struct {
 	metrics   *Metrics
 	handler   http.Handler
 	ready     atomic.Bool
+	followers *followerLimits // open event streams (followers.go)
 
 	// streams is canceled when Serve shuts down, ending event streams that
 	// would otherwise keep the server open until the timeout.
@@ -117,6 +118,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),
+		followers: newFollowerLimits(cfg.Followers.PerExecution, cfg.Followers.PerKey),
 	}
 	if err := s.metrics.Register(opts.Collectors...); err != nil {
 		return nil, err

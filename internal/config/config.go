@@ -87,6 +87,8 @@ type Config struct {
 	Envs Envs
 	// Sessions configures stateful sessions.
 	Sessions Sessions
+	// Followers bounds live event streams.
+	Followers Followers
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -125,6 +127,7 @@ func Default() Config {
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
+		Followers:           defaultFollowers(),
 	}
 }
 

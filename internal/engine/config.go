@@ -36,7 +36,9 @@ type Config struct {
 
 	// FlushInterval and FlushBytes coalesce live output into events: a
 	// chunk is published every FlushInterval or once FlushBytes are
-	// pending. Defaults 50ms and 32 KiB.
+	// pending. FlushBytes is also the most one stdout or stderr event
+	// carries, which bounds what a follower holds. Defaults 50ms and
+	// 32 KiB; FlushBytes at most 1 MiB.
 	FlushInterval time.Duration
 	FlushBytes    int
 	// MaxFiles and MaxFileBytes cap the files collected from one
@@ -98,6 +100,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// maxFlushBytes bounds Config.FlushBytes, the size of an output event.
+const maxFlushBytes = 1 << 20
+
 func (c Config) validate() error {
 	checks := []struct {
 		bad bool
@@ -111,6 +116,7 @@ func (c Config) validate() error {
 		{c.MinCPUs < 0.01 || c.DefaultCPUs < c.MinCPUs, "cpus must be at least 0.01 and the default at least the floor"},
 		{c.OutputBytes < 1, "output limit must be positive"},
 		{c.FlushInterval < time.Millisecond || c.FlushBytes < 1, "event flush interval and size must be positive"},
+		{c.FlushBytes > maxFlushBytes, "event flush size must be at most 1 MiB"},
 		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
 		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},

@@ -29,6 +29,9 @@ type Engine struct {
 	// until each has recorded its final state, sync ones included.
 	owners sync.WaitGroup
 
+	// peeks is the semaphore of followers' record reads (follow.go).
+	peeks chan struct{}
+
 	mu     sync.Mutex
 	owned  map[string]*owner // executions this node runs or holds
 	closed bool
@@ -71,6 +74,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
+		peeks:      make(chan struct{}, maxPeeks),
 		sess:       newSessions(),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
 	}, nil

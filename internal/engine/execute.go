@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/store"
 )
 
 // storeTimeout bounds each store write of an execution's lifecycle. Those
@@ -43,15 +45,13 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	e.publishEvent(sctx, o.id, EventStatus, string(StatusRunning))
 
 	published := newPublishedOutput()
-	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(t EventType, d string) {
-		published.publish(sctx, e, o.id, t, d)
+	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(evs []Event) {
+		published.publish(sctx, e, o.id, evs)
 	})
 	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
 	if done != nil {
 		out.close()
-		fctx, fcancel := storeCtx() // the install may have outlasted sctx
-		defer fcancel()
-		return e.finish(fctx, done)
+		return e.finish(done)
 	}
 	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
@@ -66,40 +66,90 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	}
 	e.outcome(&ran, p, res, runErr, cause)
 	published.settle(&ran)
-	// The run may have outlasted sctx: the outcome gets a deadline of its own.
+	// The run may have outlasted sctx: saving files gets a deadline of its
+	// own, and the outcome another (finish), so that slow uploads cannot
+	// eat the outcome's time.
 	fctx, fcancel := storeCtx()
-	defer fcancel()
 	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
-	return e.finish(fctx, &ran)
+	fcancel()
+	return e.finish(&ran)
 }
+
+// Recording an outcome is retried: a result must not be lost to a store
+// that was briefly slow or unreachable. Each attempt has storeTimeout.
+const outcomeAttempts = 4
+
+// outcomeBackoff is the pause before the second attempt; it doubles.
+const outcomeBackoff = 500 * time.Millisecond
 
 // finish stores the outcome of a run. A record that someone else already
 // made final keeps its status: a kill is never overwritten by a late
-// completion, but the run's output is added to it.
-func (e *Engine) finish(ctx context.Context, ran *record) (*record, error) {
-	wasFinal := false
-	r, _, err := e.transition(ctx, ran.ID, func(cur *record) bool {
-		wasFinal = cur.Status.Final()
-		switch {
-		case !wasFinal:
-			cur.Execution, cur.Output = ran.Execution, ran.Output
-			return true
-		case cur.Status == StatusKilled:
-			merge(cur, ran)
-			return true
+// completion, but the run's output is added to it. Nothing but the record
+// write is on this path before the record is final: the final status
+// event and the audit record follow it, and followers read through a
+// connection of their own (store.FollowersOn), so neither can delay it.
+func (e *Engine) finish(ran *record) (*record, error) {
+	var (
+		r       *record
+		madeEnd bool
+		err     error
+	)
+	pause := outcomeBackoff
+	for attempt := 1; ; attempt++ {
+		r, madeEnd, err = e.recordOutcome(ran)
+		if err == nil || attempt == outcomeAttempts ||
+			errors.Is(err, ErrNotFound) || errors.Is(err, store.ErrClosed) {
+			break
 		}
-		return false
-	})
+		e.log.Warn("recording an outcome failed; retrying", "execution_id", ran.ID, "attempt", attempt, "err", err)
+		time.Sleep(pause)
+		pause *= 2
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: recording the outcome of %s: %w", ran.ID, err)
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if madeEnd {
+		e.ended(ctx, r)
 	}
 	if err := e.withOutput(ctx, r); err != nil {
 		return nil, err
 	}
-	if !wasFinal {
-		e.ended(ctx, r)
-	}
 	return r, nil
+}
+
+// recordOutcome is one attempt of finish, with a deadline of its own. It
+// reports whether ran is what made the record final: by this write, or by
+// an earlier attempt whose write was stored although its reply was lost.
+func (e *Engine) recordOutcome(ran *record) (*record, bool, error) {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	madeEnd := false
+	r, _, err := e.transition(ctx, ran.ID, func(cur *record) bool {
+		switch {
+		case !cur.Status.Final():
+			cur.Execution, cur.Output = ran.Execution, ran.Output
+			madeEnd = true
+			return true
+		case sameEnd(cur, ran):
+			madeEnd = true
+			return false
+		case cur.Status == StatusKilled:
+			merge(cur, ran)
+			madeEnd = false
+			return true
+		}
+		madeEnd = false
+		return false
+	})
+	return r, madeEnd, err
+}
+
+// sameEnd reports whether cur holds the end that ran recorded.
+func sameEnd(cur, ran *record) bool {
+	return cur.Status == ran.Status && cur.FinishedAt != nil && ran.FinishedAt != nil &&
+		cur.FinishedAt.Equal(*ran.FinishedAt)
 }
 
 // endUnstarted records the end of an execution that never ran: stopped
@@ -142,9 +192,15 @@ func stoppedWaiting(cause error) func(*record) {
 }
 
 // ended publishes the final status event and the audit record of an
-// execution that just became final, and tells the OnFinish hook.
+// execution that just became final, and tells the OnFinish hook. The
+// event's time is the record's finished_at, as a follower that finds the
+// record final before the event would report it (follow.go).
 func (e *Engine) ended(ctx context.Context, r *record) {
-	e.publishEvent(ctx, r.ID, EventStatus, string(r.Status))
+	at := now()
+	if r.FinishedAt != nil {
+		at = *r.FinishedAt
+	}
+	e.publishEventAt(ctx, r.ID, EventStatus, string(r.Status), at)
 	e.appendAudit(ctx, r)
 	e.kickEviction()
 	if e.deps.OnFinish != nil {

@@ -123,7 +123,7 @@ func start(t *testing.T, dir string, cfg Config, runner Runner) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
+	st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,8 +17,8 @@ type storedEvent struct {
 	Time time.Time `json:"time"`
 }
 
-func encodeEvent(typ EventType, data string) ([]byte, error) {
-	b, err := json.Marshal(storedEvent{Type: typ, Data: data, Time: now()})
+func encodeEvent(typ EventType, data string, t time.Time) ([]byte, error) {
+	b, err := json.Marshal(storedEvent{Type: typ, Data: data, Time: t})
 	if err != nil {
 		return nil, fmt.Errorf("engine: encoding event: %w", err)
 	}
@@ -33,6 +34,11 @@ const followIdle = 500 * time.Millisecond
 // above afterSeq, then live ones. The channel is closed after the final
 // status event, or when ctx ends or the engine closes. ErrNotFound when
 // the execution does not exist or is not c's.
+//
+// What a follower holds is bounded by a few events, whatever the length of
+// the stream: events are pulled from the store a small batch at a time as
+// the receiver takes them (store.FollowEvents), and handed over one at a
+// time. A receiver that reads slowly only delays its own stream.
 func (e *Engine) Follow(ctx context.Context, c Caller, id string, afterSeq uint64) (<-chan Event, error) {
 	if _, _, err := e.loadFor(ctx, c, id, actionFollow); err != nil {
 		return nil, err
@@ -51,7 +57,7 @@ func (e *Engine) Follow(ctx context.Context, c Caller, id string, afterSeq uint6
 		unhold()
 		return nil, fmt.Errorf("engine: following %s: %w", id, err)
 	}
-	out := make(chan Event, 16)
+	out := make(chan Event)
 	go func() {
 		defer unhold()
 		defer stopOnClose()
@@ -109,14 +115,18 @@ func (f *follower) run(ctx context.Context, msgs <-chan store.EventMsg) {
 // endedSilently handles an execution whose record is final although no
 // final status event arrived: once every stored event was delivered, it
 // sends the final status from the record and reports true.
+//
+// The sent status is the one the final status event carries, time
+// included (ended), so a follower sees the same sequence either way.
 func (f *follower) endedSilently(ctx context.Context) bool {
-	r, _, err := f.e.load(ctx, f.id)
-	if err != nil || !r.Status.Final() {
+	// Events not yet delivered mean more is coming; that answer costs
+	// less than reading the record, which may hold megabytes of output.
+	if f.eventsAhead(ctx) {
 		return false
 	}
-	last, err := f.e.st.LastEvent(ctx, f.id)
-	if err != nil || last > f.streamSeq {
-		return false // events still on their way
+	r, err := f.e.peek(ctx, f.id)
+	if err != nil || !r.Status.Final() || f.eventsAhead(ctx) {
+		return false
 	}
 	t := now()
 	if r.FinishedAt != nil {
@@ -124,6 +134,13 @@ func (f *follower) endedSilently(ctx context.Context) bool {
 	}
 	f.send(ctx, Event{Seq: f.seq + 1, Type: EventStatus, Data: string(r.Status), Time: t})
 	return true
+}
+
+// eventsAhead reports whether the store holds events of the execution
+// that the follower has not seen yet (or cannot tell).
+func (f *follower) eventsAhead(ctx context.Context) bool {
+	last, err := f.e.st.LastEvent(ctx, f.id)
+	return err != nil || last > f.streamSeq
 }
 
 func (f *follower) send(ctx context.Context, ev Event) bool {
@@ -136,4 +153,40 @@ func (f *follower) send(ctx context.Context, ev Event) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// recordHead is the part of a record that followers read.
+type recordHead struct {
+	Status     Status     `json:"status"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// maxPeeks bounds the record reads of followers in progress at once. The
+// store returns a record whole, output included (up to its record limit),
+// so many followers arriving together at a finished execution would
+// otherwise each hold a copy at the same time.
+const maxPeeks = 2
+
+// peek reads the status of a record without keeping its output: only the
+// head is decoded, and at most maxPeeks reads are in progress at once.
+// ErrNotFound when there is no record.
+func (e *Engine) peek(ctx context.Context, id string) (recordHead, error) {
+	select {
+	case e.peeks <- struct{}{}:
+		defer func() { <-e.peeks }()
+	case <-ctx.Done():
+		return recordHead{}, ctx.Err()
+	}
+	ent, err := e.st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return recordHead{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return recordHead{}, fmt.Errorf("engine: loading %s: %w", id, err)
+	}
+	var h recordHead
+	if err := json.Unmarshal(ent.Value, &h); err != nil {
+		return recordHead{}, fmt.Errorf("engine: decoding record %s: %w", id, err)
+	}
+	return h, nil
 }

@@ -12,12 +12,15 @@ import (
 // outputEvents turns the payload's writes into stdout/stderr events. Small
 // writes are coalesced: a chunk is published every interval, or sooner
 // once maxBytes are pending, so that a payload printing in a tight loop
-// creates a few messages per second, not millions. Writes never wait for
-// a publish; what is pending is bounded by the jail's output limits.
+// creates a few messages per second, not millions. No event carries more
+// than maxBytes: what piled up while a publish was slow goes out in
+// several, so that a follower's memory, a few events, stays small. Writes
+// never wait for a publish; what is pending is bounded by the jail's
+// output limits.
 type outputEvents struct {
 	interval time.Duration
 	maxBytes int
-	publish  func(EventType, string)
+	publish  func([]Event) // Type and Data set; returns once published
 
 	mu      sync.Mutex
 	pending []chunk
@@ -33,7 +36,7 @@ type chunk struct {
 	data   []byte
 }
 
-func newOutputEvents(interval time.Duration, maxBytes int, publish func(EventType, string)) *outputEvents {
+func newOutputEvents(interval time.Duration, maxBytes int, publish func([]Event)) *outputEvents {
 	o := &outputEvents{
 		interval: interval,
 		maxBytes: maxBytes,
@@ -87,14 +90,15 @@ func (o *outputEvents) loop() {
 	}
 }
 
-// flush publishes the pending chunks in order. A multi-byte character
-// split across writes is held back until its end arrives, so every event
-// is valid UTF-8 where the output is.
+// flush publishes the pending chunks in order, as one batch. A multi-byte
+// character split across writes is held back until its end arrives, so
+// every event is valid UTF-8 where the output is.
 func (o *outputEvents) flush(final bool) {
 	o.mu.Lock()
 	chunks := o.pending
 	o.pending, o.size = nil, 0
 	o.mu.Unlock()
+	var batch []Event
 	for _, c := range chunks {
 		data := append(o.carry[c.stream], c.data...)
 		cut := len(data)
@@ -102,17 +106,33 @@ func (o *outputEvents) flush(final bool) {
 			cut = completeUTF8(data)
 		}
 		o.carry[c.stream] = append([]byte(nil), data[cut:]...)
-		if cut > 0 {
-			o.publish(streamEvent(c.stream), string(data[:cut]))
-		}
+		batch = o.split(batch, streamEvent(c.stream), data[:cut])
 	}
 	if final {
 		for s, rest := range o.carry {
-			if len(rest) > 0 {
-				o.publish(streamEvent(sandbox.Stream(s)), string(rest))
-			}
+			batch = o.split(batch, streamEvent(sandbox.Stream(s)), rest)
 		}
 	}
+	if len(batch) > 0 {
+		o.publish(batch)
+	}
+}
+
+// split appends data to batch as events of at most maxBytes each, cut
+// between UTF-8 sequences where the output is UTF-8.
+func (o *outputEvents) split(batch []Event, typ EventType, data []byte) []Event {
+	for len(data) > 0 {
+		n := len(data)
+		if n > o.maxBytes {
+			n = completeUTF8(data[:o.maxBytes])
+			if n == 0 { // a cap below one character: the character goes whole
+				_, n = utf8.DecodeRune(data)
+			}
+		}
+		batch = append(batch, Event{Type: typ, Data: string(data[:n])})
+		data = data[n:]
+	}
+	return batch
 }
 
 // completeUTF8 returns the length of the longest prefix of b that does not
@@ -136,14 +156,41 @@ func streamEvent(s sandbox.Stream) EventType {
 	return EventStdout
 }
 
+// publishEvents appends events of an execution in order, pipelined (see
+// store.PublishEvents); a failure is logged as publishEvent's is.
+func (e *Engine) publishEvents(ctx context.Context, id string, evs []Event) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	data := make([][]byte, 0, len(evs))
+	t := now()
+	for _, ev := range evs {
+		b, err := encodeEvent(ev.Type, ev.Data, t)
+		if err != nil {
+			e.log.Warn("publishing events", "execution_id", id, "err", err)
+			return err
+		}
+		data = append(data, b)
+	}
+	err := e.st.PublishEvents(ctx, id, data)
+	if err != nil {
+		e.log.Warn("publishing events", "execution_id", id, "count", len(evs), "err", err)
+	}
+	return err
+}
+
 // publishEvent appends one event of an execution. Events are the live view;
 // the record is the truth, so a failed publish is logged, not fatal.
 func (e *Engine) publishEvent(ctx context.Context, id string, typ EventType, data string) {
+	e.publishEventAt(ctx, id, typ, data, now())
+}
+
+// publishEventAt is publishEvent for an event that happened at t.
+func (e *Engine) publishEventAt(ctx context.Context, id string, typ EventType, data string, t time.Time) {
 	// Each event gets the store's deadline from now: a long run publishes
 	// its last events well after its first.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	b, err := encodeEvent(typ, data)
+	b, err := encodeEvent(typ, data, t)
 	if err == nil {
 		err = e.st.PublishEvent(ctx, id, b)
 	}

@@ -47,32 +47,26 @@ func newPublishedOutput() *publishedOutput {
 	return &publishedOutput{sums: [2]hash.Hash{sha256.New(), sha256.New()}}
 }
 
-// publish stores one event like publishEvent and, for output events,
-// remembers what was stored.
-func (p *publishedOutput) publish(ctx context.Context, e *Engine, id string, typ EventType, data string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	b, err := encodeEvent(typ, data)
-	if err == nil {
-		err = e.st.PublishEvent(ctx, id, b)
-	}
-	if err != nil {
-		e.log.Warn("publishing event", "execution_id", id, "type", typ, "err", err)
-	}
-	i := outputStream(typ)
-	if i < 0 {
-		return
-	}
+// publish stores a batch of events like publishEvents and remembers the
+// output events that were stored.
+func (p *publishedOutput) publish(ctx context.Context, e *Engine, id string, evs []Event) {
+	err := e.publishEvents(ctx, id, evs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Events are JSON text: bytes that are not UTF-8 would not come back
-	// as they were written.
-	if err != nil || !utf8.ValidString(data) {
-		p.failed = true
-		return
+	for _, ev := range evs {
+		i := outputStream(ev.Type)
+		if i < 0 {
+			continue
+		}
+		// Events are JSON text: bytes that are not UTF-8 would not come
+		// back as they were written.
+		if err != nil || !utf8.ValidString(ev.Data) {
+			p.failed = true
+			return
+		}
+		p.sums[i].Write([]byte(ev.Data))
+		p.n[i] += len(ev.Data)
 	}
-	p.sums[i].Write([]byte(data))
-	p.n[i] += len(data)
 }
 
 // settle points r at the events when they hold exactly r's output.

@@ -15,10 +15,10 @@ type published struct {
 	events []Event
 }
 
-func (p *published) add(t EventType, d string) {
+func (p *published) add(evs []Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.events = append(p.events, Event{Type: t, Data: d})
+	p.events = append(p.events, evs...)
 }
 
 func TestOutputEventsCoalesceAndKeepOrder(t *testing.T) {
@@ -105,4 +105,40 @@ func joinByType(evs []Event) string {
 		b.WriteString(ev.Data)
 	}
 	return b.String()
+}
+
+// TestOutputEventsAreBounded holds up the first publish while the payload
+// keeps writing: the writes must not wait, and what piled up must go out
+// as events of at most maxBytes, each valid UTF-8, together exactly what
+// was written.
+func TestOutputEventsAreBounded(t *testing.T) {
+	const maxBytes = 1000
+	var p published
+	release := make(chan struct{})
+	var once sync.Once
+	o := newOutputEvents(time.Hour, maxBytes, func(evs []Event) {
+		once.Do(func() { <-release })
+		p.add(evs)
+	})
+	var want strings.Builder
+	for i := range 5000 {
+		line := strings.Repeat("é", i%7) + "€ line\n"
+		want.WriteString(line)
+		o.write(sandbox.Stdout, []byte(line))
+	}
+	close(release)
+	o.close()
+	var got strings.Builder
+	for _, ev := range p.events {
+		if len(ev.Data) > maxBytes || !utf8.ValidString(ev.Data) {
+			t.Fatalf("event of %d bytes (valid UTF-8: %v), want at most %d", len(ev.Data), utf8.ValidString(ev.Data), maxBytes)
+		}
+		got.WriteString(ev.Data)
+	}
+	if got.String() != want.String() {
+		t.Errorf("events carry %d bytes, want the %d written", got.Len(), want.Len())
+	}
+	if min := want.Len() / maxBytes; len(p.events) < min {
+		t.Errorf("%d events, want at least %d", len(p.events), min)
+	}
 }

@@ -18,10 +18,12 @@ import (
 const EmbeddedMaxPayload = 8 << 20
 
 // Embedded is an in-process NATS server with JetStream file storage and no
-// network listener, plus an in-process client connection to it.
+// network listener, plus two in-process client connections to it: one for
+// the store and one for event followers (see FollowersOn).
 type Embedded struct {
 	srv    *server.Server
 	nc     *nats.Conn
+	follow *nats.Conn
 	closed chan struct{} // closed once nc is closed
 }
 
@@ -72,15 +74,28 @@ func StartEmbedded(ctx context.Context, dataDir string, logger *slog.Logger) (*E
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("store: connecting to embedded NATS server: %w", err)
 	}
-	return &Embedded{srv: srv, nc: nc, closed: closed}, nil
+	follow, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("pyexec-followers"))
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("store: connecting followers to embedded NATS server: %w", err)
+	}
+	return &Embedded{srv: srv, nc: nc, follow: follow, closed: closed}, nil
 }
 
 // Conn is the in-process client connection. It stays valid until Close.
 func (e *Embedded) Conn() *nats.Conn { return e.nc }
 
+// FollowConn is the in-process connection for event followers, to pass to
+// FollowersOn. It stays valid until Close.
+func (e *Embedded) FollowConn() *nats.Conn { return e.follow }
+
 // Close drains the connection, shuts the server down and waits until its
 // files are closed, so the data directory can be reopened right away.
 func (e *Embedded) Close() error {
+	// Followers only read: nothing of theirs needs draining.
+	e.follow.Close()
 	err := e.nc.Drain()
 	if err == nil {
 		// Drain is asynchronous and ends by closing the connection; it

@@ -20,4 +20,7 @@ var (
 	// ErrIndex: a record was written but its index entry was not; the
 	// record is stored and listings repair the entry.
 	ErrIndex = errors.New("index entry not written")
+	// ErrClosed: the connection to the store is closed for good; retrying
+	// cannot help.
+	ErrClosed = errors.New("store connection closed")
 )

@@ -8,9 +8,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// followBuffer is how many events a follower may lag behind before the
-// consumer waits for it.
-const followBuffer = 64
+// followBatch is how many events one follower may have requested from the
+// server and not yet taken: its consumer pulls again only as the follower
+// takes events, so a follower holds at most this many events (each at most
+// an event's size, which the engine bounds) however long the stream is and
+// however slowly it reads. A slow follower therefore slows only its own
+// reads; the server does not buffer more for it.
+const followBatch = 2
 
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
@@ -21,26 +25,56 @@ func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
 	return nil
 }
 
+// PublishEvents appends events of execution id in order. They are sent
+// back to back and then awaited together, so a batch costs about one round
+// trip to the stream rather than one per event. It returns once every one
+// was stored, or with the first error (events after a failed one may be
+// stored or not).
+func (s *NATS) PublishEvents(ctx context.Context, id string, data [][]byte) error {
+	acks := make([]jetstream.PubAckFuture, 0, len(data))
+	for _, d := range data {
+		ack, err := s.js.PublishAsync(EventsPrefix+id, d)
+		if err != nil {
+			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
+		}
+		acks = append(acks, ack)
+	}
+	for _, ack := range acks {
+		select {
+		case <-ack.Ok():
+		case err := <-ack.Err():
+			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
+		case <-ctx.Done():
+			return fmt.Errorf("store: publishing events of %s: %w", id, ctx.Err())
+		}
+	}
+	return nil
+}
+
 // FollowEvents replays the events of id from the first one and then
 // delivers new ones live, through an ordered consumer that the server
-// cleans up when the follower goes away.
+// cleans up when the follower goes away. The consumer runs on the
+// followers' connection (FollowersOn), so that followers never queue
+// ahead of record writes, and pulls followBatch events at a time.
 //
 // Cost: the consumer filters the events stream by subject, which the
 // server answers from its per-subject index without reading other
 // executions' events.
 func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, error) {
-	cons, err := s.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cons, err := s.followJS.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{EventsPrefix + id},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
-	iter, err := cons.Messages()
+	iter, err := cons.Messages(jetstream.PullMaxMessages(followBatch))
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
-	out := make(chan EventMsg, followBuffer)
+	// Unbuffered: the next event is pulled from the iterator only once the
+	// follower took this one.
+	out := make(chan EventMsg)
 	stopped := make(chan struct{})
 	go func() {
 		// Stop unblocks iter.Next below once the follower is gone.

@@ -101,6 +101,8 @@ type EventMsg struct {
 // Events publishes an execution's events and replays them.
 type Events interface {
 	PublishEvent(ctx context.Context, id string, data []byte) error
+	// PublishEvents appends several events in order, awaited together.
+	PublishEvents(ctx context.Context, id string, data [][]byte) error
 	// FollowEvents delivers every stored event of id from the first one,
 	// then new ones as they are published, until ctx ends; then the
 	// channel is closed.

@@ -13,6 +13,7 @@ import (
 type NATS struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	followJS jetstream.JetStream // followers' consumers (FollowersOn); js by default
 	cfg      Config
 	records  jetstream.KeyValue
 	requests jetstream.ObjectStore
@@ -36,10 +37,30 @@ var (
 	_ Audit    = (*NATS)(nil)
 )
 
+// Option changes how Open sets up a store.
+type Option func(*NATS) error
+
+// FollowersOn makes event followers read through nc rather than the
+// store's main connection. Messages of one connection arrive in order, so
+// on a shared connection the reply to a record write waits behind every
+// event already sent to followers; with their own connection, followers
+// can neither delay nor disconnect (as a slow consumer) the writes that
+// record outcomes. The connection stays owned by the caller.
+func FollowersOn(nc *nats.Conn) Option {
+	return func(s *NATS) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return fmt.Errorf("store: opening JetStream for followers: %w", err)
+		}
+		s.followJS = js
+		return nil
+	}
+}
+
 // Open creates or updates the JetStream assets pyexec uses and returns a
 // store on them. nc may point at the embedded server or at a cluster; the
 // connection stays owned by the caller.
-func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATS, error) {
+func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -51,7 +72,12 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: opening JetStream: %w", err)
 	}
-	s := &NATS{nc: nc, js: js, cfg: cfg}
+	s := &NATS{nc: nc, js: js, followJS: js, cfg: cfg}
+	for _, opt := range opts {
+		if err := opt(s); err != nil {
+			return nil, err
+		}
+	}
 	steps := []struct {
 		what string
 		fn   func(context.Context) error
@@ -168,6 +194,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err
 }

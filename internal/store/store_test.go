@@ -18,7 +18,7 @@ func open(t *testing.T, dir string, cfg Config) (*NATS, *Embedded) {
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
-	s, err := Open(ctx, emb.Conn(), cfg)
+	s, err := Open(ctx, emb.Conn(), cfg, FollowersOn(emb.FollowConn()))
 	if err != nil {
 		_ = emb.Close()
 		t.Fatalf("Open: %v", err)
@@ -157,7 +157,12 @@ func TestEventsReplayThenLive(t *testing.T) {
 	if err := s.PublishEvent(ctx, "exe_1", []byte("live")); err != nil {
 		t.Fatal(err)
 	}
-	ev := expect(4, "live")
+	expect(4, "live")
+	if err := s.PublishEvents(ctx, "exe_1", [][]byte{[]byte("batch 1"), []byte("batch 2")}); err != nil {
+		t.Fatal(err)
+	}
+	expect(5, "batch 1")
+	ev := expect(6, "batch 2")
 	last, err := s.LastEvent(ctx, "exe_1")
 	if err != nil {
 		t.Fatal(err)

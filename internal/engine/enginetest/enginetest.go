@@ -40,7 +40,7 @@ func Start(t testing.TB, cfg engine.Config, deps Deps) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { emb.Close() })
-	st, err := store.Open(ctx, emb.Conn(), store.Config{})
+	st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// lossyStore fails the first write of a completed record, as a store whose
+// replies are stuck behind other traffic would: either the write never
+// happened, or it was stored and only its reply was lost.
+type lossyStore struct {
+	*store.NATS
+	stored bool // the failed write was stored nonetheless
+	failed atomic.Int32
+}
+
+func (s *lossyStore) Update(ctx context.Context, key string, value []byte, rev uint64, m store.Meta) (uint64, error) {
+	if bytes.Contains(value, []byte(`"status":"completed"`)) && s.failed.Add(1) == 1 {
+		if s.stored {
+			if _, err := s.NATS.Update(ctx, key, value, rev, m); err != nil {
+				return 0, err
+			}
+		}
+		return 0, context.DeadlineExceeded
+	}
+	return s.NATS.Update(ctx, key, value, rev, m)
+}
+
+// TestOutcomeSurvivesAFailedWrite checks that a failed write of the
+// outcome is retried: the result is recorded, followers get one final
+// status event, and the end is reported once.
+func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
+	for _, stored := range []bool{false, true} {
+		name := map[bool]string{false: "write lost", true: "reply lost"}[stored]
+		t.Run(name, func(t *testing.T) {
+			e := start(t, t.TempDir(), Config{}, nil)
+			lossy := &lossyStore{NATS: e.st, stored: stored}
+			var finished atomic.Int32
+			eng, err := New(Config{}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
+				OnFinish: func(Execution) { finished.Add(1) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := eng.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close(ctx)
+
+			x, err := eng.RunSync(ctx, script("print:kept\n"))
+			if err != nil {
+				t.Fatalf("RunSync: %v", err)
+			}
+			if x.Status != StatusCompleted || x.Stdout != "kept\n" || lossy.failed.Load() < 1 {
+				t.Fatalf("result %s %q after %d failed writes, want completed with its output", x.Status, x.Stdout, lossy.failed.Load())
+			}
+			if got := statusOf(t, eng, x.ID); got != StatusCompleted {
+				t.Fatalf("stored status %s, want completed", got)
+			}
+			ch, err := eng.Follow(ctx, tester, x.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var statuses []string
+			for ev := range ch {
+				if ev.Type == EventStatus {
+					statuses = append(statuses, ev.Data)
+				}
+			}
+			if got := strings.Join(statuses, ","); got != "pending,running,completed" {
+				t.Errorf("status events %s, want pending,running,completed", got)
+			}
+			if n := finished.Load(); n != 1 {
+				t.Errorf("the end was reported %d times, want once", n)
+			}
+		})
+	}
+}
