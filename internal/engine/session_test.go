@@ -187,9 +187,11 @@ func waitBusy(t *testing.T, eng *Engine, id string) {
 }
 
 func TestSessionTimeouts(t *testing.T) {
-	eng := sessionEngine(t, SessionConfig{InterruptGrace: 300 * time.Millisecond})
 	ctx := context.Background()
 	t.Run("a cell that yields keeps the session", func(t *testing.T) {
+		// A grace generous enough for a slow (emulated) machine: a cell
+		// that yields ends as soon as it handles the interrupt.
+		eng := sessionEngine(t, SessionConfig{InterruptGrace: 20 * time.Second})
 		id := newSession(t, eng, SessionRequest{})
 		cell(t, eng, id, "x = 7")
 		r, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: "import time\nwhile True: time.sleep(0.01)", Timeout: 500 * time.Millisecond})
@@ -204,6 +206,7 @@ func TestSessionTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("a cell that does not yield ends the session", func(t *testing.T) {
+		eng := sessionEngine(t, SessionConfig{InterruptGrace: 300 * time.Millisecond})
 		id := newSession(t, eng, SessionRequest{})
 		code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)"
 		r, err := eng.ExecuteCell(ctx, id, tester, CellRequest{Code: code, Timeout: 500 * time.Millisecond})
