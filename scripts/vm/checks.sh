@@ -281,6 +281,7 @@ part_restarts() {
   check restarts.depth "$starts of 10 servers answered; depth of their cgroups below the service: $depths" \
     [ "$starts" = 10 -a "$(echo "$depths" | tr ' ' '\n' | grep . | sort -u | wc -l)" = 1 ]
   grep -vE '^depth|eval completed' "$OUT/restarts.txt" | head -5 | sed 's/^/    /' | tee -a "$S"
+  grep -A1 '^Error' "$OUT/restarts.serve.log" | tail -2 | cut -c1-300 | sed 's/^/    log: /' | tee -a "$S"
   say "    deepest server cgroup: $(awk '/^depth/ {print $3}' "$OUT/restarts.txt" | tail -1)"
   sleep 1
   leftovers restarts.leftovers "$cg"
