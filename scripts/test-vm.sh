@@ -22,7 +22,7 @@
 #   PARTS        which groups of checks run (default "root container rootless restarts")
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
-#   VM_TIMEOUT   seconds before the VM is stopped (default 2400)
+#   VM_TIMEOUT   seconds before the VM is stopped (default 3000)
 #   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1200)
 # Exit status: 0 when every check ran and passed; 1 when one failed or the
 # guest did not finish; 2 when the host cannot run the VM.
@@ -35,7 +35,7 @@ PARTS=${PARTS-"root container rootless restarts"}
 ACCEL=${ACCEL:-auto}
 VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_MEM=${VM_MEM:-8G}
-VM_TIMEOUT=${VM_TIMEOUT:-2400}
+VM_TIMEOUT=${VM_TIMEOUT:-3000}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
 
 t0=$(date +%s)
