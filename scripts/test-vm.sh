@@ -184,7 +184,7 @@ finished=yes
 grep -qx 'END' "$R" || finished=no
 echo "----"
 echo "$pass checks passed, $fail failed; guest finished: $finished; whole run $(($(date +%s) - t0))s; logs in $W/out"
-[ $finished = yes ] || echo "the guest stopped during: $(grep -v '^\s' "$W/out/summary.txt" | tail -1)"
+[ $finished = yes ] || echo "the guest stopped in part \"$(grep '^==' "$W/out/summary.txt" | tail -1)\", writing $(ls -t "$W/out" | head -1)"
 if [ "$fail" -gt 0 ]; then
   echo "failed:"
   grep '^FAIL ' "$R" | sed 's/^FAIL /  /'
