@@ -195,7 +195,7 @@ smoke() {
     '.reason == "oom"'
   expect "$name.forkbomb" "$port" '{"code":"import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass","config":{"timeout_seconds":5}}' \
     '.status != "completed" and (.reason == "timeout" or .reason == "oom")'
-  expect "$name.timeout" "$port" '{"code":"import time\nprint(1, flush=True)\ntime.sleep(30)","config":{"timeout_seconds":2}}' \
+  expect "$name.timeout" "$port" '{"code":"import time\nprint(1, flush=True)\ntime.sleep(60)","config":{"timeout_seconds":8}}' \
     '.reason == "timeout" and .timed_out == true and .stdout == "1\n"'
   expect "$name.own-cgroup" "$port" '{"code":"print(open(\"/proc/self/cgroup\").read().strip())"}' \
     '.status == "completed" and .stdout == "0::/\n"'
