@@ -115,8 +115,8 @@ doctor() {
   grep -E 'MISSING|absent|rror' "$OUT/$name.doctor.txt" | sed 's/^/    /' | head -8 | tee -a "$S"
 }
 
-# suite name pkg dir wrapper...: one Go test binary, run in its package
-# directory as `go test` runs it.
+# suite name pkg cg wrapper...: one Go test binary, run in its package
+# directory as `go test` runs it; then the leftovers in cg.
 suite() {
   local name=$1 pkg=$2 cg=$3 extra=() t=$(now) rc log=$OUT/$1.log
   shift 3
