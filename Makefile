@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/pyexec
 PKGS    := ./...
 
-.PHONY: all build run test test-go lint bench clean
+.PHONY: all build run test test-go test-vm lint bench clean
 
 all: build
 
@@ -25,6 +25,13 @@ test:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	./python/run-tests.sh -q
 	./python/fuzz-api.sh
+
+# test-vm boots a cgroup v2 only kernel in QEMU over this host's root and runs
+# the jail suites and a serve smoke test there as root, in a container-like
+# cgroup namespace and rootless (needs root; see scripts/test-vm.sh for the
+# variables: SUITES, PARTS, ACCEL, VM_CPUS, VM_MEM, VM_TIMEOUT, TESTVM_DIR).
+test-vm:
+	./scripts/test-vm.sh
 
 bench: build
 	$(GO) run ./bench -pyexec $(BIN)

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# test-vm.sh: run pyexec's jail suites and a `pyexec serve` smoke test on a
+# cgroup v2 only host, as root, in a container-like cgroup namespace and
+# rootless. `make test-vm` runs it.
+#
+# The host boots Debian's stock kernel (linux-image-amd64, unpacked from the
+# .deb that `apt-get download` fetches) in QEMU. The guest's root file system
+# is this machine's own / shared read-only over 9p under a tmpfs overlay, so
+# the guest has the same Go, Python and libraries; only cgroup2 is mounted at
+# /sys/fs/cgroup, laid out as systemd lays it out (init.scope, system.slice,
+# one delegated cgroup per service). The work directory is shared
+# read-write: it carries the binaries in and the logs out. The guest side is
+# scripts/vm/init.sh (PID 1) and scripts/vm/checks.sh (the checks).
+#
+# Needs root, a Debian-like host (apt), Go and /usr/bin/python3. Missing
+# Debian packages (qemu-system-x86 and a few tools) are installed with apt.
+# Nothing is downloaded but Debian packages; the guest has no network.
+#
+# Environment:
+#   TESTVM_DIR   work directory (default /tmp/testvm); logs end up in $TESTVM_DIR/out
+#   SUITES       Go packages run as root (default "sandbox pool engine e2e")
+#   PARTS        which groups of checks run (default "root container rootless restarts")
+#   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
+#   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
+#   VM_TIMEOUT   seconds before the VM is stopped (default 3000)
+#   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1200)
+# Exit status: 0 when every check ran and passed; 1 when one failed or the
+# guest did not finish; 2 when the host cannot run the VM.
+set -euo pipefail
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+W=${TESTVM_DIR:-/tmp/testvm}
+SUITES=${SUITES-"sandbox pool engine e2e"}
+PARTS=${PARTS-"root container rootless restarts"}
+ACCEL=${ACCEL:-auto}
+VM_CPUS=${VM_CPUS:-$(nproc)}
+VM_MEM=${VM_MEM:-8G}
+VM_TIMEOUT=${VM_TIMEOUT:-3000}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
+
+t0=$(date +%s)
+log() { echo "[test-vm $(($(date +%s) - t0))s] $*"; }
+die() { echo "test-vm: $*" >&2; exit 2; }
+
+[ "$(id -u)" = 0 ] || die "run as root (QEMU's 9p export of / and the guest's checks need it)"
+case $W in /*) ;; *) die "TESTVM_DIR must be an absolute path" ;; esac
+case $SRC/ in /tmp/*) die "the source tree must not be under /tmp (the guest mounts a fresh /tmp)" ;; esac
+command -v go > /dev/null || export PATH=/usr/local/go/bin:$PATH
+command -v go > /dev/null || die "Go is needed"
+[ -x /usr/bin/python3 ] || die "/usr/bin/python3 is needed (the jails run it)"
+mkdir -p "$W"
+
+# --- 1. host packages -------------------------------------------------------
+apt_updated=no
+apt_update() {
+  [ $apt_updated = yes ] && return
+  timeout 600 apt-get update -q >> "$W/apt.log" 2>&1 || die "apt-get update failed (see $W/apt.log)"
+  apt_updated=yes
+}
+need=()
+for p in qemu-system-x86 busybox-static kmod cpio jq curl util-linux; do
+  dpkg -s "$p" > /dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  apt_update
+  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -q --no-install-recommends "${need[@]}" \
+    >> "$W/apt.log" 2>&1 || die "installing ${need[*]} failed (see $W/apt.log)"
+fi
+
+# --- 2. the kernel: Debian's linux-image-amd64, unpacked --------------------
+if ! ls "$W"/kernel/boot/vmlinuz-* > /dev/null 2>&1; then
+  apt-cache show linux-image-amd64 > /dev/null 2>&1 || apt_update
+  pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -n "$pkg" ] || die "apt knows no linux-image-amd64"
+  log "downloading $pkg"
+  rm -rf "$W/kernel.deb.d" "$W/kernel"
+  mkdir -p "$W/kernel.deb.d"
+  (cd "$W/kernel.deb.d" && timeout 600 apt-get download "$pkg" >> "$W/apt.log" 2>&1) || die "apt-get download $pkg failed"
+  dpkg-deb -x "$W"/kernel.deb.d/*.deb "$W/kernel"
+  rm -rf "$W/kernel.deb.d"
+fi
+VMLINUZ=$(ls "$W"/kernel/boot/vmlinuz-* | head -1)
+KVER=${VMLINUZ##*/vmlinuz-}
+depmod -b "$W/kernel" "$KVER"
+
+# --- 3. the code under test: a copy of the working tree, built here ---------
+# The guest cannot see this tree when it is under /tmp, and a copy keeps the
+# guest's test runs (which write next to their sources) off the checkout.
+log "copying the working tree and building pyexec and the test binaries ($SUITES; sandbox rootless)"
+rm -rf "$W/src" "$W/bin" "$W/out"
+mkdir -p "$W/src" "$W/bin" "$W/out"
+(cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
+  tar --null --ignore-failed-read -T - -cf - 2> /dev/null) | tar xf - -C "$W/src"
+export GOFLAGS=-buildvcs=false
+(cd "$W/src" && go build -o "$W/bin/pyexec" ./cmd/pyexec)
+for p in $(printf '%s\n' $SUITES sandbox | sort -u); do
+  case $p in e2e) dir=./e2e ;; *) dir=./internal/$p ;; esac
+  [ -d "$W/src/$dir" ] || die "no package $dir for suite $p"
+  (cd "$W/src" && go test -c -o "$W/bin/$p.test" "$dir")
+done
+# What the guest needs: the settings and the Go toolchain (e2e builds the
+# binary again, offline, from this machine's now warm caches).
+{
+  for v in SUITES PARTS SUITE_TIMEOUT; do printf 'export %s=%q\n' "$v" "${!v}"; done
+  printf 'export SRC=%q\n' "$W/src"
+  for v in GOCACHE GOMODCACHE GOROOT; do printf 'export %s=%q\n' "$v" "$(go env "$v")"; done
+  printf 'export PATH=%q:$PATH GOFLAGS=-buildvcs=false GOPROXY=off GOTOOLCHAIN=local\n' "$(go env GOROOT)/bin"
+} > "$W/guest.env"
+cp "$SRC"/scripts/vm/init.sh "$SRC"/scripts/vm/checks.sh "$W/"
+
+# --- 4. the initramfs: busybox and the modules for 9p and overlayfs --------
+rm -rf "$W/initramfs"
+mkdir -p "$W/initramfs"/{bin,mods,proc,sys,dev,lower,upper,newroot}
+cp "$(command -v busybox)" "$W/initramfs/bin/busybox"
+order=""
+for m in $(for mod in virtio_pci 9pnet_virtio 9p overlay; do
+             modprobe -d "$W/kernel" -S "$KVER" --show-depends "$mod" | awk '$1 == "insmod" {print $2}'
+           done); do
+  b=$(basename "$m")
+  case " $order " in *" $b "*) continue ;; esac
+  cp "$m" "$W/initramfs/mods/"
+  order="$order $b"
+done
+cat > "$W/initramfs/init" << INIT
+#!/bin/busybox sh
+# Stage one: mount the host's / (read-only) under a tmpfs overlay, a fresh
+# /tmp, the work directory and the kernel's modules, then run init.sh.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
+for m in $order; do insmod /mods/\$m || echo "initramfs: insmod \$m failed"; done
+fail() { echo "initramfs: \$*"; poweroff -f; }
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower || fail "9p root"
+mount -t tmpfs -o size=6g,mode=0755 tmpfs /upper
+mkdir -p /upper/data /upper/work
+mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work /newroot || fail overlay
+mount -t tmpfs -o mode=1777,size=4g tmpfs /newroot/tmp
+mkdir -p /newroot$W /newroot/lib/modules/$KVER
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 testvm /newroot$W || fail "9p $W"
+mount --bind /newroot$W/kernel/lib/modules/$KVER /newroot/lib/modules/$KVER
+umount /proc /sys
+mount --move /dev /newroot/dev
+exec switch_root /newroot /bin/bash $W/init.sh
+INIT
+chmod +x "$W/initramfs/init"
+(cd "$W/initramfs" && find . | cpio -o -H newc --quiet | gzip -1 > "$W/initramfs.gz")
+
+# --- 5. boot -----------------------------------------------------------------
+# A /dev/kvm backed by kvm_pvm (KVM without VMX/SVM, as in some sandboxes)
+# runs only PVM-built guest kernels: TCG there.
+if [ "$ACCEL" = auto ]; then
+  if [ -d /sys/module/kvm_pvm ] || ! [ -w /dev/kvm ]; then ACCEL=tcg; else ACCEL=kvm; fi
+fi
+case $ACCEL in
+  kvm) accel=(-enable-kvm -cpu host) ;;
+  tcg) accel=(-accel tcg,thread=multi -cpu max) ;;
+  *) die "ACCEL must be auto, kvm or tcg" ;;
+esac
+log "booting Linux $KVER with $ACCEL, $VM_CPUS vCPUs, $VM_MEM, at most ${VM_TIMEOUT}s"
+t_boot=$(date +%s)
+qrc=0
+timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 "${accel[@]}" -smp "$VM_CPUS" -m "$VM_MEM" \
+  -nographic -no-reboot -nic none \
+  -kernel "$VMLINUZ" -initrd "$W/initramfs.gz" -append "console=ttyS0 panic=-1 loglevel=4" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs local,path="$W",mount_tag=testvm,security_model=none,multidevs=remap \
+  < /dev/null > "$W/console.log" 2>&1 || qrc=$?
+log "VM ended after $(($(date +%s) - t_boot))s (qemu rc $qrc); console in $W/console.log"
+
+# --- 6. summary ----------------------------------------------------------------
+R=$W/out/results.txt
+echo
+echo "==== pyexec on cgroup v2 ($ACCEL, $VM_CPUS vCPUs): $(cat "$W/out/kernel.txt" 2> /dev/null || echo "kernel $KVER")"
+if [ ! -s "$R" ]; then
+  echo "no results: the guest did not run its checks; the console ends with:"
+  tail -30 "$W/console.log"
+  exit 1
+fi
+cat "$W/out/summary.txt"
+pass=$(grep -c '^PASS ' "$R" || true)
+fail=$(grep -c '^FAIL ' "$R" || true)
+finished=yes
+grep -qx 'END' "$R" || finished=no
+echo "----"
+echo "$pass checks passed, $fail failed; guest finished: $finished; whole run $(($(date +%s) - t0))s; logs in $W/out"
+[ $finished = yes ] || echo "the guest stopped in part \"$(grep '^==' "$W/out/summary.txt" | tail -1)\", writing $(ls -t "$W/out" | head -1)"
+if [ "$fail" -gt 0 ]; then
+  echo "failed:"
+  grep '^FAIL ' "$R" | sed 's/^FAIL /  /'
+fi
+[ "$fail" = 0 ] && [ $finished = yes ]

@@ -1,0 +1,309 @@
+#!/bin/bash
+# The checks of the test VM, run by init.sh as root on a cgroup v2 only
+# host. Every check appends one line to $OUT/results.txt, "PASS <name>: …"
+# or "FAIL <name>: …", and summary.txt tells the story; the last line of
+# results.txt is END when every part ran to its end. The parts ($PARTS):
+#   root       pyexec doctor, the Go suites ($SUITES) and a serve smoke test,
+#              each in its own delegated service cgroup
+#   container  doctor and the smoke test in a private cgroup + mount
+#              namespace whose cgroup root is the service cgroup
+#   rootless   doctor, the smoke test and the sandbox suite as a non-root
+#              user in a cgroup delegated to it as systemd delegates one
+#   restarts   ten starts of serve by one supervisor in one service cgroup
+# Leftovers are counted after every suite and server: processes anywhere in
+# the service's cgroup subtree and jail cgroups (names ending in 24 hex
+# digits).
+set -u
+OUT=$W/out BIN=$W/bin CG=/sys/fs/cgroup
+R=$OUT/results.txt S=$OUT/summary.txt
+RL_UID=${ROOTLESS_UID:-4242} RL_USER=pyexec-rl RL_HOME=/tmp/pyexec-rl
+SERVE_FLAGS=(--base-packages - --prepare-base=false --no-detect-imports)
+
+# --- reporting -----------------------------------------------------------------
+say() { echo "$*" | tee -a "$S"; }
+result() { # PASS|FAIL name detail
+  echo "$1 $2: $3" >> "$R"
+  say "  $1 $2: $3"
+}
+check() { # name detail test-command...: PASS when the command succeeds
+  local name=$1 detail=$2
+  shift 2
+  if "$@"; then result PASS "$name" "$detail"; else result FAIL "$name" "$detail"; fi
+}
+now() { date +%s; }
+
+# --- cgroups ---------------------------------------------------------------------
+# The tree systemd builds: PID 1 in init.scope, controllers enabled down to
+# the slices; a Delegate=yes service gets them in its own cgroup.
+layout() {
+  mkdir -p $CG/init.scope $CG/system.slice $CG/user.slice
+  local p
+  for p in $(cat $CG/cgroup.procs); do echo "$p" > $CG/init.scope/cgroup.procs 2> /dev/null; done
+  echo "+cpu +memory +pids +io" > $CG/cgroup.subtree_control
+  echo "+cpu +memory +pids +io" > $CG/system.slice/cgroup.subtree_control
+  echo "+cpu +memory +pids" > $CG/user.slice/cgroup.subtree_control
+}
+service() { # name -> the path of a fresh system.slice/<name>.service
+  local d=$CG/system.slice/$1.service
+  mkdir -p "$d"
+  echo "$d"
+}
+# user_service name -> a cgroup delegated to the rootless user as systemd
+# delegates user@UID.service: the directory and its cgroup.procs,
+# cgroup.subtree_control and cgroup.threads belong to the user.
+user_service() {
+  local u=$CG/user.slice/user-$RL_UID.slice m d f
+  m=$u/user@$RL_UID.service
+  d=$m/app.slice/$1.service
+  mkdir -p "$d"
+  echo "+cpu +memory +pids" > "$u/cgroup.subtree_control"
+  echo "+cpu +memory +pids" > "$m/cgroup.subtree_control"
+  echo "+cpu +memory +pids" > "$m/app.slice/cgroup.subtree_control"
+  for x in "$m" "$m/app.slice" "$d"; do
+    chown "$RL_UID:$RL_UID" "$x"
+    for f in cgroup.procs cgroup.subtree_control cgroup.threads; do chown "$RL_UID:$RL_UID" "$x/$f"; done
+  done
+  echo "$d"
+}
+in_cgroup() { # dir cmd...: cmd as a process that starts in dir
+  local d=$1
+  shift
+  (echo $BASHPID > "$d/cgroup.procs" && exec "$@")
+}
+# Wrappers, commands that exec what follows them (so a server keeps its pid):
+# AS_USER runs it as the rootless user with a clean environment;
+# CONTAINER in a new cgroup namespace rooted at the current cgroup and a new
+# mount namespace with cgroup2 mounted again (what `docker run
+# --cgroupns=private` gives a container, with /sys/fs/cgroup writable).
+AS_USER=(setpriv --reuid="$RL_UID" --regid="$RL_UID" --clear-groups --inh-caps=-all
+  env -i HOME="$RL_HOME" USER=$RL_USER PATH="$PATH" LANG=C.UTF-8 TMPDIR=/tmp)
+CONTAINER=(unshare --cgroup --mount --propagation private bash -c
+  'umount /sys/fs/cgroup && mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate cgroup2 /sys/fs/cgroup && exec "$@"' container)
+procs_under() { # dir -> number of processes in dir and below
+  find "$1" -name cgroup.procs -exec cat {} + 2> /dev/null | wc -w
+}
+jails_under() { # dir -> number of jail cgroups in dir and below
+  find "$1" -mindepth 1 -type d 2> /dev/null | grep -cE '[0-9a-f]{24}$'
+}
+tree_under() { # dir -> its cgroups, relative, jail ids shortened, one line
+  find "$1" -mindepth 1 -type d 2> /dev/null | sed "s|^$1||;s|[0-9a-f]\{24\}$|<jail>|" | sort | uniq -c |
+    awk '{print $2 ($1 > 1 ? "×" $1 : "")}' | tr '\n' ' '
+}
+depth_below() { # pid dir -> how many levels below dir the pid's cgroup is
+  local rel
+  rel=$(sed -n 's/^0:://p' "/proc/$1/cgroup" 2> /dev/null)
+  rel=${rel#"${2#"$CG"}"}
+  if [ -z "$rel" ]; then echo 0; else echo "$rel" | awk -F/ '{print NF - 1}'; fi
+}
+# leftovers name dir: no process and no jail cgroup left in dir.
+leftovers() {
+  local p j
+  p=$(procs_under "$2")
+  j=$(jails_under "$2")
+  check "$1" "$p processes and $j jail cgroups left; cgroups there: $(tree_under "$2")" [ "$p" = 0 -a "$j" = 0 ]
+}
+
+# --- what is run ---------------------------------------------------------------------
+# doctor name wrapper...: `pyexec doctor` through the wrapper.
+doctor() {
+  local name=$1
+  shift
+  "$@" timeout 300 "$BIN/pyexec" doctor > "$OUT/$name.doctor.txt" 2>&1
+  local rc=$?
+  check "$name.doctor" "rc=$rc; $(grep -iE '^cgroup' "$OUT/$name.doctor.txt" | tr -s ' ' | head -2 | tr '\n' ' ')" \
+    [ $rc = 0 ]
+  grep -E 'MISSING|absent|rror' "$OUT/$name.doctor.txt" | sed 's/^/    /' | head -8 | tee -a "$S"
+}
+
+# suite name pkg cg wrapper...: one Go test binary, run in its package
+# directory as `go test` runs it; then the leftovers in cg.
+suite() {
+  local name=$1 pkg=$2 cg=$3 extra=() t=$(now) rc log=$OUT/$1.log
+  shift 3
+  [ "$pkg" = e2e ] && extra=(-test.skip '^TestEnvironments$') # uv and ruff come from PyPI: no network here
+  local dir=$SRC/internal/$pkg
+  [ "$pkg" = e2e ] && dir=$SRC/e2e
+  (cd "$dir" && "$@" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
+    -test.timeout "${SUITE_TIMEOUT}s" "${extra[@]}") > "$log" 2>&1
+  rc=$?
+  n() { grep -cE "$1" "$log"; }
+  check "$name" "rc=$rc in $(($(now) - t))s; tests $(n '^--- PASS') passed, $(n '^--- FAIL') failed, $(n '^--- SKIP') skipped (with subtests $(n '^\s*--- PASS') / $(n '^\s*--- FAIL') / $(n '^\s*--- SKIP'))" \
+    [ $rc = 0 -a "$(n '^\s*--- FAIL')" = 0 ]
+  grep -E '^\s*--- FAIL' "$log" | sed 's/ ([0-9.]*s)$//;s/^/    /' | head -30 | tee -a "$S"
+  grep -E 'left things behind|^panic:|test timed out|outlived' -A4 "$log" | sed 's/^/    /' | head -12 | tee -a "$S"
+  sleep 1
+  leftovers "$name.leftovers" "$cg"
+}
+
+# start_serve name cg port wrapper... -> SPID: `pyexec serve` through the
+# wrapper, started in cg (where this shell is when cg is ""); waits until it
+# answers.
+SPID=
+start_serve() {
+  local name=$1 cg=$2 port=$3 i
+  shift 3
+  mkdir -p /tmp/$name.data
+  chmod 777 /tmp/$name.data
+  ({ [ -z "$cg" ] || echo $BASHPID > "$cg/cgroup.procs"; } && exec "$@" "$BIN/pyexec" serve --port "$port" \
+    --data-dir /tmp/$name.data --env-dir /var/tmp/$name.envs "${SERVE_FLAGS[@]}") >> "$OUT/$name.serve.log" 2>&1 &
+  SPID=$!
+  for i in $(seq 1 240); do
+    curl -sf -m 5 "localhost:$port/health" > /dev/null 2>&1 && return 0
+    kill -0 $SPID 2> /dev/null || break
+    sleep 0.5
+  done
+  return 1
+}
+# stop_serve -> rc of serve after SIGTERM (255 when it had to be killed).
+stop_serve() {
+  local i
+  kill -TERM "$SPID" 2> /dev/null
+  for i in $(seq 1 120); do kill -0 "$SPID" 2> /dev/null || break; sleep 0.5; done
+  if kill -0 "$SPID" 2> /dev/null; then
+    kill -KILL "$SPID"
+    wait "$SPID" 2> /dev/null
+    return 255
+  fi
+  wait "$SPID"
+}
+# expect name port json jq-test: one eval whose result must pass jq-test.
+expect() {
+  local name=$1 port=$2 req=$3 test=$4 t body
+  t=$(date +%s.%N)
+  body=$(curl -s -m 180 "localhost:$port/api/v1/eval" -H 'Content-Type: application/json' -d "$req")
+  echo "$body" > "$OUT/$name.json"
+  check "$name" "$(printf '%.1f' "$(echo "$(date +%s.%N) - $t" | bc)")s: $(echo "$body" |
+    jq -c '{status,reason,exit_code,stdout:(.stdout // "" | .[0:60]),stderr:(.stderr // "" | .[-120:]),error}' 2> /dev/null ||
+    echo "$body" | head -c 300)" jq -e "$test" <<< "$body" > /dev/null 2>&1
+}
+# smoke name cg port wrapper...: serve, five evals, SIGTERM, leftovers.
+smoke() {
+  local name=$1 cg=$2 port=$3 t rc
+  shift 3
+  t=$(now)
+  if ! start_serve "$name" "$cg" "$port" "$@"; then
+    local why="exited before it answered /health"
+    kill -0 "$SPID" 2> /dev/null && why="did not answer /health within 120s"
+    result FAIL "$name.serve" "$why; log: $(tail -2 "$OUT/$name.serve.log" | cut -c1-300 | tr '\n' ' ')"
+    stop_serve
+    leftovers "$name.serve.leftovers" "$cg"
+    return
+  fi
+  result PASS "$name.serve" "up after $(($(now) - t))s in $(sed -n 's/^0:://p' /proc/$SPID/cgroup)"
+  expect "$name.print" "$port" '{"code":"print(1)"}' '.status == "completed" and .stdout == "1\n"'
+  expect "$name.oom" "$port" '{"code":"x = bytearray(200*1024*1024)\nprint(len(x))","config":{"memory_mb":64}}' \
+    '.reason == "oom"'
+  expect "$name.forkbomb" "$port" '{"code":"import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass","config":{"timeout_seconds":5}}' \
+    '.status != "completed" and (.reason == "timeout" or .reason == "oom")'
+  expect "$name.timeout" "$port" '{"code":"import time\nprint(1, flush=True)\ntime.sleep(60)","config":{"timeout_seconds":8}}' \
+    '.reason == "timeout" and .timed_out == true and .stdout == "1\n"'
+  expect "$name.own-cgroup" "$port" '{"code":"print(open(\"/proc/self/cgroup\").read().strip())"}' \
+    '.status == "completed" and .stdout == "0::/\n"'
+  expect "$name.after" "$port" '{"code":"print(sum(range(10)))"}' '.stdout == "45\n"'
+  say "    while serving: $(tree_under "$cg")"
+  t=$(now)
+  stop_serve
+  rc=$?
+  check "$name.sigterm" "serve exited rc=$rc $(($(now) - t))s after SIGTERM" [ $rc = 0 ]
+  grep -E 'level=(WARN|ERROR)' "$OUT/$name.serve.log" | cut -c1-240 | head -5 | sed 's/^/    log: /' | tee -a "$S"
+  sleep 1
+  leftovers "$name.serve.leftovers" "$cg"
+}
+
+# --- the parts --------------------------------------------------------------------------
+part_root() {
+  say "== as root, each step alone in a system.slice service (Delegate=yes)"
+  doctor root in_cgroup "$(service pyexec-doctor)"
+  local p
+  for p in $SUITES; do
+    local cg
+    cg=$(service "$p-test")
+    suite "root.$p" "$p" "$cg" in_cgroup "$cg"
+  done
+  smoke root "$(service pyexec)" 8080
+}
+
+part_container() {
+  say "== container-like: private cgroup and mount namespaces rooted at the service cgroup"
+  local cg
+  cg=$(service container-doctor)
+  say "    /proc/self/cgroup inside: $(in_cgroup "$cg" "${CONTAINER[@]}" cat /proc/self/cgroup)"
+  doctor container in_cgroup "$cg" "${CONTAINER[@]}"
+  smoke container "$(service container)" 8081 "${CONTAINER[@]}"
+}
+
+part_rootless() {
+  say "== rootless: uid $RL_UID in user@$RL_UID.service/app.slice (delegated to it)"
+  grep -q "^$RL_USER:" /etc/passwd || {
+    echo "$RL_USER:x:$RL_UID:$RL_UID:pyexec rootless test:$RL_HOME:/bin/bash" >> /etc/passwd
+    echo "$RL_USER:x:$RL_UID:" >> /etc/group
+  }
+  mkdir -p "$RL_HOME"
+  chown "$RL_UID:$RL_UID" "$RL_HOME"
+  say "    user.max_user_namespaces=$(cat /proc/sys/user/max_user_namespaces)$( [ -f /proc/sys/kernel/unprivileged_userns_clone ] && echo ", kernel.unprivileged_userns_clone=$(cat /proc/sys/kernel/unprivileged_userns_clone)")"
+  doctor rootless in_cgroup "$(user_service pyexec-doctor)" "${AS_USER[@]}"
+  local cg
+  cg=$(user_service pyexec)
+  smoke rootless "$cg" 8082 "${AS_USER[@]}"
+  cg=$(user_service sandbox-test)
+  suite rootless.sandbox sandbox "$cg" in_cgroup "$cg" "${AS_USER[@]}"
+}
+
+# The supervisor of part_restarts: ten servers one after the other, the
+# first and the last asked for one eval; prints the depth of each server's
+# cgroup below cg.
+supervise() {
+  local cg=$1 i d
+  for i in $(seq 1 10); do
+    if ! start_serve restarts "" 8083; then
+      echo "start $i: no answer"
+      stop_serve
+      continue
+    fi
+    [ "$i" = 1 -o "$i" = 10 ] && curl -s -m 120 localhost:8083/api/v1/eval -H 'Content-Type: application/json' \
+      -d '{"code":"print(1)"}' | jq -r '"start '$i': eval " + .status' 2> /dev/null
+    d=$(depth_below "$SPID" "$cg")
+    echo "depth $d $(sed -n 's/^0:://p' /proc/$SPID/cgroup)"
+    stop_serve || echo "start $i: serve exited rc=$?"
+  done
+}
+
+part_restarts() {
+  say "== ten restarts of serve by one supervisor in system.slice/restarts.service"
+  local cg
+  cg=$(service restarts)
+  # The supervisor runs in the service cgroup, as a shell script or a
+  # process manager would, and starts each server where it is itself.
+  in_cgroup "$cg" bash -c "$(declare -f supervise start_serve stop_serve depth_below); $(declare -p BIN OUT CG SERVE_FLAGS);
+    supervise $cg" > "$OUT/restarts.txt" 2>&1
+  local depths starts
+  depths=$(awk '/^depth/ {print $2}' "$OUT/restarts.txt" | tr '\n' ' ')
+  starts=$(grep -c '^depth' "$OUT/restarts.txt")
+  check restarts.depth "$starts of 10 servers answered, $(grep -c 'eval completed' "$OUT/restarts.txt") of 2 evals completed; depth of their cgroups below the service: $depths" \
+    [ "$starts" = 10 -a "$(grep -c 'eval completed' "$OUT/restarts.txt")" = 2 -a "$(echo "$depths" | tr ' ' '\n' | grep . | sort -u | wc -l)" = 1 ]
+  grep -vE '^depth|eval completed' "$OUT/restarts.txt" | head -5 | sed 's/^/    /' | tee -a "$S"
+  grep -A1 '^Error' "$OUT/restarts.serve.log" | tail -2 | cut -c1-300 | sed 's/^/    log: /' | tee -a "$S"
+  say "    deepest server cgroup: $(awk '/^depth/ {print $3}' "$OUT/restarts.txt" | tail -1)"
+  sleep 1
+  leftovers restarts.leftovers "$cg"
+}
+
+: > "$R"
+: > "$S"
+echo "Linux $(uname -r), $(nproc) vCPUs, cgroup2 only ($(awk '$3 ~ /cgroup/ {print $3}' /proc/self/mounts | sort -u | tr '\n' ' '))" > "$OUT/kernel.txt"
+layout
+# Every interpreter comes over 9p: its first start reads the standard
+# library through an emulated CPU, which can outlast serve's 10 s probe of
+# an interpreter. Start each once, as a long-running host would have.
+t=$(now)
+for py in /usr/bin/python3 /usr/local/bin/python3* /root/.pyenv/versions/*/bin/python; do
+  [ -x "$py" ] && timeout 300 "$py" -c 'import json, sysconfig, site' > /dev/null 2>&1
+done
+say "interpreters started once in $(($(now) - t))s"
+say "root cgroup controllers: $(cat $CG/cgroup.controllers); parts: $PARTS; suites: $SUITES"
+for part in $PARTS; do
+  t=$(now)
+  "part_$part"
+  say "   ($part took $(($(now) - t))s)"
+done
+echo END >> "$R"
