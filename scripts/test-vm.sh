@@ -184,6 +184,10 @@ grep -qx 'END' "$R" || finished=no
 echo "----"
 echo "$pass checks passed, $fail failed; guest finished: $finished; whole run $(($(date +%s) - t0))s; logs in $W/out"
 [ $finished = yes ] || echo "the guest stopped in part \"$(grep '^==' "$W/out/summary.txt" | tail -1)\", writing $(ls -t "$W/out" | head -1)"
+if grep -q '^PASS .*flaky:' "$R"; then
+  echo "flaky (failed once, passed when run again alone):"
+  grep '^PASS .*flaky:' "$R" | sed 's/^PASS \([^:]*\):.*flaky: \([^;]*\).*/  \1: \2/'
+fi
 if [ "$fail" -gt 0 ]; then
   echo "failed:"
   grep '^FAIL ' "$R" | sed 's/^FAIL /  /'

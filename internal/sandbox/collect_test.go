@@ -119,7 +119,8 @@ func TestCollectFiles(t *testing.T) {
 		{name: "a background writer is stopped before the walk",
 			code: "import subprocess, sys\n" +
 				"subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True:\\n    open(\"bg.txt\", \"a\").write(\"x\")\\n    time.sleep(0.001)'])\n" +
-				"import time\ntime.sleep(0.2)\nopen('done.txt', 'w').write('d')\n"},
+				"import os, time\nwhile not os.path.exists('bg.txt'):\n    time.sleep(0.01)\n" + // the writer has started, however slow the machine
+				"time.sleep(0.2)\nopen('done.txt', 'w').write('d')\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
