@@ -112,14 +112,7 @@ func TestUnprivilegedServerWithDelegatedCgroup(t *testing.T) {
 	if cgroups.Mode() != cgroups.Unified {
 		t.Skip("needs cgroup v2: a v1 hierarchy cannot be delegated to an unprivileged user safely")
 	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := ownCgroupV2(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := testOwnCgroupV2(t)
 	// A sibling of this binary's leaf, delegated to nobody.
 	delegated := filepath.Join(v2Mount, filepath.Dir(own), testParent+"-rootless")
 	if err := os.Mkdir(delegated, 0o755); err != nil {
@@ -136,24 +129,8 @@ func TestUnprivilegedServerWithDelegatedCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	dir, err := os.MkdirTemp("/var/tmp", "pyexec-rootless-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, _ := os.Executable()
-	bin := filepath.Join(dir, "sandbox.test")
-	if err := copyFile(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedServerWithDelegatedCgroup$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{rootlessEnv + "=pyexec", "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}},
-		UseCgroupFD: true, CgroupFD: fd}
+	cmd := commandAsNobody(t, "TestUnprivilegedServerWithDelegatedCgroup", rootlessEnv+"=pyexec")
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -173,6 +150,20 @@ func TestUnprivilegedServerWithDelegatedCgroup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(delegated, serverLeaf)); err != nil {
 		t.Fatalf("the server did not move into its leaf: %v", err)
 	}
+}
+
+// testOwnCgroupV2 is the cgroup v2 path of the test binary itself.
+func testOwnCgroupV2(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := ownCgroupV2(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return own
 }
 
 // removeCgroupTree removes a cgroup and its children, deepest first,
@@ -204,14 +195,7 @@ func TestCgroupSetupWithoutDelegationNamesTheFix(t *testing.T) {
 	if cgroups.Mode() != cgroups.Unified {
 		t.Skip("needs cgroup v2: delegation is a cgroup v2 notion")
 	}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := ownCgroupV2(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := testOwnCgroupV2(t)
 	// <service>/<x>/inner: x enables nothing for inner.
 	x := filepath.Join(v2Mount, filepath.Dir(own), testParent+"-undelegated")
 	inner := filepath.Join(x, "inner")

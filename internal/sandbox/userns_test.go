@@ -42,23 +42,7 @@ except OSError:
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start the test binary as another user")
 	}
-	dir, err := os.MkdirTemp("/var/tmp", "pyexec-userns-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, _ := os.Executable()
-	bin := filepath.Join(dir, "sandbox.test")
-	if err := copyFile(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestUnprivilegedServerUsesAUserNamespace$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"PYEXEC_TEST_AS_NOBODY=1", "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	cmd := commandAsNobody(t, "TestUnprivilegedServerUsesAUserNamespace", "PYEXEC_TEST_AS_NOBODY=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -84,4 +68,28 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// commandAsNobody is this test binary, copied where uid 65534 can run it,
+// set to run the one test named as that uid with env (and PATH) only.
+func commandAsNobody(t *testing.T, test string, env ...string) *exec.Cmd {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "pyexec-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := copyFile(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(env, "PATH=/usr/bin:/bin")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	return cmd
 }
