@@ -19,7 +19,10 @@ const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe
 	"img-src 'self' data:; font-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// registerDocs serves GET /docs and GET /docs/assets/*.
+// registerDocs serves GET /docs and GET /docs/assets/*, and
+// python-executor's documented docs URLs: /docs/index.html (the page) and
+// /docs/doc.json (the API description, the same document as
+// /openapi.json, which huma serves on mux).
 func registerDocs(mux *http.ServeMux) {
 	sub, err := fs.Sub(docsFiles, "docs")
 	if err != nil {
@@ -29,10 +32,17 @@ func registerDocs(mux *http.ServeMux) {
 	if err != nil {
 		panic(err)
 	}
-	mux.HandleFunc("GET /docs", func(w http.ResponseWriter, _ *http.Request) {
+	page := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Security-Policy", docsCSP)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(index)
+	}
+	mux.HandleFunc("GET /docs", page)
+	mux.HandleFunc("GET /docs/index.html", page)
+	mux.HandleFunc("GET /docs/doc.json", func(w http.ResponseWriter, r *http.Request) {
+		spec := r.Clone(r.Context())
+		spec.URL.Path, spec.URL.RawPath = "/openapi.json", ""
+		mux.ServeHTTP(w, spec)
 	})
 	assets := http.StripPrefix("/docs/assets/", http.FileServerFS(sub))
 	mux.HandleFunc("GET /docs/assets/", func(w http.ResponseWriter, r *http.Request) {

@@ -40,6 +40,10 @@ type EvalRequest struct {
 	MaxRows      int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs (the rest is cut and flagged); 0 means the server default"`
 }
 
+// msgNoCode answers an eval or lint body with neither code nor files, in
+// python-executor's words.
+const msgNoCode = "either 'code' or 'files' must be provided"
+
 // evalInput is the eval body, read whole and decoded by decodeJSON so that
 // malformed JSON and wrong types get precise 400s and unknown fields pass.
 type evalInput struct {
@@ -74,7 +78,7 @@ func (s *Server) registerEval(hapi huma.API) {
 
 // evalRequest turns an eval body into an engine.Request.
 func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Request, error) {
-	files, set, err := s.sourceFiles(body.Code, body.Files)
+	files, err := s.sourceFiles(body.Code, body.Files)
 	if err != nil {
 		return engine.Request{}, err
 	}
@@ -82,7 +86,7 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 	if entry == "" {
 		entry = files[0].Path
 	}
-	return s.limits.request(ctx, files, set, runSpec{
+	return s.limits.request(ctx, files, runSpec{
 		Entrypoint:    entry,
 		Stdin:         body.Stdin,
 		Requirements:  body.RequirementsTxt,
@@ -98,15 +102,15 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 // (which becomes main.py), and the code, summed over the text files, is
 // capped at 100 KiB; base64 files are decoded and fall under the archive
 // caps instead.
-func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *fileSet, error) {
+func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, error) {
 	if len(sources) == 0 {
 		if code == "" {
-			return nil, nil, errorf(http.StatusBadRequest, "code or files is required")
+			return nil, errorf(http.StatusBadRequest, "%s", msgNoCode)
 		}
 		sources = []EvalFile{{Name: defaultEntrypoint, Content: code}}
 	}
 	if len(sources) > s.limits.Archive.MaxFiles {
-		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "request has more than %d files", s.limits.Archive.MaxFiles)
 	}
 	set := newFileSet()
 	files := make([]engine.File, len(sources))
@@ -115,18 +119,18 @@ func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *f
 		what := quoted(fmt.Sprintf("files[%d].name", i), f.Name)
 		name, err := cleanPath(f.Name, what)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := set.add(name, what); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		content, err := fileContent(f, fmt.Sprintf("files[%d]", i))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if f.Encoding == encodingBase64 {
 			if err := s.limits.Archive.checkBinary(name, int64(len(content)), &data); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		} else {
 			text += int64(len(content))
@@ -134,7 +138,7 @@ func (s *Server) sourceFiles(code string, sources []EvalFile) ([]engine.File, *f
 		files[i] = engine.File{Path: name, Data: content, Mode: 0o644}
 	}
 	if text > maxEvalCodeBytes {
-		return nil, nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", text, maxEvalCodeBytes)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "total code size %d bytes exceeds limit of %d bytes", text, maxEvalCodeBytes)
 	}
-	return files, set, nil
+	return files, nil
 }

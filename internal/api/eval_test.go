@@ -92,7 +92,7 @@ func TestEval(t *testing.T) {
 			}
 			return fs
 		}()}), wantCode: 413},
-		{name: "entrypoint not among files", body: []byte(`{"code":"1","entrypoint":"other.py"}`), wantCode: 400},
+		{name: "entrypoint escapes the workspace", body: []byte(`{"code":"1","entrypoint":"../other.py"}`), wantCode: 400},
 		{name: "unknown python_version", body: []byte(`{"code":"1","python_version":"2.7"}`), wantCode: 400},
 		{name: "timeout over max", body: []byte(`{"code":"1","config":{"timeout_seconds":9999}}`), wantCode: 400},
 		{name: "network asked but disabled on server", body: []byte(`{"code":"1","config":{"network_disabled":false}}`), wantCode: 400},

@@ -22,10 +22,10 @@ const ndjsonType = "application/x-ndjson"
 // Event is one live event on the wire: an SSE frame's data, or an NDJSON
 // line.
 type Event struct {
-	Seq  uint64    `json:"seq" doc:"Starts at 1, no gaps; resume with Last-Event-ID or ?after="`
-	Type string    `json:"type" enum:"status,stdout,stderr,install,display"`
-	Data string    `json:"data" doc:"Output text, the new status (the last status event is final), a line of installer progress while the execution's environment is built, or for display the JSON of an Output"`
-	Time time.Time `json:"time"`
+	Seq  uint64 `json:"seq" doc:"Starts at 1, no gaps; resume with Last-Event-ID or ?after="`
+	Type string `json:"type" enum:"status,stdout,stderr,install,display"`
+	Data string `json:"data" doc:"Output text, the new status (the last status event is final), a line of installer progress while the execution's environment is built, or for display the JSON of an Output"`
+	Time Time   `json:"time"`
 }
 
 type eventsInput struct {
@@ -185,7 +185,7 @@ func (s *Server) stream(ctx context.Context, hctx huma.Context, events <-chan en
 			if !ok {
 				return
 			}
-			out := Event{Seq: ev.Seq, Type: string(ev.Type), Data: ev.Data, Time: ev.Time.Truncate(time.Microsecond)}
+			out := Event{Seq: ev.Seq, Type: string(ev.Type), Data: ev.Data, Time: wireTime(ev.Time)}
 			if err := format.write(w, out); err != nil || !flush() {
 				return
 			}

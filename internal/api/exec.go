@@ -35,14 +35,14 @@ func uploadSchema(hapi huma.API) *huma.RequestBody {
 		Content: map[string]*huma.MediaType{"multipart/form-data": {
 			Schema: &huma.Schema{
 				Type:     huma.TypeObject,
-				Required: []string{"tar"},
+				Required: []string{"tar", "metadata"},
 				Properties: map[string]*huma.Schema{
-					"tar":      {Type: huma.TypeString, Format: "binary", Description: "Uncompressed tar (USTAR or PAX) of the project"},
+					"tar":      {Type: huma.TypeString, Format: "binary", Description: "Tar (USTAR, PAX or GNU) of the project, uncompressed or gzip-compressed"},
 					"metadata": meta,
 				},
 			},
 			Encoding: map[string]*huma.Encoding{
-				"tar":      {ContentType: "application/x-tar, application/octet-stream"},
+				"tar":      {ContentType: "application/x-tar, application/gzip, application/octet-stream"},
 				"metadata": {ContentType: "application/json, text/plain"},
 			},
 		}},
@@ -106,7 +106,7 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 	// A python image names the interpreter; any other image, or a tag
 	// without MAJOR.MINOR, means the server's default.
 	version, _ := pyenv.VersionFromImage(up.meta.DockerImage)
-	return s.limits.request(ctx, up.files, up.paths, runSpec{
+	return s.limits.request(ctx, up.files, runSpec{
 		Entrypoint:    up.meta.Entrypoint,
 		Stdin:         up.meta.Stdin,
 		Env:           up.meta.EnvVars,

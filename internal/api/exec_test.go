@@ -25,6 +25,16 @@ func TestExec(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(ustar)
 	zw.Close()
+	// A gzip bomb: 1.5 MiB of directory headers (no file, so no archive
+	// limit applies) in a few KiB, past the 1 MiB body cap once expanded.
+	dirs := []tarEntry{main}
+	for i := range 3000 {
+		dirs = append(dirs, tarEntry{Name: fmt.Sprintf("d%d/", i), Type: tar.TypeDir, Mode: 0o755})
+	}
+	var bomb bytes.Buffer
+	zw = gzip.NewWriter(&bomb)
+	zw.Write(makeTar(t, tar.FormatUSTAR, dirs...))
+	zw.Close()
 	tooMany := []tarEntry{main}
 	for i := range 5 {
 		tooMany = append(tooMany, tarEntry{Name: fmt.Sprintf("f%d.py", i), Body: "pass\n"})
@@ -73,13 +83,21 @@ func TestExec(t *testing.T) {
 				}
 			}},
 		{name: "async accepted", path: "/api/v1/exec/async", tar: ustar, meta: meta, how: metaJSONPart, wantCode: 202},
-		{name: "no metadata runs main.py", tar: ustar, how: metaNone, wantCode: 200},
+		{name: "no metadata", tar: ustar, how: metaNone, wantCode: 400},
+		{name: "empty metadata", tar: ustar, meta: " ", how: metaFormField, wantCode: 400},
 		{name: "missing tar part", meta: meta, how: metaFormField, wantCode: 400},
 		{name: "not multipart", rawCT: "application/json", rawBody: []byte(`{"code":"print(1)"}`), wantCode: 400},
 		{name: "truncated multipart", rawCT: "multipart/form-data; boundary=xyz", rawBody: []byte("--xyz\r\nContent-Disposition: form-data; name=\"tar\"\r\n\r\nabc"), wantCode: 400},
 		{name: "malformed metadata json", tar: ustar, meta: `{"entrypoint":`, how: metaFormField, wantCode: 400},
 		{name: "metadata field of wrong type", tar: ustar, meta: `{"config":{"timeout_seconds":"ten"}}`, how: metaJSONPart, wantCode: 400},
-		{name: "gzip tar", tar: gz.Bytes(), meta: meta, how: metaFormField, wantCode: 400},
+		{name: "gzip tar", tar: gz.Bytes(), meta: meta, how: metaFormField, wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if len(req.Files) != 2 || req.Files[1].Path != "pkg/util.py" || string(req.Files[1].Data) != "X = 1\n" {
+					t.Errorf("files = %+v", req.Files)
+				}
+			}},
+		{name: "gzip bomb", tar: bomb.Bytes(), meta: meta, how: metaFormField, wantCode: 413},
+		{name: "corrupt gzip", tar: append([]byte{0x1f, 0x8b}, "not really gzip"...), meta: meta, how: metaFormField, wantCode: 400},
 		{name: "not a tar", tar: []byte(strings.Repeat("garbage!", 100)), meta: meta, how: metaFormField, wantCode: 400},
 		{name: "empty tar", tar: makeTar(t, tar.FormatUSTAR), meta: meta, how: metaFormField, wantCode: 400},
 		{name: "symlink", tar: makeTar(t, tar.FormatPAX, main, tarEntry{Name: "evil", Type: tar.TypeSymlink, Link: "/etc/passwd"}), meta: meta, wantCode: 400},
@@ -116,7 +134,12 @@ func TestExec(t *testing.T) {
 				}
 			}},
 		{name: "lint of wrong type in metadata", tar: ustar, meta: `{"lint":1}`, wantCode: 400},
-		{name: "entrypoint not in archive", tar: ustar, meta: `{"entrypoint":"app.py"}`, wantCode: 400},
+		{name: "entrypoint not in archive runs (python reports it)", tar: ustar, meta: `{"entrypoint":"app.py"}`, wantCode: 200,
+			check: func(t *testing.T, req engine.Request) {
+				if req.Entrypoint != "app.py" {
+					t.Errorf("entrypoint = %q", req.Entrypoint)
+				}
+			}},
 		{name: "entrypoint escapes", tar: ustar, meta: `{"entrypoint":"../main.py"}`, wantCode: 400},
 		{name: "unknown python version from image", tar: ustar, meta: `{"docker_image":"python:2.7-slim"}`, wantCode: 400},
 		{name: "overloaded", tar: ustar, meta: meta, fail: fmt.Errorf("admit: %w", engine.ErrOverloaded), wantCode: 429, header: map[string]string{"Retry-After": "1"}},

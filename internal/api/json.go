@@ -11,10 +11,11 @@ import (
 // decodeJSON decodes a client's JSON object into v with messages that name
 // the offending field in the client's terms, never Go's. Unknown fields are
 // ignored, as python-executor did. what names the document ("request
-// body", "metadata").
+// body", "metadata"). Every message starts "invalid JSON", the words
+// python-executor's clients and tests look for.
 func decodeJSON(data []byte, v any, what string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return errorf(http.StatusBadRequest, "%s is empty; expected a JSON object", what)
+		return errorf(http.StatusBadRequest, "invalid JSON: %s is empty; expected a JSON object", what)
 	}
 	err := json.Unmarshal(data, v)
 	var typeErr *json.UnmarshalTypeError
@@ -23,13 +24,13 @@ func decodeJSON(data []byte, v any, what string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return errorf(http.StatusBadRequest, "invalid %s: field %q must be %s, got %s", what, typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
+		return errorf(http.StatusBadRequest, "invalid JSON in %s: field %q must be %s, got %s", what, typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
 	case errors.As(err, &typeErr):
-		return errorf(http.StatusBadRequest, "invalid %s: expected a JSON object, got %s", what, typeErr.Value)
+		return errorf(http.StatusBadRequest, "invalid JSON in %s: expected a JSON object, got %s", what, typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return errorf(http.StatusBadRequest, "invalid %s: malformed JSON at byte %d: %v", what, syntaxErr.Offset, syntaxErr)
+		return errorf(http.StatusBadRequest, "invalid JSON in %s: malformed at byte %d: %v", what, syntaxErr.Offset, syntaxErr)
 	}
-	return errorf(http.StatusBadRequest, "invalid %s: %v", what, err)
+	return errorf(http.StatusBadRequest, "invalid JSON in %s: %v", what, err)
 }
 
 // jsonKind names the JSON type that decodes into t.

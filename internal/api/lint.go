@@ -98,7 +98,7 @@ func (s *Server) registerLint(hapi huma.API) {
 		if err := decodeJSON(in.RawBody, &body, "request body"); err != nil {
 			return nil, err
 		}
-		files, _, err := s.sourceFiles(body.Code, body.Files)
+		files, err := s.sourceFiles(body.Code, body.Files)
 		if err != nil {
 			return nil, err
 		}

@@ -30,18 +30,23 @@ type Metadata struct {
 	MaxRows      int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs (the rest is cut and flagged); 0 means the server default"`
 }
 
-// upload is a decoded multipart request: the project files, the set of
-// their paths and the metadata.
+// msgMissingMetadata starts the 400 of an upload without metadata; the
+// words are python-executor's.
+const msgMissingMetadata = "missing metadata"
+
+// upload is a decoded multipart request: the project files and the
+// metadata.
 type upload struct {
 	files []engine.File
-	paths *fileSet
 	meta  Metadata
 }
 
 // readUpload decodes a multipart/form-data body held in memory. The part
-// "tar" is an uncompressed tar; the part "metadata" is JSON, sent either as
-// a plain form field or as an application/json part; both are the same to
-// a multipart reader. Other parts are ignored.
+// "tar" is a tar (gzip-compressed or not); the part "metadata" is JSON,
+// sent either as a plain form field or as an application/json part; both
+// are the same to a multipart reader. Both parts are required, as
+// python-executor required them (its clients always send metadata, "{}"
+// at least). Other parts are ignored.
 func readUpload(contentType string, body []byte, lim archiveLimits) (*upload, error) {
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
@@ -64,7 +69,7 @@ func readUpload(contentType string, body []byte, lim archiveLimits) (*upload, er
 				return nil, errorf(http.StatusBadRequest, "more than one \"tar\" part")
 			}
 			haveTar = true
-			if up.files, up.paths, err = readTar(part, lim); err != nil {
+			if up.files, err = readTar(part, lim); err != nil {
 				return nil, err
 			}
 		case "metadata":
@@ -76,6 +81,9 @@ func readUpload(contentType string, body []byte, lim archiveLimits) (*upload, er
 			if err != nil {
 				return nil, errorf(http.StatusBadRequest, "malformed multipart body: %v", err)
 			}
+			if len(bytes.TrimSpace(data)) == 0 {
+				return nil, errorf(http.StatusBadRequest, "%s: the \"metadata\" part is empty", msgMissingMetadata)
+			}
 			if err := decodeJSON(data, &up.meta, "metadata"); err != nil {
 				return nil, err
 			}
@@ -83,6 +91,9 @@ func readUpload(contentType string, body []byte, lim archiveLimits) (*upload, er
 	}
 	if !haveTar {
 		return nil, errorf(http.StatusBadRequest, "missing \"tar\" part")
+	}
+	if !haveMeta {
+		return nil, errorf(http.StatusBadRequest, "%s: send a \"metadata\" part holding a JSON object ({} for the defaults)", msgMissingMetadata)
 	}
 	return up, nil
 }

@@ -75,9 +75,6 @@ func (s *fileSet) add(p, what string) error {
 	return nil
 }
 
-// has reports whether p was added as a file.
-func (s *fileSet) has(p string) bool { return s.files[p] }
-
 func nextSlash(p string, i int) int {
 	j := strings.IndexByte(p[i+1:], '/')
 	if j < 0 {

@@ -54,9 +54,9 @@ type runSpec struct {
 }
 
 // request checks spec against the server's limits and builds the
-// engine.Request for files (whose paths set already holds), recording
+// engine.Request for files, recording
 // the caller from ctx for the audit trail.
-func (l *limits) request(ctx context.Context, files []engine.File, set *fileSet, spec runSpec) (engine.Request, error) {
+func (l *limits) request(ctx context.Context, files []engine.File, spec runSpec) (engine.Request, error) {
 	entry := spec.Entrypoint
 	if entry == "" {
 		entry = defaultEntrypoint
@@ -64,9 +64,6 @@ func (l *limits) request(ctx context.Context, files []engine.File, set *fileSet,
 	entry, err := cleanPath(entry, quoted("entrypoint", spec.Entrypoint))
 	if err != nil {
 		return engine.Request{}, err
-	}
-	if !set.has(entry) {
-		return engine.Request{}, errorf(http.StatusBadRequest, "entrypoint %q is not among the uploaded files", entry)
 	}
 	for i, kv := range spec.Env {
 		if !validEnv(kv) {
@@ -102,20 +99,25 @@ func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 		return nil
 	}
 	maxTimeout := int(l.MaxTimeout / time.Second)
+	// flag names the server setting that raises a maximum, so that a
+	// client refused (python-executor allowed `--timeout 600`) learns
+	// what the operator can change.
 	checks := []struct {
-		field    string
-		val, max int
+		field, flag string
+		val, max    int
 	}{
-		{"config.timeout_seconds", c.TimeoutSeconds, maxTimeout},
-		{"config.memory_mb", c.MemoryMB, l.MaxMemoryMB},
-		{"config.disk_mb", c.DiskMB, l.MaxDiskMB},
-		{"config.cpu_shares", c.CPUShares, maxCPUShares},
+		{"config.timeout_seconds", "--max-timeout (PYEXEC_MAX_TIMEOUT)", c.TimeoutSeconds, maxTimeout},
+		{"config.memory_mb", "--max-memory-mb (PYEXEC_MAX_MEMORY_MB)", c.MemoryMB, l.MaxMemoryMB},
+		{"config.disk_mb", "--max-disk-mb (PYEXEC_MAX_DISK_MB)", c.DiskMB, l.MaxDiskMB},
+		{"config.cpu_shares", "", c.CPUShares, maxCPUShares},
 	}
 	for _, ck := range checks {
-		if ck.val < 0 {
+		switch {
+		case ck.val < 0:
 			return errorf(http.StatusBadRequest, "%s must not be negative, got %d", ck.field, ck.val)
-		}
-		if ck.val > ck.max {
+		case ck.val > ck.max && ck.flag != "":
+			return errorf(http.StatusBadRequest, "%s must be at most %d on this server, got %d; the server's %s raises the maximum", ck.field, ck.max, ck.val, ck.flag)
+		case ck.val > ck.max:
 			return errorf(http.StatusBadRequest, "%s must be at most %d, got %d", ck.field, ck.max, ck.val)
 		}
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -10,18 +9,18 @@ import (
 // ExecutionResult is python-executor's ExecutionResult plus the fields
 // pyexec adds. Fields may be added; none may be renamed.
 type ExecutionResult struct {
-	ExecutionID string     `json:"execution_id" doc:"exe_ followed by a UUID" example:"exe_3f1c2b9e-8d4a-4f7e-9c1a-2b3c4d5e6f70"`
-	Status      string     `json:"status" enum:"pending,running,completed,failed,killed" doc:"A Python exception is completed with a non-zero exit_code; failed means the execution could not finish (timeout, limits, infrastructure)"`
-	ExitCode    int        `json:"exit_code" doc:"Exit status of the script; always present"`
-	Stdout      string     `json:"stdout,omitempty"`
-	Stderr      string     `json:"stderr,omitempty"`
-	Error       string     `json:"error,omitempty" doc:"Why the execution failed or the exception message"`
-	ErrorType   string     `json:"error_type,omitempty" doc:"Exception class, e.g. NameError"`
-	ErrorLine   int        `json:"error_line,omitempty" doc:"Line of the innermost frame in the user's code"`
-	Result      *string    `json:"result,omitempty" doc:"repr of the last expression (eval with eval_last_expr)"`
-	StartedAt   *time.Time `json:"started_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty" doc:"RFC 3339 with at most 6 fractional digits"`
-	DurationMs  int64      `json:"duration_ms,omitempty"`
+	ExecutionID string  `json:"execution_id" doc:"exe_ followed by a UUID" example:"exe_3f1c2b9e-8d4a-4f7e-9c1a-2b3c4d5e6f70"`
+	Status      string  `json:"status" enum:"pending,running,completed,failed,killed" doc:"A Python exception is completed with a non-zero exit_code; failed means the execution could not finish (timeout, limits, infrastructure)"`
+	ExitCode    int     `json:"exit_code" doc:"Exit status of the script; always present"`
+	Stdout      string  `json:"stdout,omitempty"`
+	Stderr      string  `json:"stderr,omitempty"`
+	Error       string  `json:"error,omitempty" doc:"Why the execution failed or the exception message"`
+	ErrorType   string  `json:"error_type,omitempty" doc:"Exception class, e.g. NameError"`
+	ErrorLine   int     `json:"error_line,omitempty" doc:"Line of the innermost frame in the user's code"`
+	Result      *string `json:"result,omitempty" doc:"repr of the last expression (eval with eval_last_expr)"`
+	StartedAt   *Time   `json:"started_at,omitempty"`
+	FinishedAt  *Time   `json:"finished_at,omitempty"`
+	DurationMs  int64   `json:"duration_ms,omitempty"`
 
 	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
 	TimedOut        bool             `json:"timed_out"`
@@ -32,7 +31,7 @@ type ExecutionResult struct {
 	PythonVersion   string           `json:"python_version,omitempty"`
 	Warnings        []string         `json:"warnings,omitempty" doc:"Policy warnings, and detected imports that were not installed"`
 	Lint            []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
-	CreatedAt       time.Time        `json:"created_at"`
+	CreatedAt       Time             `json:"created_at"`
 
 	Outputs          []Output        `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
 	OutputsTruncated bool            `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
@@ -41,9 +40,7 @@ type ExecutionResult struct {
 	FilesOmitted     int             `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
 }
 
-// newResult encodes an engine record for the wire. Timestamps are cut to
-// microseconds: Python ≤ 3.10's datetime.fromisoformat rejects the nine
-// fractional digits Go would otherwise write.
+// newResult encodes an engine record for the wire (times as Time).
 func newResult(e *engine.Execution) ExecutionResult {
 	r := ExecutionResult{
 		ExecutionID:     e.ID,
@@ -51,12 +48,12 @@ func newResult(e *engine.Execution) ExecutionResult {
 		ExitCode:        e.ExitCode,
 		Stdout:          e.Stdout,
 		Stderr:          e.Stderr,
-		Error:           e.Error,
+		Error:           wireError(e),
 		ErrorType:       e.ErrorType,
 		ErrorLine:       e.ErrorLine,
 		Result:          e.Result,
-		StartedAt:       micro(e.StartedAt),
-		FinishedAt:      micro(e.FinishedAt),
+		StartedAt:       wireTimePtr(e.StartedAt),
+		FinishedAt:      wireTimePtr(e.FinishedAt),
 		DurationMs:      e.DurationMs,
 		Reason:          e.Reason,
 		TimedOut:        e.TimedOut,
@@ -66,7 +63,7 @@ func newResult(e *engine.Execution) ExecutionResult {
 		StderrTruncated: e.StderrTruncated,
 		PythonVersion:   e.PythonVersion,
 		Warnings:        e.Warnings,
-		CreatedAt:       e.CreatedAt.Truncate(time.Microsecond),
+		CreatedAt:       wireTime(e.CreatedAt),
 
 		Outputs:          newOutputs(e.Outputs),
 		OutputsTruncated: e.OutputsTruncated,
@@ -80,10 +77,14 @@ func newResult(e *engine.Execution) ExecutionResult {
 	return r
 }
 
-func micro(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
+// wireError is the error of e as python-executor reports it: only a
+// failed execution has one. A Python exception (completed) is told by
+// error_type, error_line and the traceback on stderr; a killed execution
+// by its status and reason. Its clients print any error as an extra
+// "Error: ..." line, so a message on a completed run would be shown twice.
+func wireError(e *engine.Execution) string {
+	if e.Status != engine.StatusFailed {
+		return ""
 	}
-	u := t.Truncate(time.Microsecond)
-	return &u
+	return e.Error
 }

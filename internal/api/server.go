@@ -103,6 +103,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 				MaxFiles:      cfg.MaxArchiveFiles,
 				MaxFileBytes:  cfg.MaxArchiveFileBytes,
 				MaxTotalBytes: cfg.MaxArchiveBytes,
+				MaxTarBytes:   cfg.MaxBodyBytes(),
 			},
 		},
 		info: healthBody{

@@ -47,24 +47,24 @@ type SessionRequest struct {
 
 // SessionInfo describes a live session.
 type SessionInfo struct {
-	SessionID          string    `json:"session_id" example:"ses_0190f3a2-7c1e-7b2a-9f3e-2d4c5b6a7e8f"`
-	State              string    `json:"state" enum:"idle,busy"`
-	PythonVersion      string    `json:"python_version"`
-	Network            bool      `json:"network"`
-	ExecutionCount     int       `json:"execution_count" doc:"Cells run since the session (or its last restart) started"`
-	CreatedAt          time.Time `json:"created_at"`
-	LastActivity       time.Time `json:"last_activity"`
-	ExpiresAt          time.Time `json:"expires_at" doc:"When the session's max lifetime ends"`
-	IdleTimeoutSeconds float64   `json:"idle_timeout_seconds"`
-	MemoryBytes        int64     `json:"memory_bytes" doc:"Memory in use now by every process of the session"`
-	MemoryLimitBytes   int64     `json:"memory_limit_bytes"`
-	DiskLimitBytes     int64     `json:"disk_limit_bytes"`
-	Restarts           int       `json:"restarts"`
+	SessionID          string  `json:"session_id" example:"ses_0190f3a2-7c1e-7b2a-9f3e-2d4c5b6a7e8f"`
+	State              string  `json:"state" enum:"idle,busy"`
+	PythonVersion      string  `json:"python_version"`
+	Network            bool    `json:"network"`
+	ExecutionCount     int     `json:"execution_count" doc:"Cells run since the session (or its last restart) started"`
+	CreatedAt          Time    `json:"created_at"`
+	LastActivity       Time    `json:"last_activity"`
+	ExpiresAt          Time    `json:"expires_at" doc:"When the session's max lifetime ends"`
+	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds"`
+	MemoryBytes        int64   `json:"memory_bytes" doc:"Memory in use now by every process of the session"`
+	MemoryLimitBytes   int64   `json:"memory_limit_bytes"`
+	DiskLimitBytes     int64   `json:"disk_limit_bytes"`
+	Restarts           int     `json:"restarts"`
 }
 
 func newSessionInfo(s engine.Session) SessionInfo {
 	return SessionInfo{SessionID: s.ID, State: string(s.State), PythonVersion: s.PythonVersion, Network: s.Network,
-		ExecutionCount: s.ExecutionCount, CreatedAt: s.CreatedAt, LastActivity: s.LastActivity, ExpiresAt: s.ExpiresAt,
+		ExecutionCount: s.ExecutionCount, CreatedAt: wireTime(s.CreatedAt), LastActivity: wireTime(s.LastActivity), ExpiresAt: wireTime(s.ExpiresAt),
 		IdleTimeoutSeconds: s.IdleTimeout.Seconds(), MemoryBytes: s.MemoryBytes, MemoryLimitBytes: s.MemoryLimit,
 		DiskLimitBytes: s.DiskLimit, Restarts: s.Restarts}
 }

@@ -140,7 +140,7 @@ func TestInvalidRequestsAreRefused(t *testing.T) {
 	}{
 		{"network not allowed", func() Request { r := script("print:x"); r.Network = true; return r }(), "network access is disabled on this server"},
 		{"unknown python", func() Request { r := script("print:x"); r.PythonVersion = "2.7"; return r }(), `unsupported python_version "2.7"; supported versions: 3.11`},
-		{"entrypoint missing", func() Request { r := script("print:x"); r.Entrypoint = "app.py"; return r }(), `entrypoint "app.py" is not among the files`},
+		{"entrypoint outside the workspace", func() Request { r := script("print:x"); r.Entrypoint = "/etc/passwd"; return r }(), `entrypoint "/etc/passwd" is not a path inside the workspace`},
 		{"timeout above max", func() Request { r := script("print:x"); r.Timeout = time.Hour; return r }(), "exceeds the server's limit"},
 		{"bad env", func() Request { r := script("print:x"); r.Env = []string{"NOVALUE"}; return r }(), `"NOVALUE" is not KEY=value`},
 		{"hostile path", Request{Files: []File{{Path: "../x.py"}}, Entrypoint: "../x.py"}, `contains ".."`},

@@ -185,7 +185,10 @@ func withPreCommands(pre, argv []string) []string {
 	return append(out, argv...)
 }
 
-// preCommandFailed records a run that ended in a failing pre-command.
+// preCommandFailed records a run that ended in a failing pre-command as
+// python-executor did, where the commands and the script were one shell
+// line: completed, with that command's exit code and output (the script
+// never ran). Reason and a warning say which command it was.
 func preCommandFailed(r *record, p *plan, res sandbox.Result) bool {
 	if len(p.env.pre) == 0 || !bytes.HasPrefix(res.Channel, []byte(preFailMarker+" ")) {
 		return false
@@ -198,10 +201,12 @@ func preCommandFailed(r *record, p *plan, res sandbox.Result) bool {
 	if err != nil || i < 1 || i > len(p.env.pre) {
 		return false
 	}
-	r.Status, r.Error = StatusFailed, fmt.Sprintf("pre_commands[%d] %q failed with exit code %s", i-1, p.env.pre[i-1], f[2])
-	if r.ExitCode == 0 {
-		r.ExitCode = exitNoRun
+	code, err := strconv.Atoi(f[2])
+	if err != nil || code == 0 {
+		code = res.ExitCode
 	}
+	r.Status, r.Reason, r.ExitCode = StatusCompleted, ReasonPreCommand, code
+	r.Warnings = append(r.Warnings, fmt.Sprintf("pre_commands[%d] %q failed with exit code %d; the script did not run", i-1, p.env.pre[i-1], code))
 	return true
 }
 

@@ -113,7 +113,7 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 			Files: files("main.py", "print(open('marker').read().split())\n")},
 			status: StatusCompleted, stdout: "['pre', 'no-fd-3']\n", builds: 3},
 		{name: "failing pre_command ends the run", req: Request{PreCommands: []string{"echo out; exit 3", "echo never"}, Files: files("main.py", "print('ran')\n")},
-			status: StatusFailed, stdout: "out\n", errText: `pre_commands[0] "echo out; exit 3" failed with exit code 3`, builds: 3},
+			status: StatusCompleted, reason: ReasonPreCommand, stdout: "out\n", builds: 3},
 		{name: "lint only does not run", req: Request{Lint: LintOnly, Files: files("main.py", "import os\nopen('/work/x','w').write('ran')\nprint('ran')\n")},
 			status: StatusCompleted, builds: 3},
 		{name: "policy deny is a 400 naming the rule", req: Request{Files: files("main.py", "import os\nos.system('id')\n")},

@@ -52,9 +52,12 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
 	}
+	// An entrypoint missing from the files is not refused: as with
+	// `python missing.py` (and python-executor), the run ends with exit
+	// code 2 and Python's "can't open file" message on stderr.
 	entry := path.Clean(req.Entrypoint)
-	if req.Entrypoint == "" || !slices.ContainsFunc(req.Files, func(f File) bool { return path.Clean(f.Path) == entry }) {
-		return nil, invalid("entrypoint %q is not among the files", req.Entrypoint)
+	if req.Entrypoint == "" || path.IsAbs(entry) || entry == ".." || strings.HasPrefix(entry, "../") {
+		return nil, invalid("entrypoint %q is not a path inside the workspace", req.Entrypoint)
 	}
 	if err := validateRich(req); err != nil {
 		return nil, invalid("%v", err)

@@ -46,6 +46,9 @@ const (
 	ReasonInstallError = "install_error"
 	ReasonSetupError   = "setup_error"
 	ReasonNodeLost     = "node_lost"
+	// ReasonPreCommand: a pre_commands entry failed, so the script never
+	// ran; the execution is completed with that command's exit code.
+	ReasonPreCommand = "pre_command_failed"
 )
 
 // File is one file of a project, relative to the workspace. Data is the
