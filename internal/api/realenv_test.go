@@ -166,8 +166,8 @@ func TestRealEnvironments(t *testing.T) {
 	t.Run("a failing pre_command ends the execution with its output", func(t *testing.T) {
 		code, r, resp := syncExec(t, `{"pre_commands":["echo building; echo oops >&2; exit 4","echo never"]}`,
 			tarEntry{Name: "main.py", Body: "print('script ran')\n"})
-		if code != 200 || r.Status != "failed" || r.Stdout != "building\n" || r.Stderr != "oops\n" ||
-			!strings.Contains(r.Error, "pre_commands[0]") || r.ExitCode != 4 {
+		if code != 200 || r.Status != "completed" || r.Stdout != "building\n" || r.Stderr != "oops\n" || r.Error != "" ||
+			r.Reason != "pre_command_failed" || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "pre_commands[0]") || r.ExitCode != 4 {
 			t.Fatalf("%d %s", code, resp)
 		}
 	})

@@ -22,7 +22,7 @@ type ExecutionResult struct {
 	FinishedAt  *Time   `json:"finished_at,omitempty"`
 	DurationMs  int64   `json:"duration_ms,omitempty"`
 
-	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost"`
+	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost, or pre_command_failed (completed: a pre_commands entry failed and the script did not run)"`
 	TimedOut        bool             `json:"timed_out"`
 	CPUTimeMs       int64            `json:"cpu_time_ms,omitempty"`
 	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
