@@ -188,9 +188,11 @@ func withPreCommands(pre, argv []string) []string {
 // preCommandFailed records a run that ended in a failing pre-command as
 // python-executor did, where the commands and the script were one shell
 // line: completed, with that command's exit code and output (the script
-// never ran). Reason and a warning say which command it was.
+// never ran). Reason and a warning say which command it was. The exit
+// code is the process's, never the channel's: user code that writes the
+// marker itself changes only the reason and warning of its own run.
 func preCommandFailed(r *record, p *plan, res sandbox.Result) bool {
-	if len(p.env.pre) == 0 || !bytes.HasPrefix(res.Channel, []byte(preFailMarker+" ")) {
+	if len(p.env.pre) == 0 || res.ExitCode == 0 || !bytes.HasPrefix(res.Channel, []byte(preFailMarker+" ")) {
 		return false
 	}
 	f := strings.Fields(string(res.Channel))
@@ -201,12 +203,8 @@ func preCommandFailed(r *record, p *plan, res sandbox.Result) bool {
 	if err != nil || i < 1 || i > len(p.env.pre) {
 		return false
 	}
-	code, err := strconv.Atoi(f[2])
-	if err != nil || code == 0 {
-		code = res.ExitCode
-	}
-	r.Status, r.Reason, r.ExitCode = StatusCompleted, ReasonPreCommand, code
-	r.Warnings = append(r.Warnings, fmt.Sprintf("pre_commands[%d] %q failed with exit code %d; the script did not run", i-1, p.env.pre[i-1], code))
+	r.Status, r.Reason, r.ExitCode = StatusCompleted, ReasonPreCommand, res.ExitCode
+	r.Warnings = append(r.Warnings, fmt.Sprintf("pre_commands[%d] %q failed with exit code %d; the script did not run", i-1, p.env.pre[i-1], res.ExitCode))
 	return true
 }
 
