@@ -38,12 +38,15 @@ func TestCLI(t *testing.T) {
 		stdout     string // exact, unless stdoutRE is set
 		stdoutRE   string
 		stderrHave []string
+		stderrNoRE string // a pattern stderr must not match
 	}{
 		{name: "run a file", args: []string{"run", hello}, stdout: "hello\n", stderrHave: []string{"to stderr"}},
 		{name: "script args after --", args: []string{"run", hello, "--", "a", "b c"}, stdout: "hello a b c\n"},
 		{name: "stdin becomes main.py", stdin: "print(6*7)\n", args: []string{"run"}, stdout: "42\n"},
 		{name: "exception exits 1", args: []string{"run", boom}, code: 1, stdout: "before\n",
-			stderrHave: []string{`boom.py", line 3`, "ValueError: bad value", "Error: bad value"}},
+			// As python-executor's CLI: the traceback, and no "Error:" line
+			// after it (a completed result has no error).
+			stderrHave: []string{`boom.py", line 3`, "ValueError: bad value"}, stderrNoRE: `(?m)^Error:`},
 		{name: "exit code passes through", args: []string{"run", exit3}, code: 3},
 		{name: "quiet prints only stdout", args: []string{"run", "-q", hello}, stdout: "hello\n"},
 		{name: "verbose header", args: []string{"run", "-v", hello}, stdout: "hello\n",
@@ -75,6 +78,9 @@ func TestCLI(t *testing.T) {
 				if !strings.Contains(r.stderr, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
 				}
+			}
+			if c.stderrNoRE != "" && regexp.MustCompile(c.stderrNoRE).MatchString(r.stderr) {
+				t.Errorf("stderr matches %s:\n%s", c.stderrNoRE, r.stderr)
 			}
 		})
 	}
