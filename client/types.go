@@ -38,6 +38,9 @@ const (
 	ReasonInstallError = "install_error"
 	ReasonSetupError   = "setup_error"
 	ReasonNodeLost     = "node_lost"
+	// ReasonPreCommand is on a completed execution whose script never ran:
+	// a pre_commands entry failed, and ExitCode is that command's.
+	ReasonPreCommand = "pre_command_failed"
 )
 
 // ExecutionConfig holds the resource limits of one execution. A zero value
