@@ -164,10 +164,12 @@ describe("Vercel AI SDK", () => {
     assert.match(failed.value, /ZeroDivisionError/);
 
     if (!(await plotAvailable(t))) return;
-    const plotted = tool.toModelOutput(await tool.execute({ code: PLOT, requirements: ["matplotlib"] }));
-    assert.equal(plotted.value[1].type, "media");
+    const output = await tool.execute({ code: PLOT, requirements: ["matplotlib"] });
+    const plotted = tool.toModelOutput({ toolCallId: "c", input: {}, output }); // v6 and later
+    assert.equal(plotted.value[1].type, "image-data");
     assert.equal(plotted.value[1].mediaType, "image/png");
     assert.ok(plotted.value[1].data.startsWith("iVBORw0KGgo"));
+    assert.equal(tool.toModelOutput(output).value[1].type, "media"); // v5
   });
 });
 

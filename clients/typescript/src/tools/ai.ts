@@ -15,17 +15,21 @@ import { runPython, runPythonDefinition, type ToolOutcome } from "./run.js";
 export { RUN_PYTHON, runPython, renderResult } from "./run.js";
 export type { ToolOutcome, ToolImage, RunPythonArgs } from "./run.js";
 
-/** What the AI SDK's tool output content holds: text and media parts. */
+/**
+ * The model output of a tool result in the AI SDK's form (v6 and later):
+ * text, and the plots as image-data parts. Under v5, which calls
+ * toModelOutput with the output alone, the images are v5's media parts.
+ */
 export type ModelOutput =
-  | { type: "content"; value: ({ type: "text"; text: string } | { type: "media"; data: string; mediaType: string })[] }
+  | { type: "content"; value: ({ type: "text"; text: string } | { type: "image-data"; data: string; mediaType: string })[] }
   | { type: "error-text"; value: string };
 
-/** The tool object (the shape the AI SDK's tool() helper returns). */
-export interface AIRunPythonTool {
+/** The tool object (the shape the AI SDK's tool() helper returns); S is the schema's type. */
+export interface AIRunPythonTool<S = unknown> {
   description: string;
-  inputSchema: unknown;
+  inputSchema: S;
   execute: (input: unknown, options?: { abortSignal?: AbortSignal }) => Promise<ToolOutcomeJSON>;
-  toModelOutput: (arg: ToolOutcomeJSON | { output: ToolOutcomeJSON }) => ModelOutput;
+  toModelOutput: (arg: { output: ToolOutcomeJSON } | ToolOutcomeJSON) => ModelOutput;
 }
 
 /** The output of execute: JSON-safe, so the SDK can store it in messages. */
@@ -50,30 +54,36 @@ function toJSON(o: ToolOutcome): ToolOutcomeJSON {
   return out;
 }
 
+/** Options of runPythonTool. */
+export interface RunPythonToolOptions<S> {
+  /** The ai package's jsonSchema (recommended): the SDK builds the schema object itself. */
+  jsonSchema?: (schema: never) => S;
+  /** OpenAI strict-mode schema (optional arguments nullable), for providers that use it. */
+  strict?: boolean;
+}
+
 /**
- * The run_python tool for the AI SDK, its schema from the server.
- * options.jsonSchema: the ai package's jsonSchema (recommended);
- * options.strict: OpenAI strict-mode schema (for providers that want it).
+ * The run_python tool for the AI SDK, its schema from the server. Put it
+ * in generateText's or streamText's tools: { run_python: await runPythonTool(px, { jsonSchema }) }.
  */
-export async function runPythonTool(
-  px: PyExec,
-  options: { jsonSchema?: (schema: never) => unknown; strict?: boolean } = {},
-): Promise<AIRunPythonTool> {
+export async function runPythonTool<S = unknown>(px: PyExec, options: RunPythonToolOptions<S> = {}): Promise<AIRunPythonTool<S>> {
   const def = (await runPythonDefinition(px, "openai", options.strict ? { strict: true } : {}))["function"] as {
     description: string;
     parameters: Record<string, unknown>;
   };
   return {
     description: def.description,
-    inputSchema: options.jsonSchema ? options.jsonSchema(def.parameters as never) : plainSchema(def.parameters),
+    inputSchema: options.jsonSchema ? options.jsonSchema(def.parameters as never) : (plainSchema(def.parameters) as S),
     execute: async (input, opts) => toJSON(await runPython(px, input, opts?.abortSignal ? { signal: opts.abortSignal } : {})),
-    // v5 passes the output itself, later versions {toolCallId, input, output}.
     toModelOutput: (arg) => {
-      const out = "output" in arg && !("text" in arg) ? arg.output : (arg as ToolOutcomeJSON);
+      // v6 and later pass {toolCallId, input, output}; v5 the output alone.
+      const v5 = !("output" in arg && !("text" in arg));
+      const out = v5 ? (arg as ToolOutcomeJSON) : (arg as { output: ToolOutcomeJSON }).output;
       if (out.isError && out.images.length === 0) return { type: "error-text", value: out.text };
+      const imageType = (v5 ? "media" : "image-data") as "image-data";
       return {
         type: "content",
-        value: [{ type: "text", text: out.text }, ...out.images.map((i) => ({ type: "media" as const, data: i.base64, mediaType: i.mimeType }))],
+        value: [{ type: "text", text: out.text }, ...out.images.map((i) => ({ type: imageType, data: i.base64, mediaType: i.mimeType }))],
       };
     },
   };

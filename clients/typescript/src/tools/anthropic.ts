@@ -18,7 +18,7 @@ export type { ToolOutcome, ToolImage, RunPythonArgs } from "./run.js";
 export interface AnthropicTool {
   name: string;
   description: string;
-  input_schema: Record<string, unknown>;
+  input_schema: { type: "object"; properties?: Record<string, unknown>; required?: string[]; [key: string]: unknown };
 }
 
 /** A tool_use content block of an assistant message. */
