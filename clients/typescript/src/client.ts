@@ -205,7 +205,10 @@ export class PyExec {
     try {
       let resp: Response;
       try {
-        resp = await this.fetchFn(this.baseUrl + path, { method, headers, body: init.body ?? null, signal: ctl.signal });
+        // A stream outlives this call, so it listens to the caller's signal
+        // itself rather than to a controller whose listener ends here.
+        const signal = init.timed === false ? user ?? null : ctl.signal;
+        resp = await this.fetchFn(this.baseUrl + path, { method, headers, body: init.body ?? null, signal });
       } catch (e) {
         if (timedOut) throw new TimeoutError(`${what}: no answer within ${this.timeoutMs} ms`, { cause: e });
         if (user?.aborted) throw user.reason;

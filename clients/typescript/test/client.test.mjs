@@ -159,6 +159,20 @@ describe("executions", () => {
     }
   });
 
+  test("follow: an AbortSignal ends the stream at once", async () => {
+    const id = await px.submit("import time\nprint('up', flush=True)\ntime.sleep(60)\n");
+    const ctl = new AbortController();
+    const started = Date.now();
+    await assert.rejects(
+      (async () => {
+        for await (const ev of px.follow(id, { signal: ctl.signal })) if (ev.type === "stdout") ctl.abort();
+      })(),
+      (e) => e.name === "AbortError",
+    );
+    assert.ok(Date.now() - started < 20_000);
+    assert.equal(await px.kill(id), "killed");
+  });
+
   test("kill: a running execution ends killed with its partial output", async () => {
     const id = await px.submit("import time\nprint('started', flush=True)\ntime.sleep(60)\n");
     for await (const ev of px.follow(id)) if (ev.type === "stdout" && ev.data.includes("started")) break;
