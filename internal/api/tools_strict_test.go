@@ -171,3 +171,39 @@ func checkStrictObject(t *testing.T, where string, strictRaw, plainRaw json.RawM
 		checkStrictObject(t, where+"."+name, props.values[name], plainProps.values[name])
 	}
 }
+
+func TestStrictSchemaForms(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"optional string becomes nullable, required stays",
+			`{"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}},"required":["a"]}`,
+			`{"type":"object","properties":{"b":{"type":["string","null"]},"a":{"type":"integer"}},"required":["b","a"],"additionalProperties":false}`},
+		{"an enum gains null",
+			`{"type":"object","properties":{"f":{"type":"string","enum":["png","svg"]}}}`,
+			`{"type":"object","properties":{"f":{"type":["string","null"],"enum":["png","svg",null]}},"required":["f"],"additionalProperties":false}`},
+		{"a schema without a type is wrapped in anyOf",
+			`{"type":"object","properties":{"x":{"description":"anything"}}}`,
+			`{"type":"object","properties":{"x":{"anyOf":[{"description":"anything"},{"type":"null"}]}},"required":["x"],"additionalProperties":false}`},
+		{"objects in arrays and without properties are closed",
+			`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"}}}},"o":{"type":"object"}},"required":["l","o"]}`,
+			`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{"k":{"type":["string","null"]}},"required":["k"],"additionalProperties":false}},"o":{"type":"object","required":[],"additionalProperties":false}},"required":["l","o"],"additionalProperties":false}`},
+		{"a type list keeps its members",
+			`{"type":"object","properties":{"n":{"type":["integer","string"]}}}`,
+			`{"type":"object","properties":{"n":{"type":["integer","string","null"]}},"required":["n"],"additionalProperties":false}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := strictSchema(json.RawMessage(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+	if _, err := strictSchema(json.RawMessage(`[1]`)); err == nil {
+		t.Error("a schema that is not an object was accepted")
+	}
+}
