@@ -24,6 +24,7 @@ test:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	./python/run-tests.sh -q
+	./clients/typescript/test.sh
 	./python/fuzz-api.sh
 
 # test-vm boots a cgroup v2 only kernel in QEMU over this host's root and runs

@@ -32,6 +32,10 @@ func TestToolsOfferEveryMCPTool(t *testing.T) {
 			name, _ := tool["name"].(string)
 			return name
 		}},
+		{"openai-responses", func(tool map[string]any) string {
+			name, _ := tool["name"].(string)
+			return name
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {

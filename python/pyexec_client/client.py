@@ -66,11 +66,16 @@ class PyExec(FilesMixin):
         """GET /health: ``{"status": "ok", ...}``."""
         return self._request("GET", "/health").json()
 
-    def tools(self, format: str = "openai") -> List[Dict[str, Any]]:
+    def tools(self, format: str = "openai", *, strict: bool = False) -> List[Dict[str, Any]]:
         """Tool definitions for model function calling: ``"openai"`` (Chat
-        Completions) or ``"anthropic"`` (Messages API). See pyexec_client.tools
-        to execute the calls."""
-        return self._request("GET", "/api/v1/tools", params={"format": format}).json()["tools"]
+        Completions), ``"openai-responses"`` (Responses API) or
+        ``"anthropic"`` (Messages API). ``strict`` gives OpenAI strict-mode
+        schemas (every argument required, the optional ones nullable). See
+        pyexec_client.tools to execute the calls."""
+        params = {"format": format}
+        if strict:
+            params["strict"] = "true"
+        return self._request("GET", "/api/v1/tools", params=params).json()["tools"]
 
     # --- running code ----------------------------------------------------
 

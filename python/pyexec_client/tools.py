@@ -1,8 +1,9 @@
 """Execute a model's tool calls with pyexec.
 
-The tool definitions come from the server (``PyExec.tools("openai")`` or
-``PyExec.tools("anthropic")``, i.e. GET /api/v1/tools): the same tools, with
-the same arguments, as pyexec's MCP server. These helpers run one call and
+The tool definitions come from the server (``PyExec.tools("openai")``,
+``PyExec.tools("openai-responses")`` or ``PyExec.tools("anthropic")``, i.e.
+GET /api/v1/tools, optionally with ``strict=True``): the same tools, with the
+same arguments, as pyexec's MCP server. These helpers run one call and
 build the message that returns its result to the model::
 
     tools = px.tools("openai")
@@ -33,7 +34,8 @@ from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
     "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "TOOLS", "ToolOutcome", "render_result", "run_tool",
-    "arun_tool", "openai_tool_message", "aopenai_tool_message", "anthropic_tool_result", "aanthropic_tool_result",
+    "arun_tool", "openai_tool_message", "aopenai_tool_message", "openai_response_output", "aopenai_response_output",
+    "anthropic_tool_result", "aanthropic_tool_result",
 ]
 
 #: Name of the code-running tool.
@@ -137,7 +139,8 @@ def _arguments(arguments: Union[str, Mapping[str, Any], None]) -> Dict[str, Any]
             raise _BadArguments(f"arguments are not valid JSON: {e}") from e
     if not isinstance(arguments, Mapping):
         raise _BadArguments("arguments must be a JSON object")
-    return dict(arguments)
+    # OpenAI strict mode sends every argument, null for those not given.
+    return {k: v for k, v in arguments.items() if v is not None}
 
 
 def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
@@ -350,6 +353,28 @@ async def aopenai_tool_message(client: AsyncPyExec, tool_call: Any) -> Dict[str,
     """openai_tool_message for AsyncPyExec."""
     call_id, name, args = _openai_call(tool_call)
     return {"role": "tool", "tool_call_id": call_id, "content": (await arun_tool(client, name, args)).text}
+
+
+def _response_output(item: Any, outcome: ToolOutcome) -> Dict[str, Any]:
+    output: Any = outcome.text
+    if outcome.images:
+        output = [{"type": "input_text", "text": outcome.text}] + [
+            {"type": "input_image", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode()}", "detail": "auto"}
+            for mime, data in outcome.images]
+    return {"type": "function_call_output", "call_id": _get(item, "call_id"), "output": output}
+
+
+def openai_response_output(client: PyExec, item: Any) -> Dict[str, Any]:
+    """Run an OpenAI Responses API ``function_call`` output item (an SDK
+    object or its dict) and return the ``function_call_output`` input item
+    that answers it. Plots and images read with read_file come as
+    ``input_image`` parts (data URLs) after the text."""
+    return _response_output(item, run_tool(client, _get(item, "name"), _get(item, "arguments")))
+
+
+async def aopenai_response_output(client: AsyncPyExec, item: Any) -> Dict[str, Any]:
+    """openai_response_output for AsyncPyExec."""
+    return _response_output(item, await arun_tool(client, _get(item, "name"), _get(item, "arguments")))
 
 
 def _anthropic_result(block: Any, outcome: ToolOutcome) -> Dict[str, Any]:

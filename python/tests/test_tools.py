@@ -16,7 +16,9 @@ from pyexec_client.tools import (
     TOOLS,
     aanthropic_tool_result,
     anthropic_tool_result,
+    aopenai_response_output,
     aopenai_tool_message,
+    openai_response_output,
     openai_tool_message,
     arun_tool,
     run_tool,
@@ -98,6 +100,9 @@ def test_timeout_is_an_error_outcome(px):
 async def test_async_helpers(apx):
     msg = await aopenai_tool_message(apx, openai_call({"code": "print('async')"}))
     assert "--- stdout ---\nasync\n" in msg["content"]
+    out = await aopenai_response_output(apx, {"type": "function_call", "call_id": "fc", "name": RUN_PYTHON,
+                                              "arguments": '{"code": "print(3)"}'})
+    assert out["call_id"] == "fc" and "--- stdout ---\n3\n" in out["output"]
     res = await aanthropic_tool_result(apx, {"id": "t", "name": RUN_PYTHON, "input": {"code": "1/0"}})
     assert res["is_error"] and "ZeroDivisionError" in res["content"]
 
@@ -151,3 +156,39 @@ async def test_async_file_tools(apx):
     out = await arun_tool(apx, RUN_PYTHON, {"code": "open('a.txt', 'w').write('async')"})
     read = await arun_tool(apx, READ_FILE, {"execution_id": out.result.execution_id, "path": "a.txt"})
     assert read.text == "async" and not read.is_error
+
+
+def test_responses_and_strict_definitions(px):
+    responses = px.tools("openai-responses")
+    assert {t["name"] for t in responses} == set(TOOLS)
+    assert all(t["type"] == "function" and t["strict"] is False and "function" not in t for t in responses)
+    strict = {t["name"]: t for t in px.tools("openai-responses", strict=True)}
+    params = strict[RUN_PYTHON]["parameters"]
+    assert strict[RUN_PYTHON]["strict"] is True and params["additionalProperties"] is False
+    assert params["required"] == list(params["properties"])   # every one, in the schema's order
+    assert params["properties"]["code"]["type"] == "string"
+    assert params["properties"]["timeout_seconds"]["type"] == ["integer", "null"]
+    assert all(t["function"]["strict"] is True for t in px.tools("openai", strict=True))
+
+
+def test_openai_response_output(px):
+    # Strict mode sends every argument, null for the ones not given.
+    args = {"code": "print(6 * 7)", "files": None, "python_version": None, "timeout_seconds": None, "network": None,
+            "stdin": None, "requirements": None, "session_id": None}
+    for item in ({"type": "function_call", "call_id": "fc_1", "name": RUN_PYTHON, "arguments": json.dumps(args)},
+                 SimpleNamespace(type="function_call", call_id="fc_1", name=RUN_PYTHON, arguments=json.dumps(args))):
+        out = openai_response_output(px, item)
+        assert out["type"] == "function_call_output" and out["call_id"] == "fc_1"
+        assert out["output"].startswith("status: completed, exit code 0") and "--- stdout ---\n42\n" in out["output"]
+
+
+def test_run_python_plot_to_responses_image(server, px):
+    server.need_tools()
+    item = {"type": "function_call", "call_id": "fc", "name": RUN_PYTHON, "arguments": json.dumps({
+        "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n", "requirements": ["matplotlib"]})}
+    out = openai_response_output(px, item)
+    if isinstance(out["output"], str) and "install_error" in out["output"]:
+        pytest.skip(f"installing from the package index failed: {out['output']}")
+    kinds = [c["type"] for c in out["output"]]
+    assert kinds == ["input_text", "input_image"]
+    assert out["output"][1]["image_url"].startswith("data:image/png;base64,iVBORw0KGgo")
