@@ -136,3 +136,65 @@ func TestSessionEnvironments(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionWithPandasFromPyPI is the check a data user makes: a new
+// session imports pandas at once, and a session that asks for one more
+// package gets it as a small layer over the base environment.
+func TestSessionWithPandasFromPyPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs pandas from PyPI; skipped with -short")
+	}
+	if !pyenvtest.PyPIReachable() {
+		t.Skip("PyPI (https://pypi.org/simple) is unreachable")
+	}
+	uv, _ := pyenvtest.Tools(t)
+	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv, Base: []string{"pandas"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(envs.Close)
+	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 4, DefaultMemoryBytes: 512 << 20}},
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
+			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
+		})
+	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	js := "application/json"
+	for _, tc := range []struct{ name, body, code, want string }{
+		{"base environment", `{}`, "import pandas as pd\nint(pd.DataFrame({'a': [1, 2]})['a'].sum())", "3"},
+		{"base plus six", `{"requirements":"six"}`, "import pandas, six\n(six.__name__, pandas.__name__)", "('six', 'pandas')"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(tc.body), nil)
+			if code != http.StatusCreated {
+				t.Fatalf("create: %d %s", code, body)
+			}
+			created := time.Now()
+			id := decode[SessionInfo](t, body).SessionID
+			code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+id+"/execute", js, []byte(`{"code":`+jsonString(t, tc.code)+`}`), nil)
+			t.Logf("create %s, first cell %s", created.Sub(start).Round(time.Millisecond), time.Since(created).Round(time.Millisecond))
+			r := decode[CellResult](t, body)
+			if code != http.StatusOK || r.Result == nil || *r.Result != tc.want {
+				t.Errorf("cell: %d %s", code, body)
+			}
+		})
+	}
+	list, err := envs.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if !e.Base && (e.BaseKey == "" || e.SizeBytes > 8<<20) {
+			t.Errorf("environment %s (%v, %d bytes): want only a small layer over the base", e.Key, e.Requirements, e.SizeBytes)
+		}
+	}
+}
