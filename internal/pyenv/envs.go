@@ -50,9 +50,9 @@ type Env struct {
 	// Dir is the environment (a virtualenv); jails mount it read-only at
 	// the same path and run Dir/bin/python.
 	Dir           string    `json:"dir"`
-	Python        string    `json:"python"`      // full version of its interpreter
-	PythonPath    string    `json:"python_path"` // the base interpreter
-	Requirements  []string  `json:"requirements"`
+	Python        string    `json:"python"`                  // full version of its interpreter
+	PythonPath    string    `json:"python_path"`             // the base interpreter
+	Requirements  []string  `json:"requirements"`            // a layer's: what it adds to its base
 	Installed     []string  `json:"installed"`               // normalised names of every distribution in it
 	NotInstalled  []string  `json:"not_installed,omitempty"` // optional requirements that could not be installed
 	Installer     string    `json:"installer"`               // "uv" or "pip"

@@ -130,7 +130,11 @@ func (m *Environments) buildLayer(ctx context.Context, in Interpreter, set Set, 
 		return fmt.Errorf("measuring the environment: %w", err)
 	}
 	installed := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(base.Installed), mine...))))
-	env := Env{Python: in.Full, PythonPath: in.Path, Requirements: set.Specs(), Installed: installed,
+	// Its record lists what it adds: the set less the base's own entries.
+	adds := slices.DeleteFunc(set.Specs(), func(spec string) bool {
+		return slices.ContainsFunc(m.base, func(b Requirement) bool { return b.Spec == spec })
+	})
+	env := Env{Python: in.Full, PythonPath: in.Path, Requirements: adds, Installed: installed,
 		Installer: m.Installer(), SizeBytes: size, Created: time.Now().UTC(), BaseKey: base.Key,
 		BuildDuration: time.Since(started).Round(time.Millisecond).String()}
 	b, err := json.MarshalIndent(env, "", "  ")
