@@ -3,9 +3,11 @@ package pyenv
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 )
@@ -189,4 +191,53 @@ func TestEnvironmentSkipsMissingDetectedImports(t *testing.T) {
 			t.Errorf("error %v, want an install error naming no-such-module", err)
 		}
 	})
+}
+
+func TestEnvironmentWaitsForTheBaseBeingBuilt(t *testing.T) {
+	ix := pyenvtest.NewIndex(t, layerWheels()...)
+	m := newTestEnvs(t, ix, func(c *EnvConfig) { c.Base = []string{"tinyreq"} })
+	in := python(t, "")
+	ctx := context.Background()
+	baseKey := m.Key(in, m.base)
+	hold, err := lockWait(ctx, filepath.Join(lockDir(m.cfg), baseKey+".build"), true) // the base build waits on this
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared := make(chan error, 1)
+	go func() {
+		_, err := m.PrepareBase(ctx, in, nil)
+		prepared <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		_, building := m.flights[baseKey]
+		m.mu.Unlock()
+		if building {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the base build never started")
+		}
+	}
+	acquired := make(chan *Lease, 1)
+	go func() {
+		l, err := m.Acquire(ctx, in, set(t, "tinyreq", "other"), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		acquired <- l
+	}()
+	time.Sleep(100 * time.Millisecond) // the request is waiting for the base, not building
+	hold.unlock()
+	if err := <-prepared; err != nil {
+		t.Fatal(err)
+	}
+	l := <-acquired
+	if l == nil {
+		return
+	}
+	defer l.Release()
+	if l.Env.BaseKey != baseKey || m.Stats().Builds != 2 {
+		t.Errorf("base key %q, builds %d: want a layer over the base built meanwhile, not a whole environment", l.Env.BaseKey, m.Stats().Builds)
+	}
 }
