@@ -87,6 +87,19 @@ func TestEnvironments(t *testing.T) {
 		}
 	})
 
+	t.Run("a session has the base, and -r layers a package over it", func(t *testing.T) {
+		r := cli(t, srv.url, "", "session", "create", "-r", "tinyreq==2.0")
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 0 || !strings.HasPrefix(id, "ses_") {
+			t.Fatalf("%+v\n%s", r, srv.logs)
+		}
+		defer cli(t, srv.url, "", "session", "rm", id)
+		r = cli(t, srv.url, "", "session", "exec", id, "import tinybase, tinyreq\n(tinybase.NAME, tinyreq.NAME)")
+		if r.code != 0 || !strings.Contains(r.stdout, "('base', 'req')") {
+			t.Fatalf("%+v", r)
+		}
+	})
+
 	t.Run("lint through the server", func(t *testing.T) {
 		r := cli(t, srv.url, "import os\n", "lint", "-", "--select", "F")
 		var diags []struct {

@@ -7,6 +7,9 @@
 //   - cold install: building a new environment through pyexec against
 //     running uv directly on the same set with the same download cache.
 //     The goal is at most 1.2×.
+//   - layer: "base + one package" (-extra) built as a layer over the base
+//     environment (-base) against a whole environment of the same set:
+//     bytes on disk and build time, both with a warm download cache.
 //
 // Run it as root on a host that can build jails:
 //
@@ -41,7 +44,9 @@ func main() {
 
 type options struct {
 	uv, index, set, python, dir string
+	base, extra                 string
 	runs, installs              int
+	only                        string
 }
 
 func run() error {
@@ -53,6 +58,9 @@ func run() error {
 	flag.StringVar(&o.dir, "dir", "/var/tmp", "where to create the scratch environment directory (not under /tmp)")
 	flag.IntVar(&o.runs, "runs", 30, "jail runs per variant for the selection benchmark")
 	flag.IntVar(&o.installs, "installs", 3, "cold installs per variant")
+	flag.StringVar(&o.base, "base", strings.Join(pyenv.DefaultBasePackages, ","), "base environment of the layer benchmark, comma separated")
+	flag.StringVar(&o.extra, "extra", "tomli", "the one package the layer benchmark adds to the base")
+	flag.StringVar(&o.only, "only", "", "run one benchmark: cold, selection or layer (default: all)")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -91,20 +99,26 @@ func run() error {
 	}
 	fmt.Printf("Python %s, uv %s, set %s, index %s\n", in.Full, uv, strings.Join(set.Specs(), " "), o.index)
 
-	direct, cold, err := coldInstall(ctx, o, uv, in, set, scratch)
-	if err != nil {
-		return err
+	if o.only == "" || o.only == "cold" || o.only == "selection" {
+		direct, cold, err := coldInstall(ctx, o, uv, in, set, scratch)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cold install: uv directly %s, pyexec %s (median of %d) → ratio %.2f× (goal ≤ 1.20×)\n",
+			direct.Round(time.Millisecond), cold.Round(time.Millisecond), o.installs, float64(cold)/float64(direct))
 	}
-	fmt.Printf("cold install: uv directly %s, pyexec %s (median of %d) → ratio %.2f× (goal ≤ 1.20×)\n",
-		direct.Round(time.Millisecond), cold.Round(time.Millisecond), o.installs, float64(cold)/float64(direct))
-
-	bare, cached, lease, err := selection(ctx, o, uv, in, set, scratch)
-	if err != nil {
-		return err
+	if o.only == "" || o.only == "selection" {
+		bare, cached, lease, err := selection(ctx, o, uv, in, set, scratch)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("selection: bare run %s, run in the cached environment %s (median of %d; lease %s) → +%.1f ms, ratio %.2f× (goal ≤ +5 ms)\n",
+			bare.Round(10*time.Microsecond), cached.Round(10*time.Microsecond), o.runs, lease.Round(time.Microsecond),
+			float64(cached-bare)/float64(time.Millisecond), float64(cached)/float64(bare))
 	}
-	fmt.Printf("selection: bare run %s, run in the cached environment %s (median of %d; lease %s) → +%.1f ms, ratio %.2f× (goal ≤ +5 ms)\n",
-		bare.Round(10*time.Microsecond), cached.Round(10*time.Microsecond), o.runs, lease.Round(time.Microsecond),
-		float64(cached-bare)/float64(time.Millisecond), float64(cached)/float64(bare))
+	if o.only == "" || o.only == "layer" {
+		return layerBench(ctx, o, uv, in, scratch)
+	}
 	return nil
 }
 
@@ -215,7 +229,7 @@ func selection(ctx context.Context, o options, uv string, in pyenv.Interpreter, 
 			return 0, 0, 0, err
 		}
 		ld := time.Since(start)
-		err = jailRun(l.Python(), mounts(l.Env.Dir))
+		err = jailRun(l.Python(), mounts(l.Dirs()...))
 		c := time.Since(start)
 		l.Release()
 		if err != nil {

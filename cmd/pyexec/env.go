@@ -85,8 +85,11 @@ func newEnvListCmd() *cobra.Command {
 			fmt.Fprintln(tw, "KEY\tPYTHON\tSIZE\tLAST USED\tREQUIREMENTS")
 			for _, e := range envs {
 				name := fmt.Sprint(e.Requirements)
-				if e.Base {
+				switch {
+				case e.Base:
 					name = "(base) " + name
+				case e.BaseKey != "":
+					name = "(layer over " + e.BaseKey + ") " + name
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%.1f MiB\t%s\t%s\n", e.Key, e.Python, float64(e.SizeBytes)/(1<<20), e.LastUsed.Format(time.RFC3339), name)
 			}

@@ -15,9 +15,9 @@ import (
 )
 
 func newReplCmd() *cobra.Command {
-	var python, attach string
+	var attach string
 	var keep bool
-	var idle int
+	var f sessionFlags
 	cmd := newClientCmd("repl", "An interactive Python prompt against a session", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) (int, error) {
 			o, err := readClientOptions(cmd)
@@ -28,7 +28,7 @@ func newReplCmd() *cobra.Command {
 				errw: cmd.ErrOrStderr(), id: attach}
 			ctx := cmd.Context()
 			if r.id == "" {
-				s, err := r.c.CreateSession(ctx, sessionRequest(o, python, idle))
+				s, err := createSession(ctx, r.c, o, f, r.errw)
 				if err != nil {
 					return exitClientError, err
 				}
@@ -46,10 +46,9 @@ func newReplCmd() *cobra.Command {
 			}
 			return r.loop(ctx)
 		})
-	cmd.Flags().StringVar(&python, "python", "", "Python version of a new session (default: the server's)")
+	f.add(cmd, "a new session")
 	cmd.Flags().StringVar(&attach, "session", "", "use this existing session instead of creating one (it is kept)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the new session when the prompt ends")
-	cmd.Flags().IntVar(&idle, "idle-timeout", 0, "seconds without a cell before a new session ends (default: the server's)")
 	cmd.Long = `Read Python from stdin a cell at a time and run it in a session, printing
 its output and the value of its last expression. A line that opens a block
 (ending in ':' or '\', or with brackets left open) reads more lines until an

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,27 +26,83 @@ at their idle timeout, their max lifetime, on rm, or when the server restarts.`,
 	return cmd
 }
 
-// sessionRequest builds a session request from the global flags.
-func sessionRequest(o clientOptions, python string, idle int) *client.SessionRequest {
-	req := &client.SessionRequest{PythonVersion: python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
-		IdleTimeoutSeconds: idle}
+// sessionFlags are the flags that shape a new session.
+type sessionFlags struct {
+	python       string
+	idle         int
+	requirements []string
+}
+
+// add defines the flags on cmd; what says which session they create.
+func (f *sessionFlags) add(cmd *cobra.Command, what string) {
+	cmd.Flags().StringVar(&f.python, "python", "", "Python version of "+what+", e.g. 3.12 (default: the server's)")
+	cmd.Flags().IntVar(&f.idle, "idle-timeout", 0, "seconds without a cell before "+what+" ends (default: the server's)")
+	cmd.Flags().StringArrayVarP(&f.requirements, "requirements", "r", nil,
+		"a requirement installed over the base environment, e.g. -r 'polars>=1' (repeatable), or @FILE for a requirements.txt")
+}
+
+// sessionRequest builds a session request from the global flags and f.
+func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, error) {
+	reqs, err := requirementsText(f.requirements)
+	if err != nil {
+		return nil, err
+	}
+	req := &client.SessionRequest{PythonVersion: f.python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
+		IdleTimeoutSeconds: f.idle, Requirements: reqs}
 	if o.network {
 		off := false
 		req.NetworkDisabled = &off
 	}
-	return req
+	return req, nil
+}
+
+// requirementsText joins -r values into a requirements.txt: each is one
+// requirement, or @FILE for the lines of a file.
+func requirementsText(entries []string) (string, error) {
+	var lines []string
+	for _, e := range entries {
+		if path, ok := strings.CutPrefix(e, "@"); ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("--requirements: %w", err)
+			}
+			lines = append(lines, strings.TrimRight(string(b), "\n"))
+			continue
+		}
+		e = strings.TrimSpace(e)
+		if e == "" || strings.ContainsAny(e, "\r\n") {
+			return "", fmt.Errorf("--requirements: %q is not one requirement (give @FILE for a requirements file)", e)
+		}
+		lines = append(lines, e)
+	}
+	if len(lines) == 0 {
+		return "", nil
+	}
+	return strings.Join(lines, "\n") + "\n", nil
+}
+
+// createSession creates a session of f, showing the installer's progress
+// on errw (a spinner on a terminal, install: lines elsewhere, nothing
+// with -q) while the server builds its environment.
+func createSession(ctx context.Context, c *client.Client, o clientOptions, f sessionFlags, errw io.Writer) (*client.Session, error) {
+	req, err := sessionRequest(o, f)
+	if err != nil {
+		return nil, err
+	}
+	p := newProgress(errw, o.quiet)
+	defer p.Stop()
+	return c.CreateSessionWithProgress(ctx, req, p.Install)
 }
 
 func newSessionCreateCmd() *cobra.Command {
-	var python string
-	var idle int
+	var f sessionFlags
 	cmd := newClientCmd("create", "Create a session and print its id", cobra.NoArgs,
 		func(cmd *cobra.Command, _ []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {
 				return exitClientError, err
 			}
-			s, err := o.newClient().CreateSession(cmd.Context(), sessionRequest(o, python, idle))
+			s, err := createSession(cmd.Context(), o.newClient(), o, f, cmd.ErrOrStderr())
 			if err != nil {
 				return exitClientError, err
 			}
@@ -53,8 +112,7 @@ func newSessionCreateCmd() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), s.SessionID)
 			return 0, nil
 		})
-	cmd.Flags().StringVar(&python, "python", "", "Python version, e.g. 3.12 (default: the server's)")
-	cmd.Flags().IntVar(&idle, "idle-timeout", 0, "seconds without a cell before the session ends (default: the server's)")
+	f.add(cmd, "the session")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -100,9 +101,9 @@ type cellInput struct {
 
 type sessionOutput struct{ Body SessionInfo }
 
-type createSessionOutput struct {
-	Status int
-	Body   SessionInfo
+type createSessionInput struct {
+	Accept string `header:"Accept" doc:"text/event-stream for install progress while the session's environment is built"`
+	Body   SessionRequest
 }
 
 func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionEngine) {
@@ -117,17 +118,24 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	o := tag(op(hapi, "create-session", http.MethodPost, "/api/v1/sessions", "Create a stateful session",
 		http.StatusBadRequest, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError))
 	o.DefaultStatus = http.StatusCreated
-	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the server that created them and end when it restarts."
-	huma.Register(hapi, o, func(ctx context.Context, in *struct{ Body SessionRequest }) (*createSessionOutput, error) {
+	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the server that created them and end when it restarts. " +
+		"The session runs in the base environment, with `requirements` layered over it. With `Accept: text/event-stream` the answer is 200 and a stream: `install` events while the environment is built, then one `session` event (the session) or one `error` event (`{\"error\", \"status\"}`: the status the plain call would have answered)."
+	s.documentCreateSession(hapi, &o)
+	huma.Register(hapi, o, func(ctx context.Context, in *createSessionInput) (*huma.StreamResponse, error) {
 		req, err := s.sessionRequest(ctx, in.Body)
 		if err != nil {
 			return nil, err
+		}
+		if strings.Contains(in.Accept, sseType) {
+			return &huma.StreamResponse{Body: func(hctx huma.Context) { s.createSessionStream(hctx, se, req) }}, nil
 		}
 		info, err := se.CreateSession(ctx, req)
 		if err != nil {
 			return nil, sessionError(s, err)
 		}
-		return &createSessionOutput{Status: http.StatusCreated, Body: newSessionInfo(info)}, nil
+		return &huma.StreamResponse{Body: func(hctx huma.Context) {
+			writeJSON(hctx, http.StatusCreated, newSessionInfo(info))
+		}}, nil
 	})
 
 	o = tag(op(hapi, "list-sessions", http.MethodGet, "/api/v1/sessions", "List your live sessions", errs...))

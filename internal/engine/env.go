@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,13 +34,24 @@ type Environments interface {
 	// Acquire returns the environment of set, built if needed; a failed
 	// build wraps pyenv.ErrInstall.
 	Acquire(ctx context.Context, in Interpreter, set pyenv.Set, progress func(string)) (EnvLease, error)
+	// Base is the base environment's requirement set (empty: none).
+	Base() pyenv.Set
 }
 
 // EnvLease is an environment in use by one execution.
 type EnvLease interface {
 	Python() string // the interpreter to run, inside the environment
-	Dir() string    // the directory to mount read-only
+	Dirs() []string // the directories to mount read-only
+	// Skipped are detected imports no index has, left out of the
+	// environment so that the program's own ImportError shows.
+	Skipped() []string
 	Release()
+}
+
+// skippedWarning is the result's warning about a detected import that
+// was left out.
+func skippedWarning(name string) string {
+	return fmt.Sprintf("imported distribution %s is not installed: no package index has it", name)
 }
 
 // Linter checks a project with ruff; *pyenv.Linter implements it
@@ -140,7 +152,13 @@ func (e *Engine) enterEnv(ctx, sctx context.Context, id string, p *plan, r *reco
 			return spec, nil, &done
 		}
 		release, python = lease.Release, lease.Python()
-		spec.Mounts = append(append([]sandbox.Mount(nil), spec.Mounts...), sandbox.Mount{Source: lease.Dir()})
+		spec.Mounts = slices.Clone(spec.Mounts)
+		for _, d := range lease.Dirs() {
+			spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: d})
+		}
+		for _, n := range lease.Skipped() {
+			r.Warnings = append(slices.Clip(r.Warnings), skippedWarning(n))
+		}
 	}
 	spec.Argv = withPreCommands(p.env.pre, e.deps.Driver.Argv(python, p.env.entry, p.env.dopts))
 	return spec, release, nil
@@ -238,11 +256,15 @@ func (p PyenvEnvironments) Acquire(ctx context.Context, in Interpreter, set pyen
 	return pyenvLease{l}, nil
 }
 
+// Base is the base environment's requirement set.
+func (p PyenvEnvironments) Base() pyenv.Set { return p.Envs.BaseSet() }
+
 type pyenvLease struct{ l *pyenv.Lease }
 
-func (l pyenvLease) Python() string { return l.l.Python() }
-func (l pyenvLease) Dir() string    { return l.l.Env.Dir }
-func (l pyenvLease) Release()       { l.l.Release() }
+func (l pyenvLease) Python() string    { return l.l.Python() }
+func (l pyenvLease) Dirs() []string    { return l.l.Dirs() }
+func (l pyenvLease) Skipped() []string { return l.l.Skipped }
+func (l pyenvLease) Release()          { l.l.Release() }
 
 // PyenvLinter adapts pyenv's ruff linter.
 type PyenvLinter struct{ L *pyenv.Linter }

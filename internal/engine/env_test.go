@@ -148,6 +148,28 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a detected import no index has is skipped: the program's own ModuleNotFoundError shows", func(t *testing.T) {
+		x, err := eng.RunSync(ctx, Request{Entrypoint: "main.py", Caller: tester.Name,
+			Files: files("main.py", "import yaml\nprint('before')\nimport nosuchmodq\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != StatusCompleted || x.ExitCode != 1 || x.ErrorType != "ModuleNotFoundError" || x.Stdout != "before\n" {
+			t.Errorf("status=%s exit=%d error_type=%q stdout=%q reason=%q error=%q", x.Status, x.ExitCode, x.ErrorType, x.Stdout, x.Reason, x.Error)
+		}
+		if len(x.Warnings) != 1 || !strings.Contains(x.Warnings[0], "nosuchmodq is not installed: no package index has it") {
+			t.Errorf("warnings %q", x.Warnings)
+		}
+	})
+	t.Run("an explicit requirement that does not exist fails without a hint about source builds", func(t *testing.T) {
+		x, err := eng.RunSync(ctx, Request{Entrypoint: "main.py", Caller: tester.Name, Requirements: "nosuchmodq\n", Files: files("main.py", "pass\n")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Reason != ReasonInstallError || !strings.Contains(x.Error, "nosuchmodq") || strings.Contains(x.Error, "source builds") {
+			t.Errorf("reason=%q error=%q", x.Reason, x.Error)
+		}
+	})
 	t.Run("policy warning and lint alongside", func(t *testing.T) {
 		x, err := eng.RunSync(ctx, Request{Entrypoint: "main.py", Lint: LintWith, Files: files("main.py", "print(eval('1+1'))\n")})
 		if err != nil {

@@ -120,6 +120,9 @@ type SessionRequest struct {
 	// Caller owns the session (the API key's name); the per-caller cap
 	// counts by it.
 	Caller string `json:"caller,omitempty"`
+	// Progress, if set, receives the installer's lines while the session's
+	// environment is built (the create call waits for it).
+	Progress func(string) `json:"-"`
 }
 
 // SessionState says what a session is doing.

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -154,12 +156,12 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 	for i, m := range interp.Mounts {
 		mounts[i] = sandbox.Mount{Source: m}
 	}
-	python, release, err := e.sessionEnv(ctx, interp, req.Requirements)
+	python, release, err := e.sessionEnv(ctx, interp, req.Requirements, req.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if dir := release.dir; dir != "" {
-		mounts = append(mounts, sandbox.Mount{Source: dir})
+	for _, d := range release.dirs {
+		mounts = append(mounts, sandbox.Mount{Source: d})
 	}
 	now := now()
 	s := &session{
@@ -187,29 +189,61 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 
 // envLease is a session's dependency environment, if it has one.
 type envLease struct {
-	dir     string
+	dirs    []string
 	release func()
 }
 
-// sessionEnv installs (or reuses) the environment of requirements and
-// returns the interpreter to run in it.
-func (e *Engine) sessionEnv(ctx context.Context, in Interpreter, requirements string) (string, envLease, error) {
+// sessionEnv leases the session's environment and returns the
+// interpreter to run in it: the base environment, with requirements
+// layered over it when there are any. Requirements "-" ask for the bare
+// interpreter. A base environment that cannot be built leaves a session
+// without requirements on the bare interpreter (logged); requirements
+// that cannot be installed are an ErrInvalid whose message starts with
+// install_error.
+func (e *Engine) sessionEnv(ctx context.Context, in Interpreter, requirements string, progress func(string)) (string, envLease, error) {
 	none := envLease{release: func() {}}
-	if requirements == "" {
+	if e.deps.Envs == nil {
+		if requirements != "" && requirements != pyenv.NoDetection {
+			return "", none, invalidf("requirements need dependency environments, which this engine was started without")
+		}
 		return in.Path, none, nil
 	}
-	if e.deps.Envs == nil {
-		return "", none, invalidf("requirements need dependency environments, which this engine was started without")
+	if requirements == pyenv.NoDetection {
+		return in.Path, none, nil
 	}
-	needs, err := e.deps.Envs.Resolve(ctx, in, nil, "", requirements)
-	if err != nil {
-		return "", none, fmt.Errorf("%w: %w", ErrInvalid, err)
+	var own pyenv.Set
+	if requirements != "" {
+		needs, err := e.deps.Envs.Resolve(ctx, in, nil, "", requirements)
+		if err != nil {
+			return "", none, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		own = needs.Set
 	}
-	lease, err := e.deps.Envs.Acquire(ctx, in, needs.Set, func(string) {})
-	if err != nil {
-		return "", none, fmt.Errorf("%w: installing the session's requirements: %w", ErrInvalid, err)
+	set := pyenv.Merge(own, e.deps.Envs.Base()) // the session's own constraints win
+	if len(set) == 0 {
+		return in.Path, none, nil
 	}
-	return lease.Python(), envLease{dir: lease.Dir(), release: lease.Release}, nil
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if len(own) > 0 && len(set) > len(own) {
+		// The base first (built, or joined while it builds) so that the
+		// requirements become a small layer over it.
+		if base, err := e.deps.Envs.Acquire(ctx, in, e.deps.Envs.Base(), progress); err == nil {
+			defer base.Release()
+		}
+	}
+	lease, err := e.deps.Envs.Acquire(ctx, in, set, progress)
+	switch {
+	case err != nil && len(own) == 0 && errors.Is(err, pyenv.ErrInstall):
+		e.log.Warn("session starts without the base environment, which could not be built", "err", err)
+		return in.Path, none, nil
+	case errors.Is(err, pyenv.ErrInstall):
+		return "", none, fmt.Errorf("%w: %s: %w", ErrInvalid, ReasonInstallError, err)
+	case err != nil:
+		return "", none, fmt.Errorf("engine: preparing the session's environment: %w", err)
+	}
+	return lease.Python(), envLease{dirs: lease.Dirs(), release: lease.Release}, nil
 }
 
 func pickDuration(v, def, maxv time.Duration, what string) (time.Duration, error) {

@@ -84,7 +84,7 @@ func (p *progress) send(ctx context.Context, msg string) bool {
 	})
 	if err != nil {
 		// The client may have gone; the call itself notices that.
-		p.log.Debug("run_python: sending progress", "err", err)
+		p.log.Debug("sending progress", "err", err)
 		return false
 	}
 	return true

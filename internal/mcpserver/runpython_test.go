@@ -443,7 +443,7 @@ func TestListTools(t *testing.T) {
 		{"lint_python", []string{"code"}, []string{"code", "files", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
-		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements"}},
 		{"close_session", []string{"session_id"}, []string{"session_id"}},
 	}
 	for _, tt := range tests {

@@ -14,7 +14,7 @@ import (
 // SessionBackend is what the session tools need; the Go client implements
 // it. A Backend without it answers those tools with an error.
 type SessionBackend interface {
-	CreateSession(ctx context.Context, req *client.SessionRequest) (*client.Session, error)
+	CreateSessionWithProgress(ctx context.Context, req *client.SessionRequest, progress func(line string)) (*client.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	ExecuteCell(ctx context.Context, id string, req *client.CellRequest) (*client.CellResult, error)
 	UploadSessionFile(ctx context.Context, id, path string, data []byte) error
@@ -26,9 +26,10 @@ var errNoSessions = errors.New("this server's backend does not offer sessions")
 
 // CreateSessionInput are the arguments of create_session.
 type CreateSessionInput struct {
-	PythonVersion      string `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
-	IdleTimeoutSeconds int    `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
-	Network            bool   `json:"network,omitempty" jsonschema:"Give the session network access. Off by default; refused unless the server's operator allows it."`
+	PythonVersion      string   `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
+	IdleTimeoutSeconds int      `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
+	Network            bool     `json:"network,omitempty" jsonschema:"Give the session network access. Off by default; refused unless the server's operator allows it."`
+	Requirements       []string `json:"requirements,omitempty" jsonschema:"Packages to install into the session, as pip requirement specifiers, e.g. [\"polars\", \"requests==2.32.3\"]. The session already has the server's base packages (by default numpy, pandas, matplotlib, requests, beautifulsoup4, scipy); these go on top of them."`
 }
 
 // CreateSessionOutput is create_session's result.
@@ -54,8 +55,9 @@ func createSessionTool() *mcp.Tool {
 		Name:  "create_session",
 		Title: "Create a Python session",
 		Description: "Start a persistent Python session, like a notebook kernel: variables, imports and files are kept " +
-			"between run_python calls that pass its session_id. Use it for step-by-step work on data; call close_session " +
-			"when done (idle sessions also end by themselves).",
+			"between run_python calls that pass its session_id. It comes with the server's base packages for data work " +
+			"(numpy, pandas, matplotlib... unless the operator chose others); list more in requirements. Use it for " +
+			"step-by-step work on data; call close_session when done (idle sessions also end by themselves).",
 		InputSchema:  in,
 		OutputSchema: schemaFor[CreateSessionOutput](),
 		Annotations:  &mcp.ToolAnnotations{Title: "Create a Python session", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
@@ -81,7 +83,7 @@ func (h *handlers) sessions() (SessionBackend, error) {
 	return sb, nil
 }
 
-func (h *handlers) createSession(ctx context.Context, _ *mcp.CallToolRequest, in CreateSessionInput) (*mcp.CallToolResult, CreateSessionOutput, error) {
+func (h *handlers) createSession(ctx context.Context, call *mcp.CallToolRequest, in CreateSessionInput) (*mcp.CallToolResult, CreateSessionOutput, error) {
 	sb, err := h.sessions()
 	if err != nil {
 		return nil, CreateSessionOutput{}, err
@@ -89,11 +91,18 @@ func (h *handlers) createSession(ctx context.Context, _ *mcp.CallToolRequest, in
 	if in.PythonVersion != "" && !pythonVersion.MatchString(in.PythonVersion) {
 		return nil, CreateSessionOutput{}, fmt.Errorf("python_version %q is not MAJOR.MINOR, e.g. 3.12", in.PythonVersion)
 	}
+	reqs, err := requirementsTxt(in.Requirements)
+	if err != nil {
+		return nil, CreateSessionOutput{}, err
+	}
 	req := &client.SessionRequest{PythonVersion: in.PythonVersion, IdleTimeoutSeconds: in.IdleTimeoutSeconds,
-		NetworkDisabled: client.Bool(!in.Network)}
+		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
-	s, err := sb.CreateSession(ctx, req)
+	p := newProgress(call, h.log)
+	s, err := sb.CreateSessionWithProgress(ctx, req, func(line string) {
+		p.event(ctx, client.Event{Type: client.EventInstall, Data: line})
+	})
 	if err != nil {
 		return nil, CreateSessionOutput{}, fmt.Errorf("creating the session: %w", err)
 	}

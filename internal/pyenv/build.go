@@ -124,17 +124,7 @@ func (m *Environments) install(ctx context.Context, in Interpreter, venv, tmp, n
 	}
 	var argv []string
 	if m.uv != "" {
-		argv = []string{m.uv, "pip", "install", "--no-config", "--no-progress", "--cache-dir", cache,
-			"--python", py, "--index-url", m.cfg.IndexURL}
-		if !source {
-			argv = append(argv, "--no-build")
-		}
-		for _, u := range m.cfg.ExtraIndexURLs {
-			argv = append(argv, "--extra-index-url", u)
-		}
-		for _, h := range m.cfg.TrustedHosts {
-			argv = append(argv, "--allow-insecure-host", h)
-		}
+		argv = append([]string{m.uv, "pip", "install"}, m.uvArgs(py)...)
 	} else {
 		argv = []string{py, "-m", "pip", "install", "--isolated", "--no-input", "--disable-pip-version-check",
 			"--cache-dir", cache, "--index-url", m.cfg.IndexURL}
@@ -153,10 +143,41 @@ func (m *Environments) install(ctx context.Context, in Interpreter, venv, tmp, n
 		return m.installJailed(ctx, in, argv, tmp, cache, progress)
 	}
 	if err := m.run(ctx, argv, progress); err != nil {
-		err.err = fmt.Errorf("%w (wheels only: source builds are off, see PYEXEC_ALLOW_SOURCE_BUILDS)", err.err)
+		err.err = wheelsOnly(err)
 		return err
 	}
 	return nil
+}
+
+// uvArgs are the options of every uv pip command on the environment of
+// py: no configuration files, the shared cache, the operator's indexes,
+// and wheels only unless source builds are allowed.
+func (m *Environments) uvArgs(py string) []string {
+	argv := []string{"--no-config", "--no-progress", "--cache-dir", m.cacheDir("uv"), "--python", py, "--index-url", m.cfg.IndexURL}
+	if m.cfg.AllowSourceBuilds {
+		argv[3] = m.cacheDir("uv-build")
+	} else {
+		argv = append(argv, "--no-build")
+	}
+	for _, u := range m.cfg.ExtraIndexURLs {
+		argv = append(argv, "--extra-index-url", u)
+	}
+	for _, h := range m.cfg.TrustedHosts {
+		argv = append(argv, "--allow-insecure-host", h)
+	}
+	return argv
+}
+
+// wheelsOnly adds the hint about source builds to a failed wheels-only
+// install, when what failed was the lack of a wheel, and only then: a
+// missing distribution or a version conflict has nothing to do with it.
+func wheelsOnly(err *runError) error {
+	for _, sign := range []string{"no usable wheels", "building from source is disabled", "no wheels with a matching"} {
+		if strings.Contains(err.output, sign) {
+			return fmt.Errorf("%w (wheels only: source builds are off, see PYEXEC_ALLOW_SOURCE_BUILDS)", err.err)
+		}
+	}
+	return err.err
 }
 
 func (m *Environments) cacheDir(tool string) string { return filepath.Join(m.cfg.Dir, "cache", tool) }
@@ -251,21 +272,34 @@ func (m *Environments) toolEnv() []string {
 // installedNames lists the normalised names of the distributions in the
 // virtualenv's site-packages.
 func installedNames(venv string) ([]string, error) {
+	dists, err := installedDists(venv)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(dists))
+	for n := range dists {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// installedDists maps the normalised names of the distributions in the
+// virtualenv's site-packages to their versions, read from the names of
+// their .dist-info directories (name-version.dist-info).
+func installedDists(venv string) (map[string]string, error) {
 	matches, err := filepath.Glob(filepath.Join(venv, "lib", "python*", "site-packages", "*.dist-info"))
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var out []string
+	out := map[string]string{}
 	for _, m := range matches {
 		base := strings.TrimSuffix(filepath.Base(m), ".dist-info")
-		name, _, _ := strings.Cut(base, "-")
-		if n := NormalizeName(name); !seen[n] {
-			seen[n] = true
-			out = append(out, n)
+		name, version, _ := strings.Cut(base, "-")
+		if n := NormalizeName(name); out[n] == "" {
+			out[n] = version
 		}
 	}
-	sort.Strings(out)
 	return out, nil
 }
 

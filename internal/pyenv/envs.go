@@ -50,9 +50,9 @@ type Env struct {
 	// Dir is the environment (a virtualenv); jails mount it read-only at
 	// the same path and run Dir/bin/python.
 	Dir           string    `json:"dir"`
-	Python        string    `json:"python"`      // full version of its interpreter
-	PythonPath    string    `json:"python_path"` // the base interpreter
-	Requirements  []string  `json:"requirements"`
+	Python        string    `json:"python"`                  // full version of its interpreter
+	PythonPath    string    `json:"python_path"`             // the base interpreter
+	Requirements  []string  `json:"requirements"`            // a layer's: what it adds to its base
 	Installed     []string  `json:"installed"`               // normalised names of every distribution in it
 	NotInstalled  []string  `json:"not_installed,omitempty"` // optional requirements that could not be installed
 	Installer     string    `json:"installer"`               // "uv" or "pip"
@@ -61,6 +61,12 @@ type Env struct {
 	LastUsed      time.Time `json:"-"`
 	BuildDuration string    `json:"build_duration"`
 	Base          bool      `json:"-"` // the base environment of its interpreter
+	// BaseKey is set on a layer: an environment that holds only what its
+	// requirements add to the base environment BaseKey, whose
+	// site-packages it reaches through a .pth file. Installed lists both.
+	BaseKey string `json:"base_key,omitempty"`
+	// BaseDir is the base environment's directory (a layer's only).
+	BaseDir string `json:"-"`
 }
 
 // EnvStats count what the environments did since New.
@@ -87,6 +93,7 @@ type Environments struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight
+	missing map[string]time.Time // detected imports no index had, by when
 	evictMu sync.Mutex
 }
 
@@ -160,7 +167,7 @@ func NewEnvironments(cfg EnvConfig) (*Environments, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Environments{cfg: cfg, uv: uv, log: cfg.Logger, base: Merge(baseReqs),
-		ctx: ctx, cancel: cancel, flights: map[string]*flight{}}, nil
+		ctx: ctx, cancel: cancel, flights: map[string]*flight{}, missing: map[string]time.Time{}}, nil
 }
 
 // Close stops builds in progress and waits for them.
@@ -199,19 +206,50 @@ func (m *Environments) Key(in Interpreter, set Set) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// Lease is an environment in use: it cannot be evicted until Release.
+// Lease is an environment in use: it cannot be evicted until Release. A
+// layer's lease holds its base environment too.
 type Lease struct {
-	Env  Env
-	lock *fileLock
-	once sync.Once
+	Env Env
+	// Skipped are imports found in the code that no package index has:
+	// left out, so that the program's own ModuleNotFoundError shows.
+	Skipped []string
+	bare    string // the interpreter, when nothing is left to install
+	lock    *fileLock
+	base    *fileLock
+	once    sync.Once
 }
 
 // Python is the interpreter to run inside the jail: the environment's
 // bin/python, which finds the environment through its pyvenv.cfg.
-func (l *Lease) Python() string { return filepath.Join(l.Env.Dir, "bin", "python") }
+func (l *Lease) Python() string {
+	if l.Env.Dir == "" {
+		return l.bare
+	}
+	return filepath.Join(l.Env.Dir, "bin", "python")
+}
+
+// Dirs are the directories a jail mounts read-only for the environment:
+// its own and, for a layer, its base environment's.
+func (l *Lease) Dirs() []string {
+	switch {
+	case l.Env.Dir == "":
+		return nil
+	case l.Env.BaseDir != "":
+		return []string{l.Env.Dir, l.Env.BaseDir}
+	}
+	return []string{l.Env.Dir}
+}
 
 // Release ends the use; it is safe to call more than once.
-func (l *Lease) Release() { l.once.Do(l.lock.unlock) }
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		for _, lk := range []*fileLock{l.lock, l.base} {
+			if lk != nil {
+				lk.unlock()
+			}
+		}
+	})
+}
 
 // BaseSet returns the base environment's requirements.
 func (m *Environments) BaseSet() Set { return slices.Clone(m.base) }
@@ -221,41 +259,123 @@ func (m *Environments) BaseSet() Set { return slices.Clone(m.base) }
 // same time, in this process or another sharing Dir. progress receives
 // the installer's output lines while the caller waits (it may be nil).
 // When the base environment of in exists and has every distribution that
-// set names without constraints, it is used instead. A failed build is a
-// *InstallError and is not remembered: the next request tries again.
+// set names without constraints, it is used instead; when it exists but
+// lacks some, the environment is a layer over it holding only what set
+// adds (see acquireLayer). A failed build is a *InstallError and is not
+// remembered: the next request tries again. Imports that were only
+// detected and that no index has are left out (Lease.Skipped) rather
+// than failing the build.
 func (m *Environments) Acquire(ctx context.Context, in Interpreter, set Set, progress func(string)) (*Lease, error) {
 	if len(set) == 0 {
 		return nil, errors.New("acquiring an environment: the requirement set is empty")
 	}
+	if progress == nil {
+		progress = func(string) {}
+	}
+	set, skipped := m.withoutKnownMissing(set)
+	for _, n := range skipped {
+		progress(skipNote(n))
+	}
+	l, err := m.acquire(ctx, in, set, progress)
+	if errors.Is(err, ErrInstall) {
+		if missing := m.missingDetected(ctx, set); len(missing) > 0 {
+			for _, n := range missing {
+				progress(skipNote(n))
+			}
+			skipped = append(skipped, missing...)
+			l, err = m.acquire(ctx, in, set.without(missing), progress)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.Skipped = skipped
+	return l, nil
+}
+
+// acquire is Acquire without the handling of missing imports.
+func (m *Environments) acquire(ctx context.Context, in Interpreter, set Set, progress func(string)) (*Lease, error) {
+	if len(set) == 0 { // everything was skipped
+		if l, ok := m.acquireBase(ctx, in, nil); ok {
+			return l, nil
+		}
+		return &Lease{bare: in.Path}, nil
+	}
+	if err := m.awaitBase(ctx, in, set, progress); err != nil {
+		return nil, err
+	}
 	if l, ok := m.acquireBase(ctx, in, set); ok {
 		return l, nil
+	}
+	if l, err := m.acquireLayer(ctx, in, set, progress); !errors.Is(err, errNotLayered) {
+		return l, err
 	}
 	key := m.Key(in, set)
 	use, err := lockWait(ctx, filepath.Join(lockDir(m.cfg), key+".use"), false)
 	if err != nil {
 		return nil, err
 	}
+	l, err := m.leaseBuilt(ctx, key, use, nil, func() *flight {
+		return m.startBuild(key, func(ctx context.Context, progress func(string)) error {
+			return m.build(ctx, in, set, key, progress)
+		})
+	}, progress)
+	if err != nil {
+		use.unlock()
+	}
+	return l, err
+}
+
+// awaitBase waits for the base environment of in when this process is
+// building it and set shares a distribution with it: the base or a small
+// layer over it then serves set, rather than a second large build.
+func (m *Environments) awaitBase(ctx context.Context, in Interpreter, set Set, progress func(string)) error {
+	if len(m.base) == 0 || !slices.ContainsFunc(set, func(r Requirement) bool {
+		return slices.ContainsFunc(m.base, func(b Requirement) bool { return b.Name == r.Name })
+	}) {
+		return nil
+	}
+	m.mu.Lock()
+	f := m.flights[m.Key(in, m.base)]
+	m.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	progress("waiting for the base environment, which is being built")
+	f.subscribe(progress)
+	select {
+	case <-f.done:
+		return nil // a failed base build: set is built on its own
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the base environment: %w", ctx.Err())
+	}
+}
+
+// leaseBuilt returns the lease of key, starting its build when it does
+// not exist yet and waiting for it. use (and base, for a layer) are the
+// use locks the lease takes over; the caller releases them on error.
+func (m *Environments) leaseBuilt(ctx context.Context, key string, use, base *fileLock, start func() *flight, progress func(string)) (*Lease, error) {
 	for built := false; ; built = true {
 		if env, err := m.readEnv(key); err == nil {
 			if !built {
 				m.hits.Add(1)
 			}
 			m.touch(key)
-			return &Lease{Env: env, lock: use}, nil
+			if env.BaseKey != "" {
+				m.touch(env.BaseKey)
+			}
+			return &Lease{Env: env, lock: use, base: base}, nil
 		} else if !errors.Is(err, os.ErrNotExist) {
-			use.unlock()
 			return nil, err
 		}
-		f := m.startBuild(in, set, key)
+		f := start()
 		f.subscribe(progress)
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			use.unlock()
 			return nil, fmt.Errorf("waiting for the environment: %w", ctx.Err())
 		}
 		if f.err != nil {
-			use.unlock()
 			return nil, f.err
 		}
 		m.evictOver(m.cfg.MaxBytes)
@@ -304,7 +424,9 @@ func (m *Environments) PrepareBase(ctx context.Context, in Interpreter, progress
 	if env, err := m.readEnv(key); err == nil {
 		return env, nil
 	}
-	f := m.startBuild(in, m.base, key)
+	f := m.startBuild(key, func(ctx context.Context, progress func(string)) error {
+		return m.build(ctx, in, m.base, key, progress)
+	})
 	f.subscribe(progress)
 	select {
 	case <-f.done:
@@ -320,7 +442,7 @@ func (m *Environments) PrepareBase(ctx context.Context, in Interpreter, progress
 // startBuild returns the flight building key, starting one if none is in
 // progress in this process. The build belongs to m, not to the request
 // that started it: a cancelled request does not fail the others waiting.
-func (m *Environments) startBuild(in Interpreter, set Set, key string) *flight {
+func (m *Environments) startBuild(key string, build func(ctx context.Context, progress func(string)) error) *flight {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if f, ok := m.flights[key]; ok {
@@ -331,7 +453,7 @@ func (m *Environments) startBuild(in Interpreter, set Set, key string) *flight {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		f.err = m.buildLocked(in, set, key, f.progress)
+		f.err = m.buildLocked(key, build, f.progress)
 		m.mu.Lock()
 		delete(m.flights, key)
 		m.mu.Unlock()
@@ -342,7 +464,7 @@ func (m *Environments) startBuild(in Interpreter, set Set, key string) *flight {
 
 // buildLocked builds key under the cross-process build lock, unless
 // another process built it while this one waited for the lock.
-func (m *Environments) buildLocked(in Interpreter, set Set, key string, progress func(string)) error {
+func (m *Environments) buildLocked(key string, build func(ctx context.Context, progress func(string)) error, progress func(string)) error {
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.InstallTimeout)
 	defer cancel()
 	lk, err := lockWait(ctx, filepath.Join(lockDir(m.cfg), key+".build"), true)
@@ -353,7 +475,7 @@ func (m *Environments) buildLocked(in Interpreter, set Set, key string, progress
 	if _, err := m.readEnv(key); err == nil {
 		return nil
 	}
-	return m.build(ctx, in, set, key, progress)
+	return build(ctx, progress)
 }
 
 // readEnv loads the record of a built environment.
@@ -373,6 +495,9 @@ func (m *Environments) readEnv(key string) (Env, error) {
 		return Env{}, fmt.Errorf("environment %s: %w", key, err)
 	}
 	env.Key, env.Dir, env.LastUsed = key, dir, st.ModTime()
+	if env.BaseKey != "" {
+		env.BaseDir = filepath.Join(envsDir(m.cfg), env.BaseKey)
+	}
 	return env, nil
 }
 

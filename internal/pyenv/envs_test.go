@@ -55,7 +55,10 @@ func set(t *testing.T, lines ...string) Set {
 // runIn runs code with the lease's interpreter in a real jail.
 func runIn(t *testing.T, run *sandbox.Manager, in Interpreter, l *Lease, code string) string {
 	t.Helper()
-	mounts := []sandbox.Mount{{Source: l.Env.Dir}}
+	var mounts []sandbox.Mount
+	for _, d := range l.Dirs() {
+		mounts = append(mounts, sandbox.Mount{Source: d})
+	}
 	for _, m := range in.Mounts {
 		mounts = append(mounts, sandbox.Mount{Source: m})
 	}
@@ -225,12 +228,25 @@ func TestEnvironmentEvictionAndBase(t *testing.T) {
 		if len(envs) != 3 || m.Stats().Evictions < 1 {
 			t.Errorf("environments %v, evictions %d: want the unused tinydep>=1 one evicted", keys, m.Stats().Evictions)
 		}
+		// pyyaml and other are layers over the base: the one in use keeps
+		// its base alive.
+		if held.Env.BaseKey != base.Key || other.Env.BaseKey != base.Key {
+			t.Errorf("base keys %q and %q, want both layers over %s", held.Env.BaseKey, other.Env.BaseKey, base.Key)
+		}
 		removed, err := m.Prune(ctx, PruneOptions{All: true})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(removed) != 1 || removed[0].Key != other.Env.Key {
+			t.Errorf("prune --all removed %v, want only the unused layer (the base of one in use stays)", removed)
+		}
+		held.Release()
+		removed, err = m.Prune(ctx, PruneOptions{All: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(removed) != 2 {
-			t.Errorf("prune --all removed %d, want 2 (all but the one in use)", len(removed))
+			t.Errorf("prune --all removed %d once nothing was in use, want the layer and its base", len(removed))
 		}
 	})
 }

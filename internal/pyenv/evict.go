@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 )
 
@@ -64,7 +65,9 @@ func (m *Environments) evictOver(limit int64) {
 // evict removes least recently used environments until the total size is
 // at most limit (a negative limit removes all). An environment in use —
 // someone holds its use lock, in this process or another — is skipped,
-// as is a base environment unless withBase.
+// as is a base environment unless withBase. A layer holds its base's use
+// lock while in use, so a base is only removed when none of its layers is
+// in use; the layers of a removed base go with it.
 func (m *Environments) evict(limit int64, withBase bool) ([]Env, error) {
 	m.evictMu.Lock()
 	defer m.evictMu.Unlock()
@@ -93,6 +96,23 @@ func (m *Environments) evict(limit int64, withBase bool) ([]Env, error) {
 			removed = append(removed, e)
 			m.evicts.Add(1)
 			m.log.Info("evicted environment", "key", e.Key, "size_bytes", e.SizeBytes, "last_used", e.LastUsed)
+		}
+	}
+	// A layer is of no use without its base: remove those left behind.
+	for _, e := range envs {
+		if e.BaseKey == "" || slices.ContainsFunc(removed, func(r Env) bool { return r.Key == e.Key }) {
+			continue
+		}
+		if _, err := os.Stat(e.BaseDir); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		ok, err := m.remove(e)
+		if err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			removed = append(removed, e)
+			m.evicts.Add(1)
+			m.log.Info("evicted environment layer with its base", "key", e.Key, "base", e.BaseKey)
 		}
 	}
 	return removed, errors.Join(errs...)

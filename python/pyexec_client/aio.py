@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import httpx
 
@@ -12,7 +12,7 @@ from . import _common as c
 from ._files import AsyncFilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .client import POLL_INTERVAL
-from .sessions import AsyncSession, create_body
+from .sessions import AsyncSession, CreateStreamDecoder, Requirements, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
@@ -122,15 +122,41 @@ class AsyncPyExec(AsyncFilesMixin):
 
     # --- executions ------------------------------------------------------
 
-    def session(self, *, python_version: Optional[str] = None, requirements: Optional[str] = None,
+    def session(self, *, python_version: Optional[str] = None, requirements: Requirements = None,
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-                idle_timeout_seconds: Optional[int] = None,
-                max_lifetime_seconds: Optional[int] = None) -> AsyncSession:
+                idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
+                on_install: Optional[Callable[[str], None]] = None) -> AsyncSession:
         """A stateful session: ``async with px.session() as s`` creates it
-        and ends it on exit; ``s = await px.session()`` only creates it."""
+        and ends it on exit; ``s = await px.session()`` only creates it.
+        Requirements and ``on_install`` are as for ``PyExec.session``."""
         return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
-                                              network, idle_timeout_seconds, max_lifetime_seconds))
+                                              network, idle_timeout_seconds, max_lifetime_seconds),
+                            on_install=on_install)
+
+    async def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:
+        """POST /api/v1/sessions, streaming install progress to on_install."""
+        if on_install is None:
+            return (await self._request("POST", "/api/v1/sessions", json=body)).json()["session_id"]
+        hdrs = dict(self._headers, Accept="text/event-stream")
+        try:
+            async with self._http.stream("POST", self.base_url + "/api/v1/sessions", headers=hdrs, json=body,
+                                         timeout=httpx.Timeout(self._timeout, read=None)) as resp:
+                if resp.status_code >= 400:
+                    await resp.aread()
+                    raise c.api_error(resp.status_code, resp.content, resp.headers.get("Retry-After"),
+                                      resp.reason_phrase)
+                if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                    await resp.aread()
+                    return resp.json()["session_id"]
+                dec = CreateStreamDecoder(on_install)
+                async for line in resp.aiter_lines():
+                    session_id = dec.feed(line)
+                    if session_id:
+                        return session_id
+        except httpx.TransportError as e:
+            raise TransportError(f"POST /api/v1/sessions: {e}") from e
+        raise StreamEndedError("the stream ended before the session was created")
 
     async def list_sessions(self) -> List[Dict[str, Any]]:
         """Your live sessions, oldest first."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import httpx
 
 from . import _common as c
 from ._files import FilesMixin
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
-from .sessions import Session, create_body
+from .sessions import CreateStreamDecoder, Requirements, Session, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
@@ -122,16 +122,47 @@ class PyExec(FilesMixin):
 
     # --- sessions --------------------------------------------------------
 
-    def session(self, *, python_version: Optional[str] = None, requirements: Optional[str] = None,
+    def session(self, *, python_version: Optional[str] = None, requirements: Requirements = None,
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-                idle_timeout_seconds: Optional[int] = None,
-                max_lifetime_seconds: Optional[int] = None) -> "Session":
+                idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
+                on_install: Optional[Callable[[str], None]] = None) -> "Session":
         """Create a stateful session (see pyexec_client.sessions); use it
-        with ``with`` to end it on exit."""
+        with ``with`` to end it on exit.
+
+        The session has the server's base environment (numpy, pandas,
+        matplotlib... by default); ``requirements`` (requirements.txt text
+        or a list of requirements) are installed over it, and
+        ``on_install`` receives the installer's lines while that happens.
+        Requirements that cannot be installed raise a BadRequestError whose
+        message starts with ``install_error:``."""
         body = create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares, network,
                            idle_timeout_seconds, max_lifetime_seconds)
-        return Session(self, self._request("POST", "/api/v1/sessions", json=body).json()["session_id"])
+        return Session(self, self._create_session(body, on_install))
+
+    def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:
+        """POST /api/v1/sessions, streaming install progress to on_install."""
+        if on_install is None:
+            return self._request("POST", "/api/v1/sessions", json=body).json()["session_id"]
+        hdrs = dict(self._headers, Accept="text/event-stream")
+        try:
+            with self._http.stream("POST", self.base_url + "/api/v1/sessions", headers=hdrs, json=body,
+                                   timeout=httpx.Timeout(self._timeout, read=None)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise c.api_error(resp.status_code, resp.content, resp.headers.get("Retry-After"),
+                                      resp.reason_phrase)
+                if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                    resp.read()
+                    return resp.json()["session_id"]
+                dec = CreateStreamDecoder(on_install)
+                for line in resp.iter_lines():
+                    session_id = dec.feed(line)
+                    if session_id:
+                        return session_id
+        except httpx.TransportError as e:
+            raise TransportError(f"POST /api/v1/sessions: {e}") from e
+        raise StreamEndedError("the stream ended before the session was created")
 
     def list_sessions(self) -> List[Dict[str, Any]]:
         """Your live sessions, oldest first."""

@@ -9,10 +9,12 @@ imports and files between cells, like a notebook kernel.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from .errors import error_for_status
 from .types import ExecutionResult
 
 if TYPE_CHECKING:
@@ -38,13 +40,67 @@ class CellResult(ExecutionResult):
                    session_id=data.get("session_id") or "", session_ended=bool(data.get("session_ended")))
 
 
-def create_body(python_version: Optional[str], requirements: Optional[str], env: Optional[Mapping[str, str]],
+#: A session's requirements: requirements.txt text, or one requirement an
+#: entry (``["polars", "requests==2.32.3"]``).
+Requirements = Union[str, Sequence[str], None]
+
+
+def requirements_text(requirements: Requirements) -> Optional[str]:
+    """The requirements.txt text of a session's requirements."""
+    if requirements is None or isinstance(requirements, str):
+        return requirements
+    lines = [r.strip() for r in requirements]
+    for r in lines:
+        if not r or "\n" in r or "\r" in r:
+            raise ValueError(f"requirement {r!r} is not one requirement; give one per entry")
+    return "\n".join(lines) + "\n" if lines else None
+
+
+@dataclass
+class CreateStreamDecoder:
+    """Reads the answer of POST /api/v1/sessions with ``Accept:
+    text/event-stream`` line by line: ``install`` events go to
+    ``on_install``; ``feed`` returns the session's id from the final
+    ``session`` event and raises the APIError the plain call would have
+    raised for an ``error`` event."""
+
+    on_install: Callable[[str], None]
+    _event: str = ""
+    _data: Optional[List[str]] = None
+
+    def feed(self, line: str) -> Optional[str]:
+        if line.startswith(":"):
+            return None
+        if line != "":
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                self._event = value
+            elif name == "data":
+                self._data = (self._data or []) + [value]
+            return None
+        event, data = self._event, self._data
+        self._event, self._data = "", None
+        if data is None:
+            return None
+        payload = json.loads("\n".join(data))
+        if event == "install":
+            self.on_install(str(payload.get("data", "")))
+        elif event == "session":
+            return str(payload["session_id"])
+        elif event == "error":
+            raise error_for_status(int(payload.get("status") or 500), str(payload.get("error") or "session create failed"),
+                                   None)
+        return None
+
+
+def create_body(python_version: Optional[str], requirements: Requirements, env: Optional[Mapping[str, str]],
                 memory_mb: Optional[int], disk_mb: Optional[int], cpu_shares: Optional[int],
                 network: Optional[bool], idle_timeout_seconds: Optional[int],
                 max_lifetime_seconds: Optional[int]) -> Dict[str, Any]:
     """The JSON of POST /api/v1/sessions; None leaves the server's default."""
     body: Dict[str, Any] = {
-        "python_version": python_version, "requirements": requirements, "env_vars": dict(env) if env else None,
+        "python_version": python_version, "requirements": requirements_text(requirements), "env_vars": dict(env) if env else None,
         "memory_mb": memory_mb, "disk_mb": disk_mb, "cpu_shares": cpu_shares,
         "network_disabled": None if network is None else not network,
         "idle_timeout_seconds": idle_timeout_seconds, "max_lifetime_seconds": max_lifetime_seconds,
@@ -124,9 +180,11 @@ class AsyncSession:
     creates it on entry and ends it on exit; ``await px.session()`` only
     creates it."""
 
-    def __init__(self, px: "AsyncPyExec", body: Optional[Dict[str, Any]] = None, session_id: str = "") -> None:
+    def __init__(self, px: "AsyncPyExec", body: Optional[Dict[str, Any]] = None, session_id: str = "",
+                 on_install: Optional[Callable[[str], None]] = None) -> None:
         self._px = px
         self._body = body or {}
+        self._on_install = on_install
         self.id = session_id
 
     def __await__(self):  # type: ignore[no-untyped-def]
@@ -134,8 +192,7 @@ class AsyncSession:
 
     async def _create(self) -> "AsyncSession":
         if not self.id:
-            resp = await self._px._request("POST", "/api/v1/sessions", json=self._body)
-            self.id = resp.json()["session_id"]
+            self.id = await self._px._create_session(self._body, self._on_install)
         return self
 
     async def __aenter__(self) -> "AsyncSession":

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pyexec_client import CellResult, NotFoundError, PyExec
+from pyexec_client import BadRequestError, CellResult, NotFoundError, PyExec
 
 
 def wait_busy(session, timeout: float = 10.0) -> None:
@@ -32,6 +32,19 @@ def test_state_persists_and_errors_point_at_the_cell(px: PyExec):
         assert s.id in [x["session_id"] for x in px.list_sessions()]
     with pytest.raises(NotFoundError):
         s.info()
+
+
+def test_requirements_with_install_progress(px: PyExec, server):
+    server.need_tools()
+    lines = []
+    try:
+        s = px.session(requirements=["six"], on_install=lines.append)
+    except BadRequestError as e:
+        pytest.skip(f"installing six from the package index failed: {e}")
+    with s:
+        assert s.execute("import six\nsix.__name__").result == "'six'"
+    with pytest.raises(BadRequestError, match="install_error: .*no-such-dist-pyexec-test"):
+        px.session(requirements=["no-such-dist-pyexec-test"], on_install=lines.append)
 
 
 def test_interrupt_keeps_variables(px: PyExec):

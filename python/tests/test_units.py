@@ -23,6 +23,7 @@ from pyexec_client import (
     tar_from_project,
 )
 from pyexec_client._common import SSEDecoder, api_error, config, eval_body, retry_after
+from pyexec_client.sessions import CreateStreamDecoder, create_body, requirements_text
 from pyexec_client.tools import render_result, run_tool
 from pyexec_client.types import parse_time
 
@@ -83,6 +84,28 @@ class TestDecoding:
         assert [(e.seq, e.type, e.data) for e in events] == [(1, "status", "running"), (2, "stdout", "hi\n")]
         assert events[0].time == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
         assert not events[0].final
+
+    def test_session_create_stream(self):
+        lines = []
+        dec = CreateStreamDecoder(lines.append)
+        frames = ["event: install", 'data: {"type":"install","data":"Resolved 1 package"}', "", ": keep-alive", "",
+                  "event: session", 'data: {"session_id":"ses_1","state":"idle"}', ""]
+        ids = [x for x in (dec.feed(line) for line in frames) if x]
+        assert ids == ["ses_1"] and lines == ["Resolved 1 package"]
+
+    def test_session_create_stream_error(self):
+        dec = CreateStreamDecoder(lambda _: None)
+        for line in ["event: error", 'data: {"error":"install_error: installing nope failed","status":400}']:
+            assert dec.feed(line) is None
+        with pytest.raises(BadRequestError, match="install_error: installing nope failed"):
+            dec.feed("")
+
+    def test_session_requirements(self):
+        assert requirements_text(["polars", " numpy<2 "]) == "polars\nnumpy<2\n"
+        assert requirements_text("six\n") == "six\n" and requirements_text([]) is None
+        assert create_body(None, ["six"], None, None, None, None, None, None, None) == {"requirements": "six\n"}
+        with pytest.raises(ValueError):
+            requirements_text(["six\npandas"])
 
     def test_final_event(self):
         dec = SSEDecoder()
