@@ -100,7 +100,7 @@ func (s *Server) createSessionStream(hctx huma.Context, se SessionEngine, req en
 		alive = err == nil && rc.Flush() == nil
 	}
 	install := func(line string) {
-		send(string(engine.EventInstall), Event{Type: string(engine.EventInstall), Data: line, Time: time.Now().UTC().Truncate(time.Microsecond)})
+		send(string(engine.EventInstall), Event{Type: string(engine.EventInstall), Data: line, Time: wireTime(time.Now())})
 	}
 	tick := time.NewTicker(s.heartbeat)
 	defer tick.Stop()
