@@ -18,6 +18,8 @@ import (
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
+	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/runner/runnertest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
@@ -31,15 +33,21 @@ const playgroundKey = "playground-0123456789abcdef"
 var screenshotDir = filepath.Join("..", "..", "test-output", "playground")
 
 // browserServers serves the API over one real engine (jails, artifacts,
-// sessions, an interpreter with pandas and matplotlib) twice: without keys
+// sessions, ruff, an interpreter with pandas and matplotlib) twice: without keys
 // and with playgroundKey.
 func browserServers(t *testing.T) (open, keyed *httptest.Server) {
 	t.Helper()
 	python, mount := runnertest.RichPython(t)
+	_, ruff := pyenvtest.Tools(t)
 	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second,
 		Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 256 << 20}},
 		func(st *store.NATS, jails *sandbox.Manager) engine.Deps {
-			return engine.Deps{Interpreters: enginetest.Interpreter{Path: python, Mount: mount}, Artifacts: st, Jails: jails}
+			linter, err := pyenv.NewLinter(jails, pyenv.LintConfig{Ruff: ruff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return engine.Deps{Interpreters: enginetest.Interpreter{Path: python, Mount: mount}, Artifacts: st, Jails: jails,
+				Linter: engine.PyenvLinter{L: linter}}
 		})
 	serve := func(c config.Config) *httptest.Server {
 		if err := c.Validate(); err != nil {
@@ -309,6 +317,18 @@ display(Evil())
 			t.Fatalf("no traceback on the console: %q", out)
 		}
 		p.screenshot("error")
+		clean(t, nil)
+	})
+
+	t.Run("lint results are editor markers", func(t *testing.T) {
+		p := page{t: t, ctx: ctx}
+		p.typeCode("#editor", "import os\nprint(undefined_name)\n")
+		p.waitFor("the lint markers", `document.querySelectorAll("#editor .cm-lintRange-warning").length >= 2`, 30*time.Second)
+		marked := eval[[]string](p, `[...document.querySelectorAll("#editor .cm-lintRange-warning")].map((e) => e.textContent)`)
+		if strings.Join(marked, ",") != "os,undefined_name" {
+			t.Fatalf("marked %q, want the unused import and the undefined name", marked)
+		}
+		p.screenshot("lint")
 		clean(t, nil)
 	})
 

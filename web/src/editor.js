@@ -32,11 +32,11 @@ const errorLine = StateField.define({
 });
 
 // createEditor makes an editor in parent. onRun is called on Ctrl+Enter
-// (Cmd+Enter on a Mac); label names the editor for screen readers; nonce is
+// (Cmd+Enter on a Mac), onChange after each change of the text; label names the editor for screen readers; nonce is
 // the page's Content-Security-Policy nonce, which the editor's style
 // element needs. Tab indents; Escape then Tab leaves the editor
 // (CodeMirror's tab-focus mode).
-export function createEditor(parent, { doc = "", onRun = () => {}, label = "Python code", nonce = "" } = {}) {
+export function createEditor(parent, { doc = "", onRun = () => {}, onChange = () => {}, label = "Python code", nonce = "" } = {}) {
   const run = () => { onRun(); return true; };
   const view = new EditorView({
     parent,
@@ -51,6 +51,7 @@ export function createEditor(parent, { doc = "", onRun = () => {}, label = "Pyth
           ...defaultKeymap, ...historyKeymap, ...searchKeymap]),
         EditorView.contentAttributes.of({ "aria-label": label }),
         EditorView.cspNonce.of(nonce),
+        EditorView.updateListener.of((u) => { if (u.docChanged) onChange(); }),
       ],
     }),
   });

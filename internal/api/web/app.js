@@ -13,6 +13,9 @@ import { Notebook } from "./notebook.js";
 // SOURCE_COPY is where a run keeps a copy of its code, so that a shared
 // link can show it: a file the run creates is returned as an artifact.
 const SOURCE_COPY = ".playground/main.py";
+// LINT_RULES are the ruff rules the editor marks: errors, pyflakes and
+// warnings, not every style rule the server may select.
+const LINT_RULES = ["E", "F", "W"];
 const SAMPLE = `import time
 
 for i in range(3):
@@ -34,9 +37,8 @@ class Playground {
     this.lintTimer = 0;
     this.console = new Console($("console"));
     this.editor = createEditor($("editor"), {
-      doc: localStorage.getItem("pyexec.code") || SAMPLE, onRun: () => this.run(), nonce,
+      doc: localStorage.getItem("pyexec.code") || SAMPLE, onRun: () => this.run(), onChange: () => this.codeChanged(), nonce,
     });
-    this.editor.view.dom.addEventListener("keyup", () => this.codeChanged());
     this.notebook = new Notebook(this.api);
     this.bind();
   }
@@ -135,9 +137,9 @@ class Playground {
     const code = this.editor.value;
     if (!code.trim()) { this.editor.setLint([]); return; }
     try {
-      const r = await this.api.json("POST", "/api/v1/lint", { json: { code } });
+      const r = await this.api.json("POST", "/api/v1/lint", { json: { code, select: LINT_RULES } });
       if (code !== this.editor.value) return;
-      this.editor.setLint((r.diagnostics || []).map((d) => ({
+      this.editor.setLint(r.map((d) => ({
         line: d.location.line, column: d.location.column,
         end_line: d.end_location.line, end_column: d.end_location.column, code: d.code, message: `${d.code} ${d.message}`,
       })));
