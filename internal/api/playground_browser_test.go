@@ -84,7 +84,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		cancel()
 		cancelAlloc()
-		t.Skipf("chromium does not start: %v", err)
+		t.Fatalf("chromium is installed but does not start: %v", err)
 	}
 	var mu sync.Mutex
 	var problems []string

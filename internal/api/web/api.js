@@ -31,8 +31,8 @@ export class Api {
   }
 
   // fetch sends a request and throws an ApiError for any non-2xx answer.
-  async fetch(method, path, { json, body, headers = {}, signal } = {}) {
-    const init = { method, headers: this.headers(headers), signal };
+  async fetch(method, path, { json, body, headers = {} } = {}) {
+    const init = { method, headers: this.headers(headers) };
     if (json !== undefined) {
       init.body = JSON.stringify(json);
       init.headers["Content-Type"] = "application/json";
@@ -58,19 +58,28 @@ export class Api {
   }
 
   // events yields the live events of an execution ({seq, type, data})
-  // until its final status; it resumes after the last seq if the
-  // connection drops.
-  async *events(id, signal) {
+  // until its final status; it resumes after the last seq when the stream
+  // breaks off, up to a few times.
+  async *events(id) {
     let after = 0;
-    for (let attempt = 0; attempt < 5; attempt++) {
+    for (let attempt = 1; ; attempt++) {
       const resp = await this.fetch("GET", `/api/v1/executions/${encodeURIComponent(id)}/events?after=${after}`,
-        { headers: { Accept: "text/event-stream" }, signal });
+        { headers: { Accept: "text/event-stream" } });
       const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
       for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += value;
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (e) {
+          if (attempt >= 5) throw e;
+          break; // the connection dropped: resume
+        }
+        if (chunk.done) {
+          if (attempt >= 5) return;
+          break;
+        }
+        buf += chunk.value;
         let end;
         while ((end = buf.indexOf("\n\n")) >= 0) {
           const frame = buf.slice(0, end);

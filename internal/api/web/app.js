@@ -32,7 +32,7 @@ class Playground {
     this.api = new Api((msg) => this.askKey(msg));
     this.health = null;
     this.uploads = new Map(); // name → Uint8Array
-    this.running = null; // {id, abort}
+    this.running = null; // {id} of the run in progress
     this.lintOn = true;
     this.lintTimer = 0;
     this.console = new Console($("console"));
@@ -44,6 +44,7 @@ class Playground {
   }
 
   bind() {
+    $("skip").addEventListener("click", () => this.editor.focus());
     $("run").addEventListener("click", () => this.run());
     $("stop").addEventListener("click", () => this.stop());
     $("upload").addEventListener("change", (e) => this.addUploads(e.target.files));
@@ -176,6 +177,23 @@ class Playground {
     document.body.classList.toggle("busy", on);
   }
 
+  // follow streams a running execution's events into the result panel,
+  // then shows its final record.
+  async follow(id) {
+    this.running = { id };
+    this.setRunning(true);
+    $("status").textContent = "Running…";
+    try {
+      for await (const ev of this.api.events(id)) this.onEvent(ev);
+      await this.showResult(await this.api.json("GET", `/api/v1/executions/${id}`), false);
+    } catch (e) {
+      $("status").textContent = "Error: " + e.message;
+    } finally {
+      this.running = null;
+      this.setRunning(false);
+    }
+  }
+
   async run() {
     if (this.running || $("script-view").hidden) return;
     this.resetResult();
@@ -192,24 +210,21 @@ class Playground {
     if (reqs) meta.requirements_txt = reqs;
     const form = new FormData();
     form.append("metadata", JSON.stringify(meta));
-    const abort = new AbortController();
-    this.running = { id: "", abort };
+    // Held while submitting, so that a second Ctrl+Enter does nothing.
+    this.running = { id: "" };
     this.setRunning(true);
     $("status").textContent = "Submitting…";
+    let id;
     try {
       form.append("tar", tarOf(files), "code.tar");
-      const { execution_id: id } = await this.api.json("POST", "/api/v1/exec/async", { body: form });
-      this.running.id = id;
-      $("status").textContent = "Running…";
-      for await (const ev of this.api.events(id, abort.signal)) this.onEvent(ev);
-      const result = await this.api.json("GET", `/api/v1/executions/${id}`);
-      await this.showResult(result, false);
+      ({ execution_id: id } = await this.api.json("POST", "/api/v1/exec/async", { body: form }));
     } catch (e) {
-      if (e.name !== "AbortError") $("status").textContent = "Error: " + e.message;
-    } finally {
+      $("status").textContent = "Error: " + e.message;
       this.running = null;
       this.setRunning(false);
+      return;
     }
+    await this.follow(id);
   }
 
   onEvent(ev) {
@@ -287,7 +302,8 @@ class Playground {
       $("share-banner").hidden = false;
       $("share-banner").textContent = `Execution ${id}` + (code ? "" : " (its code was not sent from the playground, so it is not shown)");
       if (code) this.editor.value = code;
-      await this.showResult(r, true);
+      if (r.status === "pending" || r.status === "running") await this.follow(id);
+      else await this.showResult(r, true);
     } catch (e) {
       $("status").textContent = `Cannot show ${id}: ${e.message}`;
     }

@@ -48,12 +48,12 @@ export class Notebook {
 
   addCell(code) {
     const n = this.nextNumber++;
-    const count = el("span", { class: "count", "aria-label": "Execution count" }, "[ ]");
+    const count = el("span", { class: "count", title: "Execution count" }, "[ ]");
     const output = el("div", { class: "cell-output", "aria-live": "polite", "aria-label": `Cell ${n} output` });
     const edBox = el("div", { class: "editor cell-editor" });
     const cell = { n, count, output, editor: null, li: null };
-    const run = el("button", { type: "button", class: "cell-run", onclick: () => this.runCell(cell) }, "Run");
-    const remove = el("button", { type: "button", onclick: () => this.removeCell(cell) }, "Delete");
+    const run = el("button", { type: "button", class: "cell-run", "aria-label": `Run cell ${n}`, onclick: () => this.runCell(cell) }, "Run");
+    const remove = el("button", { type: "button", "aria-label": `Delete cell ${n}`, onclick: () => this.removeCell(cell) }, "Delete");
     cell.li = el("li", { class: "cell", "data-cell": n, "aria-label": `Cell ${n}` },
       el("div", { class: "cell-head" }, count, run, remove), edBox, output);
     $("cells").append(cell.li);
