@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
@@ -237,6 +238,24 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	p.do(chromedp.Navigate(open.URL + "/"))
 	p.waitFor("the editor", `!!document.querySelector("#editor .cm-content") && !document.getElementById("script-view").hidden`, 20*time.Second)
 
+	t.Run("every control is labelled and the editor can be left by keyboard", func(t *testing.T) {
+		p := page{t: t, ctx: ctx}
+		unlabelled := eval[[]string](p, `[...document.querySelectorAll("input, select, textarea, button")]
+			.filter((e) => !(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim())
+			.map((e) => e.outerHTML.slice(0, 80))`)
+		if len(unlabelled) > 0 {
+			t.Fatalf("controls without a label: %q", unlabelled)
+		}
+		if live := eval[string](p, `document.getElementById("console").getAttribute("aria-live")`); live != "polite" {
+			t.Fatalf("console aria-live %q", live)
+		}
+		p.do(chromedp.Click(chromedp.CSS("#editor .cm-content")), chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent(kb.Tab))
+		if in := eval[bool](p, `!!document.activeElement.closest("#editor")`); in {
+			t.Fatal("Escape then Tab did not move the focus out of the editor")
+		}
+		clean(t, nil)
+	})
+
 	t.Run("streamed lines appear before the run ends", func(t *testing.T) {
 		p := page{t: t, ctx: ctx}
 		p.runScript("import time\nprint('first line', flush=True)\ntime.sleep(3)\nprint('last line')\n")
@@ -395,6 +414,20 @@ display(Evil())
 			t.Fatalf("execution counts %q, want [1][2]", counts)
 		}
 		p.screenshot("notebook")
+
+		p.do(chromedp.Click(chromedp.CSS("#nb-add")))
+		p.typeCode(`#cells .cell[data-cell="3"]`, "import time\nprint('spinning', flush=True)\nwhile True: time.sleep(0.1)")
+		p.do(chromedp.Click(chromedp.CSS(`#cells .cell[data-cell="3"] .cell-run`)))
+		p.waitFor("the cell to run", `document.querySelector('#cells .cell[data-cell="3"] .count').textContent === "[*]"`, 10*time.Second)
+		time.Sleep(500 * time.Millisecond) // into the loop
+		p.do(chromedp.Click(chromedp.CSS("#nb-interrupt")))
+		p.waitFor("the interrupt", `document.querySelector('#cells .cell[data-cell="3"] .cell-output').textContent.includes("KeyboardInterrupt")`, 20*time.Second)
+		p.do(chromedp.Click(chromedp.CSS(`#cells .cell[data-cell="2"] .cell-run`)))
+		p.waitFor("x after the interrupt", `document.querySelector('#cells .cell[data-cell="2"] .count').textContent === "[4]"`, 20*time.Second)
+		if out := p.text(`#cells .cell[data-cell="2"] .cell-output`); !strings.Contains(out, "42") {
+			t.Fatalf("after the interrupt, x * 2 gave %q", out)
+		}
+
 		p.do(chromedp.Click(chromedp.CSS("#nb-restart")))
 		p.waitFor("the restart", `document.getElementById("nb-status").textContent.startsWith("Restarted")`, 30*time.Second)
 		p.do(chromedp.Click(chromedp.CSS(`#cells .cell[data-cell="2"] .cell-run`)))
