@@ -63,8 +63,8 @@ export function renderOutput(o) {
     box.append(el("img", { src: `data:${mime};base64,${textOf(d[mime]).trim()}`, alt: d["text/plain"] ? textOf(d["text/plain"]) : "plot" }));
   } else if (d["image/svg+xml"]) {
     // An SVG as an image runs no script and loads nothing.
-    const svg = new Blob([textOf(d["image/svg+xml"])], { type: "image/svg+xml" });
-    box.append(el("img", { src: URL.createObjectURL(svg), alt: d["text/plain"] ? textOf(d["text/plain"]) : "figure" }));
+    const url = URL.createObjectURL(new Blob([textOf(d["image/svg+xml"])], { type: "image/svg+xml" }));
+    box.append(el("img", { src: url, alt: d["text/plain"] ? textOf(d["text/plain"]) : "figure", onload: () => URL.revokeObjectURL(url) }));
   } else if (d["text/html"]) {
     const html = el("div", { class: "html-output" });
     html.append(safeHTML(textOf(d["text/html"])));
