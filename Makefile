@@ -19,6 +19,7 @@ run: build
 # Privileged tests run when executed as root (as in CI).
 test:
 	$(GO) mod download
+	./scripts/install-chromium.sh
 	$(GO) vet $(PKGS)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

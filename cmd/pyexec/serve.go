@@ -96,7 +96,8 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
 		Logger: log.With("component", "api"), BaseEnvironment: st.base.String,
-		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats}
+		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
+		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}

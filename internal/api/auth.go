@@ -71,13 +71,14 @@ func (a *authenticator) lookup(secret string) (string, bool) {
 }
 
 // openPath reports whether path is served without a key: liveness,
-// readiness and the API's own documentation.
+// readiness, the API's own documentation and the playground page (which
+// holds no data: it asks for a key before calling the API).
 func openPath(path string) bool {
 	switch path {
-	case "/health", "/readyz", "/docs", "/openapi.json", "/openapi.yaml", "/openapi-3.0.json", "/openapi-3.0.yaml":
+	case "/", "/health", "/readyz", "/docs", "/openapi.json", "/openapi.yaml", "/openapi-3.0.json", "/openapi-3.0.yaml":
 		return true
 	}
-	return strings.HasPrefix(path, "/docs/")
+	return strings.HasPrefix(path, "/docs/") || strings.HasPrefix(path, playgroundPrefix)
 }
 
 // presentedKey is the key a request carries: "Authorization: Bearer <key>"

@@ -16,6 +16,10 @@ type healthBody struct {
 	UnsafeNoIsolation bool         `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
 	AuthRequired      bool         `json:"auth_required"`
 	NetworkAllowed    bool         `json:"network_allowed" doc:"Whether requests may ask for network access"`
+	PythonVersions    []string     `json:"python_versions,omitempty" doc:"Interpreter versions a request may ask for, oldest first"`
+	DefaultPython     string       `json:"default_python,omitempty" doc:"The version used when a request names none"`
+	MaxTimeoutSeconds int          `json:"max_timeout_seconds" doc:"The longest timeout a request may ask for"`
+	Sessions          bool         `json:"sessions" doc:"Whether the server offers sessions (/api/v1/sessions)"`
 	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
 	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
 }

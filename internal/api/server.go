@@ -1,8 +1,8 @@
 // Package api is pyexec's HTTP API: the python-executor-compatible
 // endpoints (/health, /api/v1/exec/sync|async, /api/v1/executions/{id},
 // /api/v1/eval) plus listing, live events, tool definitions, the MCP
-// server (/mcp), readiness, metrics, the OpenAPI 3.1 document and an
-// offline docs UI. Handlers decode, call the Engine and encode; they hold
+// server (/mcp), readiness, metrics, the OpenAPI 3.1 document, an
+// offline docs UI and the web playground at /. Handlers decode, call the Engine and encode; they hold
 // no business logic, and nothing here runs code, touches the disk or knows
 // how executions are stored.
 package api
@@ -46,6 +46,10 @@ type Options struct {
 	BaseEnvironment func() string
 	// Store, if set, reports how full the shared store is on /health.
 	Store func() engine.StoreStats
+	// PythonVersions and DefaultPython are the interpreters /health lists
+	// (the playground's picker offers them).
+	PythonVersions []string
+	DefaultPython  string
 
 	// Heartbeat is the interval of SSE keep-alive comments (default 15s).
 	Heartbeat time.Duration
@@ -113,6 +117,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 			UnsafeNoIsolation: cfg.UnsafeNoIsolation,
 			AuthRequired:      len(keys) > 0,
 			NetworkAllowed:    cfg.AllowNetwork,
+			PythonVersions:    opts.PythonVersions,
+			DefaultPython:     opts.DefaultPython,
+			MaxTimeoutSeconds: int(cfg.MaxTimeout / time.Second),
 		},
 		baseEnv:   opts.BaseEnvironment,
 		store:     opts.Store,
@@ -145,10 +152,12 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerTools(hapi)
 	s.registerFiles(hapi)
 	if se, ok := eng.(SessionEngine); ok {
+		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)
 	}
 	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
+	registerPlayground(mux)
 	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
 	mux.Handle(mcpPath, s.mcpHandler(mux))
 	mux.Handle("GET /metrics", s.metrics.Handler())

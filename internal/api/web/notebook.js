@@ -1,0 +1,171 @@
+// notebook.js is the notebook mode: cells run one by one in a session
+// (a Python interpreter kept alive by the server), so variables survive
+// from cell to cell until a restart.
+import { createEditor } from "./editor.js";
+
+// nonce is this page's Content-Security-Policy nonce, for the editor's styles.
+const nonce = document.querySelector('meta[name="csp-nonce"]').content;
+import { describeError, el, renderOutput } from "./render.js";
+
+const $ = (id) => document.getElementById(id);
+
+export class Notebook {
+  constructor(api) {
+    this.api = api;
+    this.session = null; // session id
+    this.health = null;
+    this.cells = [];
+    this.running = null; // the cell running now
+    this.nextNumber = 1;
+    $("nb-start").addEventListener("click", () => this.startSession());
+    $("nb-run-all").addEventListener("click", () => this.runAll());
+    $("nb-interrupt").addEventListener("click", () => this.call("interrupt", "Interrupt sent."));
+    $("nb-restart").addEventListener("click", () => this.restart());
+    $("nb-end").addEventListener("click", () => this.end());
+    $("nb-add").addEventListener("click", () => this.addCell("").editor.focus());
+    $("nb-upload").addEventListener("change", (e) => this.upload(e.target.files));
+  }
+
+  show(health) {
+    this.health = health;
+    if (!health.sessions) {
+      this.status("This server does not offer sessions, so the notebook is unavailable.");
+      $("nb-start").disabled = true;
+    }
+    if (!this.cells.length) {
+      this.addCell("x = 21");
+      this.addCell("x * 2");
+    }
+  }
+
+  status(text) { $("nb-status").textContent = text; }
+
+  setSession(id) {
+    this.session = id;
+    for (const b of ["nb-run-all", "nb-interrupt", "nb-restart", "nb-end", "nb-upload"]) $(b).disabled = !id;
+    $("nb-start").disabled = !!id;
+  }
+
+  addCell(code) {
+    const n = this.nextNumber++;
+    const count = el("span", { class: "count", title: "Execution count" }, "[ ]");
+    const output = el("div", { class: "cell-output", "aria-live": "polite", "aria-label": `Cell ${n} output` });
+    const edBox = el("div", { class: "editor cell-editor" });
+    const cell = { n, count, output, editor: null, li: null };
+    const run = el("button", { type: "button", class: "cell-run", "aria-label": `Run cell ${n}`, onclick: () => this.runCell(cell) }, "Run");
+    const remove = el("button", { type: "button", "aria-label": `Delete cell ${n}`, onclick: () => this.removeCell(cell) }, "Delete");
+    cell.li = el("li", { class: "cell", "data-cell": n, "aria-label": `Cell ${n}` },
+      el("div", { class: "cell-head" }, count, run, remove), edBox, output);
+    $("cells").append(cell.li);
+    cell.editor = createEditor(edBox, { doc: code, onRun: () => this.runCell(cell), label: `Cell ${n} code`, nonce });
+    this.cells.push(cell);
+    return cell;
+  }
+
+  removeCell(cell) {
+    cell.li.remove();
+    this.cells = this.cells.filter((c) => c !== cell);
+  }
+
+  async startSession() {
+    const body = {};
+    const py = $("python").value;
+    if (py) body.python_version = py;
+    const reqs = $("requirements").value.trim();
+    if (reqs) body.requirements = reqs;
+    this.status("Starting a session…");
+    $("nb-start").disabled = true;
+    try {
+      const s = await this.api.json("POST", "/api/v1/sessions", { json: body });
+      this.setSession(s.session_id);
+      this.status(`Session ${s.session_id} is ready.`);
+    } catch (e) {
+      $("nb-start").disabled = false;
+      this.status("Cannot start a session: " + e.message);
+    }
+  }
+
+  async runCell(cell) {
+    if (!this.session) await this.startSession();
+    if (!this.session || this.running) return false;
+    this.running = cell;
+    cell.count.textContent = "[*]";
+    cell.output.replaceChildren();
+    cell.editor.markError(0);
+    cell.li.classList.add("running");
+    const body = { code: cell.editor.value };
+    const timeout = Number($("timeout").value);
+    if (timeout) body.timeout_seconds = timeout;
+    let ok = false;
+    try {
+      const r = await this.api.json("POST", `/api/v1/sessions/${this.session}/execute`, { json: body });
+      cell.count.textContent = `[${r.execution_count ?? " "}]`;
+      if (r.stdout) cell.output.append(el("pre", { class: "stream-stdout", text: r.stdout }));
+      if (r.stderr) cell.output.append(el("pre", { class: "stream-stderr", text: r.stderr }));
+      for (const o of r.outputs || []) cell.output.append(renderOutput(o));
+      const err = describeError(r);
+      if (err) {
+        cell.output.append(el("div", { class: "error", role: "alert", text: err }));
+        if (r.error_line) cell.editor.markError(r.error_line);
+      }
+      ok = !err;
+      if (r.session_ended) {
+        this.setSession(null);
+        this.status("The session ended; start a new one to go on.");
+      }
+    } catch (e) {
+      cell.count.textContent = "[ ]";
+      cell.output.append(el("div", { class: "error", role: "alert", text: e.message }));
+      if (e.status === 404 || e.status === 410) this.setSession(null);
+    } finally {
+      cell.li.classList.remove("running");
+      this.running = null;
+    }
+    return ok;
+  }
+
+  async runAll() {
+    for (const cell of this.cells) {
+      if (!(await this.runCell(cell))) break;
+    }
+  }
+
+  async call(action, done) {
+    try {
+      await this.api.json("POST", `/api/v1/sessions/${this.session}/${action}`);
+      this.status(done);
+      return true;
+    } catch (e) {
+      this.status(`${action} failed: ${e.message}`);
+      return false;
+    }
+  }
+
+  async restart() {
+    this.status("Restarting…");
+    if (await this.call("restart", "Restarted: variables are gone, files are kept.")) {
+      for (const c of this.cells) c.count.textContent = "[ ]";
+    }
+  }
+
+  async end() {
+    try {
+      await this.api.json("DELETE", `/api/v1/sessions/${this.session}`);
+    } catch (e) {
+      this.status("End failed: " + e.message);
+    }
+    this.setSession(null);
+    this.status("Session ended.");
+  }
+
+  async upload(list) {
+    for (const f of list) {
+      try {
+        await this.api.fetch("PUT", `/api/v1/sessions/${this.session}/files/${encodeURIComponent(f.name)}`, { body: f });
+        this.status(`Uploaded ${f.name}.`);
+      } catch (e) {
+        this.status(`Upload of ${f.name} failed: ${e.message}`);
+      }
+    }
+  }
+}
