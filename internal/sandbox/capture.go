@@ -49,6 +49,7 @@ func (c *capture) add(p []byte) {
 	if over {
 		p = p[:max(room, 0)]
 	}
+	c.grow(len(p))
 	c.buf = append(c.buf, p...)
 	first := over && !c.truncated
 	if over {
@@ -61,6 +62,27 @@ func (c *capture) add(p []byte) {
 	if first && c.onLimit != nil {
 		c.onLimit(c.stream)
 	}
+}
+
+// minCapture is the first buffer of a capture that keeps anything.
+const minCapture = 64 << 10
+
+// grow makes room for n more bytes by doubling the buffer, never beyond
+// the limit. append alone grows a large slice by a quarter at a time: for
+// an output of 10 MiB that allocates and copies about 50 MiB, with the
+// old and the new buffer alive together at every step.
+func (c *capture) grow(n int) {
+	need := len(c.buf) + n
+	if need <= cap(c.buf) {
+		return
+	}
+	size := max(2*cap(c.buf), need, minCapture)
+	if int64(size) > c.limit {
+		size = max(need, int(c.limit))
+	}
+	b := make([]byte, len(c.buf), size)
+	copy(b, c.buf)
+	c.buf = b
 }
 
 // result returns what was kept and whether anything was dropped.
