@@ -68,6 +68,11 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	}
 	e.outcome(&ran, p, res, runErr, cause)
 	published.settle(&ran, res.Stdout, res.Stderr)
+	if !keepOutput {
+		// Recording the outcome may wait on a busy store: let the output
+		// go meanwhile (a copy is in the record or in the events).
+		res.Stdout, res.Stderr = nil, nil
+	}
 	// The run may have outlasted sctx: saving files gets a deadline of its
 	// own, and the outcome another (finish), so that slow uploads cannot
 	// eat the outcome's time.
