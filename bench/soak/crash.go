@@ -96,6 +96,7 @@ func submitUntilCrash(ctx context.Context, s *server, round int) ([]job, int) {
 		mu      sync.Mutex
 		jobs    []job
 		refused atomic.Int64
+		killed  atomic.Bool
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -118,7 +119,9 @@ func submitUntilCrash(ctx context.Context, s *server, round int) ([]job, int) {
 				k := (w + i) % 2
 				id, err := cs[k].ExecuteAsync(ctx, tar, &client.Metadata{})
 				if err != nil {
-					refused.Add(1) // refused, or cut off by the kill: never accepted
+					if !killed.Load() {
+						refused.Add(1) // refused by the live server: never accepted
+					}
 					continue
 				}
 				mu.Lock()
@@ -136,10 +139,11 @@ func submitUntilCrash(ctx context.Context, s *server, round int) ([]job, int) {
 		}
 	}
 	mu.Unlock()
+	killed.Store(true)
 	s.crash()
 	close(stop)
 	wg.Wait()
-	fmt.Printf("  round %d: %d accepted, %d refused or cut off, %d running at the kill\n", round+1, len(jobs), refused.Load(), running)
+	fmt.Printf("  round %d: %d accepted, %d refused before the kill, %d running at the kill\n", round+1, len(jobs), refused.Load(), running)
 	return jobs, running
 }
 
