@@ -119,8 +119,9 @@ func submitUntilCrash(ctx context.Context, s *server, round int) ([]job, int) {
 				k := (w + i) % 2
 				id, err := cs[k].ExecuteAsync(ctx, tar, &client.Metadata{})
 				if err != nil {
-					if !killed.Load() {
-						refused.Add(1) // refused by the live server: never accepted
+					if !killed.Load() && refused.Add(1) == 1 {
+						// refused by the live server: never accepted
+						fmt.Printf("  round %d: first refused submit: %v\n", round+1, err)
 					}
 					continue
 				}
