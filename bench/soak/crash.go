@@ -38,7 +38,6 @@ func crashRounds(ctx context.Context, binary string, rounds int) (bool, error) {
 		return false, err
 	}
 	for round := range rounds {
-		before := s.jailCgroups()
 		jobs, running := submitUntilCrash(ctx, s, round)
 		accepted = append(accepted, jobs...)
 		killedMidRun += running
@@ -53,6 +52,9 @@ func crashRounds(ctx context.Context, binary string, rounds int) (bool, error) {
 			}
 			killAll(left)
 		}
+		// Whatever jail cgroups the killed server left, the next one sweeps.
+		before := s.jailCgroups()
+		fmt.Printf("  round %d: the killed server left %d jail cgroups\n", round+1, len(before))
 		if err := s.start(ctx); err != nil {
 			return false, err
 		}
