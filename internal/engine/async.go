@@ -162,7 +162,7 @@ func (e *Engine) runJob(job store.Job) {
 		ack()
 		return
 	}
-	r, err = e.execute(runCtx, o, p, ack)
+	r, err = e.execute(runCtx, o, p, ack, false)
 	if err != nil {
 		e.log.Error("running a queued execution", "execution_id", id, "err", err)
 		return

@@ -22,8 +22,10 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // the jail with live output events, and records the outcome. ctx is the
 // execution's context; cancelling it (with a cause, see outcome.go) stops
 // the payload. onRunning is called once the record says running. The
-// returned record is the final one as stored.
-func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func()) (*record, error) {
+// returned record is the final one as stored, with stdout and stderr only
+// if keepOutput: a caller that does not answer with them (an async worker)
+// spares a copy of the whole output.
+func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(), keepOutput bool) (*record, error) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	started := now()
@@ -65,14 +67,28 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		cause = context.Cause(ctx)
 	}
 	e.outcome(&ran, p, res, runErr, cause)
-	published.settle(&ran)
+	published.settle(&ran, res.Stdout, res.Stderr)
+	if !keepOutput {
+		// Recording the outcome may wait on a busy store: let the output
+		// go meanwhile (a copy is in the record or in the events).
+		res.Stdout, res.Stderr = nil, nil
+	}
 	// The run may have outlasted sctx: saving files gets a deadline of its
 	// own, and the outcome another (finish), so that slow uploads cannot
 	// eat the outcome's time.
 	fctx, fcancel := storeCtx()
 	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
 	fcancel()
-	return e.finish(&ran)
+	r, err = e.finish(&ran)
+	if err != nil || !keepOutput || fill(r, res.Stdout, res.Stderr) {
+		return r, err
+	}
+	octx, ocancel := storeCtx()
+	defer ocancel()
+	if err := e.withOutput(octx, r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Recording an outcome is retried: a result must not be lost to a store
@@ -108,13 +124,10 @@ func (e *Engine) finish(ran *record) (*record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: recording the outcome of %s: %w", ran.ID, err)
 	}
-	ctx, cancel := storeCtx()
-	defer cancel()
 	if madeEnd {
+		ctx, cancel := storeCtx()
+		defer cancel()
 		e.ended(ctx, r)
-	}
-	if err := e.withOutput(ctx, r); err != nil {
-		return nil, err
 	}
 	return r, nil
 }

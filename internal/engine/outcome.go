@@ -29,11 +29,11 @@ const (
 	msgNodeLost     = "the server stopped while this execution was running"
 )
 
-// outcome fills the final fields of r from how the run ended. cause is
-// context.Cause of the run's context (nil if it was not cancelled).
+// outcome fills the final fields of r from how the run ended, all but
+// stdout and stderr (publishedOutput.settle). cause is context.Cause of
+// the run's context (nil if it was not cancelled).
 func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause error) {
 	r.FinishedAt = ptr(now())
-	r.Stdout, r.Stderr = string(res.Stdout), string(res.Stderr)
 	r.StdoutTruncated, r.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	r.CPUTimeMs = res.CPUTime.Milliseconds()
 	r.PeakMemoryBytes = res.PeakMemory

@@ -52,7 +52,10 @@ func newOutputEvents(interval time.Duration, maxBytes int, publish func([]Event)
 // write is the jail's OutputFunc.
 func (o *outputEvents) write(s sandbox.Stream, p []byte) {
 	o.mu.Lock()
-	if n := len(o.pending); n > 0 && o.pending[n-1].stream == s {
+	// A chunk grows up to maxBytes, then the next one starts: a backlog is
+	// a list of event-sized pieces, not one buffer regrown (and copied)
+	// as it piles up.
+	if n := len(o.pending); n > 0 && o.pending[n-1].stream == s && len(o.pending[n-1].data)+len(p) <= o.maxBytes {
 		o.pending[n-1].data = append(o.pending[n-1].data, p...)
 	} else {
 		o.pending = append(o.pending, chunk{stream: s, data: append([]byte(nil), p...)})
@@ -90,37 +93,65 @@ func (o *outputEvents) loop() {
 	}
 }
 
-// flush publishes the pending chunks in order, as one batch. A multi-byte
-// character split across writes is held back until its end arrives, so
-// every event is valid UTF-8 where the output is.
+// flushGroup is the most events one publish carries. A backlog that piled
+// up while the store was slow goes out a group at a time, so that only
+// one group exists as events (and as their JSON) at once rather than the
+// whole backlog in each form.
+const flushGroup = 8
+
+// flush publishes the pending chunks in order, in groups of events. A
+// multi-byte character split across writes is held back until its end
+// arrives, so every event is valid UTF-8 where the output is.
 func (o *outputEvents) flush(final bool) {
 	o.mu.Lock()
 	chunks := o.pending
 	o.pending, o.size = nil, 0
 	o.mu.Unlock()
-	var batch []Event
-	for _, c := range chunks {
-		data := append(o.carry[c.stream], c.data...)
+	b := batch{publish: o.publish}
+	for i, c := range chunks {
+		chunks[i].data = nil // published below; not kept until the whole backlog is
+		data := c.data
+		if len(o.carry[c.stream]) > 0 {
+			data = append(o.carry[c.stream], data...)
+		}
 		cut := len(data)
 		if !final {
 			cut = completeUTF8(data)
 		}
 		o.carry[c.stream] = append([]byte(nil), data[cut:]...)
-		batch = o.split(batch, streamEvent(c.stream), data[:cut])
+		o.split(&b, streamEvent(c.stream), data[:cut])
 	}
 	if final {
 		for s, rest := range o.carry {
-			batch = o.split(batch, streamEvent(sandbox.Stream(s)), rest)
+			o.split(&b, streamEvent(sandbox.Stream(s)), rest)
 		}
 	}
-	if len(batch) > 0 {
-		o.publish(batch)
+	b.flush()
+}
+
+// batch collects events and publishes them flushGroup at a time.
+type batch struct {
+	publish func([]Event)
+	events  []Event
+}
+
+func (b *batch) add(ev Event) {
+	b.events = append(b.events, ev)
+	if len(b.events) == flushGroup {
+		b.flush()
 	}
 }
 
-// split appends data to batch as events of at most maxBytes each, cut
-// between UTF-8 sequences where the output is UTF-8.
-func (o *outputEvents) split(batch []Event, typ EventType, data []byte) []Event {
+func (b *batch) flush() {
+	if len(b.events) > 0 {
+		b.publish(b.events)
+		b.events = nil
+	}
+}
+
+// split adds data to b as events of at most maxBytes each, cut between
+// UTF-8 sequences where the output is UTF-8.
+func (o *outputEvents) split(b *batch, typ EventType, data []byte) {
 	for len(data) > 0 {
 		n := len(data)
 		if n > o.maxBytes {
@@ -129,10 +160,9 @@ func (o *outputEvents) split(batch []Event, typ EventType, data []byte) []Event 
 				_, n = utf8.DecodeRune(data)
 			}
 		}
-		batch = append(batch, Event{Type: typ, Data: string(data[:n])})
+		b.add(Event{Type: typ, Data: string(data[:n])})
 		data = data[n:]
 	}
-	return batch
 }
 
 // completeUTF8 returns the length of the longest prefix of b that does not

@@ -69,21 +69,38 @@ func (p *publishedOutput) publish(ctx context.Context, e *Engine, id string, evs
 	}
 }
 
-// settle points r at the events when they hold exactly r's output.
-func (p *publishedOutput) settle(r *record) {
+// settle records where the output of r is kept: a reference to the
+// events when they hold exactly stdout and stderr, the output itself
+// otherwise. It works on the bytes the jail captured, so that the common
+// case copies nothing: a multi-megabyte output is not turned into a
+// string only to be left out of the stored record.
+func (p *publishedOutput) settle(r *record, stdout, stderr []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r.Output = nil
-	if p.failed || (r.Stdout == "" && r.Stderr == "") {
+	if !p.failed && (len(stdout) > 0 || len(stderr) > 0) && p.holds(0, stdout) && p.holds(1, stderr) {
+		r.Output = &outputRef{Stdout: len(stdout), Stderr: len(stderr)}
 		return
 	}
-	for i, s := range []string{r.Stdout, r.Stderr} {
-		sum := sha256.Sum256([]byte(s))
-		if p.n[i] != len(s) || !bytes.Equal(p.sums[i].Sum(nil), sum[:]) {
-			return
-		}
+	r.Stdout, r.Stderr = string(stdout), string(stderr)
+}
+
+// holds reports whether the events of stream i are exactly b.
+func (p *publishedOutput) holds(i int, b []byte) bool {
+	sum := sha256.Sum256(b)
+	return p.n[i] == len(b) && bytes.Equal(p.sums[i].Sum(nil), sum[:])
+}
+
+// fill puts the output that settle left out of r back in, from the bytes
+// it was settled with, when r still refers to them (a kill that won the
+// race to write keeps the run's output too, see merge).
+func fill(r *record, stdout, stderr []byte) bool {
+	if r.Output == nil || r.Stdout != "" || r.Stderr != "" ||
+		r.Output.Stdout != len(stdout) || r.Output.Stderr != len(stderr) {
+		return false
 	}
-	r.Output = &outputRef{Stdout: len(r.Stdout), Stderr: len(r.Stderr)}
+	r.Stdout, r.Stderr = string(stdout), string(stderr)
+	return true
 }
 
 func outputStream(t EventType) int {

@@ -168,6 +168,24 @@ func TestRecordHoldsOutputOnce(t *testing.T) {
 			t.Errorf("Get: %q, %v", got.Stdout, err)
 		}
 	})
+	t.Run("async", func(t *testing.T) {
+		id, err := e.eng.Submit(ctx, script("print:"+text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got *Execution
+		waitFor(t, "the async run to end", func() bool {
+			got, err = e.eng.Get(ctx, tester, id)
+			return err == nil && got.Status.Final()
+		})
+		if got.Status != StatusCompleted || got.Stdout != text {
+			t.Fatalf("Get: status %s, %d bytes of stdout; want completed with the %d written", got.Status, len(got.Stdout), len(text))
+		}
+		raw, err := e.st.Get(ctx, id)
+		if err != nil || len(raw.Value) > 4<<10 || strings.Contains(string(raw.Value), "xxxx") {
+			t.Errorf("stored record is %d bytes (%v) and holds the output; want metadata only", len(raw.Value), err)
+		}
+	})
 	t.Run("output gone with its events", func(t *testing.T) {
 		if err := e.st.PurgeEvents(ctx, x.ID); err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 		return &r.Execution, nil
 	}
 	defer e.adm.release()
-	r, err = e.execute(runCtx, o, p, func() {})
+	r, err = e.execute(runCtx, o, p, func() {}, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)
 	}

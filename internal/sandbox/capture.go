@@ -17,8 +17,12 @@ type capture struct {
 	// live (Spec.LiveOnly).
 	discard bool
 
-	mu        sync.Mutex
-	buf       []byte
+	mu sync.Mutex
+	// blocks hold what is kept, in order: pieces that are filled and never
+	// regrown, so keeping an output of any size copies it once, and
+	// result joins them once.
+	blocks    [][]byte
+	size      int64
 	truncated bool
 }
 
@@ -44,12 +48,12 @@ func (c *capture) add(p []byte) {
 		return
 	}
 	c.mu.Lock()
-	room := c.limit - int64(len(c.buf))
+	room := c.limit - c.size
 	over := int64(len(p)) > room
 	if over {
 		p = p[:max(room, 0)]
 	}
-	c.buf = append(c.buf, p...)
+	c.keep(p)
 	first := over && !c.truncated
 	if over {
 		c.truncated = true
@@ -63,9 +67,51 @@ func (c *capture) add(p []byte) {
 	}
 }
 
-// result returns what was kept and whether anything was dropped.
+// The first block of a capture that keeps anything is minBlock bytes;
+// each next one is twice the previous, up to maxBlock. Small outputs stay
+// small, and a large one is a list of maxBlock pieces.
+const (
+	minBlock = 4 << 10
+	maxBlock = 256 << 10
+)
+
+// keep appends p to the blocks; c.mu is held.
+func (c *capture) keep(p []byte) {
+	c.size += int64(len(p))
+	for len(p) > 0 {
+		n := len(c.blocks)
+		if n == 0 || len(c.blocks[n-1]) == cap(c.blocks[n-1]) {
+			size := minBlock
+			if n > 0 {
+				size = min(2*cap(c.blocks[n-1]), maxBlock)
+			}
+			c.blocks = append(c.blocks, make([]byte, 0, size))
+			n++
+		}
+		last := c.blocks[n-1]
+		k := min(len(p), cap(last)-len(last))
+		c.blocks[n-1] = append(last, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// result returns what was kept, in one piece, and whether anything was
+// dropped. Each block is let go as soon as it is copied, so that joining
+// them never holds the output twice.
 func (c *capture) result() ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.buf, c.truncated
+	switch len(c.blocks) {
+	case 0:
+		return nil, c.truncated
+	case 1:
+		return c.blocks[0], c.truncated
+	}
+	out := make([]byte, 0, c.size)
+	for i, b := range c.blocks {
+		out = append(out, b...)
+		c.blocks[i] = nil
+	}
+	c.blocks = [][]byte{out}
+	return out, c.truncated
 }

@@ -13,8 +13,10 @@ import (
 // takes events, so a follower holds at most this many events (each at most
 // an event's size, which the engine bounds) however long the stream is and
 // however slowly it reads. A slow follower therefore slows only its own
-// reads; the server does not buffer more for it.
-const followBatch = 2
+// reads; the server does not buffer more for it. One at a time: with 60
+// followers of a loud execution, two in flight each cost several MiB more
+// peak RSS (bench/followers) and bought no visible speed.
+const followBatch = 1
 
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
