@@ -64,8 +64,13 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 		if o.json {
 			continue
 		}
-		if ev.Type == client.EventInstall {
+		switch ev.Type {
+		case client.EventInstall:
 			prog.Install(ev.Data)
+			continue
+		case client.EventStatus:
+			// pending → running says nothing to print: the spinner
+			// keeps turning until the program writes something.
 			continue
 		}
 		prog.Stop()

@@ -44,6 +44,9 @@ func (e *exitStatus) Error() string {
 	return fmt.Sprintf("exit status %d", e.code)
 }
 
+// Unwrap returns the error the subcommand gave, if any.
+func (e *exitStatus) Unwrap() error { return e.err }
+
 // runFunc is the body of a subcommand: it returns the process exit code and
 // an error to print (either may be zero).
 type runFunc func(cmd *cobra.Command, args []string) (int, error)
