@@ -21,7 +21,7 @@ const finalPoll = 200 * time.Millisecond
 const legacyPoll = time.Second
 
 func newFollowCmd() *cobra.Command {
-	cmd := newClientCmd("follow <execution-id>", "Stream an execution's output live until it ends", cobra.ExactArgs(1),
+	cmd := newClientCmd("follow <execution-id>", "Stream an execution's output live until it ends", idArgs("execution id", 1, cobra.ExactArgs(1)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {
