@@ -12,7 +12,7 @@ import (
 // own file.
 func commands() []func() *cobra.Command {
 	return []func() *cobra.Command{
-		newDoctorCmd,
+		accepting(newDoctorCmd, flagJSON),
 		newVersionCmd,
 		newRunCmd,
 		newSubmitCmd,
@@ -72,11 +72,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// The python-executor global flags work before or after the subcommand.
+	// The python-executor global flags work before or after the subcommand;
+	// the commands that are not clients refuse them and do not show them.
 	addClientFlags(root.PersistentFlags())
+	root.PersistentPreRunE = rejectClientFlags
 	for _, c := range commands() {
 		root.AddCommand(c())
 	}
+	scopeUsage(root)
 	return root
 }
 
