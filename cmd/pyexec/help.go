@@ -8,8 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	"github.com/pyexec/pyexec/internal/config"
 )
 
 // Annotations of the commands.
@@ -103,29 +101,41 @@ func serverUsage(cmd *cobra.Command) error {
 		}
 	}
 	local := cmd.LocalFlags()
+	secs := flagSections()
 	grouped := false
-	for _, g := range append(config.FlagGroups(), config.FlagGroup{Title: config.OtherGroup}) {
-		if printFlagGroup(w, g.Title, local, func(f *pflag.Flag) bool { return config.GroupOf(f) == g.Title }) {
-			grouped = true
-		}
+	for _, sec := range secs[:len(secs)-1] {
+		grouped = printFlagGroup(w, sec.title, local, sec.keep) || grouped
 	}
-	title := "Flags"
-	if grouped {
-		title = "Other flags"
+	// The last section holds the flags of no topic: just "Flags" when no
+	// topic had any.
+	last := secs[len(secs)-1]
+	if !grouped {
+		last.title = "Flags"
 	}
-	printFlagGroup(w, title, local, func(f *pflag.Flag) bool { return config.GroupOf(f) == "" })
+	printFlagGroup(w, last.title, local, last.keep)
 	accepted := acceptedClientFlags(cmd)
 	printFlagGroup(w, "Global Flags", cmd.InheritedFlags(), func(f *pflag.Flag) bool { return slices.Contains(accepted, f.Name) })
-	if grouped {
+	if vars := environmentOnly(); grouped && len(vars) > 0 {
 		fmt.Fprintln(w, "\nEnvironment variables without a flag:")
-		for _, v := range config.EnvironmentOnly() {
-			fmt.Fprintf(w, "      %s   %s\n", v.Name, v.Usage)
+		width := 0
+		for _, v := range vars {
+			width = max(width, len(v[0]))
+		}
+		for _, v := range vars {
+			fmt.Fprintf(w, "      %-*s   %s\n", width, v[0], v[1])
 		}
 	}
 	if cmd.HasAvailableSubCommands() {
 		fmt.Fprintf(w, "\nUse \"%s [command] --help\" for more information about a command.\n", cmd.CommandPath())
 	}
 	return nil
+}
+
+// flagSection is one titled part of the flags in a usage; the last one
+// of flagSections takes the flags of no topic.
+type flagSection struct {
+	title string
+	keep  func(*pflag.Flag) bool
 }
 
 // printFlagGroup prints the flags of fs that keep selects under title and
