@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 )
 
 // terminal is a pyexec process on a pseudo-terminal, as a person runs it.
@@ -148,5 +150,43 @@ func TestReplOnATerminal(t *testing.T) {
 	again.typeKeys("\x04")
 	if code := again.wait(); code != 0 {
 		t.Fatalf("second repl exited %d; the screen:\n%s", code, again.screen)
+	}
+}
+
+// TestRunSpinnerOnATerminal: on a terminal, a run that installs its
+// requirements shows the installer's lines in a spinner, cleared before
+// the program's output; on pipes the output stays clean.
+func TestRunSpinnerOnATerminal(t *testing.T) {
+	needRoot(t)
+	uv, _ := pyenvtest.Tools(t)
+	ix := pyenvtest.NewIndex(t, pyenvtest.Wheel{Name: "tinyreq", Version: "2.0", Files: map[string]string{"tinyreq.py": "NAME = 'req'\n"}})
+	s := startServer(t, t.TempDir(), "--env-dir", pyenvtest.EnvDir(t), "--uv", uv, "--index-url", ix.URL)
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job.py")
+	if err := os.WriteFile(job, []byte("import tinyreq\nprint('got', tinyreq.NAME)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reqs, pinned := filepath.Join(dir, "requirements.txt"), filepath.Join(dir, "pinned.txt")
+	if os.WriteFile(reqs, []byte("tinyreq\n"), 0o644) != nil || os.WriteFile(pinned, []byte("tinyreq==2.0\n"), 0o644) != nil {
+		t.Fatal("writing the requirements")
+	}
+
+	term := startTerminal(t, cleanEnv("PYEXEC_SERVER="+s.url, "TERM=xterm"), "run", job, "--requirements", reqs)
+	if code := term.wait(); code != 0 {
+		t.Fatalf("exit %d; the screen:\n%s", code, term.screen)
+	}
+	screen := term.screen.String()
+	spin := strings.Index(screen, "installing dependencies: ")
+	clear := strings.LastIndex(screen, "\r\x1b[K")
+	out := strings.Index(screen, "got req")
+	if spin < 0 || out < 0 || clear < spin || clear > out {
+		t.Errorf("want install lines in a spinner, cleared before the output; the screen:\n%q", screen)
+	}
+
+	// The environment exists now; a second requirement set installs again,
+	// this time with stdout and stderr on pipes.
+	r := cli(t, s.url, "", "run", job, "--requirements", pinned)
+	if r.code != 0 || r.stdout != "got req\n" || strings.ContainsAny(r.stderr, "\r\x1b") {
+		t.Errorf("on pipes: %+v", r)
 	}
 }
