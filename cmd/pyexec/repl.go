@@ -52,7 +52,11 @@ func newReplCmd() *cobra.Command {
 				}
 			}
 			if in.interactive() {
-				fmt.Fprintf(r.errw, "pyexec session %s (Ctrl-C interrupts a cell, Ctrl-D quits; end a block with an empty line; history in %s)\n", r.id, in.historyFile())
+				hist := "no history"
+				if f := in.historyFile(); f != "" {
+					hist = "history in " + f
+				}
+				fmt.Fprintf(r.errw, "pyexec session %s (Ctrl-C interrupts a cell, Ctrl-D quits; end a block with an empty line; %s)\n", r.id, hist)
 			}
 			return r.loop(ctx)
 		})
