@@ -120,3 +120,27 @@ func TestClientFlagsAreRefusedOutsideTheClient(t *testing.T) {
 		}
 	}
 }
+
+// The README and the docs name no variable that help does not list (a
+// renamed or removed setting leaves no stale line behind).
+func TestDocsNameOnlyListedVariables(t *testing.T) {
+	_, serveHelp, _ := runCLI("serve", "--help")
+	_, runHelp, _ := runCLI("run", "--help")
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs found (%v)", err)
+	}
+	re := regexp.MustCompile(`PYEXEC_[A-Z0-9_]*[A-Z0-9]`)
+	for _, p := range append(docs, "../../README.md", "../../python/README.md") {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range re.FindAllString(string(data), -1) {
+			word := regexp.MustCompile(`\b` + name + `\b`)
+			if !slices.Contains(notVariables, name) && !word.MatchString(serveHelp) && !word.MatchString(runHelp) {
+				t.Errorf("%s names %s, which no help lists", filepath.Base(p), name)
+			}
+		}
+	}
+}
