@@ -134,8 +134,14 @@ func TestREADME(t *testing.T) {
 	}
 
 	hostPort := strings.TrimPrefix(s.url, "http://")
+	// curl is the one tool the README uses that a build machine may lack.
+	_, curlErr := exec.LookPath("curl")
 	var script strings.Builder
 	for _, l := range lines {
+		if curlErr != nil && strings.Contains(l.text, "curl ") {
+			t.Logf("README.md:%d not run: curl is not installed", l.no)
+			continue
+		}
 		text := strings.ReplaceAll(l.text, "http://localhost:8080", s.url)
 		text = strings.ReplaceAll(text, "localhost:8080", hostPort)
 		var ok []string
