@@ -4,7 +4,7 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -24,5 +24,5 @@ func newEnvCmd() *cobra.Command {
 
 // startLocal cannot start a private engine: there is no jail off Linux.
 func startLocal(context.Context, io.Writer) (string, func(), error) {
-	return "", nil, errors.New("--local " + errNeedsLinux.Error())
+	return "", nil, fmt.Errorf("--local %w", errNeedsLinux)
 }
