@@ -3,12 +3,22 @@ GO      ?= go
 BIN     := bin/pyexec
 PKGS    := ./...
 
-.PHONY: all build run test test-go test-vm lint bench clean
+.PHONY: all build cross run test test-go test-vm lint bench clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pyexec
+
+# cross builds the CLI for every platform it ships on; off Linux it is a
+# client only (serve, doctor, env and --local say that they need Linux).
+CROSS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+cross:
+	@for p in $(CROSS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+	  echo "build $$p"; \
+	  GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -o bin/cross/pyexec-$$os-$$arch$$ext ./cmd/pyexec || exit 1; \
+	done
 
 run: build
 	./$(BIN) serve
@@ -21,6 +31,7 @@ test:
 	$(GO) mod download
 	./scripts/install-chromium.sh
 	$(GO) vet $(PKGS)
+	$(MAKE) cross
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)

@@ -121,12 +121,19 @@ func freePort(t *testing.T) int {
 // environment unless args say otherwise (later flags win).
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
+	return startServerEnv(t, dataDir, nil, args...)
+}
+
+// startServerEnv is startServer with PYEXEC_* settings in the server's
+// environment.
+func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
+	t.Helper()
 	port := freePort(t)
 	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent,
 		"--prepare-base=false"}, args...)
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{})}
 	s.cmd = exec.Command(binary, argv...)
-	s.cmd.Env = cleanEnv()
+	s.cmd.Env = cleanEnv(env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

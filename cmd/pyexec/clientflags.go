@@ -67,7 +67,7 @@ func addClientFlags(fs *pflag.FlagSet) {
 
 // newClientCmd returns a command carrying the client flags, whose body is f.
 func newClientCmd(use, short string, args cobra.PositionalArgs, f runFunc) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(f))}
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(f)), Annotations: map[string]string{annClient: ""}}
 }
 
 // readClientOptions reads the client flags of cmd, with the environment

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -70,8 +72,8 @@ func TestLintCommand(t *testing.T) {
 }
 
 func TestFollowShowsInstallProgress(t *testing.T) {
-	stream := sse(1, "status", "running") + sse(2, "install", "installing pyyaml with uv") +
-		sse(3, "install", "environment ready in 1s") + sse(4, "stdout", "ok\n") + sse(5, "status", "completed")
+	stream := sse(1, "status", "pending") + sse(2, "install", "installing pyyaml with uv") +
+		sse(3, "install", "environment ready in 1s") + sse(4, "status", "running") + sse(5, "stdout", "ok\n") + sse(6, "status", "completed")
 	tests := []struct {
 		name       string
 		flags      []string
@@ -97,16 +99,34 @@ func TestProgressSpinnerOnATerminal(t *testing.T) {
 	p.Install("installing pyyaml with uv")
 	p.Install("  Downloaded pyyaml  ")
 	p.Stop()
-	p.Install("after stop is ignored")
+	first := buf.String()
+	if !strings.HasPrefix(first, "\r| installing dependencies: installing pyyaml with uv\x1b[K") ||
+		!strings.Contains(first, "installing dependencies: Downloaded pyyaml\x1b[K") ||
+		!strings.HasSuffix(first, "\r\x1b[K") || strings.Contains(first, "\n") {
+		t.Errorf("spinner output %q", first)
+	}
+	// Output of the program cleared the line; an install line after it
+	// brings the spinner back, and the last Stop clears it again.
+	p.Install("Installed pyyaml")
 	p.Stop()
-	out := buf.String()
-	if !strings.HasPrefix(out, "\r| installing dependencies: installing pyyaml with uv\x1b[K") ||
-		!strings.Contains(out, "installing dependencies: Downloaded pyyaml\x1b[K") ||
-		!strings.HasSuffix(out, "\r\x1b[K") || strings.Contains(out, "after stop") || strings.Contains(out, "\n") {
-		t.Errorf("spinner output %q", out)
+	p.Stop()
+	second := strings.TrimPrefix(buf.String(), first)
+	if !strings.Contains(second, "installing dependencies: Installed pyyaml\x1b[K") || !strings.HasSuffix(second, "\r\x1b[K") ||
+		strings.Count(second, "\r\x1b[K") != 1 {
+		t.Errorf("spinner output after a stop %q", second)
 	}
 	if isTerminal(&buf) {
 		t.Error("a buffer is not a terminal")
+	}
+}
+
+func TestProgressNotesOnlyOnATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, false)
+	p.Note("starting a Python session")
+	p.Stop()
+	if buf.Len() != 0 {
+		t.Errorf("a note reached a non-terminal: %q", buf.String())
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 func newFilesCmd() *cobra.Command {
 	var out string
-	cmd := newClientCmd("files <execution-id> [path]", "List or download the files an execution produced", cobra.RangeArgs(1, 2),
+	cmd := newClientCmd("files <execution-id> [path]", "List or download the files an execution produced", idArgs("execution id", 1, cobra.RangeArgs(1, 2)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {

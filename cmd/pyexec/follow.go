@@ -21,7 +21,7 @@ const finalPoll = 200 * time.Millisecond
 const legacyPoll = time.Second
 
 func newFollowCmd() *cobra.Command {
-	cmd := newClientCmd("follow <execution-id>", "Stream an execution's output live until it ends", cobra.ExactArgs(1),
+	cmd := newClientCmd("follow <execution-id>", "Stream an execution's output live until it ends", idArgs("execution id", 1, cobra.ExactArgs(1)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {
@@ -64,8 +64,13 @@ func follow(ctx context.Context, c *client.Client, id string, o clientOptions, s
 		if o.json {
 			continue
 		}
-		if ev.Type == client.EventInstall {
+		switch ev.Type {
+		case client.EventInstall:
 			prog.Install(ev.Data)
+			continue
+		case client.EventStatus:
+			// pending → running says nothing to print: the spinner
+			// keeps turning until the program writes something.
 			continue
 		}
 		prog.Stop()

@@ -9,7 +9,7 @@ import (
 )
 
 func newKillCmd() *cobra.Command {
-	cmd := newClientCmd("kill <execution-id>", "Kill a running execution", cobra.ExactArgs(1),
+	cmd := newClientCmd("kill <execution-id>", "Kill a running execution", idArgs("execution id", 1, cobra.ExactArgs(1)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
-// spinnerFrames animate the install spinner, one byte a frame.
+// spinnerFrames animate the spinner, one byte a frame.
 const spinnerFrames = `|/-\`
 
 // spinnerTick is how often the spinner turns while nothing arrives.
@@ -20,22 +20,24 @@ const spinnerTick = 120 * time.Millisecond
 // progressWidth bounds a spinner line so that it never wraps.
 const progressWidth = 100
 
-// progress shows an execution's install events on stderr: on a terminal,
-// one line that a spinner redraws in place and that is cleared when the
-// install ends; elsewhere, one plain "install: ..." line per event. With
-// quiet it shows nothing. Create it with newProgress and always Stop it.
+// progress shows what a person waits for on stderr. On a terminal it is
+// one line that a spinner redraws in place: the latest install line, or a
+// note such as "starting a session"; Stop clears it so that the program's
+// own output starts on a clean line, and a later line brings it back.
+// Elsewhere (a pipe, a file) only install lines are written, one plain
+// "install: ..." line each, and notes are not. With quiet it shows
+// nothing. Create it with newProgress and always Stop it.
 type progress struct {
 	w     io.Writer
 	tty   bool
 	quiet bool
 
-	mu     sync.Mutex
-	line   string
-	frame  int
-	shown  bool          // a spinner line is on screen
-	stop   chan struct{} // closed by Stop; nil until the spinner starts
-	wg     sync.WaitGroup
-	closed bool
+	mu    sync.Mutex
+	line  string
+	frame int
+	shown bool          // a spinner line is on screen
+	stop  chan struct{} // closed by Stop; nil while the spinner is not turning
+	wg    sync.WaitGroup
 }
 
 func newProgress(w io.Writer, quiet bool) *progress {
@@ -45,11 +47,7 @@ func newProgress(w io.Writer, quiet bool) *progress {
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Install shows one line of installer output.
@@ -62,12 +60,22 @@ func (p *progress) Install(line string) {
 		fmt.Fprintf(p.w, "install: %s\n", line)
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	p.show("installing dependencies: " + line)
+}
+
+// Note shows what is being waited for, on a terminal only.
+func (p *progress) Note(text string) {
+	if p.quiet || !p.tty {
 		return
 	}
-	p.line = line
+	p.show(text)
+}
+
+// show draws text as the spinner line and starts the spinner.
+func (p *progress) show(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.line = text
 	p.drawLocked()
 	if p.stop == nil {
 		p.stop = make(chan struct{})
@@ -95,7 +103,7 @@ func (p *progress) spin(stop chan struct{}) {
 }
 
 func (p *progress) drawLocked() {
-	text := "installing dependencies: " + p.line
+	text := p.line
 	if r := []rune(text); len(r) > progressWidth {
 		text = string(r[:progressWidth-1]) + "…"
 	}
@@ -103,12 +111,12 @@ func (p *progress) drawLocked() {
 	p.shown = true
 }
 
-// Stop ends the spinner and clears its line, so that the program's own
-// output starts on a clean line. It is safe to call more than once.
+// Stop ends the spinner and clears its line. It is safe to call more than
+// once; a later Install or Note starts the spinner again.
 func (p *progress) Stop() {
 	p.mu.Lock()
 	stop := p.stop
-	p.stop, p.closed = nil, true
+	p.stop = nil
 	p.mu.Unlock()
 	if stop != nil {
 		close(stop)

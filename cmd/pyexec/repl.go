@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,8 +24,15 @@ func newReplCmd() *cobra.Command {
 			if err != nil {
 				return exitClientError, err
 			}
-			r := &repl{c: o.newClient(), o: o, in: bufio.NewReader(cmd.InOrStdin()), out: cmd.OutOrStdout(),
-				errw: cmd.ErrOrStderr(), id: attach}
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt)
+			defer signal.Stop(sigs)
+			in, err := newLineSource(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), sigs)
+			if err != nil {
+				return exitClientError, err
+			}
+			defer in.close()
+			r := &repl{c: o.newClient(), o: o, in: in, out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(), id: attach, sigs: sigs}
 			ctx := cmd.Context()
 			if r.id == "" {
 				s, err := createSession(ctx, r.c, o, f, r.errw)
@@ -41,8 +48,12 @@ func newReplCmd() *cobra.Command {
 					}()
 				}
 			}
-			if isTerminal(r.out) {
-				fmt.Fprintf(r.errw, "pyexec session %s (Ctrl-C interrupts a cell, Ctrl-D quits; end a block with an empty line)\n", r.id)
+			if in.interactive() {
+				hist := "no history"
+				if f := in.historyFile(); f != "" {
+					hist = "history in " + f
+				}
+				fmt.Fprintf(r.errw, "pyexec session %s (Ctrl-C interrupts a cell, Ctrl-D quits; end a block with an empty line; %s)\n", r.id, hist)
 			}
 			return r.loop(ctx)
 		})
@@ -54,7 +65,13 @@ its output and the value of its last expression. A line that opens a block
 (ending in ':' or '\', or with brackets left open) reads more lines until an
 empty one. Ctrl-C interrupts the running cell (the session keeps its
 variables) or drops a half-typed block; Ctrl-D ends the prompt and, unless
---keep or --session, the session.`
+--keep or --session, the session.
+
+On a terminal the prompt has line editing and a history (up and down
+arrows, Ctrl-R to search) kept per user on this machine, never in the
+session: $XDG_STATE_HOME/pyexec/repl_history, by default
+~/.local/state/pyexec/repl_history (on macOS and Windows under the user's
+configuration directory).`
 	return cmd
 }
 
@@ -62,82 +79,58 @@ variables) or drops a half-typed block; Ctrl-D ends the prompt and, unless
 type repl struct {
 	c         *client.Client
 	o         clientOptions
-	in        *bufio.Reader
+	in        lineSource
 	out, errw io.Writer
 	id        string
+	sigs      <-chan os.Signal // Ctrl-C while a cell runs
 }
 
 func (r *repl) loop(ctx context.Context) (int, error) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	defer signal.Stop(sigs)
-	lines := make(chan string)
-	readDone := make(chan error, 1)
-	go func() { // owned by loop: it ends at EOF, which loop waits for or abandons with the process
-		defer close(lines)
-		for {
-			line, err := r.in.ReadString('\n')
-			if line != "" {
-				lines <- strings.TrimRight(line, "\r\n")
-			}
-			if err != nil {
-				readDone <- err
-				return
-			}
-		}
-	}()
 	var block []string
-	for {
-		r.prompt(len(block) > 0)
-		select {
-		case <-ctx.Done():
-			return 0, nil
-		case <-sigs:
-			if len(block) > 0 {
-				fmt.Fprintln(r.errw, "\nKeyboardInterrupt")
+	for ctx.Err() == nil {
+		prompt := ">>> "
+		if len(block) > 0 {
+			prompt = "... "
+		}
+		line, err := r.in.readLine(prompt)
+		switch {
+		case errors.Is(err, errInterrupted):
+			if len(block) > 0 || line != "" {
+				fmt.Fprintln(r.errw, "KeyboardInterrupt")
 			}
 			block = nil
 			continue
-		case line, ok := <-lines:
-			if !ok {
-				if len(block) > 0 {
-					r.run(ctx, strings.Join(block, "\n"), sigs)
-				}
-				if err := <-readDone; err != io.EOF {
-					return exitClientError, err
-				}
-				return 0, nil
+		case errors.Is(err, io.EOF):
+			if len(block) > 0 {
+				r.run(ctx, strings.Join(block, "\n"))
 			}
-			block = append(block, line)
-			if len(block) == 1 && !opensBlock(line) || len(block) > 1 && strings.TrimSpace(line) == "" {
-				if code := strings.Join(block, "\n"); strings.TrimSpace(code) != "" {
-					if ended := r.run(ctx, code, sigs); ended {
-						return 1, fmt.Errorf("the session ended")
-					}
+			return 0, nil
+		case err != nil:
+			return exitClientError, err
+		}
+		block = append(block, line)
+		if len(block) == 1 && !opensBlock(line) || len(block) > 1 && strings.TrimSpace(line) == "" {
+			if code := strings.Join(block, "\n"); strings.TrimSpace(code) != "" {
+				if ended := r.run(ctx, code); ended {
+					return 1, fmt.Errorf("the session ended")
 				}
-				block = nil
 			}
+			block = nil
 		}
 	}
-}
-
-func (r *repl) prompt(more bool) {
-	if !isTerminal(r.out) {
-		return
-	}
-	if more {
-		fmt.Fprint(r.out, "... ")
-	} else {
-		fmt.Fprint(r.out, ">>> ")
-	}
+	return 0, nil
 }
 
 // run executes one cell; Ctrl-C while it runs interrupts it. It reports
 // whether the session ended.
-func (r *repl) run(ctx context.Context, code string, sigs <-chan os.Signal) bool {
+func (r *repl) run(ctx context.Context, code string) bool {
 	type answer struct {
 		res *client.CellResult
 		err error
+	}
+	// A Ctrl-C from before the cell started is not meant for it.
+	for len(r.sigs) > 0 {
+		<-r.sigs
 	}
 	done := make(chan answer, 1)
 	go func() {
@@ -146,7 +139,7 @@ func (r *repl) run(ctx context.Context, code string, sigs <-chan os.Signal) bool
 	}()
 	for {
 		select {
-		case <-sigs:
+		case <-r.sigs:
 			if err := r.c.InterruptSession(ctx, r.id); err != nil {
 				fmt.Fprintf(r.errw, "pyexec: interrupting: %v\n", err)
 			}

@@ -12,7 +12,7 @@ import (
 // own file.
 func commands() []func() *cobra.Command {
 	return []func() *cobra.Command{
-		newDoctorCmd,
+		accepting(newDoctorCmd, flagJSON),
 		newVersionCmd,
 		newRunCmd,
 		newSubmitCmd,
@@ -44,6 +44,9 @@ func (e *exitStatus) Error() string {
 	return fmt.Sprintf("exit status %d", e.code)
 }
 
+// Unwrap returns the error the subcommand gave, if any.
+func (e *exitStatus) Unwrap() error { return e.err }
+
 // runFunc is the body of a subcommand: it returns the process exit code and
 // an error to print (either may be zero).
 type runFunc func(cmd *cobra.Command, args []string) (int, error)
@@ -69,11 +72,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// The python-executor global flags work before or after the subcommand.
+	// The python-executor global flags work before or after the subcommand;
+	// the commands that are not clients refuse them and do not show them.
 	addClientFlags(root.PersistentFlags())
+	root.PersistentPreRunE = rejectClientFlags
 	for _, c := range commands() {
 		root.AddCommand(c())
 	}
+	scopeUsage(root)
 	return root
 }
 

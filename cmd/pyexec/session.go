@@ -91,6 +91,7 @@ func createSession(ctx context.Context, c *client.Client, o clientOptions, f ses
 	}
 	p := newProgress(errw, o.quiet)
 	defer p.Stop()
+	p.Note("starting a Python session")
 	return c.CreateSessionWithProgress(ctx, req, p.Install)
 }
 
@@ -117,7 +118,7 @@ func newSessionCreateCmd() *cobra.Command {
 }
 
 func newSessionExecCmd() *cobra.Command {
-	cmd := newClientCmd("exec <session-id> [code|-]", "Run a cell in a session (code from the argument or stdin)", cobra.RangeArgs(1, 2),
+	cmd := newClientCmd("exec <session-id> [code|-]", "Run a cell in a session (code from the argument or stdin)", idArgs("session id", 1, cobra.RangeArgs(1, 2)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {
@@ -177,7 +178,7 @@ func newSessionLsCmd() *cobra.Command {
 }
 
 func newSessionRmCmd() *cobra.Command {
-	cmd := newClientCmd("rm <session-id>...", "End sessions and remove their files", cobra.MinimumNArgs(1),
+	cmd := newClientCmd("rm <session-id>...", "End sessions and remove their files", idArgs("session id", -1, cobra.MinimumNArgs(1)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
 			if err != nil {

@@ -233,3 +233,22 @@ func TestParseSize(t *testing.T) {
 		})
 	}
 }
+
+// Every serve flag has a help topic and every flag of the topics exists.
+func TestEveryFlagHasATopic(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	c.Bind(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if GroupOf(f) == OtherGroup {
+			t.Errorf("--%s is in no topic of FlagGroups", f.Name)
+		}
+	})
+	for _, g := range FlagGroups() {
+		for _, name := range g.Flags {
+			if fs.Lookup(name) == nil {
+				t.Errorf("topic %q names --%s, which serve does not have", g.Title, name)
+			}
+		}
+	}
+}

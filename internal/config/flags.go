@@ -111,12 +111,13 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 }
 
 // describe sets the usage of the flag name just added to fs and records
-// its environment variable.
+// its environment variable and its help topic.
 func describe(fs *pflag.FlagSet, name, usage string) {
 	env := EnvName(name)
 	f := fs.Lookup(name)
 	f.Usage = fmt.Sprintf("%s (env %s)", usage, env)
 	_ = fs.SetAnnotation(name, envAnnotation, []string{env}) // the flag was just added
+	_ = fs.SetAnnotation(name, groupAnnotation, []string{groupOf(name)})
 }
 
 // Resolve completes c after fs (on which Bind was called) has been parsed:

@@ -22,7 +22,7 @@ class AsyncPyExec(AsyncFilesMixin):
     methods are those of PyExec, as coroutines.
 
     >>> async with AsyncPyExec("http://localhost:8080") as px:
-    ...     (await px.eval("6 * 7", eval_last_expr=True)).result
+    ...     (await px.eval("6 * 7")).result
     '42'
 
     Args:
@@ -82,12 +82,13 @@ class AsyncPyExec(AsyncFilesMixin):
     async def eval(self, code: Optional[str] = None, *, files: Optional[c.EvalFiles] = None,
              entrypoint: Optional[str] = None, stdin: Optional[str] = None, python_version: Optional[str] = None,
              timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
-             cpu_shares: Optional[int] = None, network: Optional[bool] = None, eval_last_expr: bool = False,
+             cpu_shares: Optional[int] = None, network: Optional[bool] = None, eval_last_expr: bool = True,
              requirements: Optional[str] = None) -> ExecutionResult:
         """Run code (as main.py) or files sent as JSON and wait for the result.
 
-        With ``eval_last_expr`` the repr of a final expression comes back in
-        ``result``. A Python exception is a result (``exit_code != 0``), not
+        The repr of a final expression comes back in ``result`` (as with the
+        CLI's ``pyexec eval``); ``eval_last_expr=False`` runs the code as a
+        plain script. A Python exception is a result (``exit_code != 0``), not
         an exception of this client.
         """
         body = c.eval_body(code, files, entrypoint, stdin, python_version,

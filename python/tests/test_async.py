@@ -25,8 +25,10 @@ async def test_health_and_tools(apx):
 
 
 async def test_eval(apx):
-    r = await apx.eval("print('hi')\n6 * 7", eval_last_expr=True)
+    r = await apx.eval("print('hi')\n6 * 7")
     assert r.ok and r.stdout == "hi\n" and r.result == "42"
+    r = await apx.eval("6 * 7", eval_last_expr=False)
+    assert r.ok and r.result is None
     r = await apx.eval("1 / 0")
     assert r.exit_code != 0 and r.error_type == "ZeroDivisionError"
     with pytest.raises(BadRequestError, match="unsupported python_version"):

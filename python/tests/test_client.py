@@ -29,8 +29,10 @@ def test_health(px):
 
 class TestEval:
     def test_last_expression_and_stdout(self, px):
-        r = px.eval("print('hi')\n6 * 7", eval_last_expr=True)
+        r = px.eval("print('hi')\n6 * 7")
         assert r.ok and r.stdout == "hi\n" and r.result == "42"
+        r = px.eval("print('hi')\n6 * 7", eval_last_expr=False)
+        assert r.ok and r.stdout == "hi\n" and r.result is None
         assert r.execution_id.startswith("exe_") and r.started_at and r.finished_at
 
     def test_exception_is_a_result(self, px):
@@ -173,7 +175,7 @@ def test_client_is_thread_safe(px):
     results = []
 
     def work(i):
-        results.append(px.eval(f"{i} * 2", eval_last_expr=True).result)
+        results.append(px.eval(f"{i} * 2").result)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
     for t in threads:
