@@ -54,7 +54,7 @@ func (s *Server) registerTools(hapi huma.API) {
 	o.Description = "The tools of the MCP server at /mcp, ready to pass to OpenAI- or Anthropic-style tool calling. " +
 		"Execute a call to run_python by sending its arguments to the MCP server, or with the Python client's tool helper."
 	huma.Register(hapi, o, func(_ context.Context, in *toolsInput) (*toolsOutput, error) {
-		defs := mcpserver.Definitions()
+		defs := mcpserver.AvailableDefinitions(s.lintAvailable())
 		out := &toolsOutput{Body: ToolList{Format: in.Format, Tools: make([]any, len(defs))}}
 		for i, d := range defs {
 			if in.Format == toolsAnthropic {
