@@ -95,7 +95,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
-		Logger: log.With("component", "api"), BaseEnvironment: st.base.String,
+		Logger: log.With("component", "api"), BaseEnvironment: st.base.String, Tools: st.tools.health,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())

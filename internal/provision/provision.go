@@ -73,13 +73,16 @@ func (p *Provisioner) Close() {
 }
 
 // Path is where t lives once fetched.
-func (p *Provisioner) Path(t Tool) string {
-	return filepath.Join(p.cfg.Dir, t.Name+"-"+t.Version, t.Name)
-}
+func (p *Provisioner) Path(t Tool) string { return pathIn(p.cfg.Dir, t) }
+
+func pathIn(dir string, t Tool) string { return filepath.Join(dir, t.Name+"-"+t.Version, t.Name) }
 
 // Installed returns t's path when it has been fetched before.
-func (p *Provisioner) Installed(t Tool) (string, bool) {
-	path := p.Path(t)
+func (p *Provisioner) Installed(t Tool) (string, bool) { return Installed(p.cfg.Dir, t) }
+
+// Installed returns t's path when it has been fetched into dir before.
+func Installed(dir string, t Tool) (string, bool) {
+	path := pathIn(dir, t)
 	st, err := os.Stat(path)
 	return path, err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }

@@ -191,6 +191,20 @@ func touch(path string) error {
 	return f.Close()
 }
 
+// fontsConf is the jail's fontconfig configuration: the system font
+// directories (bound read-only with /usr) and a cache in the jail's own
+// /tmp. Without one, every program that asks fontconfig (matplotlib runs
+// fc-list when it builds its font list) prints "Fontconfig error: Cannot
+// load default config file" to the payload's stderr.
+const fontsConf = `<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <dir>/usr/share/fonts</dir>
+  <dir>/usr/local/share/fonts</dir>
+  <cachedir>/tmp/.cache/fontconfig</cachedir>
+</fontconfig>
+`
+
 // writeEtc writes a synthetic /etc: no host file with secrets or the host's
 // name is ever visible. With network on, DNS configuration and CA
 // certificates are added.
@@ -211,6 +225,10 @@ func writeEtc(root string, s *setupMsg) error {
 			files["resolv.conf"] = string(b)
 		}
 	}
+	if err := os.Mkdir(filepath.Join(etc, "fonts"), 0o755); err != nil {
+		return err
+	}
+	files["fonts/fonts.conf"] = fontsConf
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
 			return err
