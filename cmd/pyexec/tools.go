@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
@@ -13,6 +14,10 @@ import (
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
+
+// lintWait is how long a lint request that arrives while ruff is being
+// fetched waits for it before the answer is 503: a fetch takes seconds.
+const lintWait = 30 * time.Second
 
 // toolset is how the server came by uv and ruff: named by --uv/--ruff,
 // fetched (pinned) into DATA_DIR/tools in the background, or found on
@@ -193,7 +198,7 @@ func (t *toolset) startLinter(cfg config.Config, jails *sandbox.Manager, deps *e
 		deps.Linter = l
 		return nil
 	}
-	t.lint = engine.NewLateLinter("ruff is being fetched from the package index")
+	t.lint = engine.NewLateLinter("ruff is being fetched from the package index", lintWait)
 	deps.Linter = t.lint
 	job := t.prov.Start(provision.Ruff)
 	t.wg.Add(1)

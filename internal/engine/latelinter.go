@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/pyenv"
 )
@@ -15,33 +16,42 @@ import (
 var ErrUnavailable = errors.New("not available yet")
 
 // LateLinter is the Linter of a server whose ruff arrives after start-up
-// (fetched in the background). Until Set it refuses with ErrUnavailable;
-// after Fail it refuses with ErrInvalid, as a server without ruff does.
+// (fetched in the background). A lint request that comes before waits for
+// it, up to a bound, then is refused with ErrUnavailable; after Fail it is
+// refused with ErrInvalid, as on a server without ruff.
 type LateLinter struct {
+	pending string        // why it is not there yet
+	wait    time.Duration // how long a request waits for it
+	ready   chan struct{} // closed by the first Set or Fail
+	once    sync.Once
+
 	mu      sync.Mutex
 	l       Linter
 	failure string // set by Fail
-	pending string // why it is not there yet
 }
 
 var _ Linter = (*LateLinter)(nil)
 
 // NewLateLinter returns a LateLinter waiting for its linter; pending says
-// why, e.g. "ruff is being downloaded".
-func NewLateLinter(pending string) *LateLinter { return &LateLinter{pending: pending} }
+// why, e.g. "ruff is being downloaded"; a request waits up to wait for it.
+func NewLateLinter(pending string, wait time.Duration) *LateLinter {
+	return &LateLinter{pending: pending, wait: wait, ready: make(chan struct{})}
+}
 
 // Set makes l the linter from now on.
 func (x *LateLinter) Set(l Linter) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.l, x.failure = l, ""
+	x.mu.Unlock()
+	x.once.Do(func() { close(x.ready) })
 }
 
 // Fail records that no linter will come, and why.
 func (x *LateLinter) Fail(why string) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.l, x.failure = nil, why
+	x.mu.Unlock()
+	x.once.Do(func() { close(x.ready) })
 }
 
 // State is "ready", "starting" or "unavailable".
@@ -70,21 +80,35 @@ func (x *LateLinter) current() (Linter, error) {
 	return nil, fmt.Errorf("%w: lint is starting: %s; retry in a few seconds", ErrUnavailable, x.pending)
 }
 
+// await waits, up to x.wait or ctx's end, for the linter to arrive or
+// fail, then returns what current does.
+func (x *LateLinter) await(ctx context.Context) (Linter, error) {
+	t := time.NewTimer(x.wait)
+	defer t.Stop()
+	select {
+	case <-x.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return x.current()
+}
+
 // Lint runs the linter once it is there.
 func (x *LateLinter) Lint(ctx context.Context, files []File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error) {
-	l, err := x.current()
+	l, err := x.await(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return l.Lint(ctx, files, rules)
 }
 
-// linterReady reports why l cannot lint now, if it cannot.
+// linterReady reports why l cannot lint, if it cannot and will not soon:
+// a LateLinter still waiting for ruff passes (its Lint waits).
 func linterReady(l Linter) error {
 	if l == nil {
 		return fmt.Errorf("%w: lint is not available on this server (ruff is not installed)", ErrInvalid)
 	}
-	if x, ok := l.(*LateLinter); ok {
+	if x, ok := l.(*LateLinter); ok && x.State() == "unavailable" {
 		_, err := x.current()
 		return err
 	}
