@@ -54,6 +54,8 @@ type Envs struct {
 	// at start-up, in the background, for the ones UV and Ruff do not
 	// name.
 	ProvisionTools bool
+	// ToolsDir keeps the fetched tools; empty means DATA_DIR/tools.
+	ToolsDir string
 }
 
 func defaultEnvs() Envs {
@@ -108,6 +110,8 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 	add("ruff", "ruff binary for lint (default: the pinned ruff fetched into DATA_DIR/tools, see --provision-tools; else ruff on $PATH; without it lint is unavailable)")
 	fs.BoolVar(&e.ProvisionTools, "provision-tools", e.ProvisionTools, "")
 	add("provision-tools", "fetch the pinned uv and ruff from the package index into DATA_DIR/tools at start-up, in the background, unless --uv/--ruff name them (false: use $PATH only)")
+	fs.StringVar(&e.ToolsDir, "tools-dir", e.ToolsDir, "")
+	add("tools-dir", "directory the fetched uv and ruff are kept in (default: DATA_DIR/tools); servers may share it")
 	fs.StringSliceVar(&e.LintSelect, "lint-select", e.LintSelect, "")
 	add("lint-select", "ruff rules of the default lint profile, comma separated (the strict profile is ALL minus a few)")
 	fs.StringSliceVar(&e.LintIgnore, "lint-ignore", e.LintIgnore, "")
@@ -122,8 +126,12 @@ func (c *Config) BindEnvironments(fs *pflag.FlagSet) {
 	c.Envs.bind(fs)
 }
 
-// ToolsDir is where pinned tools are fetched: DATA_DIR/tools.
+// ToolsDir is where pinned tools are fetched: Envs.ToolsDir, else
+// DATA_DIR/tools.
 func (c *Config) ToolsDir() (string, error) {
+	if c.Envs.ToolsDir != "" {
+		return filepath.Abs(c.Envs.ToolsDir)
+	}
 	data, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return "", err
