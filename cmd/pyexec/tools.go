@@ -28,7 +28,7 @@ type toolset struct {
 	envs     *pyenv.Environments
 
 	prov *provision.Provisioner // nil when nothing is fetched
-	wg   sync.WaitGroup         // the watcher of ruff's fetch
+	wg   sync.WaitGroup         // the watchers of the fetches
 }
 
 // toolSlot is one tool's state.
@@ -50,7 +50,7 @@ func (s *toolSlot) get() api.ToolHealth {
 }
 
 // startTools settles uv (for envConfig's AwaitUV) and starts fetching
-// what is missing; the linter comes with linter once the jails exist.
+// what is missing; the linter comes from startLinter once the jails exist.
 func startTools(cfg config.Config, log *slog.Logger) (*toolset, error) {
 	t := &toolset{uv: &toolSlot{}, ruff: &toolSlot{}}
 	e := cfg.Envs
