@@ -152,4 +152,15 @@ func TestFreshMachineProvisionsTools(t *testing.T) {
 			t.Errorf("no environment with matplotlib built by uv among %v", records)
 		}
 	})
+
+	t.Run("the log has a line per execution and no NATS banner", func(t *testing.T) {
+		logs := srv.logs.String()
+		if !strings.Contains(logs, "msg=execution ") || !strings.Contains(logs, "status=completed") ||
+			!strings.Contains(logs, "key=anonymous") {
+			t.Errorf("no execution line in the log:\n%s", logs)
+		}
+		if strings.Contains(logs, "JETSTREAM") || strings.Contains(logs, "Starting nats-server") {
+			t.Errorf("the NATS banner is logged at info:\n%s", logs)
+		}
+	})
 }
