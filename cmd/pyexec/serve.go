@@ -106,7 +106,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		return err
 	}
 	sink.Store(srv.Metrics())
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.envs.Installer(),
+	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.tools.health().Installer,
 		"pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
 	if ready != nil {
 		close(ready)
