@@ -15,8 +15,9 @@ RUN CGO_ENABLED=0 go build -trimpath -o /out/pyexec ./cmd/pyexec
 
 # --- run: Debian with the interpreter the jails run ------------------------
 FROM debian:bookworm-slim
-# python3-venv and pip build dependency environments when uv is not installed;
-# ca-certificates reach the package index.
+# The server fetches the pinned uv and ruff into the data volume at first
+# start (PYEXEC_PROVISION_TOOLS); python3-venv and pip build dependency
+# environments if uv cannot be fetched; ca-certificates reach the index.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
  && rm -rf /var/lib/apt/lists/*

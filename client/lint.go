@@ -60,7 +60,10 @@ type LintRequest struct {
 	// Code is checked as main.py; ignored when Files is set.
 	Code  string     `json:"code,omitempty"`
 	Files []CodeFile `json:"files,omitempty"`
-	// Select and Ignore replace the server's rule selection when set.
+	// Profile is "" or "default" (the server's rules: likely bugs only,
+	// unless the operator changed them) or "strict" (nearly every rule).
+	Profile string `json:"profile,omitempty"`
+	// Select and Ignore replace the profile's rule selection when set.
 	Select []string `json:"select,omitempty"`
 	Ignore []string `json:"ignore,omitempty"`
 }

@@ -196,6 +196,17 @@ type ExecutionResult struct {
 type HealthStatus struct {
 	// Status is "ok" when the server is healthy.
 	Status string `json:"status"`
+	// Tools is the state of the server's helper programs; nil from a
+	// server that does not report them.
+	Tools *HealthTools `json:"tools,omitempty"`
+}
+
+// HealthTools is the tools part of HealthStatus.
+type HealthTools struct {
+	// Installer builds environments: "uv", or "pip" without uv.
+	Installer string `json:"installer"`
+	// Lint is "ready", "starting" (ruff being fetched) or "unavailable".
+	Lint string `json:"lint"`
 }
 
 // ListOptions filter and page ListExecutions. Zero values mean no filter

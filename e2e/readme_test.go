@@ -111,7 +111,7 @@ func TestREADME(t *testing.T) {
 	// environment, the same as the server's flags.
 	settings := []string{"PYEXEC_ENV_DIR=" + pyenvtest.EnvDir(t), "PYEXEC_UV=" + uv, "PYEXEC_RUFF=" + ruff,
 		"PYEXEC_INDEX_URL=" + ix.URL, "PYEXEC_BASE_PACKAGES=tinybase", "PYEXEC_CGROUP_PARENT=" + cgroupParent}
-	s := startServerEnv(t, t.TempDir(), settings)
+	s := startServerEnv(t, t.TempDir(), cleanEnv(settings...))
 
 	work := t.TempDir()
 	for name, content := range readmeFiles {

@@ -118,22 +118,22 @@ func freePort(t *testing.T) int {
 
 // startServer starts `pyexec serve` on dataDir and waits until /health
 // answers. The server is stopped when the test ends. It builds no base
-// environment unless args say otherwise (later flags win).
+// environment and fetches no tool unless args say otherwise (later flags
+// win).
 func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
-	return startServerEnv(t, dataDir, nil, args...)
+	return startServerEnv(t, dataDir, cleanEnv(), args...)
 }
 
-// startServerEnv is startServer with PYEXEC_* settings in the server's
-// environment.
+// startServerEnv is startServer with the server's whole environment.
 func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
 	t.Helper()
 	port := freePort(t)
 	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent,
-		"--prepare-base=false"}, args...)
+		"--prepare-base=false", "--provision-tools=false"}, args...)
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{})}
 	s.cmd = exec.Command(binary, argv...)
-	s.cmd.Env = cleanEnv(env...)
+	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -6,51 +6,72 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
-	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/internal/config"
 )
 
 func newDoctorCmd() *cobra.Command {
+	cfg := config.Default()
+	var checkIndex bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Report which isolation layers this host supports, and why any is missing",
+		Short: "Check what `pyexec serve` needs on this host (isolation, Python, uv, ruff, data dir, disk, index) and how to fix what is missing",
 		Long: "doctor inspects the host for every layer of the pyexec jail (namespaces, cgroups, seccomp,\n" +
-			"Landlock, user namespaces) and exits non-zero if a required layer is missing, in which case\n" +
-			"`pyexec serve` refuses to start unless --unsafe-no-isolation is given.",
+			"Landlock, user namespaces), the Python interpreters, uv and ruff (named, fetched into\n" +
+			"DATA_DIR/tools or on PATH), whether the data dir is writable and how much disk is free, and,\n" +
+			"with --check-index, whether the package index answers (one HEAD request). It reads the same\n" +
+			"flags and PYEXEC_* variables as serve. It exits non-zero if a required check fails; for a\n" +
+			"missing isolation layer `pyexec serve` refuses to start unless --unsafe-no-isolation is given.",
 		Args: cobra.NoArgs,
 		RunE: wrap(func(cmd *cobra.Command, _ []string) (int, error) {
-			checks := sandbox.Probe(sandbox.Config{})
+			if err := cfg.Resolve(cmd.Flags(), os.LookupEnv); err != nil {
+				return 2, err
+			}
+			checks := append(isolationChecks(), hostChecks(cmd.Context(), cfg, checkIndex)...)
 			if asJSON, _ := cmd.Flags().GetBool(flagJSON); asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(checks); err != nil {
 					return 1, err
 				}
-			} else {
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				for _, c := range checks {
-					mark := "ok"
-					switch {
-					case !c.OK && c.Required:
-						mark = "MISSING"
-					case !c.OK:
-						mark = "absent"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Layer, mark, c.Detail)
-				}
-				if err := tw.Flush(); err != nil {
-					return 1, err
-				}
+			} else if err := printChecks(cmd, checks); err != nil {
+				return 1, err
 			}
 			for _, c := range checks {
 				if c.Required && !c.OK {
-					return 1, errors.New("this host cannot isolate payloads: a required layer is missing")
+					return 1, errors.New("this host cannot run pyexec serve: a required check failed")
 				}
 			}
 			return 0, nil
 		}),
 	}
+	cfg.BindEnvironments(cmd.Flags())
+	cmd.Flags().BoolVar(&checkIndex, "check-index", false, "also send one HEAD request to the package index (--index-url) to see whether it is reachable")
 	return cmd
+}
+
+// printChecks writes one line per check, and under a failed one how to
+// fix it.
+func printChecks(cmd *cobra.Command, checks []doctorCheck) error {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, c := range checks {
+		mark := "ok"
+		switch {
+		case c.Skipped:
+			mark = "skipped"
+		case !c.OK && c.Required:
+			mark = "MISSING"
+		case !c.OK:
+			mark = "absent"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Layer, mark, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(tw, "\t\tfix: %s\n", c.Fix)
+		}
+	}
+	return tw.Flush()
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/provision"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -30,6 +30,13 @@ func envConfig(cfg config.Config, log *slog.Logger, jails pyenv.BuildJails) (pye
 		return pyenv.EnvConfig{}, fmt.Errorf("PYEXEC_BASE_PACKAGES: %w", err)
 	}
 	e := cfg.Envs
+	if e.UV == "" && !e.NoUV && e.ProvisionTools {
+		if tdir, err := cfg.ToolsDir(); err == nil {
+			if p, ok := provision.Installed(tdir, provision.UV); ok {
+				e.UV = p // fetched by a server on this data dir
+			}
+		}
+	}
 	return pyenv.EnvConfig{
 		Dir:            dir,
 		MaxBytes:       e.MaxBytes,
@@ -118,22 +125,28 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 	if err != nil {
 		return fmt.Errorf("PYEXEC_POLICY_FILE: %w", err)
 	}
-	envs, err := openEnvironments(cfg, log, jails)
+	tools, err := startTools(cfg, log)
 	if err != nil {
 		return err
 	}
+	s.tools = tools
+	s.closers = append(s.closers, func(context.Context) error { tools.close(); return nil })
+	ec, err := envConfig(cfg, log, jails)
+	if err != nil {
+		return err
+	}
+	tools.configureUV(&ec, log)
+	envs, err := pyenv.NewEnvironments(ec)
+	if err != nil {
+		return fmt.Errorf("environments (PYEXEC_ENV_DIR=%s): %w", ec.Dir, err)
+	}
 	s.closers = append(s.closers, func(context.Context) error { envs.Close(); return nil })
 	deps.Envs = engine.PyenvEnvironments{Resolver: res, Envs: envs}
-
-	linter, err := pyenv.NewLinter(jails, pyenv.LintConfig{Ruff: cfg.Envs.Ruff, Select: cfg.Envs.LintSelect, Ignore: cfg.Envs.LintIgnore})
-	switch {
-	case err == nil:
-		deps.Linter = engine.PyenvLinter{L: linter}
-	case errors.Is(err, pyenv.ErrToolNotFound) && cfg.Envs.Ruff == "":
-		log.Info("ruff not found on $PATH: lint is unavailable (set PYEXEC_RUFF)")
-	default:
-		return fmt.Errorf("PYEXEC_RUFF: %w", err)
+	tools.envs = envs
+	if err := tools.startLinter(cfg, jails, deps, log); err != nil {
+		return err
 	}
+	log.Info("tools", tools.logAttrs()...)
 	s.envs = envs
 	s.base = &baseState{}
 	if len(envs.BaseSet()) == 0 {

@@ -14,6 +14,7 @@ import (
 
 func newLintCmd() *cobra.Command {
 	var sel, ignore []string
+	var profile string
 	cmd := newClientCmd("lint FILE|-", "Check a Python file with the server's ruff and print the diagnostics as JSON", cobra.ExactArgs(1),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
@@ -28,9 +29,10 @@ func newLintCmd() *cobra.Command {
 				return exitClientError, errors.New("nothing to lint: the input is empty")
 			}
 			diags, err := o.newClient().Lint(cmd.Context(), &client.LintRequest{
-				Files:  []client.CodeFile{{Name: name, Content: string(data)}},
-				Select: sel,
-				Ignore: ignore,
+				Files:   []client.CodeFile{{Name: name, Content: string(data)}},
+				Profile: profile,
+				Select:  sel,
+				Ignore:  ignore,
 			})
 			if err != nil {
 				return exitClientError, err
@@ -46,13 +48,18 @@ func newLintCmd() *cobra.Command {
 	cmd.Long = `lint sends the file to the server (or, with --local, to a private in-process
 engine), which runs ruff in a jail without network, and prints the list
 [{"code","message","location","end_location","fix","filename"}] as JSON.
-The server's default rules are every rule except COM812, CPY, D100, D203,
-D213, FBT and RUF029; --select and --ignore replace them. It exits 1 when
-there are diagnostics, 0 when the code is clean.`
+The default profile reports likely bugs, not style: pyflakes (F),
+pycodestyle's E7 and E9 errors and bugbear (B), without E731 and E741
+(the operator may change it); --profile strict checks every rule except
+COM812, CPY, D100, D203, D213, FBT and RUF029; --select and --ignore
+replace the profile's rules. It exits 1 when there are diagnostics, 0
+when the code is clean.`
 	cmd.Example = `  pyexec lint script.py
+  pyexec lint --profile strict script.py
   cat script.py | pyexec lint - --select E,F`
-	cmd.Flags().StringSliceVar(&sel, "select", nil, "ruff rules to check instead of the server's selection, comma separated")
-	cmd.Flags().StringSliceVar(&ignore, "ignore", nil, "ruff rules to ignore instead of the server's list, comma separated")
+	cmd.Flags().StringVar(&profile, "profile", "", "rule profile: default (likely bugs only) or strict (nearly every rule)")
+	cmd.Flags().StringSliceVar(&sel, "select", nil, "ruff rules to check instead of the profile's selection, comma separated")
+	cmd.Flags().StringSliceVar(&ignore, "ignore", nil, "ruff rules to ignore instead of the profile's list, comma separated")
 	return cmd
 }
 

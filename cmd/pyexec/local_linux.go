@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -36,6 +37,12 @@ func startLocal(ctx context.Context, logOut io.Writer) (string, func(), error) {
 	cfg.Host = "127.0.0.1"
 	// A one-shot engine builds only what its request needs.
 	cfg.Envs.PrepareBase = false
+	// Its data dir is thrown away: fetched tools are kept for the next one.
+	if cfg.Envs.ToolsDir == "" {
+		if cache, err := os.UserCacheDir(); err == nil {
+			cfg.Envs.ToolsDir = filepath.Join(cache, "pyexec", "tools")
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/pyexec/pyexec/client"
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
@@ -24,7 +27,8 @@ func newMCPCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			srv := mcpserver.New(o.newClient(), mcpserver.Options{Version: buildVersion(), Logger: log})
+			c := o.newClient()
+			srv := mcpserver.New(c, mcpserver.Options{Version: buildVersion(), Logger: log, Lint: func() bool { return serverLints(ctx, c) }})
 			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{cmd.OutOrStdout()}}
 			// The session ends when the client closes stdin or on a signal;
 			// either is a normal end.
@@ -45,3 +49,13 @@ stdout carries only the protocol. See docs/agents.md.`
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// serverLints asks the server whether it can lint (now or once ruff is
+// fetched). A server that does not say, or does not answer in time, is
+// taken to lint: its lint calls then answer for themselves.
+func serverLints(ctx context.Context, c *client.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := c.Health(ctx)
+	return err != nil || h.Tools == nil || h.Tools.Lint != "unavailable"
+}

@@ -97,7 +97,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		log.Warn("running code WITHOUT isolation (--unsafe-no-isolation)")
 	}
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
-		Logger: log.With("component", "api"), BaseEnvironment: st.base.String,
+		Logger: log.With("component", "api"), BaseEnvironment: st.base.String, Tools: st.tools.health,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
 		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version}
 	if st.pool != nil {
@@ -109,7 +109,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		return err
 	}
 	sink.Store(srv.Metrics())
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.envs.Installer(),
+	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.tools.health().Installer,
 		"pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
 	if ready != nil {
 		close(ready)

@@ -36,6 +36,7 @@ type stack struct {
 	pythons *pyenv.Interpreters
 	envs    *pyenv.Environments
 	base    *baseState // what /health reports about the base environment
+	tools   *toolset   // uv and ruff, for /health
 	jails   *sandbox.Manager
 	// closers run in reverse order of start; drain is the shutdown's
 	// drain context (see shutdown).

@@ -61,6 +61,10 @@ func engineError(log *slog.Logger, err error) error {
 		return errorf(http.StatusBadRequest, "%s", invalidDetail(err))
 	case errors.Is(err, engine.ErrClosed):
 		return errorf(http.StatusServiceUnavailable, "%s", engine.ErrClosed)
+	case errors.Is(err, engine.ErrUnavailable):
+		e := errorf(http.StatusServiceUnavailable, "%s", strings.TrimPrefix(err.Error(), engine.ErrUnavailable.Error()+": "))
+		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
+		return e
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads this response.
 		return errorf(http.StatusServiceUnavailable, "request canceled")

@@ -21,6 +21,7 @@ type healthBody struct {
 	MaxTimeoutSeconds int          `json:"max_timeout_seconds" doc:"The longest timeout a request may ask for"`
 	Sessions          bool         `json:"sessions" doc:"Whether the server offers sessions (/api/v1/sessions)"`
 	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
+	Tools             *ToolsHealth `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
 	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
 }
 
@@ -31,6 +32,26 @@ type storeHealth struct {
 	MaxBytes  int64  `json:"max_bytes" doc:"--store-max-bytes; 0: no limit"`
 	Evictions uint64 `json:"evictions" doc:"Finished executions evicted since the server started"`
 }
+
+// ToolsHealth is the tools part of /health.
+type ToolsHealth struct {
+	UV        ToolHealth `json:"uv"`
+	Ruff      ToolHealth `json:"ruff"`
+	Installer string     `json:"installer" doc:"What builds environments: uv; pip when uv is unavailable (slower builds); uv (pending) until the first build has uv"`
+	Lint      string     `json:"lint" enum:"ready,starting,unavailable" doc:"starting: ruff is being fetched, lint answers 503 until it is there"`
+}
+
+// ToolHealth is one helper program.
+type ToolHealth struct {
+	State   string `json:"state" enum:"ready,provisioning,absent,off" doc:"provisioning: being fetched from the package index; absent: neither configured, fetched nor on PATH"`
+	Source  string `json:"source,omitempty" enum:"flag,provisioned,path" doc:"flag: --uv/--ruff; provisioned: the pinned version fetched into DATA_DIR/tools; path: found on PATH"`
+	Version string `json:"version,omitempty" doc:"The pinned version, when provisioned"`
+	Path    string `json:"path,omitempty"`
+	Detail  string `json:"detail,omitempty" doc:"Why it is absent, or what it falls back to"`
+}
+
+// lintAvailable reports whether lint can work now or soon.
+func (s *Server) lintAvailable() bool { return s.tools == nil || s.tools().Lint != "unavailable" }
 
 type healthOutput struct{ Body healthBody }
 
@@ -52,6 +73,10 @@ func (s *Server) registerHealth(hapi huma.API) {
 		body := s.info
 		if s.baseEnv != nil {
 			body.BaseEnvironment = s.baseEnv()
+		}
+		if s.tools != nil {
+			t := s.tools()
+			body.Tools = &t
 		}
 		if s.store != nil {
 			st := s.store()

@@ -74,10 +74,11 @@ func newDiagnostics(ds []pyenv.Diagnostic) []LintDiagnostic {
 // LintRequest is the JSON body of POST /api/v1/lint. Unknown fields are
 // ignored.
 type LintRequest struct {
-	Code   string     `json:"code,omitempty" doc:"Python source, checked as main.py" example:"import os\nprint(undefined)"`
-	Files  []EvalFile `json:"files,omitempty" doc:"Project files; when present, code is ignored"`
-	Select []string   `json:"select,omitempty" doc:"ruff rule selectors replacing the server's selection" example:"[\"E\",\"F\"]"`
-	Ignore []string   `json:"ignore,omitempty" doc:"ruff rule selectors replacing the server's ignore list" example:"[\"E501\"]"`
+	Code    string     `json:"code,omitempty" doc:"Python source, checked as main.py" example:"import os\nprint(undefined)"`
+	Files   []EvalFile `json:"files,omitempty" doc:"Project files; when present, code is ignored"`
+	Profile string     `json:"profile,omitempty" enum:"default,strict" doc:"default (or absent): the operator's rules, out of the box likely bugs only (pyflakes F, pycodestyle E7 and E9, bugbear B, without E731 and E741); strict: every rule except COM812, CPY, D100, D203, D213, FBT and RUF029"`
+	Select  []string   `json:"select,omitempty" doc:"ruff rule selectors replacing the profile's selection" example:"[\"E\",\"F\"]"`
+	Ignore  []string   `json:"ignore,omitempty" doc:"ruff rule selectors replacing the profile's ignore list" example:"[\"E501\"]"`
 }
 
 type lintOutput struct{ Body []LintDiagnostic }
@@ -87,9 +88,11 @@ func (s *Server) registerLint(hapi huma.API) {
 		http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge,
 		http.StatusInternalServerError, http.StatusServiceUnavailable)
 	o.Tags = []string{"lint"}
-	o.Description = "Runs ruff in a jail without network. The default rules are every rule except COM812, CPY, D100, " +
-		"D203, D213, FBT and RUF029 (the operator may change them); select and ignore replace them for one request. " +
-		"The response is the list of diagnostics, empty when the code is clean."
+	o.Description = "Runs ruff in a jail without network. The default profile reports likely bugs, not style: pyflakes (F), " +
+		"pycodestyle's E7 and E9 errors and bugbear (B), without E731 and E741 (the operator may change it); profile " +
+		"strict selects every rule except COM812, CPY, D100, D203, D213, FBT and RUF029; select and ignore replace the " +
+		"profile's rules for one request. The response is the list of diagnostics, empty when the code is clean. " +
+		"While the server is still fetching ruff at first start the answer is 503 with Retry-After."
 	o.MaxBodyBytes = s.limits.MaxBodyBytes + 1 // see uploadLimits
 	o.BodyReadTimeout = bodyReadTimeout
 	o.SkipValidateBody = true
@@ -102,7 +105,7 @@ func (s *Server) registerLint(hapi huma.API) {
 		if err != nil {
 			return nil, err
 		}
-		diags, err := s.eng.Lint(ctx, files, pyenv.LintRules{Select: body.Select, Ignore: body.Ignore})
+		diags, err := s.eng.Lint(ctx, files, pyenv.LintRules{Profile: body.Profile, Select: body.Select, Ignore: body.Ignore})
 		if err != nil {
 			return nil, engineError(s.log, err)
 		}

@@ -31,6 +31,7 @@ func (s *Server) mcpHandler(api http.Handler) http.Handler {
 			Version: s.info.Version,
 			Logger:  s.log.With("component", "mcp"),
 			Done:    s.streams.Done(),
+			Lint:    s.lintAvailable,
 		},
 		// With API keys, a rebinding page cannot call the server anyway,
 		// and a reverse proxy on this host must be able to.

@@ -44,6 +44,10 @@ type Options struct {
 	// BaseEnvironment, if set, reports the state of the base dependency
 	// environment on /health ("building", "ready", "failed: why"...).
 	BaseEnvironment func() string
+	// Tools, if set, reports uv, ruff and lint on /health; when it says
+	// lint is unavailable, lint_python is neither an MCP tool nor in
+	// /api/v1/tools.
+	Tools func() ToolsHealth
 	// Store, if set, reports how full the shared store is on /health.
 	Store func() engine.StoreStats
 	// PythonVersions and DefaultPython are the interpreters /health lists
@@ -68,6 +72,7 @@ type Server struct {
 	limits    limits
 	info      healthBody
 	baseEnv   func() string
+	tools     func() ToolsHealth
 	store     func() engine.StoreStats
 	heartbeat time.Duration
 	shutdown  time.Duration
@@ -122,6 +127,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 			MaxTimeoutSeconds: int(cfg.MaxTimeout / time.Second),
 		},
 		baseEnv:   opts.BaseEnvironment,
+		tools:     opts.Tools,
 		store:     opts.Store,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,

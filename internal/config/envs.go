@@ -48,8 +48,14 @@ type Envs struct {
 	ImportMapFile   string   // extra "import distribution" lines
 	PolicyFile      string   // JSON policy rules
 	Ruff            string   // ruff binary; empty means $PATH
-	LintSelect      []string // ruff rule selectors
+	LintSelect      []string // ruff rule selectors of the default profile
 	LintIgnore      []string
+	// ProvisionTools fetches the pinned uv and ruff into DATA_DIR/tools
+	// at start-up, in the background, for the ones UV and Ruff do not
+	// name.
+	ProvisionTools bool
+	// ToolsDir keeps the fetched tools; empty means DATA_DIR/tools.
+	ToolsDir string
 }
 
 func defaultEnvs() Envs {
@@ -59,8 +65,9 @@ func defaultEnvs() Envs {
 		InstallTimeout: 10 * time.Minute,
 		BasePackages:   strings.Join(pyenv.DefaultBasePackages, ","),
 		PrepareBase:    true,
-		LintSelect:     []string{"ALL"},
+		LintSelect:     append([]string(nil), pyenv.DefaultLintSelect...),
 		LintIgnore:     append([]string(nil), pyenv.DefaultLintIgnore...),
+		ProvisionTools: true,
 	}
 }
 
@@ -78,7 +85,7 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&e.TrustedHosts, "trusted-hosts", e.TrustedHosts, "")
 	add("trusted-hosts", "index hosts whose TLS certificate is not verified, comma separated")
 	fs.StringVar(&e.UV, "uv", e.UV, "")
-	add("uv", "uv binary (default: uv on $PATH; without uv, venv and pip build environments)")
+	add("uv", "uv binary (default: the pinned uv fetched into DATA_DIR/tools, see --provision-tools; else uv on $PATH; without uv, venv and pip build environments)")
 	fs.BoolVar(&e.NoUV, "no-uv", e.NoUV, "")
 	add("no-uv", "build environments with venv and pip even when uv is available")
 	fs.BoolVar(&e.AllowSourceBuilds, "allow-source-builds", e.AllowSourceBuilds, "")
@@ -100,11 +107,15 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&e.PolicyFile, "policy-file", e.PolicyFile, "")
 	add("policy-file", `JSON policy rules on imports and calls (see docs/environments.md)`)
 	fs.StringVar(&e.Ruff, "ruff", e.Ruff, "")
-	add("ruff", "ruff binary for lint (default: ruff on $PATH; without it lint is unavailable)")
+	add("ruff", "ruff binary for lint (default: the pinned ruff fetched into DATA_DIR/tools, see --provision-tools; else ruff on $PATH; without it lint is unavailable)")
+	fs.BoolVar(&e.ProvisionTools, "provision-tools", e.ProvisionTools, "")
+	add("provision-tools", "fetch the pinned uv and ruff from the package index into DATA_DIR/tools at start-up, in the background, unless --uv/--ruff name them (false: use $PATH only)")
+	fs.StringVar(&e.ToolsDir, "tools-dir", e.ToolsDir, "")
+	add("tools-dir", "directory the fetched uv and ruff are kept in (default: DATA_DIR/tools); servers may share it")
 	fs.StringSliceVar(&e.LintSelect, "lint-select", e.LintSelect, "")
-	add("lint-select", "ruff rules selected by default, comma separated")
+	add("lint-select", "ruff rules of the default lint profile, comma separated (the strict profile is ALL minus a few)")
 	fs.StringSliceVar(&e.LintIgnore, "lint-ignore", e.LintIgnore, "")
-	add("lint-ignore", "ruff rules ignored by default, comma separated")
+	add("lint-ignore", "ruff rules the default lint profile ignores, comma separated")
 }
 
 // BindEnvironments registers only --data-dir and the environment flags,
@@ -113,6 +124,19 @@ func (c *Config) BindEnvironments(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "")
 	describe(fs, "data-dir", "directory for execution records, queue and environments")
 	c.Envs.bind(fs)
+}
+
+// ToolsDir is where pinned tools are fetched: Envs.ToolsDir, else
+// DATA_DIR/tools.
+func (c *Config) ToolsDir() (string, error) {
+	if c.Envs.ToolsDir != "" {
+		return filepath.Abs(c.Envs.ToolsDir)
+	}
+	data, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(data, "tools"), nil
 }
 
 // EnvDir is the directory of dependency environments: Envs.Dir when set,

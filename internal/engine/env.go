@@ -80,8 +80,8 @@ func (e *Engine) planEnv(ctx context.Context, req Request, p *plan, entry string
 	switch req.Lint {
 	case LintOff:
 	case LintWith, LintOnly:
-		if e.deps.Linter == nil {
-			return fmt.Errorf("%w: lint is not available on this server", ErrInvalid)
+		if err := linterReady(e.deps.Linter); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("%w: lint must be true, false or \"only\", not %q", ErrInvalid, req.Lint)

@@ -216,6 +216,9 @@ func (e *Engine) ended(ctx context.Context, r *record) {
 	e.publishEventAt(ctx, r.ID, EventStatus, string(r.Status), at)
 	e.appendAudit(ctx, r)
 	e.kickEviction()
+	// One line per execution, for an operator reading the log.
+	e.log.Info("execution", "id", r.ID, "status", r.Status, "reason", r.Reason, "exit_code", r.ExitCode,
+		"duration_ms", r.DurationMs, "key", r.Audit.Caller)
 	if e.deps.OnFinish != nil {
 		e.deps.OnFinish(r.Execution)
 	}

@@ -10,14 +10,15 @@ import (
 
 // Lint checks files with the server's linter without running anything
 // and without an execution record. Rules left nil are the server's. It
-// fails with ErrInvalid when the server has no linter or a selector is
-// not one, and with ErrClosed after Close.
+// fails with ErrInvalid when the server has no linter, a selector is not
+// one or the profile unknown, with ErrUnavailable while ruff is still
+// being fetched, and with ErrClosed after Close.
 func (e *Engine) Lint(ctx context.Context, files []File, rules pyenv.LintRules) ([]pyenv.Diagnostic, error) {
 	if e.stopping.Err() != nil {
 		return nil, ErrClosed
 	}
-	if e.deps.Linter == nil {
-		return nil, fmt.Errorf("%w: lint is not available on this server (ruff is not installed)", ErrInvalid)
+	if err := linterReady(e.deps.Linter); err != nil {
+		return nil, err
 	}
 	// The jail must not outlive the engine.
 	ctx, cancel := context.WithCancel(ctx)
@@ -25,8 +26,10 @@ func (e *Engine) Lint(ctx context.Context, files []File, rules pyenv.LintRules) 
 	defer context.AfterFunc(e.base, cancel)()
 	diags, err := e.deps.Linter.Lint(ctx, files, rules)
 	switch {
-	case errors.Is(err, pyenv.ErrBadRule):
+	case errors.Is(err, pyenv.ErrBadRule), errors.Is(err, pyenv.ErrBadProfile):
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrInvalid):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("engine: lint: %w", err)
 	}

@@ -41,10 +41,17 @@ type Definition struct {
 }
 
 // Definitions returns the definitions of every tool the MCP server offers.
-func Definitions() []Definition {
+func Definitions() []Definition { return AvailableDefinitions(true) }
+
+// AvailableDefinitions returns the definitions of the tools a server
+// offers whose lint is available or not (see Options.Lint).
+func AvailableDefinitions(lint bool) []Definition {
 	h := &handlers{}
 	var defs []Definition
 	for _, t := range h.tools() {
+		if !lint && t.def.Name == lintToolName {
+			continue
+		}
 		schema, err := json.Marshal(t.def.InputSchema)
 		if err != nil {
 			panic(fmt.Sprintf("mcpserver: encoding the input schema of %s: %v", t.def.Name, err))

@@ -20,10 +20,11 @@ type LintBackend interface {
 
 // LintPythonInput are the arguments of lint_python.
 type LintPythonInput struct {
-	Code   string      `json:"code" jsonschema:"Python source code to check, as the file main.py."`
-	Files  []InputFile `json:"files,omitempty" jsonschema:"Extra files checked with main.py, such as modules it imports."`
-	Select []string    `json:"select,omitempty" jsonschema:"ruff rule selectors to check instead of the server's selection, e.g. [\"E\", \"F\", \"B\"]."`
-	Ignore []string    `json:"ignore,omitempty" jsonschema:"ruff rule codes to ignore instead of the server's list, e.g. [\"E501\"]."`
+	Code    string      `json:"code" jsonschema:"Python source code to check, as the file main.py."`
+	Files   []InputFile `json:"files,omitempty" jsonschema:"Extra files checked with main.py, such as modules it imports."`
+	Profile string      `json:"profile,omitempty" jsonschema:"default (likely bugs only: undefined names, unused imports, bugbear) or strict (nearly every ruff rule, style and docstrings included)."`
+	Select  []string    `json:"select,omitempty" jsonschema:"ruff rule selectors to check instead of the profile's selection, e.g. [\"E\", \"F\", \"B\"]."`
+	Ignore  []string    `json:"ignore,omitempty" jsonschema:"ruff rule codes to ignore instead of the server's list, e.g. [\"E501\"]."`
 }
 
 // LintPythonOutput is the structured result of lint_python.
@@ -44,14 +45,19 @@ type LintDiagnostic struct {
 	Fix       string `json:"fix,omitempty" jsonschema:"ruff's suggested fix, when it has one."`
 }
 
+// lintToolName is the name of the lint tool, which a server without lint
+// does not offer.
+const lintToolName = "lint_python"
+
 // lintPythonTool is lint_python's definition.
 func lintPythonTool() *mcp.Tool {
 	in := schemaFor[LintPythonInput]()
 	for _, p := range []string{"files", "select", "ignore"} {
 		in.Properties[p].Types, in.Properties[p].Type = nil, "array"
 	}
+	in.Properties["profile"].Enum = []any{"default", "strict"}
 	return &mcp.Tool{
-		Name:  "lint_python",
+		Name:  lintToolName,
 		Title: "Lint Python",
 		Description: "Check Python code with ruff without running it and list the problems found: syntax errors, " +
 			"undefined names, unused imports and variables, likely bugs. Use it to review code before running it or " +
@@ -70,7 +76,7 @@ func lintPythonTool() *mcp.Tool {
 
 // request turns the arguments into the API's lint request.
 func (in *LintPythonInput) request() (*client.LintRequest, error) {
-	req := &client.LintRequest{Select: in.Select, Ignore: in.Ignore}
+	req := &client.LintRequest{Profile: in.Profile, Select: in.Select, Ignore: in.Ignore}
 	if len(in.Files) == 0 {
 		req.Code = in.Code
 		return req, nil

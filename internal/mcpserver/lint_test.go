@@ -113,3 +113,29 @@ func TestLintPythonRefusesADuplicateMain(t *testing.T) {
 		t.Fatalf("isError %v, text %q, request sent %v", res.IsError, text(res), f.lintReq != nil)
 	}
 }
+
+// TestLintToolFollowsAvailability: a server made while lint is unavailable
+// does not offer lint_python; the function-calling definitions agree.
+func TestLintToolFollowsAvailability(t *testing.T) {
+	for _, available := range []bool{true, false} {
+		cs, _ := connect(t, newFake(), Options{Lint: func() bool { return available }})
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offered := false
+		for _, tool := range res.Tools {
+			offered = offered || tool.Name == "lint_python"
+		}
+		defined := false
+		for _, d := range AvailableDefinitions(available) {
+			defined = defined || d.Name == "lint_python"
+		}
+		if offered != available || defined != available {
+			t.Errorf("lint available %v: lint_python offered %v, defined %v", available, offered, defined)
+		}
+		if len(res.Tools) != len(AvailableDefinitions(available)) {
+			t.Errorf("lint available %v: %d tools offered, %d defined", available, len(res.Tools), len(AvailableDefinitions(available)))
+		}
+	}
+}

@@ -440,7 +440,7 @@ func TestListTools(t *testing.T) {
 		props    []string
 	}{
 		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements", "session_id"}},
-		{"lint_python", []string{"code"}, []string{"code", "files", "select", "ignore"}},
+		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
 		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements"}},

@@ -66,6 +66,9 @@ type Options struct {
 	// Done, when closed, ends every tool call in flight; their runs are
 	// killed. The HTTP API closes it when it shuts down. May be nil.
 	Done <-chan struct{}
+	// Lint, if set, tells whether the backend can lint; a server made
+	// while it says false does not offer lint_python. Nil: it can.
+	Lint func() bool
 }
 
 func (o Options) logger() *slog.Logger {
@@ -91,7 +94,11 @@ func newServer(b Backend, opts Options, sessionID func() string) *mcp.Server {
 			GetSessionID: sessionID,
 		})
 	h := &handlers{backend: b, log: opts.logger(), done: opts.Done}
+	lint := opts.Lint == nil || opts.Lint()
 	for _, t := range h.tools() {
+		if !lint && t.def.Name == lintToolName {
+			continue
+		}
 		t.add(s, t.def)
 	}
 	return s

@@ -158,10 +158,12 @@ func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error)
 }
 
 // templateOutput logs what a fork server prints (it never runs user code:
-// anything it says is about preloading).
+// anything it says is about preloading, such as matplotlib building its
+// font cache), at debug level: it is the preloaded libraries' chatter,
+// not the operator's concern.
 func (p *Pool) templateOutput(k *kind) sandbox.OutputFunc {
 	return func(s sandbox.Stream, b []byte) {
-		p.cfg.Logger.Info("fork server", "python", describe(k.spec), "stream", s.String(), "text", string(b))
+		p.cfg.Logger.Debug("fork server", "python", describe(k.spec), "stream", s.String(), "text", string(b))
 	}
 }
 

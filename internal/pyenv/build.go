@@ -27,6 +27,9 @@ const outputTail = 40
 // that exists is always whole. The caller holds the build lock of key.
 func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key string, progress func(string)) error {
 	started := time.Now()
+	if err := m.resolveUV(ctx); err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
 	if err != nil {
 		return fmt.Errorf("creating a build directory: %w", err)

@@ -1,6 +1,7 @@
 package pyenv
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,6 +39,10 @@ type EnvConfig struct {
 	UV string
 	// NoUV forces the venv + pip fallback even when uv is available.
 	NoUV bool
+	// AwaitUV, when set and UV is empty, supplies uv instead of $PATH:
+	// the first build waits for it (uv being fetched at first start), and
+	// its error means the venv + pip fallback.
+	AwaitUV func(context.Context) (string, error)
 	// InstallTimeout bounds one environment build. Default 10 minutes.
 	InstallTimeout time.Duration
 	// Base lists the base environment's requirements; nil means

@@ -79,13 +79,18 @@ type EnvStats struct {
 // Environments builds content-addressed dependency environments once and
 // hands them out; create it with NewEnvironments and Close it when done.
 type Environments struct {
-	cfg    EnvConfig
-	uv     string // "" means the pip fallback
-	log    *slog.Logger
-	base   Set
-	builds atomic.Int64
-	hits   atomic.Int64
-	evicts atomic.Int64
+	cfg EnvConfig
+	// uv is the uv binary, "" for the pip fallback. With cfg.AwaitUV it is
+	// known only once resolveUV has run (uvKnown); it never changes after.
+	uv        string
+	uvKnown   bool
+	uvMu      sync.Mutex // guards uv and uvKnown
+	uvResolve sync.Mutex // one resolveUV waits at a time
+	log       *slog.Logger
+	base      Set
+	builds    atomic.Int64
+	hits      atomic.Int64
+	evicts    atomic.Int64
 
 	ctx    context.Context // cancelled by Close: stops builds
 	cancel context.CancelFunc
@@ -155,6 +160,11 @@ func NewEnvironments(cfg EnvConfig) (*Environments, error) {
 		return nil, err
 	}
 	uv := ""
+	if !cfg.NoUV && cfg.UV == "" && cfg.AwaitUV != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		return &Environments{cfg: cfg, log: cfg.Logger, base: Merge(baseReqs),
+			ctx: ctx, cancel: cancel, flights: map[string]*flight{}, missing: map[string]time.Time{}}, nil
+	}
 	if !cfg.NoUV {
 		var err error
 		if uv, err = FindTool("uv", cfg.UV); err != nil {
@@ -166,7 +176,7 @@ func NewEnvironments(cfg EnvConfig) (*Environments, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Environments{cfg: cfg, uv: uv, log: cfg.Logger, base: Merge(baseReqs),
+	return &Environments{cfg: cfg, uv: uv, uvKnown: true, log: cfg.Logger, base: Merge(baseReqs),
 		ctx: ctx, cancel: cancel, flights: map[string]*flight{}, missing: map[string]time.Time{}}, nil
 }
 
@@ -176,12 +186,45 @@ func (m *Environments) Close() {
 	m.wg.Wait()
 }
 
-// Installer names the tool that builds environments: "uv" or "pip".
+// Installer names the tool that builds environments: "uv" or "pip", or
+// "uv (pending)" while the first build has still to wait for uv.
 func (m *Environments) Installer() string {
-	if m.uv != "" {
+	m.uvMu.Lock()
+	defer m.uvMu.Unlock()
+	switch {
+	case !m.uvKnown:
+		return "uv (pending)"
+	case m.uv != "":
 		return "uv"
 	}
 	return "pip"
+}
+
+// resolveUV settles which installer builds use, waiting for cfg.AwaitUV
+// the first time; afterwards m.uv is read without the lock.
+func (m *Environments) resolveUV(ctx context.Context) error {
+	m.uvResolve.Lock()
+	defer m.uvResolve.Unlock()
+	m.uvMu.Lock()
+	known := m.uvKnown
+	m.uvMu.Unlock()
+	if known {
+		return nil
+	}
+	uv, err := m.cfg.AwaitUV(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("waiting for uv: %w", ctx.Err())
+	}
+	if err != nil {
+		m.log.Warn("uv is not available: environments are built with venv and pip, which is slower", "reason", err)
+		uv = ""
+	} else {
+		m.log.Info("environments are built with uv", "uv", uv)
+	}
+	m.uvMu.Lock()
+	m.uv, m.uvKnown = uv, true
+	m.uvMu.Unlock()
+	return nil
 }
 
 // Dir is the directory holding the environments.

@@ -47,6 +47,9 @@ func layerKey(base Env, set Set) string {
 // a built base, and a set that fits the base's versions; a whole
 // environment of set that exists already is used as it is.
 func (m *Environments) acquireLayer(ctx context.Context, in Interpreter, set Set, progress func(string)) (*Lease, error) {
+	if err := m.resolveUV(ctx); err != nil {
+		return nil, err
+	}
 	if m.uv == "" || m.cfg.AllowSourceBuilds || len(m.base) == 0 {
 		return nil, errNotLayered
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,12 +14,39 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// DefaultLintIgnore is the rule set's exclusions: everything else ruff
-// knows is selected. COM812 and the D203/D213 pair conflict with the
-// formatter and with each other, CPY and D100 demand headers snippets
-// never have, FBT flags ordinary boolean arguments and RUF029 async
-// functions without await.
-var DefaultLintIgnore = []string{"COM812", "CPY", "D100", "D203", "D213", "FBT", "RUF029"}
+// The lint profiles. The default one reports what is most likely a bug in
+// a snippet and nothing about its style: pyflakes (F: undefined and unused
+// names, imports, redefinitions), pycodestyle's statement and syntax
+// errors (E7: comparisons to None or True with ==, `not x in y`, bare
+// except, several statements on a line; E9: code that does not parse)
+// and flake8-bugbear (B: mutable default arguments, loop variables caught
+// late by closures, assert on a tuple...). Two E7 rules are about names,
+// not bugs, and stay off: E731 (a lambda bound to a name) and E741 (a
+// variable called l, O or I). The strict profile selects every rule ruff
+// knows except those that conflict with each other or with the formatter
+// (COM812, D203, D213), demand headers snippets never have (CPY, D100),
+// flag ordinary boolean arguments (FBT) or async functions without await
+// (RUF029).
+const (
+	ProfileDefault = "default"
+	ProfileStrict  = "strict"
+)
+
+// Rule selections of the profiles (see ProfileDefault).
+var (
+	DefaultLintSelect = []string{"F", "E7", "E9", "B"}
+	DefaultLintIgnore = []string{"E731", "E741"}
+	StrictLintSelect  = []string{"ALL"}
+	StrictLintIgnore  = []string{"COM812", "CPY", "D100", "D203", "D213", "FBT", "RUF029"}
+)
+
+// ErrBadProfile marks a lint profile that is neither default nor strict.
+var ErrBadProfile = errors.New("unknown lint profile")
+
+// ruffInJail is where the jail sees ruff: a path of its own, so that ruff
+// may live anywhere on the host, under /tmp as well (which the jail
+// replaces with its own).
+const ruffInJail = "/opt/pyexec/bin/ruff"
 
 // Position is a place in a file, 1-based.
 type Position struct {
@@ -42,8 +68,8 @@ type Diagnostic struct {
 type LintConfig struct {
 	// Ruff is the ruff binary; empty means "ruff" on $PATH.
 	Ruff string
-	// Select and Ignore are ruff rule selectors. Defaults: ALL and
-	// DefaultLintIgnore.
+	// Select and Ignore are ruff rule selectors of the default profile.
+	// Defaults: DefaultLintSelect and DefaultLintIgnore.
 	Select, Ignore []string
 	// Timeout bounds one run. Default 20s.
 	Timeout time.Duration
@@ -51,9 +77,12 @@ type LintConfig struct {
 	Concurrency int
 }
 
-// LintRules choose the rules of one run; nil fields take the Linter's
-// configured ones. An empty, non-nil Ignore ignores nothing.
+// LintRules choose the rules of one run: Profile ("" is the default
+// one, whose rules the operator configures) gives the selection, and
+// Select and Ignore, when not nil, replace the profile's. An empty,
+// non-nil Ignore ignores nothing.
 type LintRules struct {
+	Profile        string
 	Select, Ignore []string
 }
 
@@ -75,7 +104,7 @@ func NewLinter(run JailRunner, cfg LintConfig) (*Linter, error) {
 	}
 	l := &Linter{run: run, ruff: ruff, sel: cfg.Select, ignore: cfg.Ignore, timeout: cfg.Timeout}
 	if l.sel == nil {
-		l.sel = []string{"ALL"}
+		l.sel = DefaultLintSelect
 	}
 	if l.ignore == nil {
 		l.ignore = DefaultLintIgnore
@@ -116,6 +145,13 @@ func (l *Linter) Ruff() string { return l.ruff }
 // operator chooses the rules.
 func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Diagnostic, error) {
 	sel, ignore := l.sel, l.ignore
+	switch rules.Profile {
+	case "", ProfileDefault:
+	case ProfileStrict:
+		sel, ignore = StrictLintSelect, StrictLintIgnore
+	default:
+		return nil, fmt.Errorf("%w %q: use %q or %q", ErrBadProfile, rules.Profile, ProfileDefault, ProfileStrict)
+	}
 	if rules.Select != nil {
 		sel = rules.Select
 	}
@@ -139,7 +175,7 @@ func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Dia
 	if len(sf) == 0 {
 		return []Diagnostic{}, nil
 	}
-	argv := []string{l.ruff, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
+	argv := []string{ruffInJail, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
 		"--select", strings.Join(sel, ",")}
 	if len(ignore) > 0 {
 		argv = append(argv, "--ignore", strings.Join(ignore, ","))
@@ -156,7 +192,7 @@ func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Dia
 		Env:    []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + sandbox.WorkDir, "NO_COLOR=1"},
 		Dir:    sandbox.WorkDir,
 		Files:  sf,
-		Mounts: []sandbox.Mount{{Source: filepath.Dir(l.ruff)}},
+		Mounts: []sandbox.Mount{{Source: l.ruff, Target: ruffInJail}},
 		Limits: sandbox.Limits{WallTime: l.timeout, CPUTime: l.timeout, MemoryBytes: 512 << 20,
 			StdoutBytes: 16 << 20, StderrBytes: 64 << 10},
 	}, nil)

@@ -3,6 +3,9 @@ package pyenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,30 +18,55 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := "import os, sys\ndef f(x = 1):\n    return undefined_name\n"
-	diags, err := l.Lint(context.Background(), []File{{Path: "main.py", Data: []byte(src)}, {Path: "data.txt", Data: []byte("x")}}, LintRules{})
+	src := "import os, sys\ndef f(x = []):\n    if x == None:\n        print(x)\n    return undefined_name\n"
+	files := []File{{Path: "main.py", Data: []byte(src)}, {Path: "data.txt", Data: []byte("x")}}
+	tests := []struct {
+		name          string
+		rules         LintRules
+		want, notWant []string
+	}{
+		// The default profile: bugs, not style.
+		{"default", LintRules{}, []string{"F401", "F821", "B006", "E711"}, []string{"E401", "E251", "D103", "ANN201", "T201"}},
+		{"default by name", LintRules{Profile: ProfileDefault}, []string{"F401", "B006"}, []string{"D103"}},
+		{"strict", LintRules{Profile: ProfileStrict}, []string{"F401", "E401", "F821", "ANN201", "D103", "T201"}, []string{"D100", "CPY001"}},
+		{"select replaces the profile's", LintRules{Profile: ProfileStrict, Select: []string{"F"}}, []string{"F401"}, []string{"D103", "B006"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			diags, err := l.Lint(context.Background(), files, tt.rules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes := map[string]Diagnostic{}
+			for _, d := range diags {
+				codes[d.Code] = d
+				if d.Filename != "main.py" {
+					t.Errorf("diagnostic %s in %q, want main.py", d.Code, d.Filename)
+				}
+			}
+			for _, want := range tt.want {
+				if _, ok := codes[want]; !ok {
+					t.Errorf("no %s among %v", want, slices.Sorted(mapKeys(codes)))
+				}
+			}
+			for _, no := range tt.notWant {
+				if _, ok := codes[no]; ok {
+					t.Errorf("%s was reported, want it off in this profile", no)
+				}
+			}
+		})
+	}
+
+	diags, err := l.Lint(context.Background(), files, LintRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	codes := map[string]Diagnostic{}
 	for _, d := range diags {
 		codes[d.Code] = d
-		if d.Filename != "main.py" {
-			t.Errorf("diagnostic %s in %q, want main.py", d.Code, d.Filename)
-		}
-	}
-	for _, want := range []string{"F401", "E401", "F821", "ANN201", "D103"} {
-		if _, ok := codes[want]; !ok {
-			t.Errorf("no %s among %v", want, slices.Collect(mapKeys(codes)))
-		}
-	}
-	for _, ignored := range []string{"D100", "CPY001"} {
-		if _, ok := codes[ignored]; ok {
-			t.Errorf("%s is in the default ignore list but was reported", ignored)
-		}
 	}
 	f821 := codes["F821"]
-	if f821.Location != (Position{Line: 3, Column: 12}) || f821.EndLocation != (Position{Line: 3, Column: 26}) ||
+	if f821.Location != (Position{Line: 5, Column: 12}) || f821.EndLocation != (Position{Line: 5, Column: 26}) ||
 		!strings.Contains(f821.Message, "undefined_name") {
 		t.Errorf("F821 = %+v", f821)
 	}
@@ -57,6 +85,46 @@ func TestLint(t *testing.T) {
 	}
 	if fix, _ := wire["fix"].(map[string]any); fix == nil {
 		t.Errorf("F401 has no fix: %s", b)
+	}
+	if _, err := l.Lint(context.Background(), files, LintRules{Profile: "pedantic"}); !errors.Is(err, ErrBadProfile) {
+		t.Errorf("an unknown profile: err = %v, want ErrBadProfile", err)
+	}
+}
+
+// TestLintRuffUnderTmp: ruff may live where the jail has its own
+// directories (a virtualenv under /tmp): lint still works.
+func TestLintRuffUnderTmp(t *testing.T) {
+	run := jail(t)
+	_, ruff := pyenvTools(t)
+	venv, err := os.MkdirTemp("/tmp", "pyexec-ruff-venv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(venv) })
+	if err := os.Chmod(venv, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(ruff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(venv, "bin", "ruff")
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(moved, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLinter(run, LintConfig{Ruff: moved})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diags, err := l.Lint(context.Background(), []File{{Path: "main.py", Data: []byte("import os\n")}}, LintRules{})
+	if err != nil {
+		t.Fatalf("lint with ruff at %s: %v", moved, err)
+	}
+	if len(diags) != 1 || diags[0].Code != "F401" {
+		t.Errorf("diagnostics = %+v, want one F401", diags)
 	}
 }
 

@@ -27,6 +27,9 @@ type BuildJails interface {
 // (its /etc is the jail's own).
 const caTarget = "/run/pyexec/ca.pem"
 
+// uvInJail is where a build jail sees uv.
+const uvInJail = "/opt/pyexec/bin/uv"
+
 // installJailed runs an installer that may build source distributions in
 // a jail without network: the build directory tmp and the build cache are
 // its only writable mounts, and its only way out is an HTTP proxy, opened
@@ -46,8 +49,11 @@ func (m *Environments) installJailed(ctx context.Context, in Interpreter, argv [
 	for _, p := range in.Mounts {
 		mounts = append(mounts, sandbox.Mount{Source: p})
 	}
-	if m.uv != "" {
-		mounts = append(mounts, sandbox.Mount{Source: filepath.Dir(m.uv)})
+	if m.uv != "" && argv[0] == m.uv {
+		// uv may live anywhere on the host (under /tmp too): the jail sees
+		// it at a path of its own.
+		mounts = append(mounts, sandbox.Mount{Source: m.uv, Target: uvInJail})
+		argv = append([]string{uvInJail}, argv[1:]...)
 	}
 	for _, u := range append([]string{m.cfg.IndexURL}, m.cfg.ExtraIndexURLs...) {
 		if p, err := url.Parse(u); err == nil && p.Scheme == "file" {

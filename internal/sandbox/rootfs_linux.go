@@ -40,6 +40,18 @@ func buildRoot(s *setupMsg) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make mounts private", os.NewSyscallError("mount", err))
 	}
+	// The root tmpfs hides the host's /tmp (newRootMount): hold every
+	// mount source open first and bind it through its descriptor, so a
+	// source may live anywhere, under /tmp too.
+	srcs := make([]string, len(s.Mounts))
+	for i, m := range s.Mounts {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return step("open "+m.Source, os.NewSyscallError("open", err))
+		}
+		defer unix.Close(fd)
+		srcs[i] = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
 	root := newRootMount
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4m,nr_inodes=4096,mode=0755"); err != nil {
 		return step("mount root tmpfs", os.NewSyscallError("mount", err))
@@ -51,7 +63,7 @@ func buildRoot(s *setupMsg) error {
 		}
 		bound = append(bound, d)
 	}
-	for _, m := range s.Mounts {
+	for i, m := range s.Mounts {
 		t := m.target()
 		if m.Source == t && coveredBy(t, bound) {
 			continue // already visible through a system directory
@@ -60,7 +72,7 @@ func buildRoot(s *setupMsg) error {
 		if m.Writable {
 			bind = bindWritable
 		}
-		if err := bind(m.Source, filepath.Join(root, t)); err != nil {
+		if err := bind(srcs[i], filepath.Join(root, t)); err != nil {
 			return step("bind "+m.Source, err)
 		}
 		bound = append(bound, t)
@@ -179,6 +191,20 @@ func touch(path string) error {
 	return f.Close()
 }
 
+// fontsConf is the jail's fontconfig configuration: the system font
+// directories (bound read-only with /usr) and a cache in the jail's own
+// /tmp. Without one, every program that asks fontconfig (matplotlib runs
+// fc-list when it builds its font list) prints "Fontconfig error: Cannot
+// load default config file" to the payload's stderr.
+const fontsConf = `<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <dir>/usr/share/fonts</dir>
+  <dir>/usr/local/share/fonts</dir>
+  <cachedir>/tmp/.cache/fontconfig</cachedir>
+</fontconfig>
+`
+
 // writeEtc writes a synthetic /etc: no host file with secrets or the host's
 // name is ever visible. With network on, DNS configuration and CA
 // certificates are added.
@@ -199,6 +225,10 @@ func writeEtc(root string, s *setupMsg) error {
 			files["resolv.conf"] = string(b)
 		}
 	}
+	if err := os.Mkdir(filepath.Join(etc, "fonts"), 0o755); err != nil {
+		return err
+	}
+	files["fonts/fonts.conf"] = fontsConf
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
 			return err

@@ -111,10 +111,12 @@ func (e *Embedded) Close() error {
 	return nil
 }
 
-// natsLogger sends the server's log lines to slog.
+// natsLogger sends the server's log lines to slog. Its notices (the
+// start-up banner, the JetStream settings) are debug lines: at info they
+// would bury pyexec's own start-up lines under fifteen of NATS's.
 type natsLogger struct{ l *slog.Logger }
 
-func (n natsLogger) Noticef(format string, v ...any) { n.l.Info(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }

@@ -58,8 +58,11 @@ def lint_request(args: Mapping[str, Any]) -> Dict[str, Any]:
             if f["path"] in files:
                 raise BadArguments(f"files[{i}]: {f['path']!r} is given twice (the code argument is main.py)")
             files[f["path"]] = f["content"]
+    profile = args.get("profile")
+    if profile is not None and not isinstance(profile, str):
+        raise BadArguments("profile must be a string")
     return {"code": None if files else code, "files": files, "select": _strings(args, "select"),
-            "ignore": _strings(args, "ignore")}
+            "ignore": _strings(args, "ignore"), "profile": profile}
 
 
 def render_lint(diags: List[Diagnostic]) -> str:

@@ -26,9 +26,11 @@ def file_path(execution_id: str, path: str) -> str:
 
 
 def lint_body(code: Optional[str], files: Optional[c.EvalFiles], select: Optional[Sequence[str]],
-              ignore: Optional[Sequence[str]]) -> Dict[str, Any]:
+              ignore: Optional[Sequence[str]], profile: Optional[str] = None) -> Dict[str, Any]:
     """The JSON body of POST /api/v1/lint."""
     body = c.eval_body(code, files, None, None, None, None, False, None)
+    if profile is not None:
+        body["profile"] = profile
     if select is not None:
         body["select"] = list(select)
     if ignore is not None:
@@ -53,11 +55,13 @@ class FilesMixin:
     _request: Callable[..., httpx.Response]
 
     def lint(self, code: Optional[str] = None, *, files: Optional[c.EvalFiles] = None,
-             select: Optional[Sequence[str]] = None, ignore: Optional[Sequence[str]] = None) -> List[Diagnostic]:
+             select: Optional[Sequence[str]] = None, ignore: Optional[Sequence[str]] = None,
+             profile: Optional[str] = None) -> List[Diagnostic]:
         """Check code (as main.py) or files with the server's ruff without
         running anything; an empty list means the code is clean.
-        ``select``/``ignore`` replace the server's rule selection."""
-        body = lint_body(code, files, select, ignore)
+        ``profile`` is "default" (likely bugs only) or "strict" (nearly
+        every rule); ``select``/``ignore`` replace the profile's rules."""
+        body = lint_body(code, files, select, ignore, profile)
         return [Diagnostic.from_dict(d) for d in self._request("POST", "/api/v1/lint", json=body).json() or []]
 
     def list_files(self, execution_id: str) -> List[FileInfo]:
@@ -97,9 +101,10 @@ class AsyncFilesMixin:
     _request: Callable[..., Awaitable[httpx.Response]]
 
     async def lint(self, code: Optional[str] = None, *, files: Optional[c.EvalFiles] = None,
-                   select: Optional[Sequence[str]] = None, ignore: Optional[Sequence[str]] = None) -> List[Diagnostic]:
+                   select: Optional[Sequence[str]] = None, ignore: Optional[Sequence[str]] = None,
+                   profile: Optional[str] = None) -> List[Diagnostic]:
         """See PyExec.lint."""
-        body = lint_body(code, files, select, ignore)
+        body = lint_body(code, files, select, ignore, profile)
         return [Diagnostic.from_dict(d) for d in (await self._request("POST", "/api/v1/lint", json=body)).json() or []]
 
     async def list_files(self, execution_id: str) -> List[FileInfo]:

@@ -65,6 +65,9 @@ def test_lint(server, px):
     multi = px.lint(files={"main.py": "import helper\n", "helper.py": "import sys\n"}, select=["F401"])
     assert sorted((d.filename, d.code) for d in multi) == [("helper.py", "F401"), ("main.py", "F401")]
     assert "F401" not in {d.code for d in px.lint("import os\n", ignore=["F401"])}
+    snippet = "def f(x):\n    print(x)\n"
+    assert px.lint(snippet) == []  # the default profile: bugs, not style
+    assert {"D103", "T201"} <= {d.code for d in px.lint(snippet, profile="strict")}
 
 
 def test_requirements_install(server, px):

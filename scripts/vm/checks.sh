@@ -17,7 +17,7 @@ set -u
 OUT=$W/out BIN=$W/bin CG=/sys/fs/cgroup
 R=$OUT/results.txt S=$OUT/summary.txt
 RL_UID=${ROOTLESS_UID:-4242} RL_USER=pyexec-rl RL_HOME=/tmp/pyexec-rl
-SERVE_FLAGS=(--base-packages - --prepare-base=false --no-detect-imports)
+SERVE_FLAGS=(--base-packages - --prepare-base=false --no-detect-imports --provision-tools=false)
 
 # --- reporting -----------------------------------------------------------------
 say() { echo "$*" | tee -a "$S"; }
