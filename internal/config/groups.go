@@ -32,7 +32,7 @@ func FlagGroups() []FlagGroup {
 		{"Environments and packages", []string{"env-dir", "env-max-bytes", "index-url", "extra-index-urls", "trusted-hosts",
 			"uv", "no-uv", "allow-source-builds", "install-timeout", "base-packages", "prepare-base", "no-detect-imports",
 			"allow-packages", "deny-packages", "import-map", "policy-file"}},
-		{"Lint", []string{"ruff", "lint-select", "lint-ignore"}},
+		{"Tools and lint", []string{"provision-tools", "tools-dir", "ruff", "lint-select", "lint-ignore"}},
 		{"Storage and shutdown", []string{"data-dir", "record-ttl", "store-max-bytes", "shutdown-timeout"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	}
