@@ -19,7 +19,8 @@ type terminal struct {
 	ptmx   *os.File
 	screen *syncBuffer
 	cmd    *exec.Cmd
-	done   chan struct{}
+	done   chan struct{} // closed when the process has ended
+	read   chan struct{} // closed when everything it wrote has been read
 }
 
 // startTerminal runs pyexec args on a new pseudo-terminal with env.
@@ -31,8 +32,9 @@ func startTerminal(t *testing.T, env []string, args ...string) *terminal {
 	if err != nil {
 		t.Fatalf("starting pyexec on a pty: %v", err)
 	}
-	term := &terminal{t: t, ptmx: ptmx, screen: &syncBuffer{}, cmd: cmd, done: make(chan struct{})}
+	term := &terminal{t: t, ptmx: ptmx, screen: &syncBuffer{}, cmd: cmd, done: make(chan struct{}), read: make(chan struct{})}
 	go func() {
+		defer close(term.read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := ptmx.Read(buf)
@@ -78,11 +80,16 @@ func (term *terminal) waitFor(text string, n int) {
 	}
 }
 
-// wait waits for the process to end and returns its exit code.
+// wait waits for the process to end and its last output to be read, and
+// returns its exit code.
 func (term *terminal) wait() int {
 	term.t.Helper()
 	select {
 	case <-term.done:
+		select {
+		case <-term.read:
+		case <-time.After(5 * time.Second): // a child may hold the terminal open
+		}
 		return term.cmd.ProcessState.ExitCode()
 	case <-time.After(60 * time.Second):
 		term.t.Fatalf("pyexec did not end; the screen:\n%s", term.screen)

@@ -163,7 +163,15 @@ func checkStrictObject(t *testing.T, where string, strictRaw, plainRaw json.RawM
 		if !strings.Contains(string(typ), string(plainTyp)) {
 			t.Errorf("%s.%s: type %s lost %s", where, name, typ, plainTyp)
 		}
+		optional := !slices.Contains(plainRequired, name)
 		for _, k := range pp.keys {
+			if k == "enum" && optional {
+				// An optional enum gains null, after the plain values.
+				if want := strings.TrimSuffix(string(pp.values[k]), "]") + ",null]"; string(sp.values[k]) != want {
+					t.Errorf("%s.%s: enum %s, want %s", where, name, sp.values[k], want)
+				}
+				continue
+			}
 			if k != "type" && k != "items" && k != "properties" && string(sp.values[k]) != string(pp.values[k]) {
 				t.Errorf("%s.%s: %s changed from %s to %s", where, name, k, pp.values[k], sp.values[k])
 			}
