@@ -1,0 +1,204 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// recorder collects an egress's events and limit.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+	limit  string
+}
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{
+		Event: func(ev Event) { r.mu.Lock(); r.events = append(r.events, ev); r.mu.Unlock() },
+		Limit: func(why string) { r.mu.Lock(); r.limit = why; r.mu.Unlock() },
+	}
+}
+
+// find returns the first event for host with proto and reason.
+func (r *recorder) find(proto, host, verdict, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.events, func(e Event) bool {
+		return e.Proto == proto && e.Host == host && e.Verdict == verdict && e.Reason == reason
+	})
+}
+
+// runEgress runs code in a jail with network through an egress of cfg
+// narrowed to nothing more, and returns its stdout with the events.
+func runEgress(t *testing.T, w *world, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
+	t.Helper()
+	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hooks := rec.hooks()
+	limitHook := hooks.Limit
+	hooks.Limit = func(why string) { limitHook(why); cancel() }
+	eg := New(cfg, cfg.Policy, hooks)
+	res, err := m.Run(ctx, sandbox.Spec{
+		Argv:    append([]string{"/usr/bin/python3", "-c", code}, args...),
+		Env:     []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"},
+		Files:   []sandbox.File{{Path: "ca.pem", Data: w.caPEM}},
+		Network: true,
+		Egress:  eg,
+		Limits:  sandbox.Limits{WallTime: 40 * time.Second},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eg.Close(); err != nil {
+		t.Errorf("closing the egress: %v", err)
+	}
+	m.Wait()
+	if res.Status == sandbox.StatusSetupError {
+		t.Fatalf("setup error: %s", res.Reason)
+	}
+	return res, rec
+}
+
+func testConfig(t *testing.T, w *world, allow ...string) Config {
+	t.Helper()
+	rules, err := ParseRules(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGuard([]uint16{uint16(w.api.Addr().(*net.TCPAddr).Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: w.resolver,
+		Limits: Limits{ConnectTimeout: 3 * time.Second}}
+}
+
+// probes is the payload: each probe prints name=outcome.
+const probes = `
+import socket, ssl, urllib.request, sys
+API = int(sys.argv[1])
+CA = "/work/ca.pem"
+def probe(name, f):
+    try:
+        print(f"{name}={f()}")
+    except Exception as e:
+        print(f"{name}=ERR {type(e).__name__}")
+def get(url):
+    ctx = ssl.create_default_context(cafile=CA)
+    return urllib.request.urlopen(url, timeout=10, context=ctx).read().decode()
+def tcp(host, port, send=b"", family=socket.AF_INET):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect((host, port))
+    if send:
+        s.sendall(send)
+    data = s.recv(100)
+    s.close()
+    return "OK " + data.decode(errors="replace").split("\r\n")[0] if data else "EOF"
+def tls(server_hostname):
+    s = socket.create_connection(("allowed.test", 443), timeout=10)
+    ctx = ssl.create_default_context(cafile=CA)
+    ctx.check_hostname = False
+    t = ctx.wrap_socket(s, server_hostname=server_hostname)
+    t.close()
+    return "OK"
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    s.sendto(b"x", ("203.0.113.2", 9999))
+    return "OK " + s.recv(10).decode()
+probe("http", lambda: get("http://allowed.test/"))
+probe("https", lambda: get("https://allowed.test/"))
+probe("raw", lambda: tcp("allowed.test", 80, b"PING\r\n\r\n"))
+probe("other_name", lambda: socket.getaddrinfo("other.test", 80))
+probe("ip_unlisted", lambda: tcp("203.0.113.3", 80))
+probe("api_public", lambda: tcp("203.0.113.2", API))
+probe("api_loopback", lambda: tcp("127.0.0.1", API))
+probe("loopback_80", lambda: tcp("127.0.0.1", 80))
+probe("metadata", lambda: tcp("169.254.169.254", 80))
+probe("metadata_name", lambda: socket.getaddrinfo("meta.test", 80))
+probe("private", lambda: tcp("10.99.0.2", 80))
+probe("mapped", lambda: tcp("::ffff:10.99.0.2", 80, family=socket.AF_INET6))
+probe("sni", lambda: tls("other.test"))
+probe("sni_ok", lambda: tls("allowed.test"))
+probe("host", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"))
+probe("rebind", lambda: socket.getaddrinfo("rebind.test", 80))
+probe("udp", udp)
+probe("ipv6", lambda: tcp("2a01::1", 80, family=socket.AF_INET6))
+`
+
+func TestEgressPolicy(t *testing.T) {
+	w := needWorld(t)
+	api := strconv.Itoa(w.api.Addr().(*net.TCPAddr).Port)
+	cfg := testConfig(t, w, "allowed.test", "rebind.test", "meta.test", publicHost+":"+api, privateHost, metadataHost)
+	res, rec := runEgress(t, w, cfg, probes, api)
+	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	got := lines(string(res.Stdout))
+	want := map[string]string{
+		"http":          "hello allowed.test",
+		"https":         "hello allowed.test",
+		"raw":           "OK HTTP/1.1 400 Bad Request",
+		"other_name":    "ERR gaierror",
+		"ip_unlisted":   "ERR ConnectionRefusedError",
+		"api_public":    "ERR ConnectionRefusedError",
+		"api_loopback":  "ERR ConnectionRefusedError",
+		"loopback_80":   "ERR ConnectionRefusedError",
+		"metadata":      "ERR ConnectionRefusedError",
+		"metadata_name": "ERR gaierror",
+		"private":       "ERR ConnectionRefusedError",
+		"mapped":        "ERR ConnectionRefusedError",
+		"sni_ok":        "OK",
+		"host":          "EOF",
+		"rebind":        "ERR gaierror",
+		"udp":           "ERR TimeoutError",
+		"ipv6":          "ERR ConnectionRefusedError",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+	if s := got["sni"]; s == "OK" || s == "" {
+		t.Errorf("sni: a TLS handshake naming another server went through: %q", s)
+	}
+	if n := w.apiConns.Load(); n != 0 {
+		t.Errorf("the loopback API listener of the server side accepted %d connections", n)
+	}
+	events := []struct{ proto, host, verdict, reason string }{
+		{"tcp", "allowed.test", VerdictAllow, ""},
+		{"dns", "other.test", VerdictDeny, ReasonNotAllowed},
+		{"tcp", unlistedHost, VerdictDeny, ReasonNotAllowed},
+		{"tcp", publicHost, VerdictDeny, ReasonServerPort},
+		{"tcp", metadataHost, VerdictDeny, ReasonDeniedRange},
+		{"dns", "meta.test", VerdictDeny, ReasonPrivateAddress},
+		{"tcp", privateHost, VerdictDeny, ReasonDeniedRange},
+		{"tcp", "allowed.test", VerdictDeny, ReasonSNIMismatch},
+		{"tcp", "allowed.test", VerdictDeny, ReasonHostMismatch},
+		{"dns", "rebind.test", VerdictDeny, ReasonPrivateAddress},
+		{"udp", publicHost, VerdictDeny, ReasonUDP},
+		{"tcp", "2a01::1", VerdictDeny, ReasonIPv6},
+	}
+	for _, e := range events {
+		if !rec.find(e.proto, e.host, e.verdict, e.reason) {
+			t.Errorf("no %s event for %s with verdict %s and reason %q", e.proto, e.host, e.verdict, e.reason)
+		}
+	}
+	if t.Failed() {
+		for _, e := range rec.events {
+			t.Logf("event %+v", e)
+		}
+	}
+}
