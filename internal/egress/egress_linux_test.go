@@ -202,3 +202,76 @@ func TestEgressPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestEgressLimits(t *testing.T) {
+	w := needWorld(t)
+	cases := []struct {
+		name   string
+		limits Limits
+		code   string
+		reason string
+	}{
+		{"bytes in", Limits{BytesIn: 256 << 10}, `
+import urllib.request
+urllib.request.urlopen("http://big.test/big", timeout=10).read()
+print("downloaded")`, ReasonBytesInLimit},
+		{"bytes out", Limits{BytesOut: 64 << 10}, `
+import socket
+s = socket.create_connection(("big.test", 80), timeout=10)
+s.sendall(b"POST / HTTP/1.1\r\nHost: big.test\r\nContent-Length: 1000000\r\n\r\n" + b"x" * 1000000)
+print("sent")`, ReasonBytesOutLimit},
+		{"connections", Limits{MaxConns: 2}, `
+import socket
+held = [socket.create_connection(("big.test", 80), timeout=10) for _ in range(3)]
+print("opened")`, ReasonConnectionLimit},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t, w, "big.test")
+			cfg.Limits = c.limits
+			cfg.Limits.ConnectTimeout = 3 * time.Second
+			start := time.Now()
+			res, rec := runEgress(t, w, cfg, c.code)
+			if rec.limit != c.reason {
+				t.Errorf("limit: got %q, want %q (stdout %q, stderr %q)", rec.limit, c.reason, res.Stdout, res.Stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the run took %s: the limit did not end it", d)
+			}
+			if !rec.find("tcp", "big.test", VerdictDeny, c.reason) {
+				t.Errorf("no event with reason %s: %+v", c.reason, rec.events)
+			}
+		})
+	}
+}
+
+// TestNoEgressNoRoute: without an egress a jail has no route out, with
+// network asked for or not; only its own loopback exists.
+func TestNoEgressNoRoute(t *testing.T) {
+	w := needWorld(t)
+	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Wait()
+	code := `
+import socket
+try:
+    socket.create_connection(("` + publicHost + `", 80), timeout=5)
+    print("connected")
+except OSError as e:
+    print("errno", e.errno)
+print(sorted(n for _, n in socket.if_nameindex()))`
+	for _, network := range []bool{false, true} {
+		res, err := m.Run(context.Background(), sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", code},
+			Env: []string{"PATH=/usr/bin:/bin"}, Network: network, Limits: sandbox.Limits{WallTime: 20 * time.Second}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "errno 101\n['lo']\n" // ENETUNREACH
+		if string(res.Stdout) != want {
+			t.Errorf("network=%v: got %q (stderr %q), want %q", network, res.Stdout, res.Stderr, want)
+		}
+	}
+	_ = w
+}

@@ -140,4 +140,3 @@ func configureEgressLink(name string) error {
 func hostNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
 }
-
