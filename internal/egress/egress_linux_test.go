@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress/egresstest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -38,7 +39,7 @@ func (r *recorder) find(proto, host, verdict, reason string) bool {
 
 // runEgress runs code in a jail with network through an egress of cfg
 // narrowed to nothing more, and returns its stdout with the events.
-func runEgress(t *testing.T, w *world, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
+func runEgress(t *testing.T, w *egresstest.World, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
 	t.Helper()
 	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
 	if err != nil {
@@ -54,7 +55,7 @@ func runEgress(t *testing.T, w *world, cfg Config, code string, args ...string) 
 	res, err := m.Run(ctx, sandbox.Spec{
 		Argv:    append([]string{"/usr/bin/python3", "-c", code}, args...),
 		Env:     []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"},
-		Files:   []sandbox.File{{Path: "ca.pem", Data: w.caPEM}},
+		Files:   []sandbox.File{{Path: "ca.pem", Data: w.CAPEM}},
 		Network: true,
 		Egress:  eg,
 		Limits:  sandbox.Limits{WallTime: 40 * time.Second},
@@ -72,17 +73,17 @@ func runEgress(t *testing.T, w *world, cfg Config, code string, args ...string) 
 	return res, rec
 }
 
-func testConfig(t *testing.T, w *world, allow ...string) Config {
+func testConfig(t *testing.T, w *egresstest.World, allow ...string) Config {
 	t.Helper()
 	rules, err := ParseRules(allow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGuard([]uint16{uint16(w.api.Addr().(*net.TCPAddr).Port)})
+	g, err := NewGuard([]uint16{uint16(w.API.Addr().(*net.TCPAddr).Port)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: w.resolver,
+	return Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: StaticResolver(w.Hosts),
 		Limits: Limits{ConnectTimeout: 3 * time.Second}}
 }
 
@@ -141,12 +142,12 @@ probe("ipv6", lambda: tcp("2a01::1", 80, family=socket.AF_INET6))
 `
 
 func TestEgressPolicy(t *testing.T) {
-	w := needWorld(t)
-	api := strconv.Itoa(w.api.Addr().(*net.TCPAddr).Port)
-	cfg := testConfig(t, w, "allowed.test", "rebind.test", "meta.test", publicHost+":"+api, privateHost, metadataHost)
+	w := egresstest.New(t)
+	api := strconv.Itoa(w.API.Addr().(*net.TCPAddr).Port)
+	cfg := testConfig(t, w, "allowed.test", "rebind.test", "meta.test", egresstest.PublicHost+":"+api, egresstest.PrivateHost, egresstest.MetadataHost)
 	res, rec := runEgress(t, w, cfg, probes, api)
 	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
-	got := lines(string(res.Stdout))
+	got := egresstest.Lines(string(res.Stdout))
 	want := map[string]string{
 		"http":          "hello allowed.test",
 		"https":         "hello allowed.test",
@@ -174,21 +175,21 @@ func TestEgressPolicy(t *testing.T) {
 	if s := got["sni"]; s == "OK" || s == "" {
 		t.Errorf("sni: a TLS handshake naming another server went through: %q", s)
 	}
-	if n := w.apiConns.Load(); n != 0 {
+	if n := w.APIConns.Load(); n != 0 {
 		t.Errorf("the loopback API listener of the server side accepted %d connections", n)
 	}
 	events := []struct{ proto, host, verdict, reason string }{
 		{"tcp", "allowed.test", VerdictAllow, ""},
 		{"dns", "other.test", VerdictDeny, ReasonNotAllowed},
-		{"tcp", unlistedHost, VerdictDeny, ReasonNotAllowed},
-		{"tcp", publicHost, VerdictDeny, ReasonServerPort},
-		{"tcp", metadataHost, VerdictDeny, ReasonDeniedRange},
+		{"tcp", egresstest.UnlistedHost, VerdictDeny, ReasonNotAllowed},
+		{"tcp", egresstest.PublicHost, VerdictDeny, ReasonServerPort},
+		{"tcp", egresstest.MetadataHost, VerdictDeny, ReasonDeniedRange},
 		{"dns", "meta.test", VerdictDeny, ReasonPrivateAddress},
-		{"tcp", privateHost, VerdictDeny, ReasonDeniedRange},
+		{"tcp", egresstest.PrivateHost, VerdictDeny, ReasonDeniedRange},
 		{"tcp", "allowed.test", VerdictDeny, ReasonSNIMismatch},
 		{"tcp", "allowed.test", VerdictDeny, ReasonHostMismatch},
 		{"dns", "rebind.test", VerdictDeny, ReasonPrivateAddress},
-		{"udp", publicHost, VerdictDeny, ReasonUDP},
+		{"udp", egresstest.PublicHost, VerdictDeny, ReasonUDP},
 		{"tcp", "2a01::1", VerdictDeny, ReasonIPv6},
 	}
 	for _, e := range events {
@@ -204,7 +205,7 @@ func TestEgressPolicy(t *testing.T) {
 }
 
 func TestEgressLimits(t *testing.T) {
-	w := needWorld(t)
+	w := egresstest.New(t)
 	cases := []struct {
 		name   string
 		limits Limits
@@ -248,7 +249,7 @@ print("opened")`, ReasonConnectionLimit},
 // TestNoEgressNoRoute: without an egress a jail has no route out, with
 // network asked for or not; only its own loopback exists.
 func TestNoEgressNoRoute(t *testing.T) {
-	w := needWorld(t)
+	w := egresstest.New(t)
 	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestNoEgressNoRoute(t *testing.T) {
 	code := `
 import socket
 try:
-    socket.create_connection(("` + publicHost + `", 80), timeout=5)
+    socket.create_connection(("` + egresstest.PublicHost + `", 80), timeout=5)
     print("connected")
 except OSError as e:
     print("errno", e.errno)

@@ -1,4 +1,8 @@
-package egress
+// Package egresstest builds a closed test world for network tests: a test
+// re-runs itself in a network namespace of its own (Isolate), where a test
+// host in a second namespace, joined by a veth pair, stands in for the
+// internet. Nothing a test does there can reach beyond this machine.
+package egresstest
 
 import (
 	"crypto/ecdsa"
@@ -14,9 +18,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,34 +34,63 @@ import (
 // network namespace of its own, joined to the suite's namespace by a veth
 // pair: it carries a public address, a private one and the metadata
 // address, and serves HTTP on 80, HTTPS on 443 and UDP echo on 9999.
+// Addresses of the test host.
 const (
-	publicHost   = "203.0.113.2"
-	unlistedHost = "203.0.113.3"
-	privateHost  = "10.99.0.2"
-	metadataHost = "169.254.169.254"
+	PublicHost   = "203.0.113.2"
+	UnlistedHost = "203.0.113.3"
+	PrivateHost  = "10.99.0.2"
+	MetadataHost = "169.254.169.254"
 )
 
-// world is the test world as a test sees it.
-type world struct {
-	caPEM    []byte        // the CA the HTTPS server's certificate chains to
-	api      net.Listener  // stands in for the server's API on loopback
-	apiConns *atomic.Int64 // connections the API listener accepted
-	resolver StaticResolver
+// World is the test world as a test sees it.
+type World struct {
+	CAPEM    []byte        // the CA the HTTPS server's certificate chains to
+	API      net.Listener  // stands in for the server's API on loopback
+	APIConns *atomic.Int64 // connections the API listener accepted
+	// Hosts names the test host: allowed.test, other.test and big.test
+	// are PublicHost, rebind.test is PrivateHost, meta.test MetadataHost.
+	Hosts map[string][]netip.Addr
 }
 
-// needWorld builds the test world, or skips without root.
-func needWorld(t *testing.T) *world {
+// Env marks a test binary that runs in a network namespace of its own.
+const Env = "PYEXEC_EGRESS_TEST_WORLD"
+
+// Isolated reports whether this process runs in the test's own network
+// namespace (see Isolate).
+func Isolated() bool { return os.Getenv(Env) != "" }
+
+// Isolate runs the test binary again, in a fresh network namespace, with
+// args (say, -test.run of one test), and returns its exit code. Only root
+// can; the caller checks.
+func Isolate(args []string) (int, error) {
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Env = append(os.Environ(), Env+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// New builds the test world, or skips the test when this process is not
+// isolated (not root) or has no /usr/bin/python3.
+func New(t *testing.T) *World {
 	t.Helper()
-	if os.Getenv(worldEnv) == "" {
+	if !Isolated() {
 		t.Skip("needs root: runs in a network namespace of its own with test hosts (CI runs as root)")
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skipf("needs /usr/bin/python3: %v", err)
 	}
-	w := &world{apiConns: &atomic.Int64{}, resolver: StaticResolver{}}
+	w := &World{APIConns: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
 	host := makeHostNS(t)
 	cert, ca := testCert(t, "allowed.test", "other.test")
-	w.caPEM = ca
+	w.CAPEM = ca
 	inNS(t, host, func() {
 		serveHTTP(t, "tcp4", ":80", nil)
 		serveHTTP(t, "tcp4", ":443", &tls.Config{Certificates: []tls.Certificate{cert}})
@@ -72,16 +107,16 @@ func needWorld(t *testing.T) *world {
 			if err != nil {
 				return
 			}
-			w.apiConns.Add(1)
+			w.APIConns.Add(1)
 			c.Close()
 		}
 	}()
-	w.api = api
+	w.API = api
 	for name, addr := range map[string]string{
-		"allowed.test": publicHost, "other.test": publicHost, "big.test": publicHost,
-		"rebind.test": privateHost, "meta.test": metadataHost,
+		"allowed.test": PublicHost, "other.test": PublicHost, "big.test": PublicHost,
+		"rebind.test": PrivateHost, "meta.test": MetadataHost,
 	} {
-		w.resolver[name] = append(w.resolver[name], mustAddr(addr))
+		w.Hosts[name] = append(w.Hosts[name], netip.MustParseAddr(addr))
 	}
 	return w
 }
@@ -137,7 +172,7 @@ func makeHostNS(t *testing.T) netns.NsHandle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	configure(t, *h, hl, "lo", publicHost+"/24", privateHost+"/24", metadataHost+"/16")
+	configure(t, *h, hl, "lo", PublicHost+"/24", PrivateHost+"/24", MetadataHost+"/16")
 	return host
 }
 
@@ -253,10 +288,8 @@ func testCert(t *testing.T, names ...string) (tls.Certificate, []byte) {
 	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
-func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
-
-// lines splits a payload's output into its "case=outcome" pairs.
-func lines(out string) map[string]string {
+// Lines splits a payload's output into its "case=outcome" pairs.
+func Lines(out string) map[string]string {
 	m := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if k, v, ok := strings.Cut(l, "="); ok {
