@@ -95,6 +95,14 @@ func (e *Egress) Serve(tun *os.File) error {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
+	// The handlers are in place before the NIC exists: packets are
+	// delivered from the moment it does.
+	sack := tcpip.TCPSACKEnabled(true)
+	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	tcpFwd := tcp.NewForwarder(s, 0, 256, e.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
+	udpFwd := udp.NewForwarder(s, e.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
 	const nic = 1
 	if terr := s.CreateNIC(nic, link); terr != nil {
 		s.Close()
@@ -111,12 +119,6 @@ func (e *Egress) Serve(tun *os.File) error {
 		return fmt.Errorf("netstack: %s", terr)
 	}
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}, {Destination: header.IPv6EmptySubnet, NIC: nic}})
-	sack := tcpip.TCPSACKEnabled(true)
-	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
-	tcpFwd := tcp.NewForwarder(s, 0, 256, e.handleTCP)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
-	udpFwd := udp.NewForwarder(s, e.handleUDP)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
 	e.stack, e.tun = s, tun
 	return nil
 }

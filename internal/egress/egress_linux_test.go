@@ -39,7 +39,7 @@ func (r *recorder) find(proto, host, verdict, reason string) bool {
 
 // runEgress runs code in a jail with network through an egress of cfg
 // narrowed to nothing more, and returns its stdout with the events.
-func runEgress(t *testing.T, w *egresstest.World, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
+func runEgress(t testing.TB, w *egresstest.World, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
 	t.Helper()
 	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
 	if err != nil {
@@ -73,7 +73,7 @@ func runEgress(t *testing.T, w *egresstest.World, cfg Config, code string, args 
 	return res, rec
 }
 
-func testConfig(t *testing.T, w *egresstest.World, allow ...string) Config {
+func testConfig(t testing.TB, w *egresstest.World, allow ...string) Config {
 	t.Helper()
 	rules, err := ParseRules(allow)
 	if err != nil {

@@ -79,7 +79,7 @@ func Isolate(args []string) (int, error) {
 
 // New builds the test world, or skips the test when this process is not
 // isolated (not root) or has no /usr/bin/python3.
-func New(t *testing.T) *World {
+func New(t testing.TB) *World {
 	t.Helper()
 	if !Isolated() {
 		t.Skip("needs root: runs in a network namespace of its own with test hosts (CI runs as root)")
@@ -124,7 +124,7 @@ func New(t *testing.T) *World {
 var netnsSeq atomic.Int64
 
 // makeHostNS makes the test host's namespace and the veth pair to it.
-func makeHostNS(t *testing.T) netns.NsHandle {
+func makeHostNS(t testing.TB) netns.NsHandle {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -177,7 +177,7 @@ func makeHostNS(t *testing.T) netns.NsHandle {
 }
 
 // configure addresses link and raises it and the loopback.
-func configure(t *testing.T, h netlink.Handle, link netlink.Link, lo string, addrs ...string) {
+func configure(t testing.TB, h netlink.Handle, link netlink.Link, lo string, addrs ...string) {
 	t.Helper()
 	for _, a := range addrs {
 		ipn, err := netlink.ParseAddr(a)
@@ -197,7 +197,7 @@ func configure(t *testing.T, h netlink.Handle, link netlink.Link, lo string, add
 }
 
 // inNS runs f on a thread in ns; sockets f opens stay in ns.
-func inNS(t *testing.T, ns netns.NsHandle, f func()) {
+func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -223,9 +223,9 @@ func inNS(t *testing.T, ns netns.NsHandle, f func()) {
 	<-done
 }
 
-// serveHTTP answers every request with the Host it named, and /big with
-// 4 MiB.
-func serveHTTP(t *testing.T, network, addr string, tlsConf *tls.Config) {
+// serveHTTP answers every request with the Host it named, /big with
+// 4 MiB and /10m with 10 MiB.
+func serveHTTP(t testing.TB, network, addr string, tlsConf *tls.Config) {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {
@@ -235,8 +235,12 @@ func serveHTTP(t *testing.T, network, addr string, tlsConf *tls.Config) {
 		l = tls.NewListener(l, tlsConf)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/big" {
+		switch r.URL.Path {
+		case "/big":
 			w.Write(make([]byte, 4<<20))
+			return
+		case "/10m":
+			w.Write(make([]byte, 10<<20))
 			return
 		}
 		fmt.Fprintf(w, "hello %s", r.Host)
@@ -245,7 +249,7 @@ func serveHTTP(t *testing.T, network, addr string, tlsConf *tls.Config) {
 	t.Cleanup(func() { srv.Close() })
 }
 
-func serveUDPEcho(t *testing.T, addr string) {
+func serveUDPEcho(t testing.TB, addr string) {
 	t.Helper()
 	c, err := net.ListenPacket("udp4", addr)
 	if err != nil {
@@ -265,7 +269,7 @@ func serveUDPEcho(t *testing.T, addr string) {
 }
 
 // testCert makes a CA and a certificate it signed for names.
-func testCert(t *testing.T, names ...string) (tls.Certificate, []byte) {
+func testCert(t testing.TB, names ...string) (tls.Certificate, []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "egress test CA"},
