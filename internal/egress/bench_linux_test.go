@@ -42,7 +42,7 @@ func BenchmarkEgress(b *testing.B) {
 		b.ReportMetric(hostSeconds/egressSeconds, "throughput-ratio")
 		b.ReportMetric(10/egressSeconds, "egress-MiB/s")
 		b.ReportMetric(10/hostSeconds, "host-MiB/s")
-		b.ReportMetric(float64((egressConnect-hostConnect).Microseconds()), "added-connect-µs")
+		b.ReportMetric(float64((egressConnect - hostConnect).Microseconds()), "added-connect-µs")
 	}
 }
 
