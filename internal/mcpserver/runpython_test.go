@@ -449,7 +449,7 @@ func TestListTools(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements", "session_id"}},
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "stdin", "requirements", "session_id"}},
 		{"lint_python", []string{"code"}, []string{"code", "files", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
