@@ -42,14 +42,22 @@ type Egress struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// out carries events to the owner's hook from one goroutine, so that
+	// a slow hook (a store write) never holds up a DNS answer or a
+	// handshake. It holds MaxEvents: a send never blocks.
+	out     chan Event
+	outDone chan struct{}
 
-	mu      sync.Mutex
-	stack   *stack.Stack
-	tun     *os.File
-	conns   map[*relay]struct{}
-	closed  bool
-	names   *nameTable
-	udpSeen map[string]bool
+	mu     sync.Mutex
+	stack  *stack.Stack
+	tun    *os.File
+	conns  map[*relay]struct{}
+	closed bool
+	// outClosed is set when out is closed: only Close, once every
+	// handler is done; a straggler's event is then only counted.
+	outClosed bool
+	names     *nameTable
+	udpSeen   map[string]bool
 
 	active            atomic.Int64
 	bytesOut, bytesIn atomic.Int64
@@ -68,8 +76,21 @@ func New(cfg Config, p Policy, hooks Hooks) *Egress {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Egress{cfg: cfg, policy: p, hooks: hooks, ctx: ctx, cancel: cancel,
+	e := &Egress{cfg: cfg, policy: p, hooks: hooks, ctx: ctx, cancel: cancel,
+		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{}}
+	go e.deliver()
+	return e
+}
+
+// deliver hands events to the hook until Close closes out.
+func (e *Egress) deliver() {
+	defer close(e.outDone)
+	for ev := range e.out {
+		if e.hooks.Event != nil {
+			e.hooks.Event(ev)
+		}
+	}
 }
 
 // Serve starts the userspace stack on tun: every IPv4 and IPv6 packet of
@@ -145,6 +166,12 @@ func (e *Egress) Close() error {
 		s.Close()
 		s.Wait()
 	}
+	// Nothing emits any more: the last events go out before Close returns.
+	e.mu.Lock()
+	e.outClosed = true
+	close(e.out)
+	e.mu.Unlock()
+	<-e.outDone
 	if tun != nil {
 		return tun.Close()
 	}
@@ -174,9 +201,13 @@ func (e *Egress) emit(ev Event) {
 		e.dropped.Add(1)
 		return
 	}
-	if e.hooks.Event != nil {
-		e.hooks.Event(ev)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.outClosed {
+		e.dropped.Add(1)
+		return
 	}
+	e.out <- ev
 }
 
 // overLimit records the first limit crossed, cuts every connection and
