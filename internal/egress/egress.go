@@ -131,12 +131,14 @@ func (e *Egress) Serve(tun *os.File) error {
 	}
 	// Promiscuous and spoofing: the stack takes packets for every
 	// destination and answers as that destination.
-	if terr := s.SetPromiscuousMode(nic, true); terr != nil {
-		s.Close()
-		return fmt.Errorf("netstack: %s", terr)
+	terr := s.SetPromiscuousMode(nic, true)
+	if terr == nil {
+		terr = s.SetSpoofing(nic, true)
 	}
-	if terr := s.SetSpoofing(nic, true); terr != nil {
+	if terr != nil {
+		_ = s.RemoveNIC(nic) // stops the link's reader
 		s.Close()
+		s.Wait()
 		return fmt.Errorf("netstack: %s", terr)
 	}
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}, {Destination: header.IPv6EmptySubnet, NIC: nic}})
