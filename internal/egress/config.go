@@ -132,3 +132,20 @@ type Config struct {
 	Resolver Resolver // nil: the system's
 	Limits   Limits
 }
+
+// Hooks tell the owner of an Egress what happens. Both may be nil.
+type Hooks struct {
+	// Event receives every event, in the order they complete.
+	Event func(Event)
+	// Limit is called once, with the reason, when the execution went over
+	// one of its limits; the egress has already cut every connection.
+	Limit func(reason string)
+}
+
+// Stats are an execution's totals.
+type Stats struct {
+	BytesOut, BytesIn int64
+	Events, Dropped   int64
+	// LimitReason is the limit that ended the execution, "" if none.
+	LimitReason string
+}

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// inspectTimeout bounds the wait for a TLS ClientHello or HTTP header
+// that has begun to arrive.
+const inspectTimeout = 10 * time.Second
+
 // maxInspect bounds what is buffered to find a server name: a TLS record
 // (header and at most 16 KiB) or an HTTP request head.
 const maxInspect = 5 + 16<<10

@@ -23,15 +23,6 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// Hooks tell the owner of an Egress what happens. Both may be nil.
-type Hooks struct {
-	// Event receives every event, in the order they complete.
-	Event func(Event)
-	// Limit is called once, with the reason, when the execution went over
-	// one of its limits; the egress has already cut every connection.
-	Limit func(reason string)
-}
-
 // Egress is the route out of one execution's jail. It implements
 // sandbox.Egress; its owner closes it once the payload is gone.
 type Egress struct {
@@ -178,14 +169,6 @@ func (e *Egress) Close() error {
 		return tun.Close()
 	}
 	return nil
-}
-
-// Stats are an execution's totals.
-type Stats struct {
-	BytesOut, BytesIn int64
-	Events, Dropped   int64
-	// LimitReason is the limit that ended the execution, "" if none.
-	LimitReason string
 }
 
 // Stats reports the totals so far.

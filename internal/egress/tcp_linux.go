@@ -8,16 +8,11 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
-
-// inspectTimeout bounds the wait for a TLS ClientHello or HTTP header
-// that has begun to arrive.
-const inspectTimeout = 10 * time.Second
 
 // target is where a connection of the jail is headed, as decided.
 type target struct {
