@@ -45,12 +45,7 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 // udpRefused reports a refused UDP destination once per execution: a
 // payload sending many datagrams must not flood the events.
 func (e *Egress) udpRefused(dst netip.Addr, port uint16) {
-	key := netip.AddrPortFrom(dst, port).String()
-	e.mu.Lock()
-	seen := e.udpSeen[key]
-	e.udpSeen[key] = true
-	e.mu.Unlock()
-	if seen {
+	if !e.firstTime(netip.AddrPortFrom(dst, port).String()) {
 		return
 	}
 	reason := ReasonUDP
@@ -174,12 +169,24 @@ func (e *Egress) resolve(name string) (*nameEntry, dnsmessage.RCode) {
 
 // dnsEvent reports a lookup once per name and verdict.
 func (e *Egress) dnsEvent(name, verdict, reason string) {
-	key := "dns " + verdict + " " + name
-	e.mu.Lock()
-	seen := e.udpSeen[key]
-	e.udpSeen[key] = true
-	e.mu.Unlock()
-	if !seen {
+	if e.firstTime("dns " + verdict + " " + name) {
 		e.emit(Event{Proto: "dns", Host: name, Verdict: verdict, Reason: reason})
 	}
+}
+
+// firstTime reports whether key is new to this execution. Once the event
+// budget is spent nothing more is remembered (the events would be dropped
+// anyway), so a payload asking for endless names cannot grow the set.
+func (e *Egress) firstTime(key string) bool {
+	if e.events.Load() >= int64(e.cfg.Limits.MaxEvents) {
+		e.dropped.Add(1)
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.udpSeen[key] {
+		return false
+	}
+	e.udpSeen[key] = true
+	return true
 }
