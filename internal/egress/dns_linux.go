@@ -22,6 +22,11 @@ const resolveTimeout = 5 * time.Second
 // answerTTL is the TTL of the jail's answers.
 const answerTTL = 30
 
+// maxDNSFlows bounds the DNS flows served at once: a payload sending
+// queries from endless source ports gets its extra queries dropped, not a
+// goroutine each.
+const maxDNSFlows = 64
+
 // handleUDP takes each new UDP flow of the jail. DNS (port 53, to any
 // address) is answered by the egress; everything else is dropped.
 func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
@@ -31,13 +36,22 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 		e.udpRefused(dst, port)
 		return
 	}
+	if e.dnsFlows.Add(1) > maxDNSFlows {
+		e.dnsFlows.Add(-1)
+		return
+	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
+		e.dnsFlows.Add(-1)
 		return
 	}
 	conn := gonet.NewUDPConn(&wq, ep)
-	if !e.goTracked(func() { e.serveDNS(conn) }) {
+	if !e.goTracked(func() {
+		defer e.dnsFlows.Add(-1)
+		e.serveDNS(conn)
+	}) {
+		e.dnsFlows.Add(-1)
 		conn.Close()
 	}
 }

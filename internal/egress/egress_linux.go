@@ -50,7 +50,8 @@ type Egress struct {
 	names     *nameTable
 	udpSeen   map[string]bool
 
-	active            atomic.Int64
+	active            atomic.Int64 // TCP connections open or being dialled
+	dnsFlows          atomic.Int64 // DNS flows being served
 	bytesOut, bytesIn atomic.Int64
 	events, dropped   atomic.Int64
 	limited           atomic.Bool
