@@ -28,7 +28,7 @@ var errNoSessions = errors.New("this server's backend does not offer sessions")
 type CreateSessionInput struct {
 	PythonVersion      string `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
 	IdleTimeoutSeconds int    `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
-	Network            bool   `json:"network,omitempty" jsonschema:"Give the session network access. Off by default; refused unless the server's operator allows it."`
+	Network            bool   `json:"network,omitempty" jsonschema:"Network for the session: not available yet (a session asking for it is refused); use run_python without session_id for code that needs the network."`
 }
 
 // CreateSessionOutput is create_session's result.
