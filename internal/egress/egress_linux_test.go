@@ -276,3 +276,42 @@ print(sorted(n for _, n in socket.if_nameindex()))`
 	}
 	_ = w
 }
+
+// TestNothingOutlivesTheExecution: connections a payload holds open are
+// cut at the destination once its execution ends (here by its timeout).
+func TestNothingOutlivesTheExecution(t *testing.T) {
+	w := egresstest.New(t)
+	cfg := testConfig(t, w, "allowed.test")
+	code := `
+import socket, time
+held = [socket.create_connection(("allowed.test", ` + strconv.Itoa(egresstest.HoldPort) + `), timeout=10) for _ in range(3)]
+print("open", flush=True)
+time.sleep(60)`
+	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Wait()
+	eg := New(cfg, cfg.Policy, Hooks{})
+	res, err := m.Run(context.Background(), sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", code},
+		Env: []string{"PATH=/usr/bin:/bin"}, Network: true, Egress: eg, Limits: sandbox.Limits{WallTime: 3 * time.Second}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != sandbox.StatusTimeout || string(res.Stdout) != "open\n" {
+		t.Fatalf("status %s stdout %q stderr %q", res.Status, res.Stdout, res.Stderr)
+	}
+	if err := eg.Close(); err != nil {
+		t.Error(err)
+	}
+	if n := w.HeldMax.Load(); n != 3 {
+		t.Errorf("the test host saw %d connections at once, want 3", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Held.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := w.Held.Load(); n != 0 {
+		t.Errorf("%d connections still open at the destination after the execution ended", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -43,6 +44,9 @@ type World struct {
 	CAPEM    []byte        // the CA the HTTPS server's certificate chains to
 	API      net.Listener  // stands in for the server's API on loopback
 	APIConns *atomic.Int64 // connections the API listener accepted
+	// Held counts the connections open now to the test host's port
+	// HoldPort, which reads until its peer closes; HeldMax the most at once.
+	Held, HeldMax *atomic.Int64
 	// Hosts names the test host: allowed.test, other.test and big.test
 	// are PublicHost, rebind.test is PrivateHost, meta.test MetadataHost.
 	Hosts map[string][]netip.Addr
@@ -83,7 +87,7 @@ func New(t testing.TB) *World {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skipf("needs /usr/bin/python3: %v", err)
 	}
-	w := &World{APIConns: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
+	w := &World{APIConns: &atomic.Int64{}, Held: &atomic.Int64{}, HeldMax: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
 	host := makeHostNS(t)
 	cert, ca := testCert(t, "allowed.test", "other.test")
 	w.CAPEM = ca
@@ -91,6 +95,7 @@ func New(t testing.TB) *World {
 		serveHTTP(t, "tcp4", ":80", nil)
 		serveHTTP(t, "tcp4", ":443", &tls.Config{Certificates: []tls.Certificate{cert}})
 		serveUDPEcho(t, ":9999")
+		serveHold(t, w)
 	})
 	api, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -243,6 +248,34 @@ func serveHTTP(t testing.TB, network, addr string, tlsConf *tls.Config) {
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// HoldPort is where the test host holds connections open (World.Held).
+const HoldPort = 7000
+
+func serveHold(t testing.TB, w *World) {
+	t.Helper()
+	l, err := net.Listen("tcp4", fmt.Sprintf(":%d", HoldPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n := w.Held.Add(1)
+			for m := w.HeldMax.Load(); n > m && !w.HeldMax.CompareAndSwap(m, n); m = w.HeldMax.Load() {
+			}
+			go func() {
+				defer w.Held.Add(-1)
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
 }
 
 func serveUDPEcho(t testing.TB, addr string) {
