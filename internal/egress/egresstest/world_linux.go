@@ -87,6 +87,9 @@ func New(t testing.TB) *World {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skipf("needs /usr/bin/python3: %v", err)
 	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("needs /dev/net/tun for the jails' egress devices: %v", err)
+	}
 	w := &World{APIConns: &atomic.Int64{}, Held: &atomic.Int64{}, HeldMax: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
 	host := makeHostNS(t)
 	cert, ca := testCert(t, "allowed.test", "other.test")
