@@ -224,6 +224,8 @@ func TestMetadataNetworkDisabledAbsentVersusFalse(t *testing.T) {
 		{"unset", &ExecutionConfig{}, `{"entrypoint":"main.py","config":{}}`},
 		{"false", &ExecutionConfig{NetworkDisabled: Bool(false)}, `{"entrypoint":"main.py","config":{"network_disabled":false}}`},
 		{"true", &ExecutionConfig{NetworkDisabled: Bool(true)}, `{"entrypoint":"main.py","config":{"network_disabled":true}}`},
+		{"an allow list", &ExecutionConfig{NetworkDisabled: Bool(false), Network: &NetworkConfig{Allow: []string{"pypi.org:443"}}},
+			`{"entrypoint":"main.py","config":{"network_disabled":false,"network":{"allow":["pypi.org:443"]}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -60,6 +60,27 @@ type ExecutionConfig struct {
 	DiskMB int `json:"disk_mb,omitempty"`
 	// CPUShares is the relative CPU weight (1024 is one default share).
 	CPUShares int `json:"cpu_shares,omitempty"`
+	// Network asks for network limited to Allow, which narrows the
+	// operator's list (pyexec only; see docs/network.md).
+	Network *NetworkConfig `json:"network,omitempty"`
+}
+
+// NetworkConfig narrows an execution's network to the destinations in
+// Allow: names (*.pypi.org), IPs, CIDRs, each with an optional :port.
+type NetworkConfig struct {
+	Allow []string `json:"allow"`
+}
+
+// NetworkEvent is one connection attempt or name lookup of the code.
+type NetworkEvent struct {
+	Proto    string `json:"proto"` // tcp, udp or dns
+	Host     string `json:"host"`
+	Addr     string `json:"addr,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Verdict  string `json:"verdict"` // allow, deny or error
+	Reason   string `json:"reason,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
 }
 
 // Bool returns a pointer to b, for ExecutionConfig.NetworkDisabled.
@@ -190,6 +211,8 @@ type ExecutionResult struct {
 	Files []FileInfo `json:"files,omitempty"`
 	// FilesOmitted counts files left out by the server's caps.
 	FilesOmitted int `json:"files_omitted,omitempty"`
+	// NetworkEvents are the code's connection attempts and lookups.
+	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
 }
 
 // HealthStatus is the answer of GET /health.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -250,6 +251,14 @@ func TestRunFlagsBeforeTheCommandAndEnvironment(t *testing.T) {
 	}
 	if r.auth != "" {
 		t.Errorf("Authorization sent without a key: %q", r.auth)
+	}
+	if code, _, stderr := runCLI("run", script, "--network-allow", "pypi.org:443,*.pythonhosted.org"); code != 0 {
+		t.Fatalf("--network-allow: exit %d: %s", code, stderr)
+	}
+	cfg := api.requests()[1].metadata["config"].(map[string]any)
+	if net, _ := cfg["network"].(map[string]any); cfg["network_disabled"] != false || net == nil ||
+		fmt.Sprint(net["allow"]) != "[pypi.org:443 *.pythonhosted.org]" {
+		t.Errorf("config = %v, want network with the allow list", cfg)
 	}
 	// python-executor's documented form: the server flag before the command.
 	if code, _, stderr := runCLI("--server", os.Getenv("PYEXEC_SERVER"), "run", script); code != 0 {

@@ -23,11 +23,13 @@ const (
 	flagDisk    = "disk"
 	flagCPU     = "cpu"
 	flagNetwork = "network"
-	flagImage   = "image"
-	flagAsync   = "async"
-	flagQuiet   = "quiet"
-	flagVerbose = "verbose"
-	flagJSON    = "json"
+	// flagNetworkAllow narrows the operator's list (implies --network).
+	flagNetworkAllow = "network-allow"
+	flagImage        = "image"
+	flagAsync        = "async"
+	flagQuiet        = "quiet"
+	flagVerbose      = "verbose"
+	flagJSON         = "json"
 )
 
 // clientOptions are the global flags of the client commands, read once per
@@ -41,6 +43,7 @@ type clientOptions struct {
 	disk    int // MiB
 	cpu     int // shares
 	network bool
+	allow   []string // --network-allow
 	image   string
 	async   bool
 	quiet   bool
@@ -57,6 +60,7 @@ func addClientFlags(fs *pflag.FlagSet) {
 	fs.Int(flagDisk, 0, "disk limit in MB (0 = server default)")
 	fs.Int(flagCPU, 0, "CPU shares (0 = server default)")
 	fs.Bool(flagNetwork, false, "ask for network access (the server must allow it)")
+	fs.StringSlice(flagNetworkAllow, nil, "network limited to these destinations, within the server's list (names, *.wildcards, IPs, CIDRs, :port); implies --network")
 	fs.String(flagImage, "", `interpreter as a python-executor image name, e.g. "python:3.12-slim"`)
 	fs.Bool(flagAsync, false, "submit asynchronously and print the execution ID")
 	fs.BoolP(flagQuiet, "q", false, "quiet: print only the program's stdout")
@@ -103,6 +107,10 @@ func readClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	num(flagDisk, &o.disk)
 	num(flagCPU, &o.cpu)
 	flag(flagNetwork, &o.network)
+	allow, err := fs.GetStringSlice(flagNetworkAllow)
+	errs = append(errs, err)
+	o.allow = allow
+	o.network = o.network || len(allow) > 0
 	str(flagImage, &o.image)
 	flag(flagAsync, &o.async)
 	flag(flagQuiet, &o.quiet)
@@ -143,11 +151,15 @@ func (o clientOptions) newClient() *client.Client {
 // always sent explicitly: python-executor servers treat an absent
 // network_disabled as "network on".
 func (o clientOptions) config() *client.ExecutionConfig {
-	return &client.ExecutionConfig{
+	c := &client.ExecutionConfig{
 		TimeoutSeconds:  o.timeout,
 		NetworkDisabled: client.Bool(!o.network),
 		MemoryMB:        o.memory,
 		DiskMB:          o.disk,
 		CPUShares:       o.cpu,
 	}
+	if len(o.allow) > 0 {
+		c.Network = &client.NetworkConfig{Allow: o.allow}
+	}
+	return c
 }

@@ -124,7 +124,13 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
 		return nil, err
 	}
-	s.eng, err = engine.New(engineConfig(cfg), deps)
+	ecfg := engineConfig(cfg)
+	if cfg.AllowNetwork {
+		if ecfg.Network, err = egressConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	s.eng, err = engine.New(ecfg, deps)
 	if err != nil {
 		return nil, err
 	}

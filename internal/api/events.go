@@ -23,8 +23,8 @@ const ndjsonType = "application/x-ndjson"
 // line.
 type Event struct {
 	Seq  uint64 `json:"seq" doc:"Starts at 1, no gaps; resume with Last-Event-ID or ?after="`
-	Type string `json:"type" enum:"status,stdout,stderr,install,display"`
-	Data string `json:"data" doc:"Output text, the new status (the last status event is final), a line of installer progress while the execution's environment is built, or for display the JSON of an Output"`
+	Type string `json:"type" enum:"status,stdout,stderr,install,display,network"`
+	Data string `json:"data" doc:"Output text, the new status (the last status event is final), a line of installer progress while the execution's environment is built, for display the JSON of an Output, or for network the JSON of a NetworkEvent"`
 	Time Time   `json:"time"`
 }
 
@@ -102,7 +102,7 @@ func sseEventSchema(event *huma.Schema) *huma.Schema {
 		Required: []string{"id", "event", "data"},
 		Properties: map[string]*huma.Schema{
 			"id":    {Type: huma.TypeString, Pattern: "^[0-9]+$", Description: "The event's seq"},
-			"event": {Type: huma.TypeString, Enum: []any{"status", "stdout", "stderr", "install", "display"}},
+			"event": {Type: huma.TypeString, Enum: []any{"status", "stdout", "stderr", "install", "display", "network"}},
 			"data": {Type: huma.TypeString, Description: "The Event as JSON",
 				Extensions: map[string]any{"contentMediaType": "application/json", "contentSchema": event}},
 		},

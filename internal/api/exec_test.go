@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,26 +187,48 @@ func TestExecNetwork(t *testing.T) {
 	tests := []struct {
 		name        string
 		allow       bool
+		byDefault   bool
 		meta        string
 		wantCode    int
 		wantNetwork bool
+		wantAllow   []string
 	}{
-		{"absent means off", true, `{}`, 200, false},
-		{"disabled true means off", true, `{"config":{"network_disabled":true}}`, 200, false},
-		{"explicit false on an allowing server", true, `{"config":{"network_disabled":false}}`, 200, true},
-		{"explicit false on a refusing server", false, `{"config":{"network_disabled":false}}`, 400, false},
+		{"absent means off", true, false, `{}`, 200, false, nil},
+		{"disabled true means off", true, false, `{"config":{"network_disabled":true}}`, 200, false, nil},
+		{"explicit false on an allowing server", true, false, `{"config":{"network_disabled":false}}`, 200, true, nil},
+		{"explicit false on a refusing server", false, false, `{"config":{"network_disabled":false}}`, 400, false, nil},
+		{"absent with network by default", true, true, `{}`, 200, true, nil},
+		{"config without the field with network by default", true, true, `{"config":{"timeout_seconds":5}}`, 200, true, nil},
+		{"explicit true beats the default", true, true, `{"config":{"network_disabled":true}}`, 200, false, nil},
+		{"an allow list asks for network", true, false, `{"config":{"network":{"allow":["pypi.org:443"]}}}`, 200, true, []string{"pypi.org:443"}},
+		{"an allow list on a refusing server", false, false, `{"config":{"network":{"allow":["pypi.org"]}}}`, 400, false, nil},
+		{"an allow list with network disabled", true, false, `{"config":{"network_disabled":true,"network":{"allow":["pypi.org"]}}}`, 400, false, nil},
+		{"an empty allow list", true, false, `{"config":{"network":{"allow":[]}}}`, 400, false, nil},
+		{"a bad rule", true, false, `{"config":{"network":{"allow":["pypi.org:99999"]}}}`, 400, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			eng := newFakeEngine()
-			ts := newTestServer(t, eng, func(c *config.Config) { c.AllowNetwork = tt.allow })
+			ts := newTestServer(t, eng, func(c *config.Config) {
+				c.AllowNetwork, c.Network.Default = tt.allow, tt.byDefault
+				if tt.allow {
+					c.Network.Allow = []string{"*.pypi.org", "pypi.org"}
+				}
+			})
 			ct, body := multipartBody(t, ustar, tt.meta, metaJSONPart)
 			code, _, resp := call(t, ts, http.MethodPost, "/api/v1/exec/sync", ct, body, nil)
 			if code != tt.wantCode {
 				t.Fatalf("status = %d, want %d: %s", code, tt.wantCode, resp)
 			}
-			if req, _ := eng.lastRequest(); req.Network != tt.wantNetwork {
+			if code != http.StatusOK {
+				return
+			}
+			req, _ := eng.lastRequest()
+			if req.Network != tt.wantNetwork {
 				t.Errorf("Network = %v, want %v", req.Network, tt.wantNetwork)
+			}
+			if !slices.Equal(req.NetworkAllow, tt.wantAllow) {
+				t.Errorf("NetworkAllow = %q, want %q", req.NetworkAllow, tt.wantAllow)
 			}
 		})
 	}

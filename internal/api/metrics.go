@@ -21,6 +21,7 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
+	network    *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics; stats is read at every scrape for the
@@ -47,8 +48,9 @@ func NewMetrics(stats func() engine.Stats) *Metrics {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route"}),
 	}
+	m.network = newNetworkMetric()
 	m.registry.MustRegister(
-		m.executions, m.duration, m.requests, m.latency,
+		m.executions, m.duration, m.requests, m.latency, m.network,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pyexec_queue_depth",
 			Help: "Executions waiting for a slot.",
@@ -79,6 +81,7 @@ func (m *Metrics) ObserveExecution(e *engine.Execution) {
 	}
 	m.executions.WithLabelValues(string(e.Status), reason).Inc()
 	m.duration.WithLabelValues(string(e.Status)).Observe(float64(e.DurationMs) / 1000)
+	m.observeNetwork(e)
 }
 
 // Register adds further collectors to the registry.

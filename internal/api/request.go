@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine"
 )
 
@@ -25,6 +26,13 @@ type ExecConfig struct {
 	MemoryMB        int   `json:"memory_mb,omitempty" minimum:"0" doc:"Memory limit in MiB; 0 means the server default"`
 	DiskMB          int   `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
 	CPUShares       int   `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
+	// Network narrows the operator's allow list; it asks for network too.
+	Network *NetworkConfig `json:"network,omitempty" doc:"Network for this execution, narrowed to these destinations (each must also be on the operator's list); implies network_disabled: false"`
+}
+
+// NetworkConfig is the "config.network" object (docs/network.md).
+type NetworkConfig struct {
+	Allow []string `json:"allow" maxItems:"256" doc:"Destinations this execution may reach: names (*.pypi.org), IPs, CIDRs, each with an optional :port or :lo-hi; a destination must be on the operator's list too"`
 }
 
 // limits are the bounds the server puts on what a request may ask for.
@@ -33,8 +41,11 @@ type limits struct {
 	MaxMemoryMB  int
 	MaxDiskMB    int
 	AllowNetwork bool
-	Archive      archiveLimits
-	MaxBodyBytes int64
+	// NetworkDefault gives network to a request that says nothing about
+	// it (network_disabled absent), as the operator chose.
+	NetworkDefault bool
+	Archive        archiveLimits
+	MaxBodyBytes   int64
 }
 
 // runSpec is what exec metadata and eval requests have in common, after
@@ -96,6 +107,7 @@ func (l *limits) request(ctx context.Context, files []engine.File, spec runSpec)
 // against the server's maxima; zero stays zero (the engine's defaults).
 func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 	if c == nil {
+		req.Network = l.NetworkDefault
 		return nil
 	}
 	maxTimeout := int(l.MaxTimeout / time.Second)
@@ -125,12 +137,36 @@ func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 	req.MemoryBytes = int64(c.MemoryMB) << 20
 	req.DiskBytes = int64(c.DiskMB) << 20
 	req.CPUShares = c.CPUShares
-	if c.NetworkDisabled != nil && !*c.NetworkDisabled {
-		if !l.AllowNetwork {
-			return errorf(http.StatusBadRequest, "network access is disabled on this server")
-		}
-		req.Network = true
+	return l.applyNetwork(req, c)
+}
+
+// applyNetwork decides whether req gets network: an explicit
+// network_disabled wins, config.network asks for it, and otherwise the
+// operator's default holds.
+func (l *limits) applyNetwork(req *engine.Request, c *ExecConfig) error {
+	network := l.NetworkDefault
+	if c.NetworkDisabled != nil {
+		network = !*c.NetworkDisabled
 	}
+	if c.Network != nil {
+		if c.NetworkDisabled != nil && *c.NetworkDisabled {
+			return errorf(http.StatusBadRequest, "config.network contradicts network_disabled: true")
+		}
+		if len(c.Network.Allow) == 0 {
+			return errorf(http.StatusBadRequest, "config.network.allow must list at least one destination")
+		}
+		for i, r := range c.Network.Allow {
+			if _, err := egress.ParseRule(r); err != nil {
+				return errorf(http.StatusBadRequest, "config.network.allow[%d]: %v", i, err)
+			}
+		}
+		network = true
+		req.NetworkAllow = c.Network.Allow
+	}
+	if network && !l.AllowNetwork {
+		return errorf(http.StatusBadRequest, "network access is disabled on this server")
+	}
+	req.Network = network
 	return nil
 }
 

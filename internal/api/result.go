@@ -22,7 +22,7 @@ type ExecutionResult struct {
 	FinishedAt  *Time   `json:"finished_at,omitempty"`
 	DurationMs  int64   `json:"duration_ms,omitempty"`
 
-	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost, or pre_command_failed (completed: a pre_commands entry failed and the script did not run)"`
+	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost, network_limit, or pre_command_failed (completed: a pre_commands entry failed and the script did not run)"`
 	TimedOut        bool             `json:"timed_out"`
 	CPUTimeMs       int64            `json:"cpu_time_ms,omitempty"`
 	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
@@ -38,6 +38,32 @@ type ExecutionResult struct {
 	Results          json.RawMessage `json:"results,omitempty" doc:"The script's top-level results dict, as JSON"`
 	Files            []FileInfo      `json:"files,omitempty" doc:"Files the run created or changed (or those matching collect), stored as artifacts"`
 	FilesOmitted     int             `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
+	NetworkEvents    []NetworkEvent  `json:"network_events,omitempty" doc:"Connection attempts and name lookups of an execution with network (docs/network.md)"`
+}
+
+// NetworkEvent is one connection attempt or name lookup of the payload.
+type NetworkEvent struct {
+	Proto    string `json:"proto" enum:"tcp,udp,dns"`
+	Host     string `json:"host" doc:"The name asked for, or the address connected to"`
+	Addr     string `json:"addr,omitempty" doc:"The address pyexec dialled"`
+	Port     int    `json:"port,omitempty"`
+	Verdict  string `json:"verdict" enum:"allow,deny,error"`
+	Reason   string `json:"reason,omitempty" doc:"Why it was refused or failed, e.g. not_allowed, denied_range, sni_mismatch, private_address, bytes_in_limit"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+}
+
+// newNetworkEvents copies the engine's network events for the wire.
+func newNetworkEvents(evs []engine.NetworkEvent) []NetworkEvent {
+	if len(evs) == 0 {
+		return nil
+	}
+	out := make([]NetworkEvent, len(evs))
+	for i, e := range evs {
+		out[i] = NetworkEvent{Proto: e.Proto, Host: e.Host, Addr: e.Addr, Port: int(e.Port), Verdict: e.Verdict,
+			Reason: e.Reason, BytesOut: e.BytesOut, BytesIn: e.BytesIn}
+	}
+	return out
 }
 
 // newResult encodes an engine record for the wire (times as Time).
@@ -70,6 +96,7 @@ func newResult(e *engine.Execution) ExecutionResult {
 		Results:          e.Results,
 		Files:            newFiles(e.Files),
 		FilesOmitted:     e.FilesOmitted,
+		NetworkEvents:    newNetworkEvents(e.NetworkEvents),
 	}
 	if len(e.Lint) > 0 {
 		r.Lint = newDiagnostics(e.Lint)

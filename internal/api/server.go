@@ -103,11 +103,12 @@ func New(eng Engine, opts Options) (*Server, error) {
 		eng: eng,
 		log: log,
 		limits: limits{
-			MaxTimeout:   cfg.MaxTimeout,
-			MaxMemoryMB:  cfg.MaxMemoryMB,
-			MaxDiskMB:    cfg.MaxDiskMB,
-			AllowNetwork: cfg.AllowNetwork,
-			MaxBodyBytes: cfg.MaxBodyBytes(),
+			MaxTimeout:     cfg.MaxTimeout,
+			MaxMemoryMB:    cfg.MaxMemoryMB,
+			MaxDiskMB:      cfg.MaxDiskMB,
+			AllowNetwork:   cfg.AllowNetwork,
+			NetworkDefault: cfg.Network.Default,
+			MaxBodyBytes:   cfg.MaxBodyBytes(),
 			Archive: archiveLimits{
 				MaxFiles:      cfg.MaxArchiveFiles,
 				MaxFileBytes:  cfg.MaxArchiveFileBytes,

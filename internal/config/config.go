@@ -87,6 +87,8 @@ type Config struct {
 	Envs Envs
 	// Sessions configures stateful sessions.
 	Sessions Sessions
+	// Network configures egress for executions with network.
+	Network Network
 	// Followers bounds live event streams.
 	Followers Followers
 }
@@ -127,6 +129,7 @@ func Default() Config {
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
+		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 	}
 }

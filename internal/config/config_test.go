@@ -54,7 +54,7 @@ func TestResolvePrecedence(t *testing.T) {
 			name: "environment fills unset flags",
 			env: map[string]string{
 				"PYEXEC_PORT": "9090", "PYEXEC_DEFAULT_TIMEOUT": "45", "PYEXEC_RECORD_TTL": "2h",
-				"PYEXEC_ALLOW_NETWORK": "true", "PYEXEC_API_KEYS": "ci:" + goodKey + ",other:" + goodKey + "x",
+				"PYEXEC_ALLOW_NETWORK": "true", "PYEXEC_NETWORK_ALLOW": "*.pypi.org,pypi.org:443", "PYEXEC_API_KEYS": "ci:" + goodKey + ",other:" + goodKey + "x",
 				"PYEXEC_MAX_OUTPUT_BYTES": "2MiB", "PYEXEC_MAX_COLLECT_FILES": "7", "PYEXEC_MAX_COLLECT_BYTES": "5MiB",
 				"PYEXEC_STORE_MAX_BYTES": "2GiB",
 			},

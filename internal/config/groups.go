@@ -24,6 +24,8 @@ func FlagGroups() []FlagGroup {
 		{"Limits of one execution", []string{"default-timeout", "max-timeout", "default-memory-mb", "max-memory-mb",
 			"default-disk-mb", "max-disk-mb", "allow-network", "max-output-bytes", "max-body-mb", "max-archive-files",
 			"max-archive-file-bytes", "max-archive-bytes", "max-collect-files", "max-collect-bytes"}},
+		{"Network egress", []string{"network-allow", "network-deny", "network-policy", "network-default", "network-max-conns",
+			"network-max-bytes-out", "network-max-bytes-in", "network-connect-timeout", "network-hosts"}},
 		{"Capacity", []string{"max-concurrency", "queue-size", "max-followers", "max-followers-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
 			"session-lifetime", "max-session-lifetime", "session-memory-mb"}},

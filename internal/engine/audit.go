@@ -20,6 +20,8 @@ type auditRecord struct {
 	DurationMs      int64  `json:"duration_ms"`
 	CPUTimeMs       int64  `json:"cpu_time_ms"`
 	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
+	// NetworkEvents are the payload's connection attempts and lookups.
+	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
 }
 
 // appendAudit writes the audit record of a final execution. The outcome
@@ -38,6 +40,7 @@ func (e *Engine) appendAudit(ctx context.Context, r *record) {
 		DurationMs:      r.DurationMs,
 		CPUTimeMs:       r.CPUTimeMs,
 		PeakMemoryBytes: r.PeakMemoryBytes,
+		NetworkEvents:   r.NetworkEvents,
 	})
 	if err == nil {
 		err = e.st.AppendAudit(ctx, b)

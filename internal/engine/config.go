@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/pyexec/pyexec/internal/egress"
+
 	"fmt"
 	"runtime"
 	"time"
@@ -19,6 +21,10 @@ type Config struct {
 	// AllowNetwork lets requests ask for network access. Off by default:
 	// a request that asks is rejected.
 	AllowNetwork bool
+	// Network is the egress every execution with network goes through:
+	// the operator's policy, the always-denied guard, the resolver and
+	// the limits. Required with AllowNetwork.
+	Network *egress.Config
 
 	// Default limits of a request that leaves them zero, and the largest
 	// values a request may ask for.
@@ -111,6 +117,7 @@ func (c Config) validate() error {
 	}{
 		{c.Concurrency < 1, "concurrency must be at least 1"},
 		{c.QueueSize < 0, "queue size must not be negative"},
+		{c.AllowNetwork && (c.Network == nil || c.Network.Guard == nil), "network needs an egress configuration with a guard"},
 		{c.DefaultTimeout < time.Millisecond || c.DefaultTimeout > c.MaxTimeout, "default timeout must be positive and at most the max timeout"},
 		{c.DefaultMemoryBytes < 4<<20 || c.DefaultMemoryBytes > c.MaxMemoryBytes, "default memory must be at least 4 MiB and at most the max memory"},
 		{c.DefaultDiskBytes < 1<<20 || c.DefaultDiskBytes > c.MaxDiskBytes, "default disk must be at least 1 MiB and at most the max disk"},

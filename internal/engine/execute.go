@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
+
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -55,13 +57,27 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		out.close()
 		return e.finish(done)
 	}
+	var netEvents netLog
+	var eg *egress.Egress
+	if spec.Network {
+		eg = e.startEgress(sctx, o, p, &netEvents)
+		spec.Egress = eg
+	}
 	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
 	}))
+	if eg != nil {
+		// The payload is gone: closing cuts what is left and emits the
+		// last events before the record is made.
+		if err := eg.Close(); err != nil {
+			e.log.Warn("closing an egress", "execution_id", o.id, "err", err)
+		}
+	}
 	release()
 	out.close()
 
 	ran := *r
+	ran.NetworkEvents = netEvents.all()
 	var cause error
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)

@@ -43,6 +43,7 @@ func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause e
 	}
 	r.ExitCode = res.ExitCode
 
+	var netLimit *networkLimitError
 	switch {
 	case runErr != nil:
 		fail(r, ReasonSetupError, "sandbox rejected the execution: "+runErr.Error(), exitNoRun)
@@ -50,6 +51,8 @@ func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause e
 		fail(r, ReasonNodeLost, msgNodeLost, exitKilled)
 	case errors.Is(cause, errKilled):
 		markKilled(r, msgKilled)
+	case errors.As(cause, &netLimit):
+		fail(r, ReasonNetworkLimit, netLimit.Error(), exitKilled)
 	case cause != nil:
 		markKilled(r, msgCallerGone)
 	default:

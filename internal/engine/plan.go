@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -22,6 +23,7 @@ type plan struct {
 	timeout     time.Duration
 	limits      auditLimits
 	env         envPlan
+	network     egress.Policy // with spec.Network
 }
 
 // BaseEnv is the payload's environment before the request's additions.
@@ -48,6 +50,16 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 	}
 	if req.Network && !e.cfg.AllowNetwork {
 		return nil, invalid("network access is disabled on this server")
+	}
+	if !req.Network && req.NetworkAllow != nil {
+		return nil, invalid("a network allow list without network")
+	}
+	var network egress.Policy
+	if req.Network {
+		var err error
+		if network, err = e.networkPolicy(req); err != nil {
+			return nil, invalid("%v", err)
+		}
 	}
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
@@ -98,6 +110,7 @@ func (e *Engine) prepare(ctx context.Context, req Request) (*plan, error) {
 			Collect:       e.collectSpec(req),
 		},
 		interpreter: interp,
+		network:     network,
 		timeout:     limits.WallTime,
 		limits: auditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),

@@ -125,8 +125,10 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 
 // sessionSpec validates req and builds the kernel's jail spec.
 func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.Duration) (*session, error) {
-	if req.Network && !e.cfg.AllowNetwork {
-		return nil, invalidf("network access is disabled on this server")
+	if req.Network {
+		// A session's kernel lives long and would need its own egress;
+		// network runs only in executions (docs/network.md).
+		return nil, invalidf("network access is not available in sessions")
 	}
 	ropts := runner.Options{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}
 	if err := ropts.Validate(); err != nil {

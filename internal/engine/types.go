@@ -79,6 +79,9 @@ type Request struct {
 	DiskBytes     int64         `json:"disk_bytes,omitempty"`
 	CPUShares     int           `json:"cpu_shares,omitempty"`
 	Network       bool          `json:"network,omitempty"`
+	// NetworkAllow narrows the operator's allow list for this execution
+	// (nil: the operator's list as it is); see docs/network.md.
+	NetworkAllow []string `json:"network_allow,omitempty"`
 
 	// Rich output and files (see rich.go, files.go). DataFrames maps a
 	// variable name to one of Files, loaded with pandas before the code
@@ -128,6 +131,9 @@ type Execution struct {
 	Results          json.RawMessage `json:"results,omitempty"` // the script's `results` dict
 	Files            []FileInfo      `json:"files,omitempty"`
 	FilesOmitted     int             `json:"files_omitted,omitempty"` // left out by the caps
+	// NetworkEvents are the payload's connection attempts and lookups
+	// (executions with network only).
+	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
 }
 
 // EventType names the kinds of live events of an execution.

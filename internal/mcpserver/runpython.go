@@ -36,6 +36,7 @@ type RunPythonInput struct {
 	PythonVersion  string      `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
 	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
+	NetworkAllow   []string    `json:"network_allow,omitempty" jsonschema:"Limit network access to these destinations (e.g. [\"pypi.org:443\", \"*.github.com\"]); each must also be allowed by the server's operator. Implies network."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
 	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one. Not with session_id."`
 	SessionID      string      `json:"session_id,omitempty" jsonschema:"Run the code in this session (from create_session): variables, imports and files of earlier calls are still there, and the value of a final expression is returned."`
@@ -135,8 +136,11 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 		RequirementsTxt: reqs,
 		Config: &client.ExecutionConfig{
 			TimeoutSeconds:  in.TimeoutSeconds,
-			NetworkDisabled: client.Bool(!in.Network),
+			NetworkDisabled: client.Bool(!in.Network && len(in.NetworkAllow) == 0),
 		},
+	}
+	if len(in.NetworkAllow) > 0 {
+		m.Config.Network = &client.NetworkConfig{Allow: in.NetworkAllow}
 	}
 	if in.PythonVersion != "" {
 		m.DockerImage = "python:" + in.PythonVersion

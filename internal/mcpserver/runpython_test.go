@@ -308,6 +308,13 @@ func TestRunPythonRequest(t *testing.T) {
 			wantMeta: client.Metadata{Entrypoint: "main.py", DockerImage: "python:3.11", Stdin: "input",
 				Config: &client.ExecutionConfig{TimeoutSeconds: 7, NetworkDisabled: client.Bool(false)}},
 		},
+		{
+			name:      "an allow list asks for network",
+			args:      map[string]any{"code": "print(1)", "network_allow": []string{"pypi.org:443"}},
+			wantFiles: map[string]string{"main.py": "print(1)"},
+			wantMeta: client.Metadata{Entrypoint: "main.py", Config: &client.ExecutionConfig{NetworkDisabled: client.Bool(false),
+				Network: &client.NetworkConfig{Allow: []string{"pypi.org:443"}}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,6 +338,9 @@ func TestRunPythonRequest(t *testing.T) {
 			if got.Entrypoint != want.Entrypoint || got.DockerImage != want.DockerImage || got.Stdin != want.Stdin ||
 				got.Config.TimeoutSeconds != want.Config.TimeoutSeconds || *got.Config.NetworkDisabled != *want.Config.NetworkDisabled {
 				t.Errorf("metadata %+v config %+v, want %+v config %+v", got, *got.Config, want, *want.Config)
+			}
+			if !reflect.DeepEqual(got.Config.Network, want.Config.Network) {
+				t.Errorf("network %+v, want %+v", got.Config.Network, want.Config.Network)
 			}
 		})
 	}
@@ -439,7 +449,7 @@ func TestListTools(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "stdin", "requirements", "session_id"}},
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "stdin", "requirements", "session_id"}},
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},

@@ -28,7 +28,7 @@ var errNoSessions = errors.New("this server's backend does not offer sessions")
 type CreateSessionInput struct {
 	PythonVersion      string   `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
 	IdleTimeoutSeconds int      `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
-	Network            bool     `json:"network,omitempty" jsonschema:"Give the session network access. Off by default; refused unless the server's operator allows it."`
+	Network            bool     `json:"network,omitempty" jsonschema:"Network for the session: not available yet (a session asking for it is refused); use run_python without session_id for code that needs the network."`
 	Requirements       []string `json:"requirements,omitempty" jsonschema:"Packages to install into the session, as pip requirement specifiers, e.g. [\"polars\", \"requests==2.32.3\"]. The session already has the server's base packages (by default numpy, pandas, matplotlib, requests, beautifulsoup4, scipy); these go on top of them."`
 }
 
@@ -132,7 +132,7 @@ func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToo
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
-	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.Requirements) > 0 {
+	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Requirements) > 0 {
 		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network and requirements do not apply to a session's cell (set them at create_session)")
 	}
 	ctx, cancel := h.bound(ctx)

@@ -173,7 +173,9 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return sandbox.Result{}, err
 	}
 	warmArgv, request, ok := runner.Warm(spec.Argv, spec.Env, p.cfg.BaseEnv)
-	if !ok || !p.fits(spec.Limits.WithDefaults()) {
+	// An execution with network runs cold: its egress is attached to a
+	// jail made for it alone (docs/network.md).
+	if !ok || spec.Network || !p.fits(spec.Limits.WithDefaults()) {
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}

@@ -233,6 +233,13 @@ func TestColdFallback(t *testing.T) {
 			s.Limits.MemoryBytes = 1 << 30
 			return s
 		}(), "big\n"},
+		// Network runs cold, in a jail made for its egress alone (here
+		// none is attached: it has no route out).
+		{"network", func() sandbox.Spec {
+			s := spec("import socket\nprint([n for _, n in socket.if_nameindex()])\n")
+			s.Network = true
+			return s
+		}(), "['lo']\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -99,6 +99,11 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.Network {
+		// A forked execution's route out would have to be attached per
+		// fork; network executions run cold (docs/network.md).
+		return nil, fmt.Errorf("%w: a fork server without network only", ErrUnsupported)
+	}
 	base := Base{Mounts: spec.Mounts, Network: spec.Network}
 	j, err := m.prepare(ctx, base, true)
 	if err != nil {

@@ -21,7 +21,8 @@ import (
 // never returned to the Go scheduler.
 func (j *Jail) ListenInside(network, addr string) (net.Listener, error) {
 	if j.base.Network || j.m.cfg.Unsafe {
-		return nil, fmt.Errorf("%w: the jail has no network namespace of its own", ErrInvalidSpec)
+		// A jail with network goes out through its egress only.
+		return nil, fmt.Errorf("%w: only a jail without network takes a listener", ErrInvalidSpec)
 	}
 	type result struct {
 		l   net.Listener

@@ -113,8 +113,8 @@ except OSError:
 	}
 }
 
-// TestListenInsideNeedsOwnNetns: a jail with the host's network has no
-// namespace to listen in.
+// TestListenInsideNeedsOwnNetns: a jail with network has its egress link
+// for a way out, never a listener of the caller's.
 func TestListenInsideNeedsOwnNetns(t *testing.T) {
 	m := needJail(t)
 	j, err := m.Prepare(context.Background(), Base{Network: true})
@@ -124,6 +124,6 @@ func TestListenInsideNeedsOwnNetns(t *testing.T) {
 	defer j.Close()
 	if l, err := j.ListenInside("tcp", "127.0.0.1:0"); err == nil {
 		l.Close()
-		t.Fatal("ListenInside succeeded in a jail with the host network")
+		t.Fatal("ListenInside succeeded in a jail with network")
 	}
 }

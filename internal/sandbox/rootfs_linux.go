@@ -102,10 +102,8 @@ func buildRoot(s *setupMsg) error {
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return step("sethostname", os.NewSyscallError("sethostname", err))
 	}
-	if !s.Network {
-		if err := loopbackUp(); err != nil {
-			return step("bring up loopback", err)
-		}
+	if err := loopbackUp(); err != nil {
+		return step("bring up loopback", err)
 	}
 	return nil
 }
@@ -221,9 +219,9 @@ func writeEtc(root string, s *setupMsg) error {
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
 	}
 	if s.Network {
-		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
-			files["resolv.conf"] = string(b)
-		}
+		// The egress answers names itself (docs/network.md): the host's
+		// resolvers are never visible, let alone reachable.
+		files["resolv.conf"] = "nameserver " + EgressDNSAddr4.String() + "\noptions attempts:2 timeout:2\n"
 	}
 	if err := os.Mkdir(filepath.Join(etc, "fonts"), 0o755); err != nil {
 		return err
@@ -343,7 +341,7 @@ func mountScratch(l Limits, uid, gid int) error {
 	return step("read-only /dev", makeReadOnly("/dev", false))
 }
 
-// loopbackUp brings up "lo" in the jail's empty network namespace, so
+// loopbackUp brings up "lo" in the jail's own network namespace, so
 // programs that talk to themselves over 127.0.0.1 work.
 func loopbackUp() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

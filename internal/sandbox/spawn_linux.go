@@ -95,6 +95,11 @@ func (m *Manager) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, e
 		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
 	}
 	defer m.Release(j)
+	if spec.Network && spec.Egress != nil && !m.cfg.Unsafe {
+		if err := j.AttachEgress(spec.Egress); err != nil {
+			return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
+		}
+	}
 	return j.Run(ctx, spec, out)
 }
 
@@ -236,10 +241,10 @@ func (j *Jail) start(withForkSock bool) error {
 	if !m.cfg.Unsafe {
 		// No CLONE_NEWCGROUP here: a namespace made at clone is rooted at
 		// the server's cgroup. init makes its own once it is in the jail's.
-		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-		if !j.base.Network {
-			flags |= unix.CLONE_NEWNET
-		}
+		// Every jail has a network namespace of its own, with network on
+		// too: its route out, if any, is a device the server serves
+		// (AttachEgress), never the host's network.
+		flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET)
 		if m.userns {
 			flags |= unix.CLONE_NEWUSER
 			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}

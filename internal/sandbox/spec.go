@@ -23,9 +23,14 @@ type Spec struct {
 	// Mounts are host paths bound read-only into the jail at the same path
 	// (an interpreter prefix, a dependency environment).
 	Mounts []Mount
-	// Network gives the payload the host's network. Off means a private
-	// network namespace with only a loopback interface.
+	// Network gives the payload a route out through Egress. The jail has
+	// a network namespace of its own either way: off, it holds only a
+	// loopback interface; on, also the TUN device Egress serves (see
+	// Jail.AttachEgress). On without an Egress, there is no route out.
 	Network bool
+	// Egress serves the route out of a Network jail that Manager.Run
+	// starts (cold). It is the caller's: the caller closes it.
+	Egress Egress
 	// Stdin is fed to the payload's standard input, which is then closed.
 	Stdin []byte
 	// Limits bound what the payload may consume.
@@ -224,6 +229,9 @@ func (s *Spec) Validate() error {
 	}
 	if err := s.Collect.validate(); err != nil {
 		return err
+	}
+	if s.Egress != nil && !s.Network {
+		return fmt.Errorf("%w: an egress without network", ErrInvalidSpec)
 	}
 	return s.Limits.WithDefaults().validate()
 }

@@ -37,15 +37,20 @@ def headers(api_key: Optional[str]) -> Dict[str, str]:
 
 
 def config(timeout_seconds: Optional[int], memory_mb: Optional[int], disk_mb: Optional[int],
-           cpu_shares: Optional[int], network: Optional[bool]) -> Optional[Dict[str, Any]]:
+           cpu_shares: Optional[int], network: Any) -> Optional[Dict[str, Any]]:
     """The ``config`` object of a request, or None when nothing is set.
-    The network choice is sent explicitly whenever it is given."""
+    The network choice is sent explicitly whenever it is given. ``network``
+    may also be a list of destinations (``["pypi.org:443", "*.github.com"]``):
+    network narrowed to them, within the operator's list."""
     c: Dict[str, Any] = {}
     for key, value in (("timeout_seconds", timeout_seconds), ("memory_mb", memory_mb),
                        ("disk_mb", disk_mb), ("cpu_shares", cpu_shares)):
         if value is not None:
             c[key] = value
-    if network is not None:
+    if isinstance(network, (list, tuple)):
+        c["network_disabled"] = False
+        c["network"] = {"allow": [str(r) for r in network]}
+    elif network is not None:
         c["network_disabled"] = not network
     return c or None
 

@@ -167,13 +167,17 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     for i, req in enumerate(reqs):
         if not req.strip() or "\n" in req or "\r" in req or req.strip().startswith("-"):
             raise _BadArguments(f"requirements[{i}]: {req!r} is not one package, e.g. pandas or requests==2.32.3")
+    allow = args.get("network_allow")
+    if allow is not None and (not isinstance(allow, list) or not all(isinstance(x, str) for x in allow)):
+        raise _BadArguments("network_allow must be a list of strings")
     return {
         "requirements": "".join(x.strip() + "\n" for x in reqs) or None,
         "files": files,
         "entrypoint": _ENTRYPOINT,
         "python_version": version,
         "timeout_seconds": timeout,
-        "network": bool(args.get("network")),
+        # A list narrows the operator's destinations (and asks for network).
+        "network": list(allow) if allow else bool(args.get("network")),
         "stdin": args.get("stdin"),
     }
 

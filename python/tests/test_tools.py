@@ -38,8 +38,8 @@ def test_definitions_match_the_helper(px):
     assert set(tools) == set(TOOLS)
     params = tools[RUN_PYTHON]["parameters"]
     assert params["required"] == ["code"]
-    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network", "stdin",
-                                         "requirements", "session_id"}
+    assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network",
+                                         "network_allow", "stdin", "requirements", "session_id"}
     assert set(tools[LINT_PYTHON]["parameters"]["properties"]) == {"code", "files", "profile", "select", "ignore"}
     assert set(tools[READ_FILE]["parameters"]["properties"]) == {"execution_id", "path", "offset", "max_bytes"}
     assert {t["name"] for t in px.tools("anthropic")} == set(TOOLS)

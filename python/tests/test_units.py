@@ -132,6 +132,8 @@ class TestRequests:
         assert config(None, None, None, None, None) is None
         assert config(5, None, None, None, False) == {"timeout_seconds": 5, "network_disabled": True}
         assert config(None, 64, None, None, True) == {"memory_mb": 64, "network_disabled": False}
+        assert config(None, None, None, None, ["pypi.org:443"]) == {
+            "network_disabled": False, "network": {"allow": ["pypi.org:443"]}}
 
     def test_eval_body(self):
         assert eval_body("1", None, None, None, None, None, True, None) == {"code": "1", "eval_last_expr": True}

@@ -1,0 +1,35 @@
+package api
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// TestNetworkEventsOnTheWire: an execution's network events reach its
+// result and /metrics (by proto, verdict and reason, never by host).
+func TestNetworkEventsOnTheWire(t *testing.T) {
+	x := &engine.Execution{ID: "exe_1", Status: engine.StatusFailed, Reason: engine.ReasonNetworkLimit, NetworkEvents: []engine.NetworkEvent{
+		{Proto: "tcp", Host: "pypi.org", Addr: "151.101.0.223", Port: 443, Verdict: "allow", BytesOut: 10, BytesIn: 20},
+		{Proto: "tcp", Host: "169.254.169.254", Port: 80, Verdict: "deny", Reason: "denied_range"},
+	}}
+	r := newResult(x)
+	want := NetworkEvent{Proto: "tcp", Host: "pypi.org", Addr: "151.101.0.223", Port: 443, Verdict: "allow", BytesOut: 10, BytesIn: 20}
+	if len(r.NetworkEvents) != 2 || r.NetworkEvents[0] != want || r.NetworkEvents[1].Reason != "denied_range" {
+		t.Errorf("network events %+v", r.NetworkEvents)
+	}
+	m := NewMetrics(func() engine.Stats { return engine.Stats{} })
+	m.ObserveExecution(x)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`pyexec_network_attempts_total{proto="tcp",reason="denied_range",verdict="deny"} 1`,
+		`pyexec_network_attempts_total{proto="tcp",reason="none",verdict="allow"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package egress
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/egress/egresstest"
+)
+
+// speed is the payload of BenchmarkEgress: the best of three 10 MiB
+// downloads and 50 connects to host's address (resolved once), timed.
+const speed = `
+import socket, sys, time, urllib.request
+host = sys.argv[1]
+best = None
+for _ in range(3):
+    t = time.perf_counter()
+    n = len(urllib.request.urlopen(f"http://{host}/10m", timeout=30).read())
+    d = time.perf_counter() - t
+    best = d if best is None else min(best, d)
+assert n == 10 << 20, n
+addr = socket.gethostbyname(host)
+t = time.perf_counter()
+for _ in range(50):
+    s = socket.create_connection((addr, 80), timeout=10)
+    s.close()
+print(best, (time.perf_counter() - t) / 50)
+`
+
+// BenchmarkEgress compares a 10 MiB download and a TCP connect through a
+// jail's egress with the same from the server's own namespace (no jail):
+// throughput ratio (goal ≥ 0.5) and the connect time added.
+//
+//	go test -run '^$' -bench BenchmarkEgress -benchtime 1x ./internal/egress
+func BenchmarkEgress(b *testing.B) {
+	for range b.N {
+		egressSeconds, egressConnect := measureEgress(b)
+		hostSeconds, hostConnect := measureHost(b)
+		b.ReportMetric(hostSeconds/egressSeconds, "throughput-ratio")
+		b.ReportMetric(10/egressSeconds, "egress-MiB/s")
+		b.ReportMetric(10/hostSeconds, "host-MiB/s")
+		b.ReportMetric(float64((egressConnect - hostConnect).Microseconds()), "added-connect-µs")
+	}
+}
+
+func parseSpeed(b *testing.B, out string) (float64, time.Duration) {
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		b.Fatalf("payload printed %q", out)
+	}
+	s, err1 := strconv.ParseFloat(f[0], 64)
+	c, err2 := strconv.ParseFloat(f[1], 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("payload printed %q", out)
+	}
+	return s, time.Duration(c * float64(time.Second))
+}
+
+func measureEgress(b *testing.B) (float64, time.Duration) {
+	w := egresstest.New(b)
+	cfg := testConfig(b, w, "allowed.test")
+	res, _ := runEgress(b, w, cfg, speed, "allowed.test")
+	return parseSpeed(b, string(res.Stdout))
+}
+
+func measureHost(b *testing.B) (float64, time.Duration) {
+	out, err := exec.Command("/usr/bin/python3", "-c", speed, egresstest.PublicHost).Output()
+	if err != nil {
+		b.Fatalf("python on the host: %v", err)
+	}
+	return parseSpeed(b, string(out))
+}

@@ -1,0 +1,151 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Limits bound what one execution may do through its egress.
+type Limits struct {
+	MaxConns       int           // connections open at once; more ends the execution
+	BytesOut       int64         // total sent; more ends the execution
+	BytesIn        int64         // total received; more ends the execution
+	ConnectTimeout time.Duration // for each connection the egress opens
+	MaxEvents      int           // events reported; later ones are only counted
+}
+
+// DefaultLimits are the limits of a server that sets none.
+func DefaultLimits() Limits {
+	return Limits{MaxConns: 64, BytesOut: 256 << 20, BytesIn: 1 << 30, ConnectTimeout: 10 * time.Second, MaxEvents: 1000}
+}
+
+// WithDefaults fills zero fields from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxConns <= 0 {
+		l.MaxConns = d.MaxConns
+	}
+	if l.BytesOut <= 0 {
+		l.BytesOut = d.BytesOut
+	}
+	if l.BytesIn <= 0 {
+		l.BytesIn = d.BytesIn
+	}
+	if l.ConnectTimeout <= 0 {
+		l.ConnectTimeout = d.ConnectTimeout
+	}
+	if l.MaxEvents <= 0 {
+		l.MaxEvents = d.MaxEvents
+	}
+	return l
+}
+
+// Resolver answers the names the jail asks for; *net.Resolver implements
+// it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// StaticResolver answers from a fixed map and knows no other name. It
+// stands in for DNS in tests and for an operator who pins names.
+type StaticResolver map[string][]netip.Addr
+
+var _ Resolver = StaticResolver(nil)
+
+// ErrNoSuchHost is what StaticResolver answers for a name it lacks.
+var ErrNoSuchHost = errors.New("no such host")
+
+// LookupNetIP returns the addresses of host.
+func (s StaticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a, ok := s[strings.TrimSuffix(strings.ToLower(host), ".")]
+	if !ok {
+		return nil, ErrNoSuchHost
+	}
+	return a, nil
+}
+
+// ParseHosts parses "name=addr[,addr...]" entries into a StaticResolver.
+func ParseHosts(entries []string) (StaticResolver, error) {
+	out := StaticResolver{}
+	for _, e := range entries {
+		name, list, ok := strings.Cut(e, "=")
+		name = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(name)), ".")
+		if !ok || checkName(name) != nil {
+			return nil, errors.New("host entry " + e + " is not name=address[,address]")
+		}
+		for _, s := range strings.Split(list, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(s))
+			if err != nil {
+				return nil, errors.New("host entry " + e + ": " + err.Error())
+			}
+			out[name] = append(out[name], a.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// Event is one connection attempt or name lookup of a payload, as its
+// execution's stream, record and the audit trail show it.
+type Event struct {
+	Proto    string `json:"proto"`          // "tcp", "udp" or "dns"
+	Host     string `json:"host"`           // the name asked for, or the address
+	Addr     string `json:"addr,omitempty"` // the address dialled
+	Port     uint16 `json:"port,omitempty"`
+	Verdict  string `json:"verdict"` // VerdictAllow, VerdictDeny or VerdictError
+	Reason   string `json:"reason,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"` // payload → destination
+	BytesIn  int64  `json:"bytes_in,omitempty"`  // destination → payload
+}
+
+// Verdicts of an Event.
+const (
+	VerdictAllow = "allow" // resolved, or connected and relayed
+	VerdictDeny  = "deny"  // refused by policy, the guard or a limit
+	VerdictError = "error" // allowed, but the destination failed
+)
+
+// Reasons of an Event besides the guard's.
+const (
+	ReasonNotAllowed      = "not_allowed"      // not on the allow list, or on the deny list
+	ReasonPrivateAddress  = "private_address"  // an allowed name resolved only to denied addresses (rebinding)
+	ReasonUnknownAddress  = "unknown_address"  // an address the jail's DNS never handed out
+	ReasonSNIMismatch     = "sni_mismatch"     // TLS server name differs from the name connected to
+	ReasonHostMismatch    = "host_mismatch"    // HTTP Host differs from the name connected to
+	ReasonBadClientHello  = "bad_client_hello" // TLS that cannot be checked
+	ReasonUDP             = "udp_not_allowed"  // UDP other than DNS
+	ReasonResolveFailed   = "resolve_failed"   // the name did not resolve
+	ReasonConnectFailed   = "connect_failed"   // the destination did not answer
+	ReasonConnectionLimit = "connection_limit" // Limits.MaxConns
+	ReasonBytesOutLimit   = "bytes_out_limit"  // Limits.BytesOut
+	ReasonBytesInLimit    = "bytes_in_limit"   // Limits.BytesIn
+	ReasonClosed          = "execution_ended"  // the execution ended first
+)
+
+// Config is what every execution's egress shares: the operator's policy,
+// the guard, the resolver and the limits.
+type Config struct {
+	Policy   Policy
+	Guard    *Guard
+	Resolver Resolver // nil: the system's
+	Limits   Limits
+}
+
+// Hooks tell the owner of an Egress what happens. Both may be nil.
+type Hooks struct {
+	// Event receives every event, in the order they complete.
+	Event func(Event)
+	// Limit is called once, with the reason, when the execution went over
+	// one of its limits; the egress has already cut every connection.
+	Limit func(reason string)
+}
+
+// Stats are an execution's totals.
+type Stats struct {
+	BytesOut, BytesIn int64
+	Events, Dropped   int64
+	// LimitReason is the limit that ended the execution, "" if none.
+	LimitReason string
+}

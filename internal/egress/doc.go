@@ -1,0 +1,13 @@
+// Package egress is the only way out of a jail with network: it serves the
+// TUN device in the jail's network namespace with a userspace TCP/IP stack
+// (gVisor's netstack), answers the jail's DNS itself, and for every TCP
+// connection decides, from the operator's policy narrowed by the request,
+// whether to open a connection of its own to the destination and relay
+// the bytes. Nothing is routed: a packet from the jail never reaches the
+// host's network; only connections this package opens do.
+//
+// It must never let a payload reach an always-denied address (loopback,
+// the host's own addresses, private, link-local, CGNAT, multicast and
+// their IPv6 equivalents), whatever the policy says, and it fails closed:
+// anything it cannot classify is refused. See docs/network.md.
+package egress

@@ -1,0 +1,255 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// Egress is the route out of one execution's jail. It implements
+// sandbox.Egress; its owner closes it once the payload is gone.
+type Egress struct {
+	cfg    Config
+	policy Policy
+	hooks  Hooks
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// out carries events to the owner's hook from one goroutine, so that
+	// a slow hook (a store write) never holds up a DNS answer or a
+	// handshake. It holds MaxEvents: a send never blocks.
+	out     chan Event
+	outDone chan struct{}
+
+	mu     sync.Mutex
+	stack  *stack.Stack
+	tun    *os.File
+	conns  map[*relay]struct{}
+	closed bool
+	// outClosed is set when out is closed: only Close, once every
+	// handler is done; a straggler's event is then only counted.
+	outClosed bool
+	names     *nameTable
+	udpSeen   map[string]bool
+
+	active            atomic.Int64 // TCP connections open or being dialled
+	dnsFlows          atomic.Int64 // DNS flows being served
+	bytesOut, bytesIn atomic.Int64
+	events, dropped   atomic.Int64
+	limited           atomic.Bool
+	limitReason       atomic.Value // string
+}
+
+var _ sandbox.Egress = (*Egress)(nil)
+
+// New makes the egress of one execution, with the operator's policy in
+// cfg narrowed to p.
+func New(cfg Config, p Policy, hooks Hooks) *Egress {
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Egress{cfg: cfg, policy: p, hooks: hooks, ctx: ctx, cancel: cancel,
+		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
+		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{}}
+	go e.deliver()
+	return e
+}
+
+// deliver hands events to the hook until Close closes out.
+func (e *Egress) deliver() {
+	defer close(e.outDone)
+	for ev := range e.out {
+		if e.hooks.Event != nil {
+			e.hooks.Event(ev)
+		}
+	}
+}
+
+// Serve starts the userspace stack on tun: every IPv4 and IPv6 packet of
+// the jail ends there, whatever its destination.
+func (e *Egress) Serve(tun *os.File) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errors.New("egress closed")
+	}
+	if e.stack != nil {
+		return errors.New("egress already serving")
+	}
+	fd := int(tun.Fd())
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return os.NewSyscallError("setnonblock", err)
+	}
+	link, err := fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: sandbox.EgressMTU})
+	if err != nil {
+		return fmt.Errorf("netstack link: %w", err)
+	}
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	// The handlers are in place before the NIC exists: packets are
+	// delivered from the moment it does.
+	sack := tcpip.TCPSACKEnabled(true)
+	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	tcpFwd := tcp.NewForwarder(s, 0, 256, e.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
+	udpFwd := udp.NewForwarder(s, e.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, udpFwd.HandlePacket)
+	const nic = 1
+	if terr := s.CreateNIC(nic, link); terr != nil {
+		s.Close()
+		return fmt.Errorf("netstack nic: %s", terr)
+	}
+	// Promiscuous and spoofing: the stack takes packets for every
+	// destination and answers as that destination.
+	terr := s.SetPromiscuousMode(nic, true)
+	if terr == nil {
+		terr = s.SetSpoofing(nic, true)
+	}
+	if terr != nil {
+		_ = s.RemoveNIC(nic) // stops the link's reader
+		s.Close()
+		s.Wait()
+		return fmt.Errorf("netstack: %s", terr)
+	}
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}, {Destination: header.IPv6EmptySubnet, NIC: nic}})
+	e.stack, e.tun = s, tun
+	return nil
+}
+
+// Close cuts every connection, stops the stack and returns once every
+// event is out. It is safe to call more than once.
+func (e *Egress) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	s, tun := e.stack, e.tun
+	for r := range e.conns {
+		r.cut(ReasonClosed)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+	if s != nil {
+		// Removing the NIC stops the link's reader before the file closes.
+		_ = s.RemoveNIC(1)
+		s.Close()
+		s.Wait()
+	}
+	// Nothing emits any more: the last events go out before Close returns.
+	e.mu.Lock()
+	e.outClosed = true
+	close(e.out)
+	e.mu.Unlock()
+	<-e.outDone
+	if tun != nil {
+		return tun.Close()
+	}
+	return nil
+}
+
+// Stats reports the totals so far.
+func (e *Egress) Stats() Stats {
+	st := Stats{BytesOut: e.bytesOut.Load(), BytesIn: e.bytesIn.Load(), Events: e.events.Load(), Dropped: e.dropped.Load()}
+	if r, ok := e.limitReason.Load().(string); ok {
+		st.LimitReason = r
+	}
+	return st
+}
+
+// emit reports ev unless the event budget is spent.
+func (e *Egress) emit(ev Event) {
+	if e.events.Add(1) > int64(e.cfg.Limits.MaxEvents) {
+		e.dropped.Add(1)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.outClosed {
+		e.dropped.Add(1)
+		return
+	}
+	e.out <- ev
+}
+
+// overLimit records the first limit crossed, cuts every connection and
+// tells the owner, who ends the execution.
+func (e *Egress) overLimit(reason string) {
+	if !e.limited.CompareAndSwap(false, true) {
+		return
+	}
+	e.limitReason.Store(reason)
+	e.mu.Lock()
+	for r := range e.conns {
+		r.cut(reason)
+	}
+	e.mu.Unlock()
+	if e.hooks.Limit != nil {
+		e.hooks.Limit(reason)
+	}
+}
+
+// track registers a live relay; it fails once the egress is closed or
+// limited.
+func (e *Egress) track(r *relay) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.limited.Load() {
+		return false
+	}
+	e.conns[r] = struct{}{}
+	e.wg.Add(1)
+	return true
+}
+
+func (e *Egress) untrack(r *relay) {
+	e.mu.Lock()
+	delete(e.conns, r)
+	e.mu.Unlock()
+	e.wg.Done()
+}
+
+// goTracked runs f as a goroutine Close waits for, unless closed.
+func (e *Egress) goTracked(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// addrOf converts a netstack address.
+func addrOf(a tcpip.Address) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return ip
+}

@@ -1,0 +1,336 @@
+package egresstest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Addresses of the test world. "The internet" is one test host in a
+// network namespace of its own, joined to the suite's namespace by a veth
+// pair: it carries a public address, a private one and the metadata
+// address, and serves HTTP on 80, HTTPS on 443 and UDP echo on 9999.
+// Addresses of the test host.
+const (
+	PublicHost   = "203.0.113.2"
+	UnlistedHost = "203.0.113.3"
+	PrivateHost  = "10.99.0.2"
+	MetadataHost = "169.254.169.254"
+)
+
+// World is the test world as a test sees it.
+type World struct {
+	CAPEM    []byte        // the CA the HTTPS server's certificate chains to
+	API      net.Listener  // stands in for the server's API on loopback
+	APIConns *atomic.Int64 // connections the API listener accepted
+	// Held counts the connections open now to the test host's port
+	// HoldPort, which reads until its peer closes; HeldMax the most at once.
+	Held, HeldMax *atomic.Int64
+	// Hosts names the test host: allowed.test, other.test and big.test
+	// are PublicHost, rebind.test is PrivateHost, meta.test MetadataHost.
+	Hosts map[string][]netip.Addr
+}
+
+// Env marks a test binary that runs in a network namespace of its own.
+const Env = "PYEXEC_EGRESS_TEST_WORLD"
+
+// Isolated reports whether this process runs in the test's own network
+// namespace (see Isolate).
+func Isolated() bool { return os.Getenv(Env) != "" }
+
+// Isolate runs the test binary again, in a fresh network namespace, with
+// args (say, -test.run of one test), and returns its exit code. Only root
+// can; the caller checks.
+func Isolate(args []string) (int, error) {
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Env = append(os.Environ(), Env+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// New builds the test world, or skips the test when this process is not
+// isolated (not root) or has no /usr/bin/python3.
+func New(t testing.TB) *World {
+	t.Helper()
+	if !Isolated() {
+		t.Skip("needs root: runs in a network namespace of its own with test hosts (CI runs as root)")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skipf("needs /usr/bin/python3: %v", err)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("needs /dev/net/tun for the jails' egress devices: %v", err)
+	}
+	w := &World{APIConns: &atomic.Int64{}, Held: &atomic.Int64{}, HeldMax: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
+	host := makeHostNS(t)
+	cert, ca := testCert(t, "allowed.test", "other.test")
+	w.CAPEM = ca
+	inNS(t, host, func() {
+		serveHTTP(t, "tcp4", ":80", nil)
+		serveHTTP(t, "tcp4", ":443", &tls.Config{Certificates: []tls.Certificate{cert}})
+		serveUDPEcho(t, ":9999")
+		serveHold(t, w)
+	})
+	api, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { api.Close() })
+	go func() {
+		for {
+			c, err := api.Accept()
+			if err != nil {
+				return
+			}
+			w.APIConns.Add(1)
+			c.Close()
+		}
+	}()
+	w.API = api
+	for name, addr := range map[string]string{
+		"allowed.test": PublicHost, "other.test": PublicHost, "big.test": PublicHost,
+		"rebind.test": PrivateHost, "meta.test": MetadataHost,
+	} {
+		w.Hosts[name] = append(w.Hosts[name], netip.MustParseAddr(addr))
+	}
+	return w
+}
+
+var netnsSeq atomic.Int64
+
+// makeHostNS makes the test host's namespace and the veth pair to it.
+func makeHostNS(t testing.TB) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	host, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatal(err) // the thread dies with the locked goroutine
+	}
+	t.Cleanup(func() { host.Close() })
+	n := netnsSeq.Add(1)
+	suite, peer := fmt.Sprintf("ws%d", n), fmt.Sprintf("wh%d", n)
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: suite}, PeerName: peer}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(suite); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	pl, err := netlink.LinkByName(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(pl, int(host)); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := netlink.LinkByName(suite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(t, netlink.Handle{}, sl, "lo", "203.0.113.1/24", "10.99.0.1/24", "169.254.169.1/16")
+	h, err := netlink.NewHandleAt(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	hl, err := h.LinkByName(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(t, *h, hl, "lo", PublicHost+"/24", PrivateHost+"/24", MetadataHost+"/16")
+	return host
+}
+
+// configure addresses link and raises it and the loopback.
+func configure(t testing.TB, h netlink.Handle, link netlink.Link, lo string, addrs ...string) {
+	t.Helper()
+	for _, a := range addrs {
+		ipn, err := netlink.ParseAddr(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.AddrAdd(link, ipn); err != nil {
+			t.Fatalf("adding %s: %v", a, err)
+		}
+	}
+	if err := h.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := h.LinkByName(lo); err == nil {
+		_ = h.LinkSetUp(l)
+	}
+}
+
+// inNS runs f on a thread in ns; sockets f opens stay in ns.
+func inNS(t testing.TB, ns netns.NsHandle, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			t.Error(err)
+			return
+		}
+		f()
+		if err := netns.Set(orig); err != nil {
+			t.Error(err)
+			return // the thread stays locked and dies with the goroutine
+		}
+		runtime.UnlockOSThread()
+	}()
+	<-done
+}
+
+// serveHTTP answers every request with the Host it named, /big with
+// 4 MiB and /10m with 10 MiB.
+func serveHTTP(t testing.TB, network, addr string, tlsConf *tls.Config) {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tlsConf != nil {
+		l = tls.NewListener(l, tlsConf)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.Write(make([]byte, 4<<20))
+			return
+		case "/10m":
+			w.Write(make([]byte, 10<<20))
+			return
+		}
+		fmt.Fprintf(w, "hello %s", r.Host)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// HoldPort is where the test host holds connections open (World.Held).
+const HoldPort = 7000
+
+func serveHold(t testing.TB, w *World) {
+	t.Helper()
+	l, err := net.Listen("tcp4", fmt.Sprintf(":%d", HoldPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n := w.Held.Add(1)
+			for m := w.HeldMax.Load(); n > m && !w.HeldMax.CompareAndSwap(m, n); m = w.HeldMax.Load() {
+			}
+			go func() {
+				defer w.Held.Add(-1)
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+}
+
+func serveUDPEcho(t testing.TB, addr string) {
+	t.Helper()
+	c, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.WriteTo(buf[:n], from)
+		}
+	}()
+}
+
+// testCert makes a CA and a certificate it signed for names.
+func testCert(t testing.TB, names ...string) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "egress test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// Lines splits a payload's output into its "case=outcome" pairs.
+func Lines(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

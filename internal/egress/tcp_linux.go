@@ -1,0 +1,283 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// target is where a connection of the jail is headed, as decided.
+type target struct {
+	host  string       // the name connected to, or the address
+	name  string       // the name, "" for an IP literal
+	addrs []netip.Addr // what may be dialled
+	port  uint16
+}
+
+// handleTCP decides each connection the jail opens, before its
+// handshake: a refused one is reset, an allowed one is dialled first, so
+// that the payload sees the destination's own refusal as a reset too.
+func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	dst, port := addrOf(id.LocalAddress), id.LocalPort
+	t, ev := e.decide(dst, port)
+	if ev.Verdict == VerdictDeny {
+		r.Complete(true)
+		e.emit(ev)
+		return
+	}
+	if n := e.active.Add(1); n > int64(e.cfg.Limits.MaxConns) {
+		e.active.Add(-1)
+		r.Complete(true)
+		ev.Verdict, ev.Reason = VerdictDeny, ReasonConnectionLimit
+		e.emit(ev)
+		e.overLimit(ReasonConnectionLimit)
+		return
+	}
+	rl := &relay{e: e, ev: ev}
+	if !e.track(rl) {
+		e.active.Add(-1)
+		r.Complete(true)
+		return
+	}
+	defer e.untrack(rl)
+	defer e.active.Add(-1)
+	up, addr, err := e.dial(t)
+	if err != nil {
+		r.Complete(true)
+		rl.ev.Verdict, rl.ev.Reason = VerdictError, ReasonConnectFailed
+		e.emit(rl.ev)
+		return
+	}
+	rl.ev.Addr = addr.String()
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		up.Close()
+		rl.ev.Verdict, rl.ev.Reason = VerdictError, ReasonClosed
+		e.emit(rl.ev)
+		return
+	}
+	r.Complete(false)
+	rl.run(gonet.NewTCPConn(&wq, ep), up, t)
+	e.emit(rl.ev)
+}
+
+// decide applies the guard and the policy to a destination; ev is the
+// event of the attempt, its verdict VerdictDeny when refused.
+func (e *Egress) decide(dst netip.Addr, port uint16) (target, Event) {
+	ev := Event{Proto: "tcp", Host: dst.String(), Port: port, Verdict: VerdictAllow}
+	deny := func(reason string) (target, Event) {
+		ev.Verdict, ev.Reason = VerdictDeny, reason
+		return target{}, ev
+	}
+	if isSynthetic(dst) {
+		en := e.names.lookupAddr(dst)
+		if en == nil {
+			return deny(ReasonUnknownAddress)
+		}
+		ev.Host = en.name
+		if !e.policy.NameAllowed(en.name, port) {
+			return deny(ReasonNotAllowed)
+		}
+		var addrs []netip.Addr
+		reason := ""
+		for _, a := range en.real {
+			if r := e.cfg.Guard.Check(a, port); r != "" {
+				reason = r
+				continue
+			}
+			if e.policy.AddrDenied(a, port) {
+				reason = ReasonNotAllowed
+				continue
+			}
+			addrs = append(addrs, a)
+		}
+		if len(addrs) == 0 {
+			return deny(reason)
+		}
+		return target{host: en.name, name: en.name, addrs: addrs, port: port}, ev
+	}
+	dst = dst.Unmap()
+	if r := e.cfg.Guard.Check(dst, port); r != "" {
+		return deny(r)
+	}
+	if !e.policy.AddrAllowed(dst, port) {
+		return deny(ReasonNotAllowed)
+	}
+	return target{host: dst.String(), addrs: []netip.Addr{dst}, port: port}, ev
+}
+
+// dial connects to the first of t's addresses that answers within the
+// connect timeout.
+func (e *Egress) dial(t target) (net.Conn, netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Limits.ConnectTimeout)
+	defer cancel()
+	var d net.Dialer
+	var errs []error
+	for _, a := range t.addrs {
+		c, err := d.DialContext(ctx, "tcp4", net.JoinHostPort(a.String(), strconv.Itoa(int(t.port))))
+		if err == nil {
+			return c, a, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, netip.Addr{}, errors.Join(errs...)
+}
+
+// relay is one allowed connection: the jail's side in netstack, the
+// destination's a socket of this process.
+type relay struct {
+	e  *Egress
+	ev Event
+
+	mu       sync.Mutex
+	down, up net.Conn
+	cutWhy   string
+}
+
+// cut closes both sides; why becomes the event's reason unless it has
+// one. Called with e.mu held.
+func (r *relay) cut(why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cutWhy == "" {
+		r.cutWhy = why
+	}
+	if r.down != nil {
+		r.down.Close()
+	}
+	if r.up != nil {
+		r.up.Close()
+	}
+}
+
+// run checks the first bytes of a named connection, then copies both
+// ways until both are done, counting bytes against the limits.
+func (r *relay) run(down, up net.Conn, t target) {
+	r.mu.Lock()
+	r.down, r.up = down, up
+	cut := r.cutWhy != ""
+	r.mu.Unlock()
+	defer down.Close()
+	defer up.Close()
+	if cut {
+		r.finish()
+		return
+	}
+	// What the destination sends flows at once (a server may speak
+	// first); what the payload sends is held until its first bytes are
+	// checked against the name it connected to.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.copy(down, up, nil, false)
+	}()
+	var first []byte
+	if t.name != "" {
+		var reason string
+		first, reason = inspect(down, t.name)
+		if reason != "" {
+			r.mu.Lock()
+			r.ev.Verdict, r.ev.Reason = VerdictDeny, reason
+			r.mu.Unlock()
+			down.Close()
+			up.Close()
+			wg.Wait()
+			return
+		}
+	}
+	r.copy(up, down, first, true)
+	wg.Wait()
+	r.finish()
+}
+
+// finish records why the relay was cut, if it was.
+func (r *relay) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cutWhy != "" && r.ev.Reason == "" {
+		r.ev.Reason = r.cutWhy
+		if r.cutWhy != ReasonClosed {
+			r.ev.Verdict = VerdictDeny
+		}
+	}
+}
+
+// copy relays src to dst, after writing first; out tells the direction
+// (payload → destination). On the end of src it half-closes dst.
+func (r *relay) copy(dst, src net.Conn, first []byte, out bool) {
+	defer closeWrite(dst)
+	if len(first) > 0 {
+		if !r.count(len(first), out) {
+			return
+		}
+		if _, err := dst.Write(first); err != nil {
+			return
+		}
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !r.count(n, out) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.mu.Lock()
+				r.down.Close()
+				r.up.Close()
+				r.mu.Unlock()
+			}
+			return
+		}
+	}
+}
+
+// count adds n bytes to the connection and the execution; false when
+// that goes over a limit (the egress then cuts everything).
+func (r *relay) count(n int, out bool) bool {
+	e := r.e
+	if out {
+		r.mu.Lock()
+		r.ev.BytesOut += int64(n)
+		r.mu.Unlock()
+		if e.bytesOut.Add(int64(n)) > e.cfg.Limits.BytesOut {
+			e.overLimit(ReasonBytesOutLimit)
+			return false
+		}
+		return true
+	}
+	r.mu.Lock()
+	r.ev.BytesIn += int64(n)
+	r.mu.Unlock()
+	if e.bytesIn.Add(int64(n)) > e.cfg.Limits.BytesIn {
+		e.overLimit(ReasonBytesInLimit)
+		return false
+	}
+	return true
+}
+
+// closeWrite half-closes c where it can, else closes it.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
