@@ -1,8 +1,9 @@
+//go:build linux
+
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -148,8 +149,6 @@ func diskChecks(cfg config.Config) []doctorCheck {
 	for _, d := range dirs {
 		free, err := freeBytes(existingParent(d))
 		switch {
-		case errors.Is(err, errFreeUnknown):
-			continue
 		case err != nil:
 			out = append(out, doctorCheck{Layer: "disk", Detail: fmt.Sprintf("%s: %v", d, err)})
 		case free < lowDiskBytes:

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
-
-// errFreeUnknown: this platform cannot tell free space (never on Linux).
-var errFreeUnknown = errors.New("free space unknown")
 
 // freeBytes is the space an unprivileged user may still fill below dir.
 func freeBytes(dir string) (uint64, error) {
