@@ -30,19 +30,14 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 	if err := m.resolveUV(ctx); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
-	if err != nil {
-		return fmt.Errorf("creating a build directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	venv := filepath.Join(tmp, "env")
-	final := filepath.Join(envsDir(m.cfg), key)
 	m.log.Info("building environment", "key", key, "python", in.Full, "requirements", set.Specs(), "installer", m.Installer())
 	progress(fmt.Sprintf("installing %s with %s", strings.Join(set.Specs(), ", "), m.Installer()))
-
-	if err := m.run(ctx, m.venvCmd(in, venv), progress); err != nil {
-		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
+	tmp, venv, err := m.newVenv(ctx, in, set, key, progress)
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(tmp)
+	final := filepath.Join(envsDir(m.cfg), key)
 	var notInstalled []string
 	if err := m.install(ctx, in, venv, tmp, "all", set, progress); err != nil {
 		opt := set.Optional()
@@ -80,6 +75,21 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 	progress(fmt.Sprintf("environment ready in %s", env.BuildDuration))
 	m.log.Info("built environment", "key", key, "size_bytes", size, "duration", env.BuildDuration)
 	return nil
+}
+
+// newVenv creates a virtualenv of in for the build of set into key, at
+// venv in the fresh build directory tmp, which the caller removes.
+func (m *Environments) newVenv(ctx context.Context, in Interpreter, set Set, key string, progress func(string)) (tmp, venv string, err error) {
+	tmp, err = os.MkdirTemp(tmpDir(m.cfg), key+"-")
+	if err != nil {
+		return "", "", fmt.Errorf("creating a build directory: %w", err)
+	}
+	venv = filepath.Join(tmp, "env")
+	if rerr := m.run(ctx, m.venvCmd(in, venv), progress); rerr != nil {
+		os.RemoveAll(tmp)
+		return "", "", &InstallError{Requirements: set.Specs(), Output: rerr.output, Err: fmt.Errorf("creating the virtualenv: %w", rerr.err)}
+	}
+	return tmp, venv, nil
 }
 
 // finishVenv readies a virtualenv whose installs are done for its record:

@@ -90,18 +90,14 @@ func (m *Environments) acquireLayer(ctx context.Context, in Interpreter, set Set
 // holds the build lock of key and a use lock of base.
 func (m *Environments) buildLayer(ctx context.Context, in Interpreter, set Set, base Env, key string, progress func(string)) error {
 	started := time.Now()
-	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
-	if err != nil {
-		return fmt.Errorf("creating a build directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	venv := filepath.Join(tmp, "env")
-	final := filepath.Join(envsDir(m.cfg), key)
 	m.log.Info("building environment layer", "key", key, "base", base.Key, "python", in.Full, "requirements", set.Specs())
 	progress(fmt.Sprintf("installing %s over the base environment with uv", strings.Join(set.Specs(), ", ")))
-	if err := m.run(ctx, m.venvCmd(in, venv), progress); err != nil {
-		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
+	tmp, venv, err := m.newVenv(ctx, in, set, key, progress)
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(tmp)
+	final := filepath.Join(envsDir(m.cfg), key)
 	own, err := m.resolveOverBase(ctx, set, base, venv, tmp, progress)
 	if err != nil {
 		return err
