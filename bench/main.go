@@ -44,10 +44,10 @@ func run() int {
 		if err != nil {
 			return fail(err)
 		}
-		defer srv.stop()
+		defer srv.Close()
 		*c.srv = srv
 	}
-	idleRSS, err := s.fork.rssBytes()
+	idleRSS, err := s.fork.RSS()
 	if err != nil {
 		return fail(err)
 	}
@@ -130,7 +130,7 @@ func memory(ctx context.Context, s servers, idleRSS int64) ([]string, error) {
 		}
 		return fmt.Sprintf("%s each (%s over %.0f)", mib(t/c), mib(t), c), nil
 	}
-	afterRSS, err := s.fork.rssBytes()
+	afterRSS, err := s.fork.RSS()
 	if err != nil {
 		return nil, err
 	}

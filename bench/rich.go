@@ -48,7 +48,7 @@ type richResult struct {
 // execution completed with exit code 0.
 func (s *server) post(ctx context.Context, body []byte) (richResult, error) {
 	var r richResult
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/eval", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/v1/eval", bytes.NewReader(body))
 	if err != nil {
 		return r, err
 	}

@@ -156,7 +156,7 @@ func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/exec/async", body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/v1/exec/async", body)
 	if err != nil {
 		return "", err
 	}
@@ -175,7 +175,7 @@ func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {
 
 // waitEvents reads the NDJSON event stream until the final status.
 func (s *server) waitEvents(ctx context.Context, id string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1/executions/"+id+"/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/api/v1/executions/"+id+"/events", nil)
 	if err != nil {
 		return err
 	}

@@ -1,69 +1,33 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/pyexec/pyexec/bench/internal/benchserver"
 )
 
 // server is the pyexec under test.
 type server struct {
-	url  string
-	cmd  *exec.Cmd
-	dir  string
-	logs bytes.Buffer
+	*benchserver.Server
 }
 
 // startServer starts `pyexec serve` with extra flags (e.g.
 // --fork-server=false) on a free loopback port.
 func startServer(ctx context.Context, binary string, extra ...string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	flags := append([]string{"--queue-size", "1000", "--log-level", "warn", "--prepare-base=false"}, extra...)
+	s, err := benchserver.Run(ctx, binary, "pyexec-bench-", cgroupParent(), flags...)
 	if err != nil {
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir, err := os.MkdirTemp("/var/tmp", "pyexec-bench-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil { // jails mount environments from below it
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
-	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
-		"--cgroup-parent", cgroupParent(), "--queue-size", "1000", "--log-level", "warn",
-		"--prepare-base=false")
-	s.cmd.Args = append(s.cmd.Args, extra...)
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.stop()
-	return nil, fmt.Errorf("server not healthy after 60s: %s", s.logs.String())
+	return &server{s}, nil
 }
 
 // cgroupParent holds the jails of every server this run starts.
@@ -73,25 +37,11 @@ func cgroupParent() string { return fmt.Sprintf("pyexec-bench-%d", os.Getpid()) 
 // hierarchy or the v2 tree, once every server has stopped: a server keeps
 // the parent it was given, and each run has its own.
 func removeCgroupParent() {
-	var dirs []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && d.Name() == cgroupParent() {
-			dirs = append(dirs, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	for _, d := range dirs {
+	for _, d := range benchserver.CgroupDirsNamed(cgroupParent()) {
 		if err := os.Remove(d); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: removing the cgroup parent:", err)
 		}
 	}
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = s.cmd.Wait()
-	os.RemoveAll(s.dir)
 }
 
 // result is the part of an ExecutionResult the benchmark reads.
@@ -120,24 +70,9 @@ func (s *server) interpreter(ctx context.Context) (string, error) {
 	return strings.TrimSpace(r.Stdout), nil
 }
 
-// rssBytes is the server process's resident set size.
-func (s *server) rssBytes() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", s.cmd.Process.Pid)
-}
-
 // cpu is the CPU time the server process has used so far.
 func (s *server) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -167,7 +102,7 @@ func (s *server) metric(ctx context.Context, name string) (float64, error) {
 
 // poolCounters reads the warm pool's counters from /metrics.
 func (s *server) poolCounters(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/metrics", nil)
 	if err != nil {
 		return "", err
 	}

@@ -77,7 +77,7 @@ func (s *server) createSession(ctx context.Context, requirements string) (string
 }
 
 func (s *server) deleteSession(ctx context.Context, id string) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodDelete, s.url+"/api/v1/sessions/"+id, nil)
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodDelete, s.URL+"/api/v1/sessions/"+id, nil)
 	if err == nil {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
@@ -104,7 +104,7 @@ func (s *server) cell(ctx context.Context, id, code string) ([]byte, error) {
 }
 
 func (s *server) postJSON(ctx context.Context, path string, body []byte, want int) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/pyenv"
@@ -100,11 +98,11 @@ func layerBench(ctx context.Context, o options, uv string, in pyenv.Interpreter,
 		}
 		layers, layer = append(layers, d), env
 	}
-	wholeOwn, err := unsharedBytes(whole.Dir)
+	wholeOwn, err := pyenv.DiskUsage(whole.Dir, true)
 	if err != nil {
 		return err
 	}
-	layerOwn, err := unsharedBytes(layer.Dir)
+	layerOwn, err := pyenv.DiskUsage(layer.Dir, true)
 	if err != nil {
 		return err
 	}
@@ -117,25 +115,4 @@ func layerBench(ctx context.Context, o options, uv string, in pyenv.Interpreter,
 	fmt.Printf("  → %.0f× less counted against the size cap; build time ratio whole/layer %.2f×\n",
 		float64(whole.SizeBytes)/float64(layer.SizeBytes), float64(median(wholes))/float64(median(layers)))
 	return nil
-}
-
-// unsharedBytes is the disk space of the files under dir that have no
-// other link (uv hard-links files from its download cache when it can),
-// directories included.
-func unsharedBytes(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && (d.IsDir() || st.Nlink == 1) {
-			total += st.Blocks * 512
-		}
-		return nil
-	})
-	return total, err
 }

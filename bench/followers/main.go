@@ -18,20 +18,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/pyexec/pyexec/bench/internal/benchserver"
 )
 
 func main() {
@@ -92,7 +90,7 @@ func measure(ctx context.Context, binary string, n, slow int, size, limit int64)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer s.stop()
+	defer s.Close()
 	var m measurement
 	// One small run first, so that the idle figure includes what any
 	// first execution sets up.
@@ -100,7 +98,7 @@ func measure(ctx context.Context, binary string, n, slow int, size, limit int64)
 		return m, err
 	}
 	time.Sleep(time.Second)
-	if m.idle, err = s.rss(); err != nil {
+	if m.idle, err = s.RSS(); err != nil {
 		return m, err
 	}
 	peak := s.sampleRSS()
@@ -118,7 +116,7 @@ func measure(ctx context.Context, binary string, n, slow int, size, limit int64)
 		if i < slow {
 			pause = 2 * time.Millisecond
 		}
-		wg.Go(func() { streams[i] = follow(ctx, client, s.url, id, pause) })
+		wg.Go(func() { streams[i] = follow(ctx, client, s.URL, id, pause) })
 	}
 	wg.Wait()
 	m.elapsed = time.Since(start)
@@ -207,70 +205,16 @@ func follow(ctx context.Context, client *http.Client, url, id string, pause time
 
 // server is one `pyexec serve` on a free loopback port.
 type server struct {
-	url  string
-	cmd  *exec.Cmd
-	dir  string
-	logs bytes.Buffer
+	*benchserver.Server
 }
 
 func startServer(ctx context.Context, binary string, extra ...string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	flags := append([]string{"--log-level", "warn", "--prepare-base=false"}, extra...)
+	s, err := benchserver.Run(ctx, binary, "pyexec-bench-followers-", fmt.Sprintf("pyexec-bench-followers-%d", os.Getpid()), flags...)
 	if err != nil {
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir, err := os.MkdirTemp("/var/tmp", "pyexec-bench-followers-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil { // jails mount environments from below it
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
-	s.cmd = exec.CommandContext(ctx, binary, "serve", "--port", strconv.Itoa(port), "--data-dir", dir,
-		"--cgroup-parent", fmt.Sprintf("pyexec-bench-followers-%d", os.Getpid()), "--log-level", "warn",
-		"--prepare-base=false")
-	s.cmd.Args = append(s.cmd.Args, extra...)
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.stop()
-	return nil, fmt.Errorf("server not healthy after 60s: %s", s.logs.String())
-}
-
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = s.cmd.Wait()
-	os.RemoveAll(s.dir)
-}
-
-// rss is the server's resident set size.
-func (s *server) rss() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/<pid>/status")
+	return &server{s}, nil
 }
 
 // sampleRSS samples the resident set every 10ms until the returned
@@ -283,7 +227,7 @@ func (s *server) sampleRSS() func() int64 {
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v, err := s.rss(); err == nil {
+			if v, err := s.RSS(); err == nil {
 				peak = max(peak, v)
 			}
 			select {
@@ -334,7 +278,7 @@ func (s *server) submit(ctx context.Context, code string) (string, error) {
 	if err := mw.Close(); err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/api/v1/exec/async", &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/v1/exec/async", &body)
 	if err != nil {
 		return "", err
 	}
@@ -354,7 +298,7 @@ func (s *server) submit(ctx context.Context, code string) (string, error) {
 
 // result reads the record of id; the stdout it carries is discarded.
 func (s *server) result(ctx context.Context, id string) (record, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1/executions/"+id, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/api/v1/executions/"+id, nil)
 	if err != nil {
 		return record{}, err
 	}

@@ -34,7 +34,7 @@ func crashRounds(ctx context.Context, binary string, rounds int) (bool, error) {
 		killedMidRun        int
 		maxDie, maxSettle   time.Duration
 	)
-	if err := s.start(ctx); err != nil {
+	if err := s.Start(ctx); err != nil {
 		return false, err
 	}
 	for round := range rounds {
@@ -55,7 +55,7 @@ func crashRounds(ctx context.Context, binary string, rounds int) (bool, error) {
 		// Whatever jail cgroups the killed server left, the next one sweeps.
 		before := s.jailCgroups()
 		fmt.Printf("  round %d: the killed server left %d jail cgroups\n", round+1, len(before))
-		if err := s.start(ctx); err != nil {
+		if err := s.Start(ctx); err != nil {
 			return false, err
 		}
 		// The new server sweeps what the killed one left.
@@ -71,13 +71,13 @@ func crashRounds(ctx context.Context, binary string, rounds int) (bool, error) {
 		settled := time.Now()
 		l, w, err := settle(ctx, s, accepted)
 		if err != nil {
-			s.crash()
+			s.Crash()
 			return false, err
 		}
 		maxSettle = max(maxSettle, time.Since(settled))
 		lost, wrong = lost+l, wrong+w
 	}
-	if err := s.stop(); err != nil {
+	if err := s.Stop(); err != nil {
 		return false, err
 	}
 	ok := orphans == 0 && oldCgroups == 0 && lost == 0 && wrong == 0
@@ -143,7 +143,7 @@ func submitUntilCrash(ctx context.Context, s *server, round int) ([]job, int) {
 	}
 	mu.Unlock()
 	killed.Store(true)
-	s.crash()
+	s.Crash()
 	close(stop)
 	wg.Wait()
 	fmt.Printf("  round %d: %d accepted, %d refused before the kill, %d running at the kill\n", round+1, len(jobs), refused.Load(), running)

@@ -88,11 +88,11 @@ func withServer(ctx context.Context, binary string, fn func(*server) (bool, erro
 		return false, err
 	}
 	defer s.remove()
-	if err := s.start(ctx); err != nil {
+	if err := s.Start(ctx); err != nil {
 		return false, err
 	}
 	passed, err := fn(s)
-	if serr := s.stop(); err == nil {
+	if serr := s.Stop(); err == nil {
 		err = serr
 	}
 	if err != nil {

@@ -30,7 +30,7 @@ func program(i int) (code, want string) {
 func clients(s *server) [2]*client.Client {
 	var cs [2]*client.Client
 	for i, k := range keys {
-		cs[i] = client.New(s.url, client.WithAPIKey(k.key), client.WithTimeout(5*time.Minute))
+		cs[i] = client.New(s.URL, client.WithAPIKey(k.key), client.WithTimeout(5*time.Minute))
 	}
 	return cs
 }

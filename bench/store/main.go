@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/bench/internal/benchserver"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
@@ -272,19 +273,11 @@ func (plainDriver) Parse([]byte) (engine.Report, error) {
 	return engine.Report{}, errors.New("no report")
 }
 
-// rssMiB reads a field of /proc/self/status (kB) in MiB.
+// rssMiB reads a field of this process's /proc status (VmRSS, VmHWM) in
+// MiB; 0 when it cannot.
 func rssMiB(field string) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	b, _ := benchserver.ProcStatusBytes(os.Getpid(), field)
+	return float64(b) / (1 << 20)
 }
 
 // resetPeak makes VmHWM start again from the current RSS.

@@ -24,14 +24,7 @@ const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe
 // /docs/doc.json (the API description, the same document as
 // /openapi.json, which huma serves on mux).
 func registerDocs(mux *http.ServeMux) {
-	sub, err := fs.Sub(docsFiles, "docs")
-	if err != nil {
-		panic(err) // the embedded tree is fixed at build time
-	}
-	index, err := fs.ReadFile(sub, "index.html")
-	if err != nil {
-		panic(err)
-	}
+	sub, index := embeddedPage(docsFiles, "docs")
 	page := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Security-Policy", docsCSP)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -49,4 +42,18 @@ func registerDocs(mux *http.ServeMux) {
 		w.Header().Set("Cache-Control", "public, max-age=86400")
 		assets.ServeHTTP(w, r)
 	})
+}
+
+// embeddedPage is the tree below dir of files and its index.html. Both are
+// fixed at build time: a failure is a broken build and panics.
+func embeddedPage(files embed.FS, dir string) (fs.FS, []byte) {
+	sub, err := fs.Sub(files, dir)
+	if err != nil {
+		panic(err)
+	}
+	index, err := fs.ReadFile(sub, "index.html")
+	if err != nil {
+		panic(err)
+	}
+	return sub, index
 }

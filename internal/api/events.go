@@ -154,19 +154,30 @@ func (f streamFormat) heartbeat(w io.Writer) error {
 	return err
 }
 
-// stream writes events until the final status event, the end of the
-// channel or of ctx, flushing each one and sending heartbeats meanwhile.
-func (s *Server) stream(ctx context.Context, hctx huma.Context, events <-chan engine.Event, format streamFormat) {
-	hctx.SetHeader("Content-Type", format.contentType())
+// startStream answers 200 with the headers of a stream of contentType and
+// returns the response writer with its controller, for flushing each
+// message. It logs, naming the stream what, and reports false when the
+// writer cannot flush.
+func (s *Server) startStream(hctx huma.Context, contentType, what string) (http.ResponseWriter, *http.ResponseController, bool) {
+	hctx.SetHeader("Content-Type", contentType)
 	hctx.SetHeader("Cache-Control", "no-cache")
 	hctx.SetHeader("X-Accel-Buffering", "no") // let reverse proxies stream
 	hctx.SetStatus(http.StatusOK)
 	w, ok := hctx.BodyWriter().(http.ResponseWriter)
 	if !ok {
-		s.log.Error("event stream: response writer cannot flush")
+		s.log.Error(what + ": response writer cannot flush")
+		return nil, nil, false
+	}
+	return w, http.NewResponseController(w), true
+}
+
+// stream writes events until the final status event, the end of the
+// channel or of ctx, flushing each one and sending heartbeats meanwhile.
+func (s *Server) stream(ctx context.Context, hctx huma.Context, events <-chan engine.Event, format streamFormat) {
+	w, rc, ok := s.startStream(hctx, format.contentType(), "event stream")
+	if !ok {
 		return
 	}
-	rc := http.NewResponseController(w)
 	flush := func() bool { return rc.Flush() == nil }
 	if !flush() {
 		return

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/base64"
-	"io/fs"
 	"net/http"
 )
 
@@ -42,14 +41,7 @@ const playgroundPrefix = "/playground/"
 // assets). Both are open paths: the page asks for an API key itself when
 // /health says the server needs one.
 func registerPlayground(mux *http.ServeMux) {
-	sub, err := fs.Sub(playgroundFiles, "web")
-	if err != nil {
-		panic(err) // the embedded tree is fixed at build time
-	}
-	index, err := fs.ReadFile(sub, "index.html")
-	if err != nil {
-		panic(err)
-	}
+	sub, index := embeddedPage(playgroundFiles, "web")
 	secure := func(h http.Header, nonce string) {
 		h.Set("Content-Security-Policy", playgroundCSP(nonce))
 		h.Set("X-Content-Type-Options", "nosniff")

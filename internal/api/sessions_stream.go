@@ -62,16 +62,10 @@ func writeJSON(hctx huma.Context, status int, v any) {
 // event. A session created for a client that went away is deleted.
 func (s *Server) createSessionStream(hctx huma.Context, se SessionEngine, req engine.SessionRequest) {
 	ctx := hctx.Context()
-	hctx.SetHeader("Content-Type", sseType)
-	hctx.SetHeader("Cache-Control", "no-cache")
-	hctx.SetHeader("X-Accel-Buffering", "no")
-	hctx.SetStatus(http.StatusOK)
-	w, ok := hctx.BodyWriter().(http.ResponseWriter)
+	w, rc, ok := s.startStream(hctx, sseType, "session create stream")
 	if !ok {
-		s.log.Error("session create stream: response writer cannot flush")
 		return
 	}
-	rc := http.NewResponseController(w)
 	lines := make(chan string, maxPendingInstallLines)
 	req.Progress = func(line string) {
 		select {

@@ -30,19 +30,14 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 	if err := m.resolveUV(ctx); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
-	if err != nil {
-		return fmt.Errorf("creating a build directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	venv := filepath.Join(tmp, "env")
-	final := filepath.Join(envsDir(m.cfg), key)
 	m.log.Info("building environment", "key", key, "python", in.Full, "requirements", set.Specs(), "installer", m.Installer())
 	progress(fmt.Sprintf("installing %s with %s", strings.Join(set.Specs(), ", "), m.Installer()))
-
-	if err := m.run(ctx, m.venvCmd(in, venv), progress); err != nil {
-		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
+	tmp, venv, err := m.newVenv(ctx, in, set, key, progress)
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(tmp)
+	final := filepath.Join(envsDir(m.cfg), key)
 	var notInstalled []string
 	if err := m.install(ctx, in, venv, tmp, "all", set, progress); err != nil {
 		opt := set.Optional()
@@ -67,20 +62,55 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 			return fmt.Errorf("relocating scripts: %w", err)
 		}
 	}
-	installed, err := installedNames(venv)
+	installed, size, err := finishVenv(venv)
 	if err != nil {
-		return fmt.Errorf("listing installed distributions: %w", err)
-	}
-	if err := makeReadable(venv); err != nil {
-		return fmt.Errorf("setting permissions: %w", err)
-	}
-	size, err := dirSize(venv)
-	if err != nil {
-		return fmt.Errorf("measuring the environment: %w", err)
+		return err
 	}
 	env := Env{Python: in.Full, PythonPath: in.Path, Requirements: set.Specs(), Installed: installed,
 		NotInstalled: notInstalled, Installer: m.Installer(), SizeBytes: size, Created: time.Now().UTC(),
 		BuildDuration: time.Since(started).Round(time.Millisecond).String()}
+	if err := m.placeVenv(venv, final, env); err != nil {
+		return err
+	}
+	progress(fmt.Sprintf("environment ready in %s", env.BuildDuration))
+	m.log.Info("built environment", "key", key, "size_bytes", size, "duration", env.BuildDuration)
+	return nil
+}
+
+// newVenv creates a virtualenv of in for the build of set into key, at
+// venv in the fresh build directory tmp, which the caller removes.
+func (m *Environments) newVenv(ctx context.Context, in Interpreter, set Set, key string, progress func(string)) (tmp, venv string, err error) {
+	tmp, err = os.MkdirTemp(tmpDir(m.cfg), key+"-")
+	if err != nil {
+		return "", "", fmt.Errorf("creating a build directory: %w", err)
+	}
+	venv = filepath.Join(tmp, "env")
+	if rerr := m.run(ctx, m.venvCmd(in, venv), progress); rerr != nil {
+		os.RemoveAll(tmp)
+		return "", "", &InstallError{Requirements: set.Specs(), Output: rerr.output, Err: fmt.Errorf("creating the virtualenv: %w", rerr.err)}
+	}
+	return tmp, venv, nil
+}
+
+// finishVenv readies a virtualenv whose installs are done for its record:
+// it lists the distributions installed in it, lets the payload user read
+// all of it and measures the disk space it takes.
+func finishVenv(venv string) (installed []string, size int64, err error) {
+	if installed, err = installedNames(venv); err != nil {
+		return nil, 0, fmt.Errorf("listing installed distributions: %w", err)
+	}
+	if err := makeReadable(venv); err != nil {
+		return nil, 0, fmt.Errorf("setting permissions: %w", err)
+	}
+	if size, err = DiskUsage(venv, false); err != nil {
+		return nil, 0, fmt.Errorf("measuring the environment: %w", err)
+	}
+	return installed, size, nil
+}
+
+// placeVenv writes env as the record of the finished virtualenv venv and
+// renames it to final, where it is whole from the first moment on.
+func (m *Environments) placeVenv(venv, final string, env Env) error {
 	b, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
 		return err
@@ -92,8 +122,6 @@ func (m *Environments) build(ctx context.Context, in Interpreter, set Set, key s
 		return fmt.Errorf("moving the environment into place: %w", err)
 	}
 	m.builds.Add(1)
-	progress(fmt.Sprintf("environment ready in %s", env.BuildDuration))
-	m.log.Info("built environment", "key", key, "size_bytes", size, "duration", env.BuildDuration)
 	return nil
 }
 
@@ -361,8 +389,10 @@ func makeReadable(dir string) error {
 	})
 }
 
-// dirSize is the disk space a directory tree takes.
-func dirSize(dir string) (int64, error) {
+// DiskUsage is the disk space a directory tree takes. With unsharedOnly
+// it counts only the directories and the files that have no other link
+// (uv hard-links files from its download cache when it can).
+func DiskUsage(dir string, unsharedOnly bool) (int64, error) {
 	var total int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -372,10 +402,12 @@ func dirSize(dir string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		} else {
+		st, ok := info.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok && !unsharedOnly:
 			total += info.Size()
+		case ok && (!unsharedOnly || d.IsDir() || st.Nlink == 1):
+			total += st.Blocks * 512
 		}
 		return nil
 	})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -91,18 +90,14 @@ func (m *Environments) acquireLayer(ctx context.Context, in Interpreter, set Set
 // holds the build lock of key and a use lock of base.
 func (m *Environments) buildLayer(ctx context.Context, in Interpreter, set Set, base Env, key string, progress func(string)) error {
 	started := time.Now()
-	tmp, err := os.MkdirTemp(tmpDir(m.cfg), key+"-")
-	if err != nil {
-		return fmt.Errorf("creating a build directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	venv := filepath.Join(tmp, "env")
-	final := filepath.Join(envsDir(m.cfg), key)
 	m.log.Info("building environment layer", "key", key, "base", base.Key, "python", in.Full, "requirements", set.Specs())
 	progress(fmt.Sprintf("installing %s over the base environment with uv", strings.Join(set.Specs(), ", ")))
-	if err := m.run(ctx, m.venvCmd(in, venv), progress); err != nil {
-		return &InstallError{Requirements: set.Specs(), Output: err.output, Err: fmt.Errorf("creating the virtualenv: %w", err.err)}
+	tmp, venv, err := m.newVenv(ctx, in, set, key, progress)
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(tmp)
+	final := filepath.Join(envsDir(m.cfg), key)
 	own, err := m.resolveOverBase(ctx, set, base, venv, tmp, progress)
 	if err != nil {
 		return err
@@ -121,16 +116,9 @@ func (m *Environments) buildLayer(ctx context.Context, in Interpreter, set Set, 
 	if err := linkBase(venv, base.Dir); err != nil {
 		return fmt.Errorf("linking the base environment: %w", err)
 	}
-	mine, err := installedNames(venv)
+	mine, size, err := finishVenv(venv)
 	if err != nil {
-		return fmt.Errorf("listing installed distributions: %w", err)
-	}
-	if err := makeReadable(venv); err != nil {
-		return fmt.Errorf("setting permissions: %w", err)
-	}
-	size, err := dirSize(venv)
-	if err != nil {
-		return fmt.Errorf("measuring the environment: %w", err)
+		return err
 	}
 	installed := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(base.Installed), mine...))))
 	// Its record lists what it adds: the set less the base's own entries.
@@ -140,17 +128,9 @@ func (m *Environments) buildLayer(ctx context.Context, in Interpreter, set Set, 
 	env := Env{Python: in.Full, PythonPath: in.Path, Requirements: adds, Installed: installed,
 		Installer: m.Installer(), SizeBytes: size, Created: time.Now().UTC(), BaseKey: base.Key,
 		BuildDuration: time.Since(started).Round(time.Millisecond).String()}
-	b, err := json.MarshalIndent(env, "", "  ")
-	if err != nil {
+	if err := m.placeVenv(venv, final, env); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(venv, metaFile), b, 0o644); err != nil {
-		return fmt.Errorf("writing the environment record: %w", err)
-	}
-	if err := os.Rename(venv, final); err != nil {
-		return fmt.Errorf("moving the environment into place: %w", err)
-	}
-	m.builds.Add(1)
 	progress(fmt.Sprintf("environment ready in %s (%d package(s) over the base environment)", env.BuildDuration, len(own)))
 	m.log.Info("built environment layer", "key", key, "size_bytes", size, "duration", env.BuildDuration, "added", own)
 	return nil
