@@ -119,6 +119,8 @@ export interface Diagnostic {
 export interface LintRequest {
   code?: string;
   files?: CodeFile[] | Record<string, string>;
+  /** "default" (likely bugs only) or "strict" (nearly every ruff rule); select/ignore replace its rules. */
+  profile?: "default" | "strict";
   select?: string[];
   ignore?: string[];
 }

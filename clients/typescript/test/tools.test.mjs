@@ -120,7 +120,8 @@ describe("Anthropic", () => {
     assert.equal(bad.type, "tool_result");
     assert.equal(bad.tool_use_id, "toolu_1");
     assert.equal(bad.is_error, true);
-    assert.match(bad.content[0].text, /error: ValueError: bad \(line 1\)/);
+    assert.match(bad.content[0].text, /error: ValueError \(line 1\)/);
+    assert.match(bad.content[0].text, /ValueError: bad/);
     assert.match(bad.content[0].text, /Traceback/);
 
     const ok = await anthropicToolResult(px, { id: "toolu_2", name: "run_python", input: { code: "print('fine')" } });
