@@ -17,7 +17,7 @@ const maxEvalCodeBytes = 100 << 10
 // EvalFile is one file of an eval request.
 type EvalFile struct {
 	Name     string `json:"name" example:"helper.py"`
-	Content  string `json:"content"`
+	Content  string `json:"content,omitempty" doc:"The file's content; missing or empty makes an empty file"`
 	Encoding string `json:"encoding,omitempty" enum:"utf-8,base64" doc:"How content is written: utf-8 text (the default) or base64 of the raw bytes (binary data files)"`
 }
 

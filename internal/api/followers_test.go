@@ -39,12 +39,17 @@ func loudSize() (printKiB int, outputCap int64) {
 	return 32 << 10, 10 << 20
 }
 
+// frameBytes bounds what an event's JSON adds to its data line: the
+// "data: " prefix, seq, type, time and quoting.
+const frameBytes = 160
+
 // followResult is what one follower saw: a digest of every event as
 // sent, the number of events, the stdout bytes framed and the last event.
 type followResult struct {
 	digest [sha256.Size]byte
 	events int
-	stdout int
+	stdout int // bytes of the stdout events' data lines, JSON framing included
+	frames int // stdout events
 	last   Event
 	err    error
 }
@@ -89,6 +94,7 @@ func followSSE(ctx context.Context, client *http.Client, url, id string, pause t
 		case bytes.HasPrefix(line, []byte("data: ")):
 			if typ == "stdout" {
 				r.stdout += len(line)
+				r.frames++
 			}
 			data = append(data[:0], line[6:]...)
 			if pause > 0 {
@@ -213,7 +219,7 @@ func followLoud(t *testing.T, ts *httptest.Server, n, slow int) int64 {
 			t.Errorf("follower %d of %d ended with %+v, want status %s", i, n, r.last, rec.Status)
 		case r.digest != results[0].digest || r.events != results[0].events:
 			t.Errorf("follower %d of %d saw %d events, follower 0 %d; their sequences differ", i, n, r.events, results[0].events)
-		case int64(r.stdout) < outputCap/2 || int64(r.stdout) > outputCap+64<<10:
+		case int64(r.stdout) < outputCap/2 || int64(r.stdout) > outputCap+64<<10+int64(r.frames)*frameBytes:
 			t.Errorf("follower %d of %d got %d bytes of stdout, want about %d", i, n, r.stdout, outputCap)
 		}
 	}

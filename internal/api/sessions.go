@@ -193,7 +193,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	})
 
 	o = tag(op(hapi, "restart-session", http.MethodPost, "/api/v1/sessions/{id}/restart", "Restart the interpreter: variables cleared, files kept",
-		http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError))
+		liveErrs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
