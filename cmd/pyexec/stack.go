@@ -247,6 +247,8 @@ func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
+		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,
+		MaxQueuedPerKey:    cfg.Fairness.MaxQueuedPerKey,
 		AllowNetwork:       cfg.AllowNetwork,
 		DefaultTimeout:     cfg.DefaultTimeout,
 		MaxTimeout:         cfg.MaxTimeout,

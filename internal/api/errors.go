@@ -54,7 +54,8 @@ func engineError(log *slog.Logger, err error) error {
 	case errors.Is(err, engine.ErrNotFound):
 		return errorf(http.StatusNotFound, "execution not found")
 	case errors.Is(err, engine.ErrOverloaded):
-		e := errorf(http.StatusTooManyRequests, "%s; retry later", engine.ErrOverloaded)
+		// The text names the limit reached: the node's, or the caller's.
+		e := errorf(http.StatusTooManyRequests, "%s; retry later", err)
 		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
 		return e
 	case errors.Is(err, engine.ErrInvalid):
