@@ -12,9 +12,9 @@ import (
 // capacity slots; admitted executions wait in line: sync callers of
 // RunSync, and async jobs this node took from the shared work queue and
 // holds until a slot is theirs. Each caller has a line of its own; a free
-// slot goes to the lines in turn (round-robin), so a caller with many
-// waiting executions delays another caller by at most one execution per
-// slot. Within a line, sync callers go before async jobs (their caller
+// slot goes to the line of the caller running the fewest executions,
+// round-robin among equals, so a caller with many waiting executions
+// cannot hold back another's: a newcomer gets the next slot that frees. Within a line, sync callers go before async jobs (their caller
 // holds a connection open), then first come, first served.
 //
 // Limits: when running+waiting reaches capacity+queueSize, new requests
@@ -138,36 +138,39 @@ func (a *admission) underRunCap(k *keyLine) bool {
 	return a.perKeyRunning == 0 || k.running < a.perKeyRunning
 }
 
-// scheduleLocked grants free slots to the lines in turn. A line whose
-// caller is at its running limit is skipped and keeps its turn.
+// scheduleLocked grants free slots to the lines in turn: each slot goes
+// to the line whose caller runs the fewest executions now, the earliest
+// in the turn order among equals; the served line goes to the back. A
+// caller that just arrived thus gets the next free slot, however long
+// another's line. A line whose caller is at its running limit is skipped
+// and keeps its turn.
 func (a *admission) scheduleLocked() {
 	for a.running < a.capacity {
-		granted := false
+		pick := -1
 		for i, key := range a.order {
 			k := a.keys[key]
-			if !a.underRunCap(k) {
-				continue
+			if a.underRunCap(k) && (pick < 0 || k.running < a.keys[a.order[pick]].running) {
+				pick = i
 			}
-			t := k.line[0]
-			k.line = k.line[1:]
-			k.queued--
-			k.running++
-			a.running++
-			a.waiting--
-			if t.async {
-				a.unholdLocked()
-			}
-			close(t.granted)
-			// The served line goes to the back of the turn order.
-			a.order = append(a.order[:i], a.order[i+1:]...)
-			if len(k.line) > 0 {
-				a.order = append(a.order, key)
-			}
-			granted = true
-			break
 		}
-		if !granted {
+		if pick < 0 {
 			return
+		}
+		key := a.order[pick]
+		k := a.keys[key]
+		t := k.line[0]
+		k.line = k.line[1:]
+		k.queued--
+		k.running++
+		a.running++
+		a.waiting--
+		if t.async {
+			a.unholdLocked()
+		}
+		close(t.granted)
+		a.order = append(a.order[:pick], a.order[pick+1:]...)
+		if len(k.line) > 0 {
+			a.order = append(a.order, key)
 		}
 	}
 }

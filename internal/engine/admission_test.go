@@ -105,3 +105,24 @@ func TestAdmissionQueuedPerKey(t *testing.T) {
 		t.Fatalf("a is refused after one of its queued jobs went: %v", err)
 	}
 }
+
+// A slot goes to the key running the fewest executions, even when
+// another key's line has waited longer.
+func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
+	a := newAdmission(2, 100, 0, 0)
+	r1, _ := a.enterSync("a")
+	r2, _ := a.enterSync("a")
+	var flood []*ticket
+	for range 5 {
+		flood = append(flood, a.holdAsync("a"))
+	}
+	b := a.holdAsync("b")
+	r1.release()
+	if !granted(b) || granted(flood[0]) {
+		t.Fatalf("a slot frees while a runs one and b none: b granted %v, a's next granted %v; want b", granted(b), granted(flood[0]))
+	}
+	r2.release()
+	if !granted(flood[0]) {
+		t.Fatal("a's line is not served when it runs the fewest")
+	}
+}
