@@ -53,9 +53,13 @@ func engineError(log *slog.Logger, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return errorf(http.StatusNotFound, "execution not found")
-	case errors.Is(err, engine.ErrOverloaded):
-		// The text names the limit reached: the node's, or the caller's.
+	case errors.Is(err, engine.ErrKeyOverloaded):
+		// The text names the caller's limit and its flag.
 		e := errorf(http.StatusTooManyRequests, "%s; retry later", err)
+		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
+		return e
+	case errors.Is(err, engine.ErrOverloaded):
+		e := errorf(http.StatusTooManyRequests, "%s; retry later", engine.ErrOverloaded)
 		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
 		return e
 	case errors.Is(err, engine.ErrInvalid):

@@ -93,8 +93,8 @@ func (a *admission) admitLocked(key string) error {
 		return ErrOverloaded
 	}
 	if k := a.keys[key]; a.perKeyQueued > 0 && k != nil && k.queued >= a.perKeyQueued {
-		return fmt.Errorf("%w: API key %q has %d executions waiting, the most one key may have on this server (--max-queued-per-key)",
-			ErrOverloaded, key, k.queued)
+		return fmt.Errorf("%w: %q has %d executions waiting, the most one key may have on this server (--max-queued-per-key)",
+			ErrKeyOverloaded, key, k.queued)
 	}
 	return nil
 }
