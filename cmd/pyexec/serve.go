@@ -72,9 +72,10 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	// The engine reports finished executions to the API's metrics, which
 	// exist only once the API does: the sink bridges the two.
 	var sink atomic.Pointer[api.Metrics]
-	st, err := startStack(sd.stopping, cfg, log, func(x engine.Execution) {
+	st, err := startStack(sd.stopping, cfg, log, func(f engine.Finished) {
 		if m := sink.Load(); m != nil {
-			m.ObserveExecution(&x)
+			m.ObserveExecution(&f.Execution)
+			m.ObserveUsage(&f)
 		}
 	})
 	if err != nil {

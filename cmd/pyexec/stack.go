@@ -49,7 +49,7 @@ type stack struct {
 
 // startStack starts the engine on cfg's data dir. onFinish (may be nil) is
 // told about every finished execution.
-func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFinish func(engine.Execution)) (_ *stack, err error) {
+func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFinish func(engine.Finished)) (_ *stack, err error) {
 	s := &stack{log: log}
 	defer func() {
 		if err != nil {
@@ -247,6 +247,8 @@ func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
+		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,
+		MaxQueuedPerKey:    cfg.Fairness.MaxQueuedPerKey,
 		AllowNetwork:       cfg.AllowNetwork,
 		DefaultTimeout:     cfg.DefaultTimeout,
 		MaxTimeout:         cfg.MaxTimeout,

@@ -53,6 +53,11 @@ func engineError(log *slog.Logger, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return errorf(http.StatusNotFound, "execution not found")
+	case errors.Is(err, engine.ErrKeyOverloaded):
+		// The text names the caller's limit and its flag.
+		e := errorf(http.StatusTooManyRequests, "%s; retry later", err)
+		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
+		return e
 	case errors.Is(err, engine.ErrOverloaded):
 		e := errorf(http.StatusTooManyRequests, "%s; retry later", engine.ErrOverloaded)
 		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}

@@ -22,6 +22,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	network    *prometheus.CounterVec
+	usage      *usageMetrics
 }
 
 // NewMetrics creates the metrics; stats is read at every scrape for the
@@ -49,6 +50,8 @@ func NewMetrics(stats func() engine.Stats) *Metrics {
 		}, []string{"route"}),
 	}
 	m.network = newNetworkMetric()
+	m.usage = newUsageMetrics()
+	m.registry.MustRegister(m.usage.collectors()...)
 	m.registry.MustRegister(
 		m.executions, m.duration, m.requests, m.latency, m.network,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

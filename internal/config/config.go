@@ -91,6 +91,8 @@ type Config struct {
 	Network Network
 	// Followers bounds live event streams.
 	Followers Followers
+	// Fairness bounds what one API key holds of the slots and queue.
+	Fairness Fairness
 }
 
 // Default returns the configuration used when nothing is set: loopback

@@ -109,6 +109,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	c.Sessions.bind(fs)
 	c.Network.bind(fs)
 	c.Followers.bind(fs)
+	c.Fairness.bind(fs)
 }
 
 // describe sets the usage of the flag name just added to fs and records

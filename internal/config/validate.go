@@ -127,6 +127,7 @@ func (c *Config) Validate() error {
 	c.validateSessions(bad)
 	c.validateNetwork(bad)
 	c.validateFollowers(bad)
+	c.validateFairness(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

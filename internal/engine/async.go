@@ -28,12 +28,12 @@ func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := e.adm.reserveAsync(); err != nil {
+	if err := e.adm.reserveAsync(req.Caller); err != nil {
 		return "", err
 	}
 	id, err := e.enqueue(ctx, req, p)
 	if err != nil {
-		e.adm.unreserveAsync()
+		e.adm.unreserveAsync(req.Caller)
 		return "", err
 	}
 	return id, nil
@@ -69,14 +69,16 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 	return id, nil
 }
 
-// dispatch takes jobs from the queue whenever a slot is free, until ctx
-// ends. A job taken but not started when ctx ends stays unacked, so the
-// queue hands it out again.
+// dispatch takes jobs from the queue and puts each in its caller's line
+// (see admission), until ctx ends. It holds at most as many jobs as the
+// node admits, so every job here is held and served in turn. A job held
+// but not started when ctx ends stays unacked, so the queue hands it out
+// again.
 func (e *Engine) dispatch(ctx context.Context) {
 	for {
-		if busy := e.adm.idle(); busy != nil {
+		if full := e.adm.room(); full != nil {
 			select {
-			case <-busy:
+			case <-full:
 				continue
 			case <-ctx.Done():
 				return
@@ -98,21 +100,35 @@ func (e *Engine) dispatch(ctx context.Context) {
 		if job == nil {
 			continue
 		}
-		err = e.adm.claimAsync(ctx, holdTick, func() {
-			if err := job.InProgress(); err != nil {
-				e.log.Warn("extending a held job", "execution_id", job.ID(), "err", err)
-			}
-		})
-		if err != nil {
-			return
-		}
+		t := e.adm.holdAsync(e.jobOwner(job.ID()))
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			defer e.adm.release()
+			err := t.waitAsync(ctx, holdTick, func() {
+				if err := job.InProgress(); err != nil {
+					e.log.Warn("extending a held job", "execution_id", job.ID(), "err", err)
+				}
+			})
+			if err != nil {
+				return
+			}
+			defer t.release()
 			e.runJob(job)
 		}()
 	}
+}
+
+// jobOwner is the caller whose line a queued job waits in. A job whose
+// record cannot be read waits in the line of the empty caller; runJob
+// then decides what becomes of it.
+func (e *Engine) jobOwner(id string) string {
+	sctx, cancel := storeCtx()
+	defer cancel()
+	r, _, err := e.load(sctx, id)
+	if err != nil {
+		return ""
+	}
+	return r.Owner()
 }
 
 // runJob runs one job taken from the queue. The job is acked once the

@@ -18,6 +18,11 @@ type Config struct {
 	// callers waiting for a slot plus queued async jobs). Default: 4 ×
 	// Concurrency. Beyond Concurrency+QueueSize, requests get ErrOverloaded.
 	QueueSize int
+	// MaxRunningPerKey bounds the executions of one caller (API key)
+	// running at once on this node, MaxQueuedPerKey those waiting for a
+	// slot; beyond the latter, ErrOverloaded. Zero: no bound beyond
+	// Concurrency and QueueSize. Slots go to callers in turn either way.
+	MaxRunningPerKey, MaxQueuedPerKey int
 	// AllowNetwork lets requests ask for network access. Off by default:
 	// a request that asks is rejected.
 	AllowNetwork bool
@@ -117,6 +122,7 @@ func (c Config) validate() error {
 	}{
 		{c.Concurrency < 1, "concurrency must be at least 1"},
 		{c.QueueSize < 0, "queue size must not be negative"},
+		{c.MaxRunningPerKey < 0 || c.MaxQueuedPerKey < 0, "per-key limits must not be negative"},
 		{c.AllowNetwork && (c.Network == nil || c.Network.Guard == nil), "network needs an egress configuration with a guard"},
 		{c.DefaultTimeout < time.Millisecond || c.DefaultTimeout > c.MaxTimeout, "default timeout must be positive and at most the max timeout"},
 		{c.DefaultMemoryBytes < 4<<20 || c.DefaultMemoryBytes > c.MaxMemoryBytes, "default memory must be at least 4 MiB and at most the max memory"},

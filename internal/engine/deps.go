@@ -92,7 +92,17 @@ type Deps struct {
 	Logger *slog.Logger // nil discards
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
-	OnFinish func(Execution)
+	OnFinish func(Finished)
+}
+
+// Finished is what OnFinish is told of an execution that ended: its
+// record, the caller that owns it and the stdout and stderr bytes it
+// kept (the record's Stdout and Stderr may be empty when the output is
+// kept in its events).
+type Finished struct {
+	Execution
+	Owner       string
+	OutputBytes int64
 }
 
 func (d Deps) validate() error {

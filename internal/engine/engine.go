@@ -70,7 +70,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		deps:       deps,
 		st:         deps.Store,
 		log:        log,
-		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize),
+		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey),
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),

@@ -236,6 +236,6 @@ func (e *Engine) ended(ctx context.Context, r *record) {
 	e.log.Info("execution", "id", r.ID, "status", r.Status, "reason", r.Reason, "exit_code", r.ExitCode,
 		"duration_ms", r.DurationMs, "key", r.Audit.Caller)
 	if e.deps.OnFinish != nil {
-		e.deps.OnFinish(r.Execution)
+		e.deps.OnFinish(Finished{Execution: r.Execution, Owner: r.Owner(), OutputBytes: r.outputBytes()})
 	}
 }

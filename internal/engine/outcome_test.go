@@ -42,7 +42,7 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 			lossy := &lossyStore{NATS: e.st, stored: stored}
 			var finished atomic.Int32
 			eng, err := New(Config{}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
-				OnFinish: func(Execution) { finished.Add(1) }})
+				OnFinish: func(Finished) { finished.Add(1) }})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,6 +31,15 @@ type outputRef struct {
 	Stderr int `json:"stderr_bytes"`
 }
 
+// outputBytes is the length of the stdout and stderr r kept, wherever
+// they are.
+func (r *record) outputBytes() int64 {
+	if r.Output != nil {
+		return int64(r.Output.Stdout + r.Output.Stderr)
+	}
+	return int64(len(r.Stdout) + len(r.Stderr))
+}
+
 // errOutputGone: the events holding a record's output are gone.
 var errOutputGone = errors.New("the output of this execution expired")
 

@@ -21,11 +21,19 @@ const pingWait = 2 * time.Second
 //     its queue message was lost (the node died between recording and
 //     queueing it) it is queued again; a duplicate message is harmless,
 //     because only one worker can move the record from pending to running.
+//     A job a worker took but did not ack (the dispatcher holds jobs in
+//     their key's line until a slot is theirs) is put back in the queue
+//     at once: it would come back only after the queue's ack wait.
 //   - Any other pending or running execution is alive only if some node
 //     still owns it, which its control subject tells. One that no node
 //     owns (on a single node: all of them) is marked failed with reason
 //     node_lost; its partial output, if any, was only in the live events.
 func (e *Engine) recover(ctx context.Context) error {
+	if n, err := e.st.RequeueHeld(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		e.log.Info("re-queued jobs a previous run held", "count", n)
+	}
 	queued, err := e.st.QueuedIDs(ctx)
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.enterSync()
+	t, err := e.adm.enterSync(req.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 		final = r.Status
 		return &r.Execution, nil
 	}
-	defer e.adm.release()
+	defer t.release()
 	r, err = e.execute(runCtx, o, p, func() {}, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)

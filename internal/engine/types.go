@@ -7,6 +7,7 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/pyenv"
@@ -19,6 +20,11 @@ var (
 	ErrInvalid    = errors.New("invalid request")       // 400; wrapped with the detail
 	ErrClosed     = errors.New("engine is shut down")   // 503
 )
+
+// ErrKeyOverloaded is ErrOverloaded for one caller: it has as many
+// executions waiting as one API key may (429 + Retry-After); wrapped with
+// the key, the count and the flag.
+var ErrKeyOverloaded = fmt.Errorf("%w for this API key", ErrOverloaded)
 
 // Status is the wire-compatible state of an execution.
 type Status string

@@ -85,6 +85,9 @@ type Queue interface {
 	QueueDepth(ctx context.Context) (uint64, error)
 	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.
 	QueuedIDs(ctx context.Context) ([]string, error)
+	// RequeueHeld puts the jobs a worker took and has not acked back
+	// in the queue at once.
+	RequeueHeld(ctx context.Context) (int, error)
 }
 
 // EventMsg is one stored event of an execution.

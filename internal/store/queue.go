@@ -52,6 +52,48 @@ func (s *NATS) QueueDepth(ctx context.Context) (uint64, error) {
 // stream admits no second consumer). Cost: one request per sequence
 // number, so it is meant for start-up, when the queue is bounded.
 func (s *NATS) QueuedIDs(ctx context.Context) ([]string, error) {
+	return s.queuedUpTo(ctx, func(st jetstream.StreamState) (uint64, error) { return st.LastSeq, nil })
+}
+
+// RequeueHeld puts the jobs a worker took and has not acked back at the
+// end of the queue, at once, and returns how many. Without it they would
+// come back only after the ack wait. Meant for start-up: on a single node
+// they are the jobs a previous run of it held. A worker still holding
+// one (another node) fails to ack it later, and the copy finds the
+// execution started: only one worker moves a record from pending to
+// running.
+func (s *NATS) RequeueHeld(ctx context.Context) (int, error) {
+	cons, err := s.workers.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	info, err := s.queue.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	n := 0
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= cons.Delivered.Stream; seq++ {
+		msg, err := s.queue.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("store: reading queued job %d: %w", seq, err)
+		}
+		if err := s.Enqueue(ctx, string(msg.Data)); err != nil {
+			return n, err
+		}
+		if err := s.queue.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, fmt.Errorf("store: removing held job %d: %w", seq, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// queuedUpTo lists the ids of the queued jobs up to the stream sequence
+// number last returns.
+func (s *NATS) queuedUpTo(ctx context.Context, last func(jetstream.StreamState) (uint64, error)) ([]string, error) {
 	info, err := s.queue.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: reading queue state: %w", err)
@@ -60,7 +102,11 @@ func (s *NATS) QueuedIDs(ctx context.Context) ([]string, error) {
 	if info.State.Msgs == 0 {
 		return ids, nil
 	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+	end, err := last(info.State)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading queue state: %w", err)
+	}
+	for seq := info.State.FirstSeq; seq <= end; seq++ {
 		msg, err := s.queue.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // acked already: a gap in the work queue

@@ -328,3 +328,43 @@ func TestRecordsSurviveRestart(t *testing.T) {
 		t.Errorf("QueueDepth after restart = %d, %v; want 1", d, err)
 	}
 }
+
+// A job taken but never acked (its worker died) is back in the queue at
+// once after RequeueHeld, not only after the ack wait; jobs not taken stay
+// as they are.
+func TestRequeueHeldJobs(t *testing.T) {
+	s, _ := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	for _, id := range []string{"exe_held", "exe_waiting"} {
+		if err := s.Enqueue(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if job, err := s.NextJob(ctx, 2*time.Second); err != nil || job == nil || job.ID() != "exe_held" {
+		t.Fatalf("NextJob = %v, %v; want exe_held", job, err)
+	}
+	n, err := s.RequeueHeld(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("RequeueHeld = %d, %v; want 1", n, err)
+	}
+	if ids, err := s.QueuedIDs(ctx); err != nil || fmt.Sprint(ids) != "[exe_waiting exe_held]" {
+		t.Fatalf("QueuedIDs after RequeueHeld = %v, %v; want [exe_waiting exe_held]", ids, err)
+	}
+	var got []string
+	for range 2 {
+		job, err := s.NextJob(ctx, 2*time.Second)
+		if err != nil || job == nil {
+			t.Fatalf("NextJob after RequeueHeld = %v, %v; got %v so far", job, err, got)
+		}
+		got = append(got, job.ID())
+		if err := job.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[exe_waiting exe_held]" {
+		t.Errorf("jobs after RequeueHeld = %v, want [exe_waiting exe_held]", got)
+	}
+	if d, err := s.QueueDepth(ctx); err != nil || d != 0 {
+		t.Errorf("QueueDepth after acking both = %d, %v; want 0", d, err)
+	}
+}
