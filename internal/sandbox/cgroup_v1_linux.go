@@ -118,20 +118,27 @@ func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
 }
 
 func (d *cgroupV1) sweep(prefix string) (int, error) {
+	// A predecessor killed while it removed a jail may have removed it
+	// from some hierarchies only: the names come from all of them.
+	var names []string
+	for _, c := range v1Controllers {
+		entries, err := os.ReadDir(filepath.Join(d.mounts[c], d.base[c]))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return 0, err
+		}
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !slices.Contains(names, e.Name()) {
+				names = append(names, e.Name())
+			}
+		}
+	}
 	n := 0
 	var errs []error
-	entries, err := os.ReadDir(filepath.Join(d.mounts[cgroup1.Memory], d.base[cgroup1.Memory]))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
-			continue
-		}
-		j := &v1Jail{d: d, id: e.Name()}
+	for _, name := range names {
+		j := &v1Jail{d: d, id: name}
 		if err := j.destroy(); err != nil {
 			errs = append(errs, err)
 			continue
