@@ -177,7 +177,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 
-	s.handler = s.metrics.instrument(mux, newAuthenticator(keys, cfg.Admins()).middleware(mux))
+	s.handler = s.metrics.instrument(mux, cleanAccept(newAuthenticator(keys, cfg.Admins()).middleware(mux)))
 	return s, nil
 }
 
