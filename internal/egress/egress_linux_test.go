@@ -116,6 +116,27 @@ def tls(server_hostname):
     t = ctx.wrap_socket(s, server_hostname=server_hostname)
     t.close()
     return "OK"
+def split_tls(server_hostname):
+    # The ClientHello cut in two records, the first ending before the
+    # extensions (where the server name is); "OK" when the server answers.
+    out = ssl.MemoryBIO()
+    obj = ssl.create_default_context(cafile=CA).wrap_bio(ssl.MemoryBIO(), out, server_hostname=server_hostname)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    rec = out.read()
+    msg = rec[5:]
+    p = 4 + 2 + 32
+    p += 1 + msg[p]
+    p += 2 + int.from_bytes(msg[p:p+2], "big")
+    p += 1 + msg[p]
+    s = socket.create_connection(("allowed.test", 443), timeout=10)
+    for part in (msg[:p], msg[p:]):
+        s.sendall(rec[:3] + len(part).to_bytes(2, "big") + part)
+    data = s.recv(5)
+    s.close()
+    return "OK" if data[:1] == b"\x16" else "EOF"
 def udp():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2)
@@ -136,6 +157,9 @@ probe("mapped", lambda: tcp("::ffff:10.99.0.2", 80, family=socket.AF_INET6))
 probe("sni", lambda: tls("other.test"))
 probe("sni_ok", lambda: tls("allowed.test"))
 probe("host", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"))
+probe("host_absolute", lambda: tcp("allowed.test", 80, b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"))
+probe("host_bare_lf", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.1\r\nX: a\nHost: other.test\r\n\r\n"))
+probe("host_missing", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.0\r\n\r\n"))
 probe("rebind", lambda: socket.getaddrinfo("rebind.test", 80))
 probe("udp", udp)
 probe("ipv6", lambda: tcp("2a01::1", 80, family=socket.AF_INET6))
@@ -163,6 +187,9 @@ func TestEgressPolicy(t *testing.T) {
 		"mapped":        "ERR ConnectionRefusedError",
 		"sni_ok":        "OK",
 		"host":          "EOF",
+		"host_absolute": "EOF",
+		"host_bare_lf":  "EOF",
+		"host_missing":  "EOF",
 		"rebind":        "ERR gaierror",
 		"udp":           "ERR TimeoutError",
 		"ipv6":          "ERR ConnectionRefusedError",
