@@ -256,3 +256,20 @@ func TestClientHelloOverRecords(t *testing.T) {
 		})
 	}
 }
+
+// FuzzClassify: whatever the payload sends first, classify does not
+// panic, and decides once maxInspect bytes are buffered (nothing is held
+// without bound).
+func FuzzClassify(f *testing.F) {
+	f.Add([]byte("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x03"))
+	f.Add([]byte("\x16\x03\x01\x00\x02\x01\x00\x16\x03\x01\x00\x02\x00\x04"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("\r\nPRI * HTTP/2.0\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		classify(b, "files.pypi.org")
+		long := append(b, make([]byte, maxInspect)...)
+		if _, _, done := classify(long, "files.pypi.org"); !done {
+			t.Errorf("%d bytes starting %q are still undecided", len(long), b[:min(len(b), 16)])
+		}
+	})
+}
