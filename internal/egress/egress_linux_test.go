@@ -116,27 +116,6 @@ def tls(server_hostname):
     t = ctx.wrap_socket(s, server_hostname=server_hostname)
     t.close()
     return "OK"
-def split_tls(server_hostname):
-    # The ClientHello cut in two records, the first ending before the
-    # extensions (where the server name is); "OK" when the server answers.
-    out = ssl.MemoryBIO()
-    obj = ssl.create_default_context(cafile=CA).wrap_bio(ssl.MemoryBIO(), out, server_hostname=server_hostname)
-    try:
-        obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    rec = out.read()
-    msg = rec[5:]
-    p = 4 + 2 + 32
-    p += 1 + msg[p]
-    p += 2 + int.from_bytes(msg[p:p+2], "big")
-    p += 1 + msg[p]
-    s = socket.create_connection(("allowed.test", 443), timeout=10)
-    for part in (msg[:p], msg[p:]):
-        s.sendall(rec[:3] + len(part).to_bytes(2, "big") + part)
-    data = s.recv(5)
-    s.close()
-    return "OK" if data[:1] == b"\x16" else "EOF"
 def udp():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2)
