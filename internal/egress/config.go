@@ -113,8 +113,9 @@ const (
 	ReasonPrivateAddress  = "private_address"  // an allowed name resolved only to denied addresses (rebinding)
 	ReasonUnknownAddress  = "unknown_address"  // an address the jail's DNS never handed out
 	ReasonSNIMismatch     = "sni_mismatch"     // TLS server name differs from the name connected to
-	ReasonHostMismatch    = "host_mismatch"    // HTTP Host differs from the name connected to
+	ReasonHostMismatch    = "host_mismatch"    // HTTP Host missing, or differs from the name connected to
 	ReasonBadClientHello  = "bad_client_hello" // TLS that cannot be checked
+	ReasonBadHTTPRequest  = "bad_http_request" // HTTP that cannot be checked (malformed, HTTP/2, Upgrade, CONNECT)
 	ReasonUDP             = "udp_not_allowed"  // UDP other than DNS
 	ReasonResolveFailed   = "resolve_failed"   // the name did not resolve
 	ReasonConnectFailed   = "connect_failed"   // the destination did not answer

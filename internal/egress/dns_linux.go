@@ -144,10 +144,17 @@ func (e *Egress) resolve(name string) (*nameEntry, dnsmessage.RCode) {
 	if en := e.names.lookupName(name); en != nil {
 		return en, dnsmessage.RCodeSuccess
 	}
+	if !e.names.beginLookup(name) {
+		e.dnsEvent(name, VerdictError, ReasonResolveFailed)
+		return nil, dnsmessage.RCodeNameError
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, resolveTimeout)
 	defer cancel()
-	addrs, err := e.cfg.Resolver.LookupNetIP(ctx, "ip4", name)
+	// The name is asked for as fully qualified: the server's search
+	// domains must not turn an allowed name into one of its own network.
+	addrs, err := e.cfg.Resolver.LookupNetIP(ctx, "ip4", name+".")
 	if err != nil || len(addrs) == 0 {
+		e.names.fail(name)
 		e.dnsEvent(name, VerdictError, ReasonResolveFailed)
 		return nil, dnsmessage.RCodeNameError
 	}
@@ -169,6 +176,7 @@ func (e *Egress) resolve(name string) (*nameEntry, dnsmessage.RCode) {
 		if reason == "" {
 			reason = ReasonResolveFailed
 		}
+		e.names.fail(name)
 		e.dnsEvent(name, VerdictDeny, reason)
 		return nil, dnsmessage.RCodeNameError
 	}

@@ -112,6 +112,14 @@ func (e *Egress) Serve(tun *os.File) error {
 	// delivered from the moment it does.
 	sack := tcpip.TCPSACKEnabled(true)
 	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	// netstack's default buffers (1 MiB, growing to 4 MiB each way) would
+	// let a payload that opens its connections and never reads pin
+	// hundreds of MiB of the server's memory; the jail's link is local,
+	// so small windows cost little throughput.
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: tcpBuffer, Max: tcpBuffer}
+	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: tcpBuffer, Max: tcpBuffer}
+	_ = s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
 	tcpFwd := tcp.NewForwarder(s, 0, 256, e.handleTCP)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, tcpFwd.HandlePacket)
 	udpFwd := udp.NewForwarder(s, e.handleUDP)

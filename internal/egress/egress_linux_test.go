@@ -136,6 +136,9 @@ probe("mapped", lambda: tcp("::ffff:10.99.0.2", 80, family=socket.AF_INET6))
 probe("sni", lambda: tls("other.test"))
 probe("sni_ok", lambda: tls("allowed.test"))
 probe("host", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"))
+probe("host_absolute", lambda: tcp("allowed.test", 80, b"GET http://other.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"))
+probe("host_bare_lf", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.1\r\nX: a\nHost: other.test\r\n\r\n"))
+probe("host_missing", lambda: tcp("allowed.test", 80, b"GET / HTTP/1.0\r\n\r\n"))
 probe("rebind", lambda: socket.getaddrinfo("rebind.test", 80))
 probe("udp", udp)
 probe("ipv6", lambda: tcp("2a01::1", 80, family=socket.AF_INET6))
@@ -163,6 +166,9 @@ func TestEgressPolicy(t *testing.T) {
 		"mapped":        "ERR ConnectionRefusedError",
 		"sni_ok":        "OK",
 		"host":          "EOF",
+		"host_absolute": "EOF",
+		"host_bare_lf":  "EOF",
+		"host_missing":  "EOF",
 		"rebind":        "ERR gaierror",
 		"udp":           "ERR TimeoutError",
 		"ipv6":          "ERR ConnectionRefusedError",

@@ -1,99 +1,136 @@
 package egress
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"time"
 )
 
-// inspectTimeout bounds the wait for a TLS ClientHello or HTTP header
-// that has begun to arrive.
+// inspectTimeout bounds the wait for a whole TLS ClientHello or HTTP
+// request head once its first byte has arrived: one deadline, not renewed
+// by each read, so a payload cannot hold a check open by trickling bytes.
 const inspectTimeout = 10 * time.Second
 
-// maxInspect bounds what is buffered to find a server name: a TLS record
-// (header and at most 16 KiB) or an HTTP request head.
-const maxInspect = 5 + 16<<10
+// maxHello bounds the ClientHello message reassembled from its records
+// (type, length and body).
+const maxHello = 64 << 10
+
+// maxInspect bounds what is buffered to find a server name: the records
+// of a ClientHello of at most maxHello, with their headers.
+const maxInspect = maxHello + 5*8
+
+// stream is what the first bytes of a connection were taken for.
+type stream int
+
+const (
+	streamOther stream = iota // neither TLS nor HTTP: passes on the name alone
+	streamTLS                 // a TLS ClientHello, checked
+	streamHTTP                // plain HTTP: each request head is checked (forwardHTTP)
+)
 
 // inspect reads the first bytes the payload sends on a connection to name
-// and checks the TLS server name or HTTP Host they carry against it. It
-// returns the bytes read (to be forwarded) and a refusal reason, "" when
-// the connection may go on. Other protocols pass on the name alone. A
-// payload that sends nothing first (a server-speaks-first protocol) is
-// waited for: its first bytes are still checked before any is forwarded.
-func inspect(c net.Conn, name string) ([]byte, string) {
+// and tells what they begin: for TLS it checks the server name of the
+// ClientHello against name. It returns the bytes read (to be forwarded)
+// and a refusal reason, "" when the connection may go on. A payload that
+// sends nothing first (a server-speaks-first protocol) is waited for: its
+// first bytes are still checked before any is forwarded.
+func inspect(c net.Conn, name string) ([]byte, stream, string) {
 	buf := make([]byte, 0, 4096)
 	tmp := make([]byte, 4096)
-	started := false
 	for {
-		if started {
+		n, err := c.Read(tmp)
+		if n > 0 && len(buf) == 0 {
 			_ = c.SetReadDeadline(time.Now().Add(inspectTimeout))
 		}
-		n, err := c.Read(tmp)
 		buf = append(buf, tmp[:n]...)
-		if len(buf) > 0 && !started {
-			started = true
-		}
-		verdict, done := classify(buf, name)
+		kind, verdict, done := classify(buf, name)
 		if done {
 			_ = c.SetReadDeadline(time.Time{})
-			return buf, verdict
+			return buf, kind, verdict
 		}
 		if err != nil {
-			// Ended or stalled before the name could be read: a TLS
-			// hello or HTTP head cut short is refused; a few bytes of
-			// something else go on.
-			if len(buf) > 0 && (buf[0] == 0x16 || looksHTTP(buf)) {
-				return buf, ReasonBadClientHello
+			// Ended or stalled before the stream could be told: a TLS
+			// hello cut short is refused; a few bytes of something else
+			// go on.
+			if len(buf) > 0 && buf[0] == 0x16 {
+				return buf, streamTLS, ReasonBadClientHello
 			}
-			return buf, ""
+			return buf, streamOther, ""
 		}
 	}
 }
 
 // classify decides once buf holds enough: done is false while more bytes
 // are needed.
-func classify(buf []byte, name string) (reason string, done bool) {
+func classify(buf []byte, name string) (kind stream, reason string, done bool) {
 	switch {
 	case len(buf) == 0:
-		return "", false
+		return streamOther, "", false
 	case buf[0] == 0x16: // TLS handshake record
-		if len(buf) < 5 {
-			return "", false
+		msg, reason, done := helloMessage(buf)
+		if !done || reason != "" {
+			return streamTLS, reason, done
 		}
-		n := int(binary.BigEndian.Uint16(buf[3:5]))
-		if len(buf) < 5+n && len(buf) < maxInspect {
-			return "", false
-		}
-		sni, err := clientHelloSNI(buf[5:min(len(buf), 5+n)])
+		sni, err := clientHelloSNI(msg)
 		switch {
 		case err != nil:
-			return ReasonBadClientHello, true
-		case sni != "" && !sameName(sni, name):
-			return ReasonSNIMismatch, true
+			return streamTLS, ReasonBadClientHello, true
+		case !sameName(sni, name):
+			// A hello without a server name cannot be checked either.
+			return streamTLS, ReasonSNIMismatch, true
 		}
-		return "", true
-	case looksHTTP(buf):
-		end := bytes.Index(buf, []byte("\r\n\r\n"))
-		if end < 0 && len(buf) < maxInspect {
-			return "", false
-		}
-		if end < 0 {
-			return ReasonHostMismatch, true
-		}
-		if host, ok := httpHost(buf[:end]); ok && !sameName(host, name) {
-			return ReasonHostMismatch, true
-		}
-		return "", true
+		return streamTLS, "", true
 	}
-	// Neither TLS nor HTTP (or too short to tell): wait for a full method
-	// token before calling it another protocol.
-	if len(buf) < 8 && isToken(buf) {
-		return "", false
+	isHTTP, decided := httpStart(buf)
+	switch {
+	case !decided:
+		return streamOther, "", false
+	case isHTTP:
+		return streamHTTP, "", true
 	}
-	return "", true
+	return streamOther, "", true
+}
+
+// helloMessage reassembles the handshake message the TLS records at the
+// start of buf carry, which a client may split over several records. A
+// record of another type before the message is whole, or a message longer
+// than maxHello, is refused.
+func helloMessage(buf []byte) (msg []byte, reason string, done bool) {
+	var hs []byte
+	for rest := buf; ; {
+		if len(rest) < 5 {
+			break
+		}
+		if rest[0] != 0x16 {
+			return nil, ReasonBadClientHello, true
+		}
+		n := int(binary.BigEndian.Uint16(rest[3:5]))
+		if n == 0 || n > 1<<14 {
+			return nil, ReasonBadClientHello, true
+		}
+		if len(rest) < 5+n {
+			break
+		}
+		hs = append(hs, rest[5:5+n]...)
+		rest = rest[5+n:]
+		if len(hs) < 4 {
+			continue
+		}
+		need := 4 + (int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3]))
+		if need > maxHello {
+			return nil, ReasonBadClientHello, true
+		}
+		if len(hs) >= need {
+			return hs[:need], "", true
+		}
+	}
+	if len(buf) >= maxInspect {
+		return nil, ReasonBadClientHello, true
+	}
+	return nil, "", false
 }
 
 // sameName compares a server name or Host (maybe with a port) with the
@@ -106,36 +143,52 @@ func sameName(got, name string) bool {
 	return got == name
 }
 
-var httpMethods = []string{"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE "}
+var httpMethods = []string{"GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI"}
 
-func looksHTTP(b []byte) bool {
-	for _, m := range httpMethods {
-		if bytes.HasPrefix(b, []byte(m)) {
-			return true
+// maxMethod is how long a token may grow before the stream is taken for
+// something other than HTTP.
+const maxMethod = 32
+
+// httpStart tells whether b begins an HTTP/1 request (or an HTTP/2
+// preface): blank lines, a known method, or any token followed by a space
+// and a request target that starts like one ("/", "*", "http:",
+// "https:"). decided is false while b is too short to tell.
+func httpStart(b []byte) (isHTTP, decided bool) {
+	if b[0] == '\r' || b[0] == '\n' {
+		return true, true
+	}
+	i := 0
+	for i < len(b) && isTokenByte(b[i]) {
+		i++
+	}
+	switch {
+	case i == len(b):
+		return false, i >= maxMethod
+	case i == 0 || b[i] != ' ':
+		return false, true
+	case slices.Contains(httpMethods, string(b[:i])):
+		return true, true
+	}
+	target := strings.ToLower(string(b[i+1:]))
+	for _, p := range []string{"/", "*", "http:", "https:"} {
+		if strings.HasPrefix(target, p) {
+			return true, true
+		}
+		if strings.HasPrefix(p, target) {
+			return false, false
 		}
 	}
-	return false
+	return false, true
 }
 
-// isToken reports whether b is a prefix of an HTTP method.
-func isToken(b []byte) bool {
-	for _, m := range httpMethods {
-		if strings.HasPrefix(m, string(b)) {
-			return true
-		}
+// isTokenByte reports whether c may appear in an HTTP method (RFC 9110
+// tchar).
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
 	}
-	return false
-}
-
-// httpHost returns the Host header of a request head.
-func httpHost(head []byte) (string, bool) {
-	for _, line := range strings.Split(string(head), "\r\n")[1:] {
-		k, v, ok := strings.Cut(line, ":")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "host") {
-			return strings.TrimSpace(v), true
-		}
-	}
-	return "", false
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 var errShortHello = errors.New("short client hello")
@@ -156,7 +209,7 @@ func clientHelloSNI(b []byte) (string, error) {
 		return "", errShortHello
 	}
 	if len(r) == 0 {
-		return "", nil // no extensions
+		return "", nil // no extensions, so no server name
 	}
 	exts, ok := r.vec16()
 	if !ok {

@@ -16,8 +16,15 @@ type nameTable struct {
 	byName map[string]*nameEntry
 	byAddr map[netip.Addr]*nameEntry
 	next   uint32
+	// failed holds the names whose resolution was refused or failed:
+	// they are answered NXDOMAIN again without asking upstream.
+	failed map[string]bool
+	// lookups counts the upstream resolutions begun.
+	lookups int
 }
 
+// nameEntry is immutable once added: connections read it without the
+// table's lock.
 type nameEntry struct {
 	name  string
 	synth netip.Addr
@@ -30,8 +37,32 @@ const synthBase = 198<<24 | 19<<16
 // synthCount is how many names one execution may resolve.
 const synthCount = 1<<16 - 2
 
+// maxLookups bounds the upstream resolutions of one execution: a payload
+// allowed a wildcard cannot make the server ask its resolver for endless
+// names (nor carry data out in them).
+const maxLookups = 1024
+
 func newNameTable() *nameTable {
-	return &nameTable{byName: map[string]*nameEntry{}, byAddr: map[netip.Addr]*nameEntry{}}
+	return &nameTable{byName: map[string]*nameEntry{}, byAddr: map[netip.Addr]*nameEntry{}, failed: map[string]bool{}}
+}
+
+// beginLookup tells whether name may be resolved upstream now: not when
+// it failed before in this execution, nor once maxLookups were begun.
+func (t *nameTable) beginLookup(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.failed[name] || t.lookups >= maxLookups {
+		return false
+	}
+	t.lookups++
+	return true
+}
+
+// fail remembers that name did not resolve to an allowed address.
+func (t *nameTable) fail(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed[name] = true
 }
 
 // lookupName returns the entry of a name resolved before.
@@ -48,13 +79,14 @@ func (t *nameTable) lookupAddr(a netip.Addr) *nameEntry {
 	return t.byAddr[a]
 }
 
-// add records name's real addresses and returns its synthetic address;
-// nil when the range is exhausted.
+// add records name's real addresses and returns its entry; nil when the
+// range is exhausted. The first resolution of a name wins: a second one
+// (two flows asking at once) gets the entry unchanged, so the addresses
+// checked for a connection never change under it.
 func (t *nameTable) add(name string, real []netip.Addr) *nameEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if en := t.byName[name]; en != nil {
-		en.real = real
 		return en
 	}
 	if t.next >= synthCount {

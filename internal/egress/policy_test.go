@@ -154,7 +154,7 @@ func clientHello(t *testing.T, name string) []byte {
 	for {
 		n, err := s.Read(tmp)
 		buf = append(buf, tmp[:n]...)
-		if _, done := classify(buf, name); done || err != nil {
+		if _, _, done := classify(buf, name); done || err != nil {
 			return buf
 		}
 	}
@@ -165,27 +165,111 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name   string
 		buf    []byte
+		kind   stream
 		reason string
 		done   bool
 	}{
-		{"matching server name", hello, "", true},
-		{"half a client hello", hello[:len(hello)/2], "", false},
-		{"garbled client hello", append([]byte{0x16, 3, 1, 0, 4}, 9, 9, 9, 9), ReasonBadClientHello, true},
-		{"matching Host", []byte("GET / HTTP/1.1\r\nHost: files.pypi.org:443\r\n\r\n"), "", true},
-		{"other Host", []byte("GET / HTTP/1.1\r\nhost: evil.com\r\n\r\n"), ReasonHostMismatch, true},
-		{"head not complete", []byte("GET / HTTP/1.1\r\nHost: evil.com\r\n"), "", false},
-		{"another protocol", []byte("SSH-2.0-x\r\n"), "", true},
-		{"a method prefix", []byte("GE"), "", false},
+		{"matching server name", hello, streamTLS, "", true},
+		{"half a client hello", hello[:len(hello)/2], streamTLS, "", false},
+		{"garbled client hello", append([]byte{0x16, 3, 1, 0, 4}, 9, 9, 9, 9), streamTLS, ReasonBadClientHello, true},
+		{"client hello without a server name", clientHello(t, ""), streamTLS, ReasonSNIMismatch, true},
+		{"HTTP request", []byte("GET / HTTP/1.1\r\nHost: evil.com\r\n"), streamHTTP, "", true},
+		{"unlisted method", []byte("PROPFIND / HTTP/1.1\r\n"), streamHTTP, "", true},
+		{"absolute-form target", []byte("FOO http://evil.com/ HTTP/1.1\r\n"), streamHTTP, "", true},
+		{"leading blank line", []byte("\r\nGET / HTTP/1.1\r\n"), streamHTTP, "", true},
+		{"h2c preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), streamHTTP, "", true},
+		{"token and space, target not yet sent", []byte("FOO "), streamOther, "", false},
+		{"another protocol", []byte("SSH-2.0-x\r\n"), streamOther, "", true},
+		{"token without a space", []byte("PING\r\n\r\n"), streamOther, "", true},
+		{"a method prefix", []byte("GE"), streamOther, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, done := classify(tt.buf, "files.pypi.org")
+			kind, reason, done := classify(tt.buf, "files.pypi.org")
+			if kind != tt.kind || reason != tt.reason || done != tt.done {
+				t.Errorf("got %d %q done=%v, want %d %q done=%v", kind, reason, done, tt.kind, tt.reason, tt.done)
+			}
+		})
+	}
+	if _, reason, _ := classify(clientHello(t, "evil.com"), "files.pypi.org"); reason != ReasonSNIMismatch {
+		t.Errorf("a hello naming another server: %q, want %s", reason, ReasonSNIMismatch)
+	}
+}
+
+// splitHello rewrites the single record of a ClientHello into records
+// that carry the message cut at the given offsets of its body.
+func splitHello(rec []byte, cuts ...int) []byte {
+	msg := rec[5:]
+	var out []byte
+	from := 0
+	for _, to := range append(cuts, len(msg)) {
+		part := msg[from:to]
+		out = append(out, 0x16, rec[1], rec[2], byte(len(part)>>8), byte(len(part)))
+		out = append(out, part...)
+		from = to
+	}
+	return out
+}
+
+// extensionsAt returns where the extensions of a ClientHello message
+// start: a record cut there ends after the compression methods.
+func extensionsAt(msg []byte) int {
+	p := 4 + 2 + 32
+	p += 1 + int(msg[p])
+	p += 2 + (int(msg[p])<<8 | int(msg[p+1]))
+	return p + 1 + int(msg[p])
+}
+
+// TestClientHelloOverRecords: the server name is found however the
+// client splits its hello over records, and a hello that cannot be
+// reassembled is refused.
+func TestClientHelloOverRecords(t *testing.T) {
+	evil := clientHello(t, "evil.com")
+	good := clientHello(t, "files.pypi.org")
+	at := extensionsAt(evil[5:])
+	everyByte := make([]int, 0, len(good)-6)
+	for i := 1; i < len(good)-5; i++ {
+		everyByte = append(everyByte, i)
+	}
+	short := splitHello(good, 100)[:5+100]
+	tests := []struct {
+		name   string
+		buf    []byte
+		reason string
+		done   bool
+	}{
+		{"another server name, cut before the extensions", splitHello(evil, at), ReasonSNIMismatch, true},
+		{"another server name, cut inside the header", splitHello(evil, 2, at+3), ReasonSNIMismatch, true},
+		{"the server name, one byte per record", splitHello(good, everyByte...), "", true},
+		{"first record only", short, "", false},
+		{"an alert before the hello is whole", append(short, 0x15, 3, 3, 0, 2, 2, 40), ReasonBadClientHello, true},
+		{"an empty record", []byte{0x16, 3, 1, 0, 0}, ReasonBadClientHello, true},
+		{"a message longer than allowed", []byte{0x16, 3, 1, 0, 4, 1, 1, 0, 0}, ReasonBadClientHello, true},
+		{"a message cut short inside", append([]byte{0x16, 3, 1, 0, 8}, 1, 0, 0, 4, 3, 3, 0, 0), ReasonBadClientHello, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, reason, done := classify(tt.buf, "files.pypi.org")
 			if reason != tt.reason || done != tt.done {
 				t.Errorf("got %q done=%v, want %q done=%v", reason, done, tt.reason, tt.done)
 			}
 		})
 	}
-	if reason, _ := classify(clientHello(t, "evil.com"), "files.pypi.org"); reason != ReasonSNIMismatch {
-		t.Errorf("a hello naming another server: %q, want %s", reason, ReasonSNIMismatch)
-	}
+}
+
+// FuzzClassify: whatever the payload sends first, classify does not
+// panic, and decides once maxInspect bytes are buffered (nothing is held
+// without bound).
+func FuzzClassify(f *testing.F) {
+	f.Add([]byte("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x03"))
+	f.Add([]byte("\x16\x03\x01\x00\x02\x01\x00\x16\x03\x01\x00\x02\x00\x04"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("\r\nPRI * HTTP/2.0\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		classify(b, "files.pypi.org")
+		long := append(b, make([]byte, maxInspect)...)
+		if _, _, done := classify(long, "files.pypi.org"); !done {
+			t.Errorf("%d bytes starting %q are still undecided", len(long), b[:min(len(b), 16)])
+		}
+	})
 }

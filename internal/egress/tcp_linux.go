@@ -14,6 +14,13 @@ import (
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
+// tcpBuffer is the send and the receive buffer of each of the jail's
+// connections in netstack.
+const tcpBuffer = 256 << 10
+
+// relayBuffer is what one direction of a relay reads at a time.
+const relayBuffer = 32 << 10
+
 // target is where a connection of the jail is headed, as decided.
 type target struct {
 	host  string       // the name connected to, or the address
@@ -184,20 +191,26 @@ func (r *relay) run(down, up net.Conn, t target) {
 		r.copy(down, up, nil, false)
 	}()
 	var first []byte
+	kind, reason := streamOther, ""
 	if t.name != "" {
-		var reason string
-		first, reason = inspect(down, t.name)
-		if reason != "" {
-			r.mu.Lock()
-			r.ev.Verdict, r.ev.Reason = VerdictDeny, reason
-			r.mu.Unlock()
-			down.Close()
-			up.Close()
-			wg.Wait()
-			return
-		}
+		first, kind, reason = inspect(down, t.name)
 	}
-	r.copy(up, down, first, true)
+	if reason == "" && kind == streamHTTP {
+		reason = r.forwardHTTP(up, down, first, t.name)
+		closeWrite(up)
+	}
+	if reason != "" {
+		r.mu.Lock()
+		r.ev.Verdict, r.ev.Reason = VerdictDeny, reason
+		r.mu.Unlock()
+		down.Close()
+		up.Close()
+		wg.Wait()
+		return
+	}
+	if kind != streamHTTP {
+		r.copy(up, down, first, true)
+	}
 	wg.Wait()
 	r.finish()
 }
@@ -226,7 +239,7 @@ func (r *relay) copy(dst, src net.Conn, first []byte, out bool) {
 			return
 		}
 	}
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, relayBuffer)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/egress"
@@ -26,11 +27,16 @@ type networkLimitError struct{ limit string }
 func (e *networkLimitError) Error() string { return "network limit exceeded: " + e.limit }
 
 // networkPolicy is the operator's policy narrowed by the request's allow
-// list; an entry that does not parse is the request's error.
+// list; an entry that does not parse is the request's error. An empty
+// list is refused rather than read as "nothing" or "no list": the two
+// meanings are far apart, and only the absent list means the operator's.
 func (e *Engine) networkPolicy(req Request) (egress.Policy, error) {
 	p := e.cfg.Network.Policy
 	if req.NetworkAllow == nil {
 		return p, nil
+	}
+	if len(req.NetworkAllow) == 0 {
+		return egress.Policy{}, errors.New("an empty network allow list (leave it out for the server's list)")
 	}
 	rules, err := egress.ParseRules(req.NetworkAllow)
 	if err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"slices"
@@ -125,6 +126,28 @@ func TestNetworkEgress(t *testing.T) {
 		}
 		if x.Status != StatusFailed || x.Reason != ReasonNetworkLimit {
 			t.Errorf("status %s reason %q error %q, want failed/%s", x.Status, x.Reason, x.Error, ReasonNetworkLimit)
+		}
+	})
+
+	t.Run("an empty list is refused, never read as the operator's", func(t *testing.T) {
+		r := get("allowed.test", "/")
+		r.NetworkAllow = []string{}
+		if _, err := e.eng.Submit(ctx, r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("async: %v, want ErrInvalid", err)
+		}
+		if _, err := e.eng.RunSync(ctx, r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("sync: %v, want ErrInvalid", err)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Request
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.NetworkAllow == nil {
+			t.Error("an empty list came back from JSON as no list")
 		}
 	})
 

@@ -86,8 +86,10 @@ type Request struct {
 	CPUShares     int           `json:"cpu_shares,omitempty"`
 	Network       bool          `json:"network,omitempty"`
 	// NetworkAllow narrows the operator's allow list for this execution
-	// (nil: the operator's list as it is); see docs/network.md.
-	NetworkAllow []string `json:"network_allow,omitempty"`
+	// (nil: the operator's list as it is; empty: refused); see
+	// docs/network.md. Not omitempty: a queued request must come back
+	// with the list it was admitted with.
+	NetworkAllow []string `json:"network_allow"`
 
 	// Rich output and files (see rich.go, files.go). DataFrames maps a
 	// variable name to one of Files, loaded with pandas before the code

@@ -90,12 +90,18 @@ func (m *Manager) Run(ctx context.Context, spec Spec, out OutputFunc) (Result, e
 	if err := spec.Validate(); err != nil {
 		return Result{}, err
 	}
+	if spec.Network && m.cfg.Unsafe {
+		// Without a jail there is no network namespace to route through
+		// an egress: the payload would have the host's network.
+		return Result{Status: StatusSetupError, Reason: "network needs the jail: unsafe mode has no network namespace",
+			ExitCode: -1}, nil
+	}
 	j, err := m.Prepare(ctx, Base{Mounts: spec.Mounts, Network: spec.Network})
 	if err != nil {
 		return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
 	}
 	defer m.Release(j)
-	if spec.Network && spec.Egress != nil && !m.cfg.Unsafe {
+	if spec.Network && spec.Egress != nil {
 		if err := j.AttachEgress(spec.Egress); err != nil {
 			return Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}, nil
 		}

@@ -39,4 +39,11 @@ func TestUnsafeModeRunsWithRlimitsOnly(t *testing.T) {
 	if res.Status != StatusTimeout || !strings.HasPrefix(string(res.Stdout), "x") {
 		t.Fatalf("timeout in unsafe mode: status %s stdout %q", res.Status, res.Stdout)
 	}
+	res, err = m.Run(context.Background(), Spec{Argv: []string{python, "-c", "print('ran')"}, Network: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusSetupError || len(res.Stdout) != 0 {
+		t.Fatalf("network in unsafe mode: status %s stdout %q, want a setup error before the payload runs", res.Status, res.Stdout)
+	}
 }

@@ -1,0 +1,78 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// relayHTTP sends what the payload sends on a plain-HTTP connection to
+// allowed.test through forwardHTTP and returns what reached the
+// destination with the refusal reason.
+func relayHTTP(t *testing.T, sent string) (string, string) {
+	t.Helper()
+	e := New(Config{}, Policy{}, Hooks{})
+	defer e.Close()
+	r := &relay{e: e}
+	payload, down := net.Pipe()
+	up, dest := net.Pipe()
+	go func() {
+		_, _ = io.WriteString(payload, sent)
+		payload.Close()
+	}()
+	got := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(dest)
+		got <- string(b)
+	}()
+	_ = down.SetDeadline(time.Now().Add(5 * time.Second))
+	first, kind, reason := inspect(down, "allowed.test")
+	if kind != streamHTTP || reason != "" {
+		t.Fatalf("inspect took %q for stream %d (reason %q)", sent, kind, reason)
+	}
+	reason = r.forwardHTTP(up, down, first, "allowed.test")
+	up.Close()
+	down.Close()
+	return <-got, reason
+}
+
+// TestForwardHTTP: every request on a plain-HTTP connection must name the
+// destination connected to; nothing of a refused request reaches it.
+func TestForwardHTTP(t *testing.T) {
+	ok1 := "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+	hidden := "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	post := "POST /u HTTP/1.1\r\nHost: allowed.test:80\r\nContent-Length: " + strconv.Itoa(len(hidden)) + "\r\n\r\n" + hidden
+	chunked := "POST /u HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	evil := "GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	tests := []struct {
+		name, sent, forwarded, reason string
+	}{
+		{"one request", ok1, ok1, ""},
+		{"two requests to the destination", ok1 + "\r\n" + ok1, ok1 + "\r\n" + ok1, ""},
+		{"a body that looks like a request", post + ok1, post + ok1, ""},
+		{"absolute form naming the destination", "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", ""},
+		{"another Host", evil, "", ReasonHostMismatch},
+		{"another Host after a bare LF", "GET / HTTP/1.1\r\nX: a\nHost: evil.test\r\n\r\n", "", ReasonHostMismatch},
+		{"absolute form naming another server", "GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "", ReasonHostMismatch},
+		{"no Host", "GET / HTTP/1.0\r\n\r\n", "", ReasonHostMismatch},
+		{"two Hosts", "GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\n\r\n", "", ReasonBadHTTPRequest},
+		{"leading blank line", "\r\n" + evil, "\r\n", ReasonHostMismatch},
+		{"unlisted method", "PROPFIND / HTTP/1.1\r\nHost: evil.test\r\n\r\n", "", ReasonHostMismatch},
+		{"h2c prior knowledge", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "", ReasonBadHTTPRequest},
+		{"h2c upgrade", "GET / HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n", "", ReasonBadHTTPRequest},
+		{"CONNECT", "CONNECT evil.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "", ReasonBadHTTPRequest},
+		{"pipelined request to another server", ok1 + evil, ok1, ReasonHostMismatch},
+		{"after a chunked body, another server", chunked + evil, chunked, ReasonHostMismatch},
+		{"malformed head", "GET / HTTP/1.1\r\nHost allowed.test\r\n\r\n", "", ReasonBadHTTPRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			forwarded, reason := relayHTTP(t, tt.sent)
+			if reason != tt.reason || forwarded != tt.forwarded {
+				t.Errorf("got %q forwarded %q, want %q forwarded %q", reason, forwarded, tt.reason, tt.forwarded)
+			}
+		})
+	}
+}
