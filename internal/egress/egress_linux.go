@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -42,6 +43,8 @@ type Egress struct {
 	mu     sync.Mutex
 	stack  *stack.Stack
 	tun    *os.File
+	tunFD  int                // tun's descriptor, read once (Fd would make it blocking)
+	link   stack.LinkEndpoint // the TUN's reader, stopped by detaching its queue
 	conns  map[*relay]struct{}
 	closed bool
 	// outClosed is set when out is closed: only Close, once every
@@ -142,7 +145,7 @@ func (e *Egress) Serve(tun *os.File) error {
 		return fmt.Errorf("netstack: %s", terr)
 	}
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}, {Destination: header.IPv6EmptySubnet, NIC: nic}})
-	e.stack, e.tun = s, tun
+	e.stack, e.tun, e.tunFD, e.link = s, tun, fd, link
 	return nil
 }
 
@@ -155,7 +158,7 @@ func (e *Egress) Close() error {
 		return nil
 	}
 	e.closed = true
-	s, tun := e.stack, e.tun
+	s, tun, fd, link := e.stack, e.tun, e.tunFD, e.link
 	for r := range e.conns {
 		r.cut(ReasonClosed)
 	}
@@ -163,7 +166,23 @@ func (e *Egress) Close() error {
 	e.cancel()
 	e.wg.Wait()
 	if s != nil {
-		// Removing the NIC stops the link's reader before the file closes.
+		// The link's reader must have ended before the NIC is removed:
+		// RemoveNIC holds the link's lock while it waits for the reader,
+		// and a reader delivering a packet at that moment (the jail's
+		// kernel retransmits until the namespace dies, which our open TUN
+		// prevents) waits for the same lock — both would wait forever.
+		// Detaching the TUN's queue first means no packet can be read any
+		// more; a delivery already under way gets readerDrain to finish
+		// (the reader ends by itself if its read fails, else RemoveNIC
+		// stops it while it waits in poll, holding no packet).
+		if detachQueue(fd) == nil {
+			ended := make(chan struct{})
+			go func() { link.Wait(); close(ended) }()
+			select {
+			case <-ended:
+			case <-time.After(readerDrain):
+			}
+		}
 		_ = s.RemoveNIC(1)
 		s.Close()
 		s.Wait()
@@ -260,4 +279,19 @@ func (e *Egress) goTracked(f func()) bool {
 func addrOf(a tcpip.Address) netip.Addr {
 	ip, _ := netip.AddrFromSlice(a.AsSlice())
 	return ip
+}
+
+// readerDrain bounds how long Close lets the TUN's reader finish a packet
+// it read before the queue was detached.
+const readerDrain = 50 * time.Millisecond
+
+// detachQueue detaches the multi-queue TUN descriptor fd from its device:
+// reads then fail with EBADFD and the kernel queues nothing more for it.
+func detachQueue(fd int) error {
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_DETACH_QUEUE)
+	return unix.IoctlIfreq(fd, unix.TUNSETQUEUE, ifr)
 }
