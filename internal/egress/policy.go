@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -158,14 +159,6 @@ func (p Policy) Empty() bool { return len(p.Allow) == 0 }
 // NameAllowed reports whether name may be reached on port (0: on some
 // port, as when it is resolved).
 func (p Policy) NameAllowed(name string, port uint16) bool {
-	hit := func(rules []Rule) bool {
-		for _, r := range rules {
-			if r.matchesName(name, port) {
-				return true
-			}
-		}
-		return false
-	}
 	for _, r := range p.Deny {
 		// A deny rule with a port denies that port only; asked for any
 		// port, it leaves the name resolvable.
@@ -173,15 +166,7 @@ func (p Policy) NameAllowed(name string, port uint16) bool {
 			return false
 		}
 	}
-	if !hit(p.Allow) {
-		return false
-	}
-	for _, n := range p.Narrowed {
-		if !hit(n) {
-			return false
-		}
-	}
-	return true
+	return p.onEveryList(func(r Rule) bool { return r.matchesName(name, port) })
 }
 
 // AddrAllowed reports whether an IP literal may be reached on port: only
@@ -190,19 +175,14 @@ func (p Policy) AddrAllowed(a netip.Addr, port uint16) bool {
 	if p.AddrDenied(a, port) {
 		return false
 	}
-	hit := func(rules []Rule) bool {
-		for _, r := range rules {
-			if r.matchesAddr(a, port) {
-				return true
-			}
-		}
-		return false
-	}
-	if !hit(p.Allow) {
-		return false
-	}
-	for _, n := range p.Narrowed {
-		if !hit(n) {
+	return p.onEveryList(func(r Rule) bool { return r.matchesAddr(a, port) })
+}
+
+// onEveryList reports whether a rule of Allow and a rule of each of
+// Narrowed match.
+func (p Policy) onEveryList(match func(Rule) bool) bool {
+	for _, rules := range append([][]Rule{p.Allow}, p.Narrowed...) {
+		if !slices.ContainsFunc(rules, match) {
 			return false
 		}
 	}
