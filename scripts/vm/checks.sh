@@ -108,7 +108,9 @@ leftovers() {
 doctor() {
   local name=$1
   shift
-  "$@" timeout 300 "$BIN/pyexec" doctor > "$OUT/$name.doctor.txt" 2>&1
+  # The data dir is the one its server would use (a rootless user cannot
+  # write the default ./data under /).
+  "$@" timeout 300 "$BIN/pyexec" doctor --data-dir "/tmp/$name.data" > "$OUT/$name.doctor.txt" 2>&1
   local rc=$?
   check "$name.doctor" "rc=$rc; $(grep -iE '^cgroup' "$OUT/$name.doctor.txt" | tr -s ' ' | head -2 | tr '\n' ' ')" \
     [ $rc = 0 ]
