@@ -11,13 +11,18 @@ const (
 	RecordsBucket  = "PYEXEC_EXECUTIONS"
 	RequestsBucket = "PYEXEC_REQUESTS"
 	QueueStream    = "PYEXEC_QUEUE"
-	QueueSubject   = "pyexec.queue"
-	QueueConsumer  = "pyexec-workers"
-	EventsStream   = "PYEXEC_EVENTS"
-	EventsPrefix   = "pyexec.events."
-	ControlPrefix  = "pyexec.control."
-	AuditStream    = "PYEXEC_AUDIT"
-	AuditSubject   = "pyexec.audit"
+	// QueuePrefix starts the subject of each key's jobs; QueueToken ends it.
+	QueuePrefix = "pyexec.queue."
+	// LegacyQueueSubject and LegacyQueueConsumer are the single queue of
+	// earlier versions, migrated by Open (queue_migrate.go).
+	LegacyQueueSubject  = "pyexec.queue"
+	LegacyQueueConsumer = "pyexec-workers"
+	queueConsumerPrefix = "pyexec-q-"
+	EventsStream        = "PYEXEC_EVENTS"
+	EventsPrefix        = "pyexec.events."
+	ControlPrefix       = "pyexec.control."
+	AuditStream         = "PYEXEC_AUDIT"
+	AuditSubject        = "pyexec.audit"
 )
 
 // Config tunes the JetStream assets Open creates or updates.

@@ -18,11 +18,13 @@ const IndexBucket = "PYEXEC_INDEX"
 
 // Meta is what the index knows of a record: the labels a listing filters
 // on. The store gives them no meaning beyond equality; Final marks a record
-// that eviction may remove.
+// that eviction may remove; Async marks a record whose job waits in the
+// queue while it is pending (entries of earlier versions lack it).
 type Meta struct {
 	Status string `json:"s"`
 	Owner  string `json:"o,omitempty"`
 	Final  bool   `json:"f,omitempty"`
+	Async  bool   `json:"a,omitempty"`
 }
 
 // indexEntry is the in-memory form of one index entry.
@@ -45,10 +47,16 @@ type index struct {
 	mu      sync.RWMutex
 	entries map[string]indexEntry
 	lists   map[string][]string // selector → keys, ascending (oldest first)
+	// tally counts the entries by Meta, for the fleet-wide counts of
+	// tally.go.
+	tally map[Meta]int
+	// changed is closed and replaced whenever an entry changes.
+	changed chan struct{}
 }
 
 func newIndex(ttl time.Duration) *index {
-	return &index{ttl: ttl, entries: make(map[string]indexEntry), lists: make(map[string][]string)}
+	return &index{ttl: ttl, entries: make(map[string]indexEntry), lists: make(map[string][]string),
+		tally: make(map[Meta]int), changed: make(chan struct{})}
 }
 
 // Selectors name the key lists. The separator cannot occur in a status
@@ -98,6 +106,7 @@ func (ix *index) put(key string, m Meta, rev uint64, updated time.Time) {
 	if ok {
 		ix.unlist(key, old.Meta)
 	}
+	ix.count(m, 1)
 	for _, sel := range selectorsOf(m) {
 		l := ix.lists[sel]
 		i, _ := slices.BinarySearch(l, key)
@@ -114,8 +123,19 @@ func (ix *index) remove(key string) {
 	}
 }
 
-// unlist takes key out of the lists of m; ix.mu is held.
+// count adds d to the tally of m and tells the watchers of changes;
+// ix.mu is held.
+func (ix *index) count(m Meta, d int) {
+	if ix.tally[m] += d; ix.tally[m] <= 0 {
+		delete(ix.tally, m)
+	}
+	close(ix.changed)
+	ix.changed = make(chan struct{})
+}
+
+// unlist takes key out of the lists and the tally of m; ix.mu is held.
 func (ix *index) unlist(key string, m Meta) {
+	ix.count(m, -1)
 	for _, sel := range selectorsOf(m) {
 		l := ix.lists[sel]
 		if i, found := slices.BinarySearch(l, key); found {
@@ -172,6 +192,7 @@ func (ix *index) pruneExpired() {
 	for k, e := range ix.entries {
 		if !e.updated.After(cutoff) {
 			delete(ix.entries, k)
+			ix.count(e.Meta, -1)
 		}
 	}
 	for sel, l := range ix.lists {

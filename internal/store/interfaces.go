@@ -71,22 +71,25 @@ type Job interface {
 	ID() string
 	// Ack removes the job from the queue for good.
 	Ack(ctx context.Context) error
-	// InProgress extends the ack wait while the worker holds the job.
-	InProgress() error
+	// Nak hands the job back at once, for another worker to take.
+	Nak() error
 }
 
-// Queue is the durable queue of async executions shared by every worker.
+// Queue is the durable queue of async executions shared by every worker:
+// one subject and one durable consumer per key, so a worker chooses whose
+// job it takes next.
 type Queue interface {
-	Enqueue(ctx context.Context, id string) error
-	// NextJob waits up to maxWait for a job; it returns (nil, nil) when
-	// none arrived in time.
-	NextJob(ctx context.Context, maxWait time.Duration) (Job, error)
+	// Enqueue appends job id to the queue of key.
+	Enqueue(ctx context.Context, key, id string) error
+	// TakeJob takes key's next job without waiting; it returns (nil, nil)
+	// when key has none available.
+	TakeJob(ctx context.Context, key string) (Job, error)
 	// QueueDepth counts the jobs not yet acked.
 	QueueDepth(ctx context.Context) (uint64, error)
 	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.
 	QueuedIDs(ctx context.Context) ([]string, error)
-	// RequeueHeld puts the jobs a worker took and has not acked back
-	// in the queue at once.
+	// RequeueHeld makes the jobs taken and not acked available again at
+	// once (single node only: see the implementation).
 	RequeueHeld(ctx context.Context) (int, error)
 }
 

@@ -18,7 +18,7 @@ type NATS struct {
 	records  jetstream.KeyValue
 	requests jetstream.ObjectStore
 	queue    jetstream.Stream
-	workers  jetstream.Consumer
+	keys     keyQueue // consumers of the keys' queues (queue.go)
 	events   jetstream.Stream
 	// artifacts holds the files executions produce (artifacts.go).
 	artifacts jetstream.ObjectStore
@@ -72,7 +72,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 	if err != nil {
 		return nil, fmt.Errorf("store: opening JetStream: %w", err)
 	}
-	s := &NATS{nc: nc, js: js, followJS: js, cfg: cfg}
+	s := &NATS{nc: nc, js: js, followJS: js, cfg: cfg, keys: keyQueue{consumers: make(map[string]jetstream.Consumer)}}
 	for _, opt := range opts {
 		if err := opt(s); err != nil {
 			return nil, err
@@ -125,10 +125,18 @@ func (s *NATS) openRequests(ctx context.Context) error {
 }
 
 func (s *NATS) openQueue(ctx context.Context) error {
+	subjects := []string{QueuePrefix + ">"}
+	legacy, err := s.hasLegacyQueue(ctx)
+	if err != nil {
+		return err
+	}
+	if legacy {
+		subjects = append(subjects, LegacyQueueSubject)
+	}
 	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        QueueStream,
-		Description: "pyexec async executions waiting for a worker",
-		Subjects:    []string{QueueSubject},
+		Description: "pyexec async executions waiting for a worker, one subject per key",
+		Subjects:    subjects,
 		Retention:   jetstream.WorkQueuePolicy,
 		MaxAge:      s.cfg.TTL,
 		Storage:     jetstream.FileStorage,
@@ -138,15 +146,10 @@ func (s *NATS) openQueue(ctx context.Context) error {
 		return err
 	}
 	s.queue = st
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       QueueConsumer,
-		Description:   "pyexec workers of every node",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxAckPending: -1,
-	})
-	s.workers = cons
-	return err
+	if legacy {
+		return s.migrateQueue(ctx)
+	}
+	return nil
 }
 
 func (s *NATS) openEvents(ctx context.Context) error {

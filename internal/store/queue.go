@@ -2,39 +2,108 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Enqueue appends an execution id to the work queue. The publish is
-// acknowledged by JetStream, so once Enqueue returns the job survives a
+const (
+	// queueMaxAckPending bounds the jobs of one key that workers have
+	// taken and not yet acked. Workers ack a job as soon as it starts, so
+	// the bound is reached only by jobs of nodes that died holding them.
+	queueMaxAckPending = 16
+	// queueIdle is how long the consumer of a key nobody fetches from
+	// lives on; a later fetch creates it again.
+	queueIdle = 15 * time.Minute
+)
+
+// QueueToken is the subject token of key's jobs: a short hash, since key
+// names may hold characters a subject cannot.
+func QueueToken(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+// keyQueue holds the consumers of the keys this node fetched from.
+type keyQueue struct {
+	mu        sync.Mutex
+	consumers map[string]jetstream.Consumer // by token
+}
+
+// Enqueue appends an execution id to the work queue of key. The publish
+// is acknowledged by JetStream, so once Enqueue returns the job survives a
 // restart.
-func (s *NATS) Enqueue(ctx context.Context, id string) error {
-	if _, err := s.js.Publish(ctx, QueueSubject, []byte(id)); err != nil {
+func (s *NATS) Enqueue(ctx context.Context, key, id string) error {
+	if _, err := s.js.Publish(ctx, QueuePrefix+QueueToken(key), []byte(id)); err != nil {
 		return fmt.Errorf("store: enqueueing %s: %w", id, mapErr(err))
 	}
 	return nil
 }
 
-// NextJob takes the next job from the shared durable consumer, waiting up
-// to maxWait. It returns (nil, nil) when no job arrived in time.
-func (s *NATS) NextJob(ctx context.Context, maxWait time.Duration) (Job, error) {
-	wctx, cancel := context.WithTimeout(ctx, maxWait)
-	defer cancel()
-	msg, err := s.workers.Next(jetstream.FetchContext(wctx))
-	switch {
-	case err == nil:
-		return natsJob{msg}, nil
-	case ctx.Err() != nil:
-		return nil, fmt.Errorf("store: waiting for a job: %w", ctx.Err())
-	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return nil, nil
+// TakeJob takes the oldest available job of key without waiting; it
+// returns (nil, nil) when key has none (none queued, or all taken by
+// workers that have not acked them yet).
+func (s *NATS) TakeJob(ctx context.Context, key string) (Job, error) {
+	token := QueueToken(key)
+	for attempt := 0; ; attempt++ {
+		cons, err := s.keyConsumer(ctx, token)
+		if err != nil {
+			return nil, err
+		}
+		batch, err := cons.FetchNoWait(1)
+		if err == nil {
+			for msg := range batch.Messages() {
+				return natsJob{msg}, nil
+			}
+			err = batch.Error()
+		}
+		if err == nil {
+			return nil, nil
+		}
+		// The consumer may have gone (idle, or removed by RequeueHeld):
+		// create it again once.
+		s.dropConsumer(token)
+		if attempt > 0 || ctx.Err() != nil {
+			return nil, fmt.Errorf("store: taking a job of %q: %w", key, mapErr(err))
+		}
 	}
-	return nil, fmt.Errorf("store: waiting for a job: %w", err)
+}
+
+// keyConsumer returns the durable consumer of one key's subject, creating
+// it when this node has none cached. Consumers of several nodes for one
+// key are the same durable, so a job goes to one worker of the fleet.
+func (s *NATS) keyConsumer(ctx context.Context, token string) (jetstream.Consumer, error) {
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if c, ok := s.keys.consumers[token]; ok {
+		return c, nil
+	}
+	c, err := s.queue.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:           queueConsumerPrefix + token,
+		Description:       "pyexec workers taking one key's jobs",
+		FilterSubject:     QueuePrefix + token,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           s.cfg.AckWait,
+		MaxAckPending:     queueMaxAckPending,
+		InactiveThreshold: queueIdle,
+		Replicas:          s.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: opening the queue of key %s: %w", token, mapErr(err))
+	}
+	s.keys.consumers[token] = c
+	return c, nil
+}
+
+func (s *NATS) dropConsumer(token string) {
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	delete(s.keys.consumers, token)
 }
 
 // QueueDepth counts the jobs in the queue, including those fetched by a
@@ -48,75 +117,64 @@ func (s *NATS) QueueDepth(ctx context.Context) (uint64, error) {
 }
 
 // QueuedIDs reads the ids of the jobs still in the queue without taking
-// them, by direct gets over the stream's sequence range (a work-queue
-// stream admits no second consumer). Cost: one request per sequence
-// number, so it is meant for start-up, when the queue is bounded.
+// them, by direct gets over the stream's sequence range. Cost: one
+// request per sequence number, so it is meant for start-up, when the
+// queue is bounded.
 func (s *NATS) QueuedIDs(ctx context.Context) ([]string, error) {
-	return s.queuedUpTo(ctx, func(st jetstream.StreamState) (uint64, error) { return st.LastSeq, nil })
+	var ids []string
+	err := s.eachQueued(ctx, func(msg *jetstream.RawStreamMsg) error {
+		ids = append(ids, string(msg.Data))
+		return nil
+	})
+	return ids, err
 }
 
-// RequeueHeld puts the jobs a worker took and has not acked back at the
-// end of the queue, at once, and returns how many. Without it they would
-// come back only after the ack wait. Meant for start-up: on a single node
-// they are the jobs a previous run of it held. A worker still holding
-// one (another node) fails to ack it later, and the copy finds the
-// execution started: only one worker moves a record from pending to
-// running.
+// RequeueHeld makes the jobs a worker took and has not acked available
+// again at once, and returns how many there were. Without it they would
+// come back only after the ack wait. It removes every key's consumer
+// (the next fetch creates it again, starting at the key's oldest job), so
+// it is meant for the start of a single node: in a fleet it would hand
+// out again the jobs that live nodes are starting.
 func (s *NATS) RequeueHeld(ctx context.Context) (int, error) {
-	cons, err := s.workers.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("store: reading queue state: %w", err)
-	}
-	info, err := s.queue.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("store: reading queue state: %w", err)
-	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
 	n := 0
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= cons.Delivered.Stream; seq++ {
-		msg, err := s.queue.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
+	names := s.queue.ListConsumers(ctx)
+	for info := range names.Info() {
+		if err := s.queue.DeleteConsumer(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return n, fmt.Errorf("store: removing queue consumer %s: %w", info.Name, err)
 		}
-		if err != nil {
-			return n, fmt.Errorf("store: reading queued job %d: %w", seq, err)
-		}
-		if err := s.Enqueue(ctx, string(msg.Data)); err != nil {
-			return n, err
-		}
-		if err := s.queue.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, fmt.Errorf("store: removing held job %d: %w", seq, err)
-		}
-		n++
+		n += info.NumAckPending
 	}
+	if err := names.Err(); err != nil {
+		return n, fmt.Errorf("store: listing queue consumers: %w", err)
+	}
+	clear(s.keys.consumers)
 	return n, nil
 }
 
-// queuedUpTo lists the ids of the queued jobs up to the stream sequence
-// number last returns.
-func (s *NATS) queuedUpTo(ctx context.Context, last func(jetstream.StreamState) (uint64, error)) ([]string, error) {
+// eachQueued calls fn with every message in the queue, oldest first.
+func (s *NATS) eachQueued(ctx context.Context, fn func(*jetstream.RawStreamMsg) error) error {
 	info, err := s.queue.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store: reading queue state: %w", err)
+		return fmt.Errorf("store: reading queue state: %w", err)
 	}
-	var ids []string
 	if info.State.Msgs == 0 {
-		return ids, nil
+		return nil
 	}
-	end, err := last(info.State)
-	if err != nil {
-		return nil, fmt.Errorf("store: reading queue state: %w", err)
-	}
-	for seq := info.State.FirstSeq; seq <= end; seq++ {
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		msg, err := s.queue.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // acked already: a gap in the work queue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: reading queued job %d: %w", seq, err)
+			return fmt.Errorf("store: reading queued job %d: %w", seq, err)
 		}
-		ids = append(ids, string(msg.Data))
+		if err := fn(msg); err != nil {
+			return err
+		}
 	}
-	return ids, nil
+	return nil
 }
 
 // natsJob is a fetched queue message.
@@ -131,9 +189,9 @@ func (j natsJob) Ack(ctx context.Context) error {
 	return nil
 }
 
-func (j natsJob) InProgress() error {
-	if err := j.msg.InProgress(); err != nil {
-		return fmt.Errorf("store: extending job %s: %w", j.ID(), err)
+func (j natsJob) Nak() error {
+	if err := j.msg.Nak(); err != nil {
+		return fmt.Errorf("store: handing back job %s: %w", j.ID(), err)
 	}
 	return nil
 }

@@ -210,7 +210,7 @@ func TestQueueDeliversOnceAndDrains(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Config{})
 	ctx := context.Background()
 	for _, id := range []string{"exe_q", "exe_r"} {
-		if err := s.Enqueue(ctx, id); err != nil {
+		if err := s.Enqueue(ctx, "k", id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,15 +221,12 @@ func TestQueueDeliversOnceAndDrains(t *testing.T) {
 	if d, err := s.QueueDepth(ctx); err != nil || d != 2 {
 		t.Fatalf("QueueDepth = %d, %v; want 2", d, err)
 	}
-	job, err := s.NextJob(ctx, 2*time.Second)
+	job, err := s.TakeJob(ctx, "k")
 	if err != nil || job == nil {
-		t.Fatalf("NextJob = %v, %v", job, err)
+		t.Fatalf("TakeJob = %v, %v", job, err)
 	}
 	if job.ID() != "exe_q" {
 		t.Errorf("job id %q, want exe_q", job.ID())
-	}
-	if err := job.InProgress(); err != nil {
-		t.Errorf("InProgress: %v", err)
 	}
 	if err := job.Ack(ctx); err != nil {
 		t.Fatal(err)
@@ -237,9 +234,17 @@ func TestQueueDeliversOnceAndDrains(t *testing.T) {
 	if ids, err := s.QueuedIDs(ctx); err != nil || fmt.Sprint(ids) != "[exe_r]" {
 		t.Errorf("QueuedIDs after ack = %v, %v; want [exe_r]", ids, err)
 	}
-	job, err = s.NextJob(ctx, 2*time.Second)
+	// A job handed back is available again at once.
+	job, err = s.TakeJob(ctx, "k")
 	if err != nil || job == nil || job.ID() != "exe_r" {
-		t.Fatalf("second NextJob = %v, %v; want exe_r", job, err)
+		t.Fatalf("second TakeJob = %v, %v; want exe_r", job, err)
+	}
+	if err := job.Nak(); err != nil {
+		t.Fatal(err)
+	}
+	job = takeSoon(t, s, "k")
+	if job == nil || job.ID() != "exe_r" {
+		t.Fatalf("TakeJob after Nak = %v; want exe_r again", job)
 	}
 	if err := job.Ack(ctx); err != nil {
 		t.Fatal(err)
@@ -248,12 +253,66 @@ func TestQueueDeliversOnceAndDrains(t *testing.T) {
 		t.Errorf("QueueDepth after acks = %d, %v; want 0", d, err)
 	}
 	start := time.Now()
-	job, err = s.NextJob(ctx, 300*time.Millisecond)
+	job, err = s.TakeJob(ctx, "k")
 	if err != nil || job != nil {
-		t.Errorf("NextJob on an empty queue = %v, %v; want nil, nil", job, err)
+		t.Errorf("TakeJob on an empty queue = %v, %v; want nil, nil", job, err)
 	}
-	if waited := time.Since(start); waited > 2*time.Second {
-		t.Errorf("NextJob waited %s for an empty queue", waited)
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("TakeJob waited %s for an empty queue", waited)
+	}
+}
+
+// takeSoon takes key's next job, retrying for a second: a job handed back
+// is available again after a round trip to the server.
+func takeSoon(t *testing.T, s *NATS, key string) Job {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		job, err := s.TakeJob(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job != nil || time.Now().After(deadline) {
+			return job
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Each key has a queue of its own: a worker taking the keys in turn gets
+// their jobs alternately, however many one key queued first.
+func TestQueueKeysTakenAlternately(t *testing.T) {
+	s, _ := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	for i := range 5 {
+		if err := s.Enqueue(ctx, "flood key/with spaces.*", fmt.Sprintf("exe_a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if err := s.Enqueue(ctx, "b", fmt.Sprintf("exe_b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for range 3 {
+		for _, key := range []string{"flood key/with spaces.*", "b"} {
+			job, err := s.TakeJob(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job == nil {
+				got = append(got, "-")
+				continue
+			}
+			got = append(got, job.ID())
+			if err := job.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := "[exe_a0 exe_b0 exe_a1 exe_b1 exe_a2 -]"; fmt.Sprint(got) != want {
+		t.Errorf("jobs taken in turn = %v, want %s", got, want)
 	}
 }
 
@@ -309,7 +368,7 @@ func TestRecordsSurviveRestart(t *testing.T) {
 	if _, err := s.Create(ctx, "exe_keep", []byte("kept"), Meta{Status: "pending"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Enqueue(ctx, "exe_keep"); err != nil {
+	if err := s.Enqueue(ctx, "k", "exe_keep"); err != nil {
 		t.Fatal(err)
 	}
 	if err := emb.Close(); err != nil {
@@ -329,40 +388,40 @@ func TestRecordsSurviveRestart(t *testing.T) {
 	}
 }
 
-// A job taken but never acked (its worker died) is back in the queue at
+// A job taken but never acked (its worker died) is available again at
 // once after RequeueHeld, not only after the ack wait; jobs not taken stay
 // as they are.
 func TestRequeueHeldJobs(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Config{})
 	ctx := context.Background()
 	for _, id := range []string{"exe_held", "exe_waiting"} {
-		if err := s.Enqueue(ctx, id); err != nil {
+		if err := s.Enqueue(ctx, "k", id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if job, err := s.NextJob(ctx, 2*time.Second); err != nil || job == nil || job.ID() != "exe_held" {
-		t.Fatalf("NextJob = %v, %v; want exe_held", job, err)
+	if job, err := s.TakeJob(ctx, "k"); err != nil || job == nil || job.ID() != "exe_held" {
+		t.Fatalf("TakeJob = %v, %v; want exe_held", job, err)
 	}
 	n, err := s.RequeueHeld(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("RequeueHeld = %d, %v; want 1", n, err)
 	}
-	if ids, err := s.QueuedIDs(ctx); err != nil || fmt.Sprint(ids) != "[exe_waiting exe_held]" {
-		t.Fatalf("QueuedIDs after RequeueHeld = %v, %v; want [exe_waiting exe_held]", ids, err)
+	if ids, err := s.QueuedIDs(ctx); err != nil || fmt.Sprint(ids) != "[exe_held exe_waiting]" {
+		t.Fatalf("QueuedIDs after RequeueHeld = %v, %v; want [exe_held exe_waiting]", ids, err)
 	}
 	var got []string
 	for range 2 {
-		job, err := s.NextJob(ctx, 2*time.Second)
+		job, err := s.TakeJob(ctx, "k")
 		if err != nil || job == nil {
-			t.Fatalf("NextJob after RequeueHeld = %v, %v; got %v so far", job, err, got)
+			t.Fatalf("TakeJob after RequeueHeld = %v, %v; got %v so far", job, err, got)
 		}
 		got = append(got, job.ID())
 		if err := job.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if fmt.Sprint(got) != "[exe_waiting exe_held]" {
-		t.Errorf("jobs after RequeueHeld = %v, want [exe_waiting exe_held]", got)
+	if fmt.Sprint(got) != "[exe_held exe_waiting]" {
+		t.Errorf("jobs after RequeueHeld = %v, want [exe_held exe_waiting]", got)
 	}
 	if d, err := s.QueueDepth(ctx); err != nil || d != 0 {
 		t.Errorf("QueueDepth after acking both = %d, %v; want 0", d, err)
