@@ -3,68 +3,77 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
-	"time"
 )
 
-// admission bounds what this node runs and holds, and shares its slots
-// fairly among callers (API keys). Running executions take one of
-// capacity slots; admitted executions wait in line: sync callers of
-// RunSync, and async jobs this node took from the shared work queue and
-// holds until a slot is theirs. Each caller has a line of its own; a free
-// slot goes to the line of the caller running the fewest executions,
-// round-robin among equals, so a caller with many waiting executions
-// cannot hold back another's: a newcomer gets the next slot that frees. Within a line, sync callers go before async jobs (their caller
-// holds a connection open), then first come, first served.
+// admission bounds what this node runs and shares its slots fairly among
+// callers (API keys), on this node and across the fleet.
 //
-// Limits: when running+waiting reaches capacity+queueSize, new requests
-// are refused with ErrOverloaded. Per caller, at most perKeyRunning run at
-// once (the rest wait even if slots are free) and at most perKeyQueued
-// wait; beyond, ErrOverloaded naming the caller's limit. Zero means no
-// per-caller limit beyond the node's.
+// Running executions take one of capacity slots (a local bound). A sync
+// caller that finds no free slot waits in its caller's line on this node;
+// a free slot goes to the line of the caller running the fewest
+// executions, round-robin among equals. Async jobs wait in the fleet's
+// queue, one queue per caller; the dispatcher (async.go) claims a slot
+// only when one is free and no sync caller waits here (they hold a
+// connection open), then takes a job from the caller running the fewest
+// executions fleet-wide, round-robin among equals. Nothing is fetched
+// early, so a job waits in the queue until some node has a free slot.
 //
-// The async count is this node's view: it starts from the queue's depth
-// and follows this node's submissions and dispatches. With several nodes
-// on one queue it over-counts jobs that others took, which errs on the
-// side of refusing. Per caller it counts only submissions made since this
-// node started.
+// Limits: when this node's running + waiting executions plus the fleet's
+// queued async jobs reach capacity+queueSize, new requests are refused
+// with ErrOverloaded. Per caller, at most perKeyRunning run at once
+// fleet-wide (the rest wait even if slots are free) and at most
+// perKeyQueued wait fleet-wide; beyond, ErrOverloaded naming the
+// caller's limit. Zero means no per-caller limit beyond the node's.
+//
+// Fleet-wide counts come from view, this node's copy of the index. It
+// lags other nodes' writes by the index watch (milliseconds), so two
+// nodes admitting at the same moment may overshoot a per-caller limit by
+// about one execution each.
 type admission struct {
 	capacity, queueSize         int
 	perKeyRunning, perKeyQueued int
+	view                        fleetView
 
-	mu          sync.Mutex
-	running     int
-	waiting     int                 // tickets in lines
-	asyncQueued int                 // async jobs queued but not yet held in a line
-	held        int                 // async tickets in lines
-	keys        map[string]*keyLine // callers with work running or waiting
-	order       []string            // callers with a non-empty line, in turn order
-	closed      bool
-	changed     chan struct{} // closed and replaced whenever a held job may be taken
+	mu         sync.Mutex
+	running    int                 // slots in use on this node
+	waiting    int                 // sync tickets in lines
+	submitting int                 // async submissions admitted, not yet recorded
+	keys       map[string]*keyLine // callers with work here
+	order      []string            // callers with a non-empty line, in turn order
+	lastAsync  string              // the caller whose job the dispatcher took last
+	closed     bool
+	changed    chan struct{} // closed and replaced when the dispatcher may act
 }
 
-// keyLine is one caller's share of the node.
+// fleetView counts the executions of the whole fleet.
+type fleetView interface {
+	// running and pending count key's executions with that status.
+	running(key string) int
+	pending(key string) int
+	// queuedAsync returns the callers with async jobs waiting, and how
+	// many jobs wait in all.
+	queuedAsync() (keys []string, total int)
+}
+
+// keyLine is one caller's share of this node.
 type keyLine struct {
-	running int
-	queued  int // waiting tickets plus submitted async jobs not yet held
-	line    []*ticket
+	running    int // slots of this node
+	submitting int
+	line       []*ticket // sync callers waiting here
 }
 
-// ticket is one execution's place in its caller's line.
+// ticket is one execution's slot, or its place in its caller's line.
 type ticket struct {
 	adm     *admission
 	key     string
-	async   bool
 	granted chan struct{} // closed when the slot is the ticket's
 }
 
-func newAdmission(capacity, queueSize, perKeyRunning, perKeyQueued int) *admission {
+func newAdmission(capacity, queueSize, perKeyRunning, perKeyQueued int, view fleetView) *admission {
 	return &admission{capacity: capacity, queueSize: queueSize, perKeyRunning: perKeyRunning,
-		perKeyQueued: perKeyQueued, keys: make(map[string]*keyLine), changed: make(chan struct{})}
-}
-
-func (a *admission) fullLocked() bool {
-	return a.running+a.waiting+a.asyncQueued >= a.capacity+a.queueSize
+		perKeyQueued: perKeyQueued, view: view, keys: make(map[string]*keyLine), changed: make(chan struct{})}
 }
 
 func (a *admission) lineLocked(key string) *keyLine {
@@ -78,9 +87,39 @@ func (a *admission) lineLocked(key string) *keyLine {
 
 // forgetLocked drops a caller's entry once nothing of it is left.
 func (a *admission) forgetLocked(key string) {
-	if k := a.keys[key]; k != nil && k.running == 0 && k.queued == 0 && len(k.line) == 0 {
+	if k := a.keys[key]; k != nil && k.running == 0 && k.submitting == 0 && len(k.line) == 0 {
 		delete(a.keys, key)
 	}
+}
+
+// wakeLocked tells the dispatcher that something changed.
+func (a *admission) wakeLocked() {
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// runningLocked is how many executions of key run: the fleet's count, or
+// this node's if higher (a slot is taken before its record says running).
+func (a *admission) runningLocked(key string) int {
+	n := a.view.running(key)
+	if k := a.keys[key]; k != nil {
+		n = max(n, k.running)
+	}
+	return n
+}
+
+// queuedLocked is how many executions of key wait fleet-wide, counting
+// this node's admissions not yet recorded.
+func (a *admission) queuedLocked(key string) int {
+	n := a.view.pending(key)
+	if k := a.keys[key]; k != nil {
+		n = max(n, len(k.line)) + k.submitting
+	}
+	return n
+}
+
+func (a *admission) underRunCap(key string) bool {
+	return a.perKeyRunning == 0 || a.runningLocked(key) < a.perKeyRunning
 }
 
 // admitLocked checks the node's and key's limits for one more waiting
@@ -89,12 +128,13 @@ func (a *admission) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
-	if a.fullLocked() {
+	_, async := a.view.queuedAsync()
+	if a.running+a.waiting+a.submitting+async >= a.capacity+a.queueSize {
 		return ErrOverloaded
 	}
-	if k := a.keys[key]; a.perKeyQueued > 0 && k != nil && k.queued >= a.perKeyQueued {
-		return fmt.Errorf("%w: %q has %d executions waiting, the most one key may have on this server (--max-queued-per-key)",
-			ErrKeyOverloaded, key, k.queued)
+	if n := a.queuedLocked(key); a.perKeyQueued > 0 && n >= a.perKeyQueued {
+		return fmt.Errorf("%w: %q has %d executions waiting, the most one key may have (--max-queued-per-key)",
+			ErrKeyOverloaded, key, n)
 	}
 	return nil
 }
@@ -108,8 +148,7 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 		return nil, ErrClosed
 	}
 	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
-	k := a.keys[key]
-	if a.running < a.capacity && a.waiting == 0 && (k == nil || a.underRunCap(k)) {
+	if a.running < a.capacity && a.waiting == 0 && a.underRunCap(key) {
 		a.lineLocked(key).running++
 		a.running++
 		close(t.granted)
@@ -118,14 +157,8 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	if err := a.admitLocked(key); err != nil {
 		return nil, err
 	}
-	k = a.lineLocked(key)
-	k.queued++
-	// Sync tickets go after the line's sync tickets, before its async ones.
-	i := 0
-	for i < len(k.line) && !k.line[i].async {
-		i++
-	}
-	k.line = append(k.line[:i], append([]*ticket{t}, k.line[i:]...)...)
+	k := a.lineLocked(key)
+	k.line = append(k.line, t)
 	a.waiting++
 	if len(k.line) == 1 {
 		a.order = append(a.order, key)
@@ -134,23 +167,20 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	return t, nil
 }
 
-func (a *admission) underRunCap(k *keyLine) bool {
-	return a.perKeyRunning == 0 || k.running < a.perKeyRunning
-}
-
-// scheduleLocked grants free slots to the lines in turn: each slot goes
-// to the line whose caller runs the fewest executions now, the earliest
+// scheduleLocked grants free slots to the sync lines in turn: each slot
+// goes to the line whose caller runs the fewest executions, the earliest
 // in the turn order among equals; the served line goes to the back. A
-// caller that just arrived thus gets the next free slot, however long
-// another's line. A line whose caller is at its running limit is skipped
-// and keeps its turn.
+// line whose caller is at its running limit is skipped and keeps its
+// turn.
 func (a *admission) scheduleLocked() {
 	for a.running < a.capacity {
-		pick := -1
+		pick, fewest := -1, 0
 		for i, key := range a.order {
-			k := a.keys[key]
-			if a.underRunCap(k) && (pick < 0 || k.running < a.keys[a.order[pick]].running) {
-				pick = i
+			if !a.underRunCap(key) {
+				continue
+			}
+			if n := a.runningLocked(key); pick < 0 || n < fewest {
+				pick, fewest = i, n
 			}
 		}
 		if pick < 0 {
@@ -160,19 +190,23 @@ func (a *admission) scheduleLocked() {
 		k := a.keys[key]
 		t := k.line[0]
 		k.line = k.line[1:]
-		k.queued--
 		k.running++
 		a.running++
 		a.waiting--
-		if t.async {
-			a.unholdLocked()
-		}
 		close(t.granted)
 		a.order = append(a.order[:pick], a.order[pick+1:]...)
 		if len(k.line) > 0 {
 			a.order = append(a.order, key)
 		}
 	}
+}
+
+// poke grants what the fleet's counts allow now (another node's
+// execution of a capped caller ended).
+func (a *admission) poke() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.scheduleLocked()
 }
 
 // wait blocks until the slot is granted or ctx ends. On success the caller
@@ -188,22 +222,6 @@ func (t *ticket) wait(ctx context.Context) error {
 	return context.Cause(ctx)
 }
 
-// waitAsync is wait for a held job: tick is called every interval while
-// it waits (to keep the job from being redelivered).
-func (t *ticket) waitAsync(ctx context.Context, interval time.Duration, tick func()) error {
-	for {
-		select {
-		case <-t.granted:
-			return nil
-		case <-ctx.Done():
-			t.abandon()
-			return context.Cause(ctx)
-		case <-time.After(interval):
-			tick()
-		}
-	}
-}
-
 // abandon gives the ticket back without running: the slot if it was
 // granted, else the place in line.
 func (t *ticket) abandon() {
@@ -214,26 +232,16 @@ func (t *ticket) abandon() {
 	for i, w := range k.line {
 		if w == t {
 			k.line = append(k.line[:i], k.line[i+1:]...)
-			k.queued--
 			a.waiting--
-			if t.async {
-				a.unholdLocked()
-			}
 			if len(k.line) == 0 {
 				a.dropTurnLocked(t.key)
 			}
 			a.forgetLocked(t.key)
+			a.wakeLocked()
 			return
 		}
 	}
 	a.releaseLocked(t.key)
-}
-
-// unholdLocked counts one held job less and wakes the dispatcher.
-func (a *admission) unholdLocked() {
-	a.held--
-	close(a.changed)
-	a.changed = make(chan struct{})
 }
 
 func (a *admission) dropTurnLocked(key string) {
@@ -258,84 +266,101 @@ func (a *admission) releaseLocked(key string) {
 	a.running--
 	a.forgetLocked(key)
 	a.scheduleLocked()
+	a.wakeLocked()
 }
 
-// reserveAsync counts a job of key about to be enqueued.
+// reserveAsync counts a job of key about to be recorded and queued.
 func (a *admission) reserveAsync(key string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.admitLocked(key); err != nil {
 		return err
 	}
-	a.asyncQueued++
-	a.lineLocked(key).queued++
+	a.submitting++
+	a.lineLocked(key).submitting++
 	return nil
 }
 
-// unreserveAsync forgets a job of key that was counted but never enqueued.
-func (a *admission) unreserveAsync(key string) {
+// submitted ends the count of reserveAsync: the job is queued (the index
+// counts it now, and the dispatcher is woken for it) or was refused.
+func (a *admission) submitted(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.asyncQueued--
-	a.lineLocked(key).queued--
+	a.submitting--
+	a.lineLocked(key).submitting--
 	a.forgetLocked(key)
+	a.wakeLocked()
 }
 
-// setQueued sets the async count from the queue's depth at start.
-func (a *admission) setQueued(n int) {
+// claim takes a free slot for an async job when no sync caller waits
+// here. It returns false when there is none; changed is closed once that
+// may be different.
+func (a *admission) claim() (ok bool, changed <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.asyncQueued = n
+	if a.closed || a.running >= a.capacity || a.waiting > 0 {
+		return false, a.changed
+	}
+	a.running++
+	return true, a.changed
 }
 
-// room returns a channel that is closed once this node may hold another
-// async job in line, or nil if it may now. The node holds at most
-// capacity+queueSize jobs, so every job admitted here can be held and
-// served in turn, whatever the order of the queue.
-func (a *admission) room() <-chan struct{} {
+// unclaim gives back a claimed slot no job was taken for.
+func (a *admission) unclaim() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.held < a.capacity+a.queueSize {
-		return nil
-	}
-	return a.changed
-}
-
-// holdAsync puts a job of key taken from the queue in its caller's line.
-// The job was admitted when submitted, so no limit applies again.
-func (a *admission) holdAsync(key string) *ticket {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t := &ticket{adm: a, key: key, async: true, granted: make(chan struct{})}
-	if a.asyncQueued > 0 {
-		a.asyncQueued--
-	}
-	k := a.lineLocked(key)
-	if k.queued == len(k.line) {
-		// Not counted at submission (queued before this node started).
-		k.queued++
-	}
-	k.line = append(k.line, t)
-	a.waiting++
-	a.held++
-	if len(k.line) == 1 {
-		a.order = append(a.order, key)
-	}
+	a.running--
 	a.scheduleLocked()
+}
+
+// asyncOrder lists the callers whose queued jobs may take a claimed
+// slot, in the order to try them: fewest running fleet-wide first, then
+// round-robin after the caller served last. Callers at their running
+// limit are left out.
+func (a *admission) asyncOrder() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keys, _ := a.view.queuedAsync()
+	keys = slices.DeleteFunc(keys, func(k string) bool { return !a.underRunCap(k) })
+	// keys are in name order: rotate to start after the last served.
+	i, found := slices.BinarySearch(keys, a.lastAsync)
+	if found {
+		i++
+	}
+	keys = append(keys[i:], keys[:i]...)
+	running := make(map[string]int, len(keys))
+	for _, k := range keys {
+		running[k] = a.runningLocked(k)
+	}
+	slices.SortStableFunc(keys, func(x, y string) int { return running[x] - running[y] })
+	return keys
+}
+
+// startAsync makes a claimed slot key's, whose job was taken.
+func (a *admission) startAsync(key string) *ticket {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lineLocked(key).running++
+	a.lastAsync = key
+	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
+	close(t.granted)
 	return t
 }
 
-// close refuses new admissions. Callers already waiting are stopped by the
-// engine through their context.
+// close refuses new admissions and claims. Callers already waiting are
+// stopped by the engine through their context.
 func (a *admission) close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
+	a.wakeLocked()
 }
 
-// stats returns running, queued.
+// stats returns this node's running executions and the executions
+// waiting: its sync callers and the fleet's queued async jobs.
 func (a *admission) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.running, a.waiting + a.asyncQueued
+	_, async := a.view.queuedAsync()
+	return a.running, a.waiting + a.submitting + async
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,17 +19,46 @@ func granted(t *ticket) bool {
 	}
 }
 
-// A key with many executions waiting delays another key by one slot, not
-// by its whole line: freed slots go to the keys in turn.
+// fakeFleet is a fleetView whose counts the test sets.
+type fakeFleet struct {
+	run, pend map[string]int
+	async     map[string]int // queued async jobs per key
+}
+
+func newFakeFleet() *fakeFleet {
+	return &fakeFleet{run: map[string]int{}, pend: map[string]int{}, async: map[string]int{}}
+}
+
+func (f *fakeFleet) running(key string) int { return f.run[key] }
+func (f *fakeFleet) pending(key string) int { return f.pend[key] }
+func (f *fakeFleet) queuedAsync() ([]string, int) {
+	var keys []string
+	total := 0
+	for k, n := range f.async {
+		if n > 0 {
+			keys = append(keys, k)
+			total += n
+		}
+	}
+	slices.Sort(keys)
+	return keys, total
+}
+
+// A key with many sync callers waiting delays another key by one slot,
+// not by its whole line: freed slots go to the keys in turn.
 func TestAdmissionServesKeysInTurn(t *testing.T) {
-	a := newAdmission(1, 100, 0, 0)
+	a := newAdmission(1, 100, 0, 0, newFakeFleet())
 	first, err := a.enterSync("a")
 	if err != nil || !granted(first) {
 		t.Fatalf("first execution on an idle node: granted %v, err %v", first != nil && granted(first), err)
 	}
 	var flood []*ticket
 	for range 10 {
-		flood = append(flood, a.holdAsync("a"))
+		w, err := a.enterSync("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		flood = append(flood, w)
 	}
 	b, err := a.enterSync("b")
 	if err != nil {
@@ -50,10 +81,11 @@ func TestAdmissionServesKeysInTurn(t *testing.T) {
 	}
 }
 
-// A key at its running limit waits even with slots free, and other keys
-// take them.
+// A key at its running limit fleet-wide waits even with slots free here,
+// and other keys take them; once the fleet's count drops it runs.
 func TestAdmissionRunningPerKey(t *testing.T) {
-	a := newAdmission(3, 10, 1, 0)
+	fleet := newFakeFleet()
+	a := newAdmission(3, 10, 1, 0, fleet)
 	a1, _ := a.enterSync("a")
 	a2, err := a.enterSync("a")
 	if err != nil || !granted(a1) || granted(a2) {
@@ -63,23 +95,31 @@ func TestAdmissionRunningPerKey(t *testing.T) {
 	if !granted(b1) {
 		t.Fatal("b does not get a free slot while a is at its limit")
 	}
+	// a's execution here ends, but another node runs one of a's now.
+	fleet.run["a"] = 1
 	a1.release()
+	if granted(a2) {
+		t.Fatal("a's waiting execution starts while a runs one on another node")
+	}
+	fleet.run["a"] = 0
+	a.poke()
 	if !granted(a2) {
-		t.Fatal("a's waiting execution does not start once its running one ends")
+		t.Fatal("a's waiting execution does not start once a runs nothing fleet-wide")
 	}
 }
 
-// Beyond a key's queued limit submissions are refused with a message
-// naming the flag; other keys are still admitted.
+// Beyond a key's queued limit fleet-wide submissions are refused with a
+// message naming the flag; other keys are still admitted.
 func TestAdmissionQueuedPerKey(t *testing.T) {
-	a := newAdmission(1, 10, 0, 2)
+	fleet := newFakeFleet()
+	a := newAdmission(1, 10, 0, 2, fleet)
 	if _, err := a.enterSync("a"); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if err := a.reserveAsync("a"); err != nil {
-			t.Fatal(err)
-		}
+	// One of a's jobs is queued by another node, one is being submitted here.
+	fleet.pend["a"], fleet.async["a"] = 1, 1
+	if err := a.reserveAsync("a"); err != nil {
+		t.Fatal(err)
 	}
 	err := a.reserveAsync("a")
 	if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "--max-queued-per-key") || !strings.Contains(err.Error(), `"a"`) {
@@ -91,32 +131,84 @@ func TestAdmissionQueuedPerKey(t *testing.T) {
 	if err := a.reserveAsync("b"); err != nil {
 		t.Fatalf("b is refused while only a is at its limit: %v", err)
 	}
-	// Once a held job of a starts, a may queue one more.
-	h := a.holdAsync("a")
+	// The submission here is recorded: the fleet counts it now.
+	fleet.pend["a"], fleet.async["a"] = 2, 2
+	a.submitted("a")
 	if err := a.reserveAsync("a"); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("holding a job must not free a's queued place: %v", err)
+		t.Fatalf("a's recorded job must still count: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := h.wait(ctx); err == nil {
-		t.Fatal("wait on a cancelled context succeeded")
-	}
+	// One of a's queued jobs starts somewhere: a may queue one more.
+	fleet.pend["a"], fleet.async["a"] = 1, 1
 	if err := a.reserveAsync("a"); err != nil {
 		t.Fatalf("a is refused after one of its queued jobs went: %v", err)
+	}
+}
+
+// The dispatcher claims a slot only when one is free and no sync caller
+// waits here; a claimed slot given back goes to a sync caller.
+func TestAdmissionClaimYieldsToSyncCallers(t *testing.T) {
+	a := newAdmission(1, 10, 0, 0, newFakeFleet())
+	ok, _ := a.claim()
+	if !ok {
+		t.Fatal("no slot claimed on an idle node")
+	}
+	s, err := a.enterSync("s")
+	if err != nil || granted(s) {
+		t.Fatalf("sync caller while the only slot is claimed: granted %v err %v, want waiting", granted(s), err)
+	}
+	a.unclaim()
+	if !granted(s) {
+		t.Fatal("the sync caller does not get the slot the dispatcher gave back")
+	}
+	if ok, _ := a.claim(); ok {
+		t.Fatal("claimed a slot while the only one runs a sync caller")
+	}
+	ok, changed := a.claim()
+	s.release()
+	select {
+	case <-changed:
+	default:
+		t.Fatalf("the dispatcher is not woken when a slot frees (claimed %v)", ok)
+	}
+	if ok, _ := a.claim(); !ok {
+		t.Fatal("no slot claimed once the sync caller is done")
+	}
+}
+
+// Queued jobs go first to the key running the fewest executions
+// fleet-wide, then round-robin after the key served last; keys at their
+// running limit are left out.
+func TestAdmissionAsyncOrder(t *testing.T) {
+	fleet := newFakeFleet()
+	a := newAdmission(4, 100, 2, 0, fleet)
+	fleet.async = map[string]int{"a": 50, "b": 1, "c": 3, "d": 2}
+	fleet.run = map[string]int{"a": 1, "b": 1, "c": 0, "d": 2}
+	if got := fmt.Sprint(a.asyncOrder()); got != "[c a b]" {
+		t.Errorf("order = %s, want [c a b] (fewest running first; d at its limit)", got)
+	}
+	a.startAsync("a").release()
+	if got := fmt.Sprint(a.asyncOrder()); got != "[c b a]" {
+		t.Errorf("order after a was served = %s, want [c b a]", got)
+	}
+	fleet.run["c"] = 1
+	a.startAsync("b").release()
+	if got := fmt.Sprint(a.asyncOrder()); got != "[c a b]" {
+		t.Errorf("order after b was served, all running one = %s, want [c a b]", got)
 	}
 }
 
 // A slot goes to the key running the fewest executions, even when
 // another key's line has waited longer.
 func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
-	a := newAdmission(2, 100, 0, 0)
+	a := newAdmission(2, 100, 0, 0, newFakeFleet())
 	r1, _ := a.enterSync("a")
 	r2, _ := a.enterSync("a")
 	var flood []*ticket
 	for range 5 {
-		flood = append(flood, a.holdAsync("a"))
+		w, _ := a.enterSync("a")
+		flood = append(flood, w)
 	}
-	b := a.holdAsync("b")
+	b, _ := a.enterSync("b")
 	r1.release()
 	if !granted(b) || granted(flood[0]) {
 		t.Fatalf("a slot frees while a runs one and b none: b granted %v, a's next granted %v; want b", granted(b), granted(flood[0]))
@@ -124,5 +216,13 @@ func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
 	r2.release()
 	if !granted(flood[0]) {
 		t.Fatal("a's line is not served when it runs the fewest")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := flood[1].wait(ctx); err == nil {
+		t.Fatal("wait on a cancelled context succeeded")
+	}
+	if _, queued := a.stats(); queued != 3 {
+		t.Errorf("queued after one waiter left = %d, want 3", queued)
 	}
 }

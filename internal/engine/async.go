@@ -11,13 +11,15 @@ import (
 )
 
 const (
-	// fetchWait is how long one queue fetch waits for a job.
-	fetchWait = time.Second
-	// holdTick is how often a worker holding a job it cannot start yet
-	// tells the queue it is still on it (well within the ack wait).
-	holdTick = 5 * time.Second
 	// retryPause follows a failed queue fetch.
 	retryPause = time.Second
+	// Empty fetches of callers the index says have queued jobs (a job
+	// recorded but not yet published, or taken by another node that has
+	// not started it) are retried after a pause that doubles from
+	// firstRetry up to lastRetry. Anything that changes the index or this
+	// node's slots wakes the dispatcher sooner.
+	firstRetry = 20 * time.Millisecond
+	lastRetry  = time.Second
 )
 
 // Submit admits req as an async execution and returns its id once the job
@@ -31,12 +33,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
 	if err := e.adm.reserveAsync(req.Caller); err != nil {
 		return "", err
 	}
-	id, err := e.enqueue(ctx, req, p)
-	if err != nil {
-		e.adm.unreserveAsync(req.Caller)
-		return "", err
-	}
-	return id, nil
+	defer e.adm.submitted(req.Caller)
+	return e.enqueue(ctx, req, p)
 }
 
 // enqueue stores the request and the pending record, then queues the job.
@@ -57,7 +55,7 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 		return "", err
 	}
 	e.publishEvent(ctx, id, EventStatus, string(StatusPending))
-	if err := e.st.Enqueue(ctx, id); err != nil {
+	if err := e.st.Enqueue(ctx, req.Caller, id); err != nil {
 		if _, ferr := e.endUnstarted(id, func(r *record) {
 			fail(r, ReasonSetupError, "the execution could not be queued", exitNoRun)
 		}); ferr != nil {
@@ -69,66 +67,82 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 	return id, nil
 }
 
-// dispatch takes jobs from the queue and puts each in its caller's line
-// (see admission), until ctx ends. It holds at most as many jobs as the
-// node admits, so every job here is held and served in turn. A job held
-// but not started when ctx ends stays unacked, so the queue hands it out
-// again.
+// dispatch runs queued jobs until ctx ends. Whenever this node has a
+// free slot (see admission.claim) it takes one job, from the caller
+// admission.asyncOrder names first that has one available; an empty
+// fetch moves on to the next caller. It never takes a job it cannot
+// start at once, so the fleet's queued jobs go to nodes with free slots.
+// With no slot, or no job to take, it sleeps until the index or this
+// node's slots change.
 func (e *Engine) dispatch(ctx context.Context) {
+	retry := firstRetry
 	for {
-		if full := e.adm.room(); full != nil {
-			select {
-			case <-full:
-				continue
-			case <-ctx.Done():
+		indexChanged := e.st.IndexChanged()
+		ok, slotsChanged := e.adm.claim()
+		var pause <-chan time.Time
+		if ok {
+			took, tried, err := e.takeOne(ctx)
+			switch {
+			case ctx.Err() != nil:
 				return
+			case err != nil:
+				e.log.Error("taking a job from the queue", "err", err)
+				pause = time.After(retryPause)
+			case took:
+				retry = firstRetry
+				continue
+			case tried:
+				pause = time.After(retry)
+				retry = min(2*retry, lastRetry)
 			}
 		}
-		job, err := e.st.NextJob(ctx, fetchWait)
-		if ctx.Err() != nil {
+		e.adm.poke()
+		select {
+		case <-indexChanged:
+		case <-slotsChanged:
+		case <-pause:
+		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// takeOne takes a job for the slot just claimed and starts it, or gives
+// the slot back. tried reports that some caller had jobs queued.
+func (e *Engine) takeOne(ctx context.Context) (took, tried bool, err error) {
+	for _, key := range e.adm.asyncOrder() {
+		tried = true
+		job, err := e.st.TakeJob(ctx, key)
 		if err != nil {
-			e.log.Error("taking a job from the queue", "err", err)
-			select {
-			case <-time.After(retryPause):
-			case <-ctx.Done():
-				return
-			}
-			continue
+			e.adm.unclaim()
+			return false, true, err
 		}
 		if job == nil {
 			continue
 		}
-		t := e.adm.holdAsync(e.jobOwner(job.ID()))
+		if ctx.Err() != nil {
+			e.nak(job)
+			break
+		}
+		t := e.adm.startAsync(key)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			err := t.waitAsync(ctx, holdTick, func() {
-				if err := job.InProgress(); err != nil {
-					e.log.Warn("extending a held job", "execution_id", job.ID(), "err", err)
-				}
-			})
-			if err != nil {
-				return
-			}
 			defer t.release()
 			e.runJob(job)
 		}()
+		return true, true, nil
 	}
+	e.adm.unclaim()
+	return false, tried, nil
 }
 
-// jobOwner is the caller whose line a queued job waits in. A job whose
-// record cannot be read waits in the line of the empty caller; runJob
-// then decides what becomes of it.
-func (e *Engine) jobOwner(id string) string {
-	sctx, cancel := storeCtx()
-	defer cancel()
-	r, _, err := e.load(sctx, id)
-	if err != nil {
-		return ""
+// nak hands a job this node took back to the queue at once, for another
+// node (or this one, later) to run.
+func (e *Engine) nak(job store.Job) {
+	if err := job.Nak(); err != nil {
+		e.log.Warn("handing back a job", "execution_id", job.ID(), "err", err)
 	}
-	return r.Owner()
 }
 
 // runJob runs one job taken from the queue. The job is acked once the
@@ -151,7 +165,8 @@ func (e *Engine) runJob(job store.Job) {
 		return
 	case err != nil:
 		e.log.Error("loading a queued execution", "execution_id", id, "err", err)
-		return // not acked: the queue hands it out again
+		e.nak(job) // the queue hands it out again
+		return
 	case r.Status != StatusPending:
 		ack() // killed while queued, or a duplicate job
 		return
@@ -161,7 +176,8 @@ func (e *Engine) runJob(job store.Job) {
 	defer cancelRun(nil)
 	o, err := e.own(id, cancelRun)
 	if err != nil {
-		return // shutting down: leave it queued
+		e.nak(job) // shutting down: another node takes it now
+		return
 	}
 	final := StatusFailed
 	defer func() { o.release(final) }()

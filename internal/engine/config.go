@@ -19,10 +19,16 @@ type Config struct {
 	// Concurrency. Beyond Concurrency+QueueSize, requests get ErrOverloaded.
 	QueueSize int
 	// MaxRunningPerKey bounds the executions of one caller (API key)
-	// running at once on this node, MaxQueuedPerKey those waiting for a
-	// slot; beyond the latter, ErrOverloaded. Zero: no bound beyond
+	// running at once across the fleet, MaxQueuedPerKey those waiting for
+	// a slot; beyond the latter, ErrOverloaded. Zero: no bound beyond
 	// Concurrency and QueueSize. Slots go to callers in turn either way.
 	MaxRunningPerKey, MaxQueuedPerKey int
+	// Fleet says that other nodes share the store (pyexec serve --nats).
+	// A single node (false, the embedded server) may take back at start
+	// the queued jobs a previous run of it took and did not start; in a
+	// fleet those may be live nodes' jobs, so they come back only after
+	// the queue's ack wait.
+	Fleet bool
 	// AllowNetwork lets requests ask for network access. Off by default:
 	// a request that asks is rejected.
 	AllowNetwork bool

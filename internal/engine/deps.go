@@ -67,6 +67,7 @@ type Store interface {
 	store.Records
 	store.Requests
 	store.Queue
+	store.Tally
 	store.Events
 	store.Control
 	store.Audit

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/pyexec/pyexec/internal/store"
 )
 
 // Engine runs executions. Create it with New, call Start once, and Close
@@ -70,7 +72,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		deps:       deps,
 		st:         deps.Store,
 		log:        log,
-		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey),
+		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey, tallyView{deps.Store}),
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
@@ -95,11 +97,6 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
-	depth, err := e.st.QueueDepth(ctx)
-	if err != nil {
-		return fmt.Errorf("engine: reading queue depth: %w", err)
-	}
-	e.adm.setQueued(int(depth))
 	e.wg.Add(3)
 	go func() {
 		defer e.wg.Done()
@@ -119,7 +116,8 @@ func (e *Engine) Start(ctx context.Context) error {
 // Close stops admitting and dispatching and ends every session, then waits
 // for running executions (sync and async) to finish until ctx ends.
 // Executions still running then are stopped and recorded as failed with
-// reason node_lost; queued async jobs stay in the queue for the next start.
+// reason node_lost; queued async jobs stay in the queue for another node
+// or the next start (a job taken but not started is handed back at once).
 // Close returns once every execution it owned has its final record and
 // every jail it started (sessions' included) is gone.
 func (e *Engine) Close(ctx context.Context) error {
@@ -178,6 +176,15 @@ func (e *Engine) hold() (func(), error) {
 	}
 	e.wg.Add(1)
 	return e.wg.Done, nil
+}
+
+// tallyView reads the fleet's counts from the store's index.
+type tallyView struct{ st store.Tally }
+
+func (v tallyView) running(key string) int { return v.st.Count(string(StatusRunning), key) }
+func (v tallyView) pending(key string) int { return v.st.Count(string(StatusPending), key) }
+func (v tallyView) queuedAsync() ([]string, int) {
+	return v.st.AsyncOwners(string(StatusPending))
 }
 
 // Stats reports this node's load.

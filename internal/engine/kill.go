@@ -85,6 +85,10 @@ func (e *Engine) kill(ctx context.Context, id string) (Status, error) {
 		e.ended(ctx, r)
 		if r.Async {
 			e.dropRequest(id)
+			if err := e.st.DropJob(ctx, r.Owner(), id); err != nil {
+				// The dispatcher acks it when it serves the key again.
+				e.log.Warn("removing a killed job from the queue", "execution_id", id, "err", err)
+			}
 		}
 		return StatusKilled, nil
 	}

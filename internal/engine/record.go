@@ -28,7 +28,7 @@ type record struct {
 
 // meta is the index entry of r: what listings filter on.
 func (r *record) meta() store.Meta {
-	return store.Meta{Status: string(r.Status), Owner: r.Audit.Caller, Final: r.Status.Final()}
+	return store.Meta{Status: string(r.Status), Owner: r.Audit.Caller, Final: r.Status.Final(), Async: r.Async}
 }
 
 // encode is the stored form of r: without stdout and stderr when they are

@@ -21,18 +21,22 @@ const pingWait = 2 * time.Second
 //     its queue message was lost (the node died between recording and
 //     queueing it) it is queued again; a duplicate message is harmless,
 //     because only one worker can move the record from pending to running.
-//     A job a worker took but did not ack (the dispatcher holds jobs in
-//     their key's line until a slot is theirs) is put back in the queue
-//     at once: it would come back only after the queue's ack wait.
+//     On a single node (not Config.Fleet), a job a previous run took but
+//     did not start is made available at once (it would come back only
+//     after the queue's ack wait), and index entries of an earlier version
+//     get the async flag the dispatcher looks for. In a fleet, taken jobs
+//     may be live nodes' and are left to the ack wait.
 //   - Any other pending or running execution is alive only if some node
 //     still owns it, which its control subject tells. One that no node
 //     owns (on a single node: all of them) is marked failed with reason
 //     node_lost; its partial output, if any, was only in the live events.
 func (e *Engine) recover(ctx context.Context) error {
-	if n, err := e.st.RequeueHeld(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		e.log.Info("re-queued jobs a previous run held", "count", n)
+	if !e.cfg.Fleet {
+		if n, err := e.st.RequeueHeld(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			e.log.Info("re-queued jobs a previous run held", "count", n)
+		}
 	}
 	queued, err := e.st.QueuedIDs(ctx)
 	if err != nil {
@@ -69,11 +73,17 @@ func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[st
 		return fmt.Errorf("decoding record %s: %w", ent.Key, err)
 	}
 	if r.Async && r.Status == StatusPending {
+		if !e.cfg.Fleet {
+			// Nothing else writes while a single node starts.
+			if err := e.st.SetMeta(ctx, r.ID, r.meta()); err != nil {
+				return err
+			}
+		}
 		if inQueue[r.ID] {
 			return nil
 		}
 		e.log.Info("re-queueing an execution whose job was lost", "execution_id", r.ID)
-		return e.st.Enqueue(ctx, r.ID)
+		return e.st.Enqueue(ctx, r.Owner(), r.ID)
 	}
 	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {
 		return err

@@ -84,6 +84,8 @@ type Queue interface {
 	// TakeJob takes key's next job without waiting; it returns (nil, nil)
 	// when key has none available.
 	TakeJob(ctx context.Context, key string) (Job, error)
+	// DropJob removes job id of key from the queue, if it is there.
+	DropJob(ctx context.Context, key, id string) error
 	// QueueDepth counts the jobs not yet acked.
 	QueueDepth(ctx context.Context) (uint64, error)
 	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.

@@ -74,6 +74,30 @@ func (s *NATS) TakeJob(ctx context.Context, key string) (Job, error) {
 	}
 }
 
+// DropJob removes the job id of key from the queue, if it is there: a
+// job whose execution ended before it started (killed while queued) would
+// otherwise wait until a worker serves key again. It reads key's queued
+// jobs one by one, so its cost grows with how many key has queued.
+func (s *NATS) DropJob(ctx context.Context, key, id string) error {
+	subject := QueuePrefix + QueueToken(key)
+	for seq := uint64(1); ; {
+		msg, err := s.queue.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("store: looking for job %s: %w", id, mapErr(err))
+		}
+		if string(msg.Data) == id {
+			if err := s.queue.DeleteMsg(ctx, msg.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return fmt.Errorf("store: removing job %s: %w", id, err)
+			}
+			return nil
+		}
+		seq = msg.Sequence + 1
+	}
+}
+
 // keyConsumer returns the durable consumer of one key's subject, creating
 // it when this node has none cached. Consumers of several nodes for one
 // key are the same durable, so a job goes to one worker of the fleet.
