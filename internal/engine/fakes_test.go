@@ -21,6 +21,8 @@ import (
 //	raise       writes a traceback, exits 1 and reports a NameError
 //	block       writes "partial\n", then runs until ctx is cancelled
 //	timeout     writes "partial\n", then is killed by its time limit
+//	sleep:DUR   sleeps DUR (a time.Duration) or until ctx is cancelled,
+//	            then ends timed out (a job that runs to its limit)
 //	oom, output_limit, setup_error: ends with that status
 type fakeRunner struct {
 	runs atomic.Int32
@@ -56,6 +58,16 @@ func (f *fakeRunner) Run(ctx context.Context, spec sandbox.Spec, out sandbox.Out
 		emit(sandbox.Stdout, "partial\n")
 		<-ctx.Done()
 		res.Status, res.Reason, res.ExitCode, res.Signal = sandbox.StatusKilled, "killed on request", 137, 9
+	case strings.HasPrefix(script, "sleep:"):
+		d, err := time.ParseDuration(strings.TrimPrefix(script, "sleep:"))
+		if err != nil {
+			return sandbox.Result{}, fmt.Errorf("fake runner: %w", err)
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		res.Status, res.Reason, res.ExitCode, res.Signal = sandbox.StatusTimeout, "wall time limit exceeded", 137, 9
 	case script == "timeout":
 		emit(sandbox.Stdout, "partial\n")
 		res.Status, res.Reason, res.ExitCode, res.Signal = sandbox.StatusTimeout, "wall time limit exceeded", 137, 9

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// startFleet starts n engines, each with its own connections and store,
+// on one in-process NATS server without a listener: a fleet of n nodes
+// on one server.
+func startFleet(t *testing.T, cfg Config, n int) []*env {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{ServerName: "fleet", DontListen: true, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, MaxPayload: store.EmbeddedMaxPayload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server did not start")
+	}
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	cfg.Fleet = true
+	ctx := context.Background()
+	var nodes []*env
+	for i := range n {
+		conn := func() *nats.Conn {
+			nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(fmt.Sprintf("node%d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			return nc
+		}
+		st, err := store.Open(ctx, conn(), store.Config{AckWait: 10 * time.Second}, store.FollowersOn(conn()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner := &fakeRunner{}
+		eng, err := New(cfg, Deps{Store: st, Runner: runner, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := eng.Close(cctx); err != nil && err != ErrClosed {
+				t.Errorf("engine %d Close: %v", i, err)
+			}
+		})
+		nodes = append(nodes, &env{st: st, eng: eng, runner: runner})
+	}
+	return nodes
+}
+
+// DOS-01 on a fleet of two: key a floods node 1 with 50 jobs that each run
+// 2 s (to their time limit); a second later key b's job, submitted to
+// node 2, completes within 2 s + 2 s, because every freed slot of the
+// fleet goes to the key running the fewest. a's jobs run on both nodes,
+// not only where they were submitted.
+func TestFleetFloodDoesNotDelayOtherKey(t *testing.T) {
+	nodes := startFleet(t, Config{Concurrency: 2, QueueSize: 100}, 2)
+	ctx := context.Background()
+	const jobTime = 2 * time.Second
+	for i := range 50 {
+		if _, err := nodes[0].eng.Submit(ctx, scriptBy("sleep:"+jobTime.String(), "a")); err != nil {
+			t.Fatalf("a's flood job %d: %v", i, err)
+		}
+	}
+	time.Sleep(time.Second)
+	start := time.Now()
+	id, err := nodes[1].eng.Submit(ctx, scriptBy("print:1\n", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		x, err := nodes[1].eng.Get(ctx, Caller{Name: "b"}, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status == StatusCompleted {
+			break
+		}
+		if x.Status.Final() {
+			t.Fatalf("b's job ended %s", x.Status)
+		}
+		if waited := time.Since(start); waited > jobTime+2*time.Second {
+			t.Fatalf("b's job is %s %s after it was queued behind a's flood of 50, want done within %s",
+				x.Status, waited, jobTime+2*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("b's job behind a's flood of 50 on a fleet of two: done in %s", time.Since(start))
+	for i, n := range nodes {
+		if runs := n.runner.runs.Load(); runs < 2 {
+			t.Errorf("node %d ran %d jobs of the flood, want its share (both nodes have free slots)", i+1, runs)
+		}
+	}
+}
+
+// A job submitted to a node with no free slot runs at once on the node
+// that has one; with both full it waits for the first slot that frees
+// anywhere. Neither node takes a job it cannot start, so nothing is
+// stuck behind a busy node.
+func TestFleetJobGoesToFreeSlot(t *testing.T) {
+	nodes := startFleet(t, Config{Concurrency: 1, QueueSize: 10}, 2)
+	ctx := context.Background()
+	block, err := nodes[0].eng.Submit(ctx, script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the blocker to run", func() bool { return statusOf(t, nodes[0].eng, block) == StatusRunning })
+	blocked := nodes[0]
+	if nodes[1].runner.runs.Load() == 1 {
+		blocked = nodes[1]
+	}
+	free := nodes[0]
+	if blocked == nodes[0] {
+		free = nodes[1]
+	}
+	// Submitted to the busy node, run by the free one.
+	start := time.Now()
+	id, err := blocked.eng.Submit(ctx, script("print:x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job on the free node", func() bool { return statusOf(t, blocked.eng, id) == StatusCompleted })
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a job took %s to start on the idle node, want well under a second", took)
+	}
+	if free.runner.runs.Load() != 1 || blocked.runner.runs.Load() != 1 {
+		t.Errorf("runs: busy node %d, free node %d; want 1 each", blocked.runner.runs.Load(), free.runner.runs.Load())
+	}
+	// Both full: the next job waits in the queue, then runs where a slot
+	// frees first.
+	block2, err := free.eng.Submit(ctx, script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second blocker to run", func() bool { return statusOf(t, free.eng, block2) == StatusRunning })
+	waiting, err := free.eng.Submit(ctx, script("print:y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if st := statusOf(t, free.eng, waiting); st != StatusPending {
+		t.Fatalf("job with every slot busy is %s, want pending", st)
+	}
+	if st, err := free.eng.Kill(ctx, tester, block); err != nil || st != StatusKilled {
+		t.Fatalf("Kill(first blocker) = %s, %v", st, err)
+	}
+	waitFor(t, "the waiting job", func() bool { return statusOf(t, free.eng, waiting) == StatusCompleted })
+	if blocked.runner.runs.Load() != 2 {
+		t.Errorf("the waiting job did not run on the node whose slot freed (its runs: %d)", blocked.runner.runs.Load())
+	}
+	if st, err := blocked.eng.Kill(ctx, tester, block2); err != nil || st != StatusKilled {
+		t.Fatalf("Kill(second blocker) via the other node = %s, %v", st, err)
+	}
+}
