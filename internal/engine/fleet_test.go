@@ -170,3 +170,45 @@ func TestFleetJobGoesToFreeSlot(t *testing.T) {
 		t.Fatalf("Kill(second blocker) via the other node = %s, %v", st, err)
 	}
 }
+
+// A node that shuts down holds no queued jobs: they run on the other node
+// as soon as it has a slot, not after the queue's ack wait (10 s here).
+func TestFleetCloseLeavesQueuedJobsToOthers(t *testing.T) {
+	nodes := startFleet(t, Config{Concurrency: 1, QueueSize: 10}, 2)
+	ctx := context.Background()
+	var blockers []string
+	for i := range 2 {
+		id, err := nodes[i].eng.Submit(ctx, script("block"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "a blocker to run", func() bool { return statusOf(t, nodes[i].eng, id) == StatusRunning })
+		blockers = append(blockers, id)
+	}
+	var queued []string
+	for range 3 {
+		id, err := nodes[0].eng.Submit(ctx, script("print:x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, id)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_ = nodes[0].eng.Close(cctx) // its blocker is stopped: node_lost
+	for _, id := range blockers {
+		if st, err := nodes[1].eng.Kill(ctx, tester, id); err != nil || !st.Final() {
+			t.Fatalf("Kill(%s) = %s, %v", id, st, err)
+		}
+	}
+	start := time.Now()
+	for _, id := range queued {
+		waitFor(t, "a queued job on the remaining node", func() bool { return statusOf(t, nodes[1].eng, id) == StatusCompleted })
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the remaining node ran the queued jobs in %s, want well under the ack wait (10 s)", took)
+	}
+	if runs := nodes[0].runner.runs.Load(); runs != 1 {
+		t.Errorf("the closed node ran %d executions, want only its blocker", runs)
+	}
+}
