@@ -1,0 +1,58 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pyexec/pyexec/internal/api"
+	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// natsConns are the store's two connections (see store.FollowersOn),
+// to the embedded server or to an external cluster.
+type natsConns interface {
+	Conn() *nats.Conn
+	FollowConn() *nats.Conn
+	Status() store.NATSStatus
+	Close() error
+}
+
+// connectStore starts the embedded NATS server, or connects to the cluster
+// --nats names.
+func connectStore(ctx context.Context, cfg config.Config, log *slog.Logger) (natsConns, error) {
+	if !cfg.Cluster.External() {
+		return store.StartEmbedded(ctx, cfg.DataDir, log)
+	}
+	cl := cfg.Cluster
+	c, err := store.ConnectCluster(ctx, store.ClusterOptions{
+		URLs: cl.URLs(), Creds: cl.Creds, TLSCA: cl.TLSCA, TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
+		Node: cl.NodeName, Logger: log.With("component", "nats"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("connected to the NATS cluster", "server", c.Status().Server, "node", cl.NodeName, "replicas", cl.StoreReplicas())
+	return c, nil
+}
+
+// storeConfig is the store's configuration: on a cluster, every asset is
+// replicated and a job a node took comes back to the others sooner when
+// that node dies.
+func storeConfig(cfg config.Config) store.Config {
+	sc := store.Config{TTL: cfg.RecordTTL, Replicas: cfg.Cluster.StoreReplicas()}
+	if cfg.Cluster.External() {
+		sc.AckWait = config.ClusterAckWait
+	}
+	return sc
+}
+
+// natsHealth is the NATS part of /health.
+func (s *stack) natsHealth() api.NATSHealth {
+	st := s.nats.Status()
+	return api.NATSHealth{Mode: st.Mode, Connected: st.Connected, Server: st.Server}
+}
