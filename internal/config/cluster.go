@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -98,6 +100,19 @@ func (c *Cluster) bind(fs *pflag.FlagSet) {
 	add("nats-replicas", "replication factor of every stream and bucket; 0: 1 embedded, 3 with --nats")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "")
 	add("node-name", "this server's name in the fleet: letters, digits, - and _ (default: the host name)")
+}
+
+// BindCluster registers only the fleet flags (--nats and the rest), for
+// commands that check the store the way serve would reach it (doctor).
+func (c *Config) BindCluster(fs *pflag.FlagSet) { c.Cluster.bind(fs) }
+
+// ValidateCluster checks only the fleet settings.
+func (c *Config) ValidateCluster() error {
+	var errs []error
+	c.validateCluster(func(env, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, args...)))
+	})
+	return errors.Join(errs...)
 }
 
 func (c *Config) validateCluster(bad func(env, format string, args ...any)) {
