@@ -248,6 +248,7 @@ func (s *stack) stop(sd *shutdown) error {
 func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
 		Node:               cfg.Cluster.NodeName,
+		Fleet:              cfg.Cluster.External(),
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
 		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,
