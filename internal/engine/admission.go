@@ -293,16 +293,20 @@ func (a *admission) submitted(key string) {
 }
 
 // claim takes a free slot for an async job when no sync caller waits
-// here. It returns false when there is none; changed is closed once that
-// may be different.
-func (a *admission) claim() (ok bool, changed <-chan struct{}) {
+// here and some caller has jobs queued, and returns the callers to try in
+// order (see asyncOrderLocked). It returns none, and takes no slot, when
+// there is nothing to do; changed is closed once that may be different.
+func (a *admission) claim() (keys []string, changed <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || a.running >= a.capacity || a.waiting > 0 {
-		return false, a.changed
+		return nil, a.changed
 	}
-	a.running++
-	return true, a.changed
+	keys = a.asyncOrderLocked()
+	if len(keys) > 0 {
+		a.running++
+	}
+	return keys, a.changed
 }
 
 // unclaim gives back a claimed slot no job was taken for.
@@ -313,13 +317,11 @@ func (a *admission) unclaim() {
 	a.scheduleLocked()
 }
 
-// asyncOrder lists the callers whose queued jobs may take a claimed
+// asyncOrderLocked lists the callers whose queued jobs may take a free
 // slot, in the order to try them: fewest running fleet-wide first, then
 // round-robin after the caller served last. Callers at their running
 // limit are left out.
-func (a *admission) asyncOrder() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *admission) asyncOrderLocked() []string {
 	keys, _ := a.view.queuedAsync()
 	keys = slices.DeleteFunc(keys, func(k string) bool { return !a.underRunCap(k) })
 	// keys are in name order: rotate to start after the last served.

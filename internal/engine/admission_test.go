@@ -147,10 +147,14 @@ func TestAdmissionQueuedPerKey(t *testing.T) {
 // The dispatcher claims a slot only when one is free and no sync caller
 // waits here; a claimed slot given back goes to a sync caller.
 func TestAdmissionClaimYieldsToSyncCallers(t *testing.T) {
-	a := newAdmission(1, 10, 0, 0, newFakeFleet())
-	ok, _ := a.claim()
-	if !ok {
-		t.Fatal("no slot claimed on an idle node")
+	fleet := newFakeFleet()
+	a := newAdmission(1, 10, 0, 0, fleet)
+	if keys, _ := a.claim(); keys != nil {
+		t.Fatalf("claimed a slot for %v with nothing queued", keys)
+	}
+	fleet.async["q"] = 3
+	if keys, _ := a.claim(); fmt.Sprint(keys) != "[q]" {
+		t.Fatalf("claim with q's jobs queued on an idle node = %v, want [q]", keys)
 	}
 	s, err := a.enterSync("s")
 	if err != nil || granted(s) {
@@ -160,17 +164,17 @@ func TestAdmissionClaimYieldsToSyncCallers(t *testing.T) {
 	if !granted(s) {
 		t.Fatal("the sync caller does not get the slot the dispatcher gave back")
 	}
-	if ok, _ := a.claim(); ok {
+	keys, changed := a.claim()
+	if keys != nil {
 		t.Fatal("claimed a slot while the only one runs a sync caller")
 	}
-	ok, changed := a.claim()
 	s.release()
 	select {
 	case <-changed:
 	default:
-		t.Fatalf("the dispatcher is not woken when a slot frees (claimed %v)", ok)
+		t.Fatal("the dispatcher is not woken when a slot frees")
 	}
-	if ok, _ := a.claim(); !ok {
+	if keys, _ := a.claim(); keys == nil {
 		t.Fatal("no slot claimed once the sync caller is done")
 	}
 }
@@ -183,17 +187,27 @@ func TestAdmissionAsyncOrder(t *testing.T) {
 	a := newAdmission(4, 100, 2, 0, fleet)
 	fleet.async = map[string]int{"a": 50, "b": 1, "c": 3, "d": 2}
 	fleet.run = map[string]int{"a": 1, "b": 1, "c": 0, "d": 2}
-	if got := fmt.Sprint(a.asyncOrder()); got != "[c a b]" {
+	order := func() string {
+		keys, _ := a.claim()
+		a.unclaim()
+		return fmt.Sprint(keys)
+	}
+	if got := order(); got != "[c a b]" {
 		t.Errorf("order = %s, want [c a b] (fewest running first; d at its limit)", got)
 	}
+	a.claim()
 	a.startAsync("a").release()
-	if got := fmt.Sprint(a.asyncOrder()); got != "[c b a]" {
+	if got := order(); got != "[c b a]" {
 		t.Errorf("order after a was served = %s, want [c b a]", got)
 	}
 	fleet.run["c"] = 1
+	a.claim()
 	a.startAsync("b").release()
-	if got := fmt.Sprint(a.asyncOrder()); got != "[c a b]" {
+	if got := order(); got != "[c a b]" {
 		t.Errorf("order after b was served, all running one = %s, want [c a b]", got)
+	}
+	if running, _ := a.stats(); running != 0 {
+		t.Errorf("running after every claimed slot was released = %d, want 0", running)
 	}
 }
 

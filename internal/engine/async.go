@@ -68,8 +68,8 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 }
 
 // dispatch runs queued jobs until ctx ends. Whenever this node has a
-// free slot (see admission.claim) it takes one job, from the caller
-// admission.asyncOrder names first that has one available; an empty
+// free slot (see admission.claim) it takes one job, from the first caller
+// in turn that has one available; an empty
 // fetch moves on to the next caller. It never takes a job it cannot
 // start at once, so the fleet's queued jobs go to nodes with free slots.
 // With no slot, or no job to take, it sleeps until the index or this
@@ -78,10 +78,10 @@ func (e *Engine) dispatch(ctx context.Context) {
 	retry := firstRetry
 	for {
 		indexChanged := e.st.IndexChanged()
-		ok, slotsChanged := e.adm.claim()
+		keys, slotsChanged := e.adm.claim()
 		var pause <-chan time.Time
-		if ok {
-			took, tried, err := e.takeOne(ctx)
+		if len(keys) > 0 {
+			took, err := e.takeOne(ctx, keys)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -91,7 +91,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 			case took:
 				retry = firstRetry
 				continue
-			case tried:
+			default:
 				pause = time.After(retry)
 				retry = min(2*retry, lastRetry)
 			}
@@ -107,15 +107,14 @@ func (e *Engine) dispatch(ctx context.Context) {
 	}
 }
 
-// takeOne takes a job for the slot just claimed and starts it, or gives
-// the slot back. tried reports that some caller had jobs queued.
-func (e *Engine) takeOne(ctx context.Context) (took, tried bool, err error) {
-	for _, key := range e.adm.asyncOrder() {
-		tried = true
+// takeOne takes a job of the first of keys that has one available for
+// the slot just claimed and starts it, or gives the slot back.
+func (e *Engine) takeOne(ctx context.Context, keys []string) (took bool, err error) {
+	for _, key := range keys {
 		job, err := e.st.TakeJob(ctx, key)
 		if err != nil {
 			e.adm.unclaim()
-			return false, true, err
+			return false, err
 		}
 		if job == nil {
 			continue
@@ -131,10 +130,10 @@ func (e *Engine) takeOne(ctx context.Context) (took, tried bool, err error) {
 			defer t.release()
 			e.runJob(job)
 		}()
-		return true, true, nil
+		return true, nil
 	}
 	e.adm.unclaim()
-	return false, tried, nil
+	return false, nil
 }
 
 // nak hands a job this node took back to the queue at once, for another
