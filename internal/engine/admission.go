@@ -147,13 +147,10 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	if a.closed {
 		return nil, ErrClosed
 	}
-	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
-	if a.running < a.capacity && a.waiting == 0 && a.underRunCap(key) {
-		a.lineLocked(key).running++
-		a.running++
-		close(t.granted)
+	if t := a.grantLocked(key); t != nil {
 		return t, nil
 	}
+	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
 	if err := a.admitLocked(key); err != nil {
 		return nil, err
 	}
@@ -165,6 +162,30 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	}
 	a.scheduleLocked()
 	return t, nil
+}
+
+// trySync grants key a slot for a sync execution if one is free for it
+// now, and returns nil (taking nothing) otherwise.
+func (a *admission) trySync(key string) (*ticket, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, ErrClosed
+	}
+	return a.grantLocked(key), nil
+}
+
+// grantLocked gives key a slot if one is free for it and no sync caller
+// waits, else returns nil.
+func (a *admission) grantLocked(key string) *ticket {
+	if a.running >= a.capacity || a.waiting > 0 || !a.underRunCap(key) {
+		return nil
+	}
+	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
+	a.lineLocked(key).running++
+	a.running++
+	close(t.granted)
+	return t
 }
 
 // scheduleLocked grants free slots to the sync lines in turn: each slot

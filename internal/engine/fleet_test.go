@@ -212,3 +212,71 @@ func TestFleetCloseLeavesQueuedJobsToOthers(t *testing.T) {
 		t.Errorf("the closed node ran %d executions, want only its blocker", runs)
 	}
 }
+
+// In a fleet a sync request the accepting node has no slot for goes
+// through the queue: the node with a free slot runs it and the caller
+// gets the same answer as from a local run. With a free slot here it
+// runs here. A caller that goes away while it waits stops it.
+func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
+	nodes := startFleet(t, Config{Concurrency: 1, QueueSize: 10}, 2)
+	ctx := context.Background()
+	local, err := nodes[0].eng.RunSync(ctx, script("print:here"))
+	if err != nil || local.Status != StatusCompleted || local.Stdout != "here" {
+		t.Fatalf("sync on an idle node: %+v, %v", local, err)
+	}
+	if nodes[0].runner.runs.Load() != 1 {
+		t.Fatalf("a sync request with a free slot here did not run here (runs: %d and %d)",
+			nodes[0].runner.runs.Load(), nodes[1].runner.runs.Load())
+	}
+	blockCtx, stopBlock := context.WithCancel(ctx)
+	blocked := make(chan *Execution, 1)
+	go func() {
+		x, _ := nodes[0].eng.RunSync(blockCtx, script("block"))
+		blocked <- x
+	}()
+	waitFor(t, "node 1's slot to be taken", func() bool { return nodes[0].eng.Stats().Running == 1 })
+
+	start := time.Now()
+	moved, err := nodes[0].eng.RunSync(ctx, script("print:there"))
+	if err != nil || moved.Status != StatusCompleted || moved.Stdout != "there" {
+		t.Fatalf("sync on a busy node of a fleet with a free one: %+v, %v", moved, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the sync request took %s through the queue to the free node, want well under a second", took)
+	}
+	if nodes[1].runner.runs.Load() != 1 {
+		t.Errorf("the free node ran %d executions, want the one the busy node could not start", nodes[1].runner.runs.Load())
+	}
+	stored, err := nodes[1].eng.Get(ctx, tester, moved.ID)
+	if err != nil || stored.Stdout != moved.Stdout || stored.Status != moved.Status || stored.ExitCode != moved.ExitCode {
+		t.Errorf("the answer %+v differs from the stored execution %+v (%v)", moved, stored, err)
+	}
+
+	// Both busy: a caller that gives up while its request waits in the
+	// queue ends it killed, and it never runs.
+	block2, err := nodes[1].eng.Submit(ctx, script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node 2's slot to be taken", func() bool { return statusOf(t, nodes[1].eng, block2) == StatusRunning })
+	gone, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	x, err := nodes[0].eng.RunSync(gone, script("print:never"))
+	if err != nil || x.Status != StatusKilled || x.StartedAt != nil {
+		t.Fatalf("sync request whose caller left while it was queued: %+v, %v; want killed before it started", x, err)
+	}
+	stopBlock()
+	if x := <-blocked; x == nil || x.Status != StatusKilled {
+		t.Errorf("node 1's blocker ended %+v, want killed", x)
+	}
+	if _, err := nodes[1].eng.Kill(ctx, tester, block2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queue to drain", func() bool {
+		d, err := nodes[0].st.QueueDepth(ctx)
+		return err == nil && d == 0
+	})
+	if runs := nodes[0].runner.runs.Load() + nodes[1].runner.runs.Load(); runs != 4 {
+		t.Errorf("%d executions ran, want 4 (the one whose caller left must not run)", runs)
+	}
+}

@@ -5,16 +5,26 @@ import (
 	"fmt"
 )
 
-// RunSync runs req and returns its final record. It waits for a slot if
-// all are busy and the queue has room; ErrOverloaded when it has none.
-// Cancelling ctx kills the execution (it ends killed). Errors are
-// ErrInvalid, ErrOverloaded, ErrClosed or a store failure.
+// RunSync runs req and returns its final record. With a free slot it
+// runs here at once. Without one it waits for a slot if the queue has
+// room (ErrOverloaded when it has none): on a single node in its caller's
+// line here, in a fleet (Config.Fleet) in the fleet's queue, so that any
+// node with a free slot runs it (runQueued). Cancelling ctx kills the
+// execution (it ends killed). Errors are ErrInvalid, ErrOverloaded,
+// ErrClosed or a store failure.
 func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	p, err := e.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.adm.enterSync(req.Caller)
+	var t *ticket
+	if e.cfg.Fleet {
+		if t, err = e.adm.trySync(req.Caller); err == nil && t == nil {
+			return e.runQueued(ctx, req, p)
+		}
+	} else {
+		t, err = e.adm.enterSync(req.Caller)
+	}
 	if err != nil {
 		return nil, err
 	}
