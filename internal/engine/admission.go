@@ -11,7 +11,8 @@ import (
 // callers (API keys), on this node and across the fleet.
 //
 // Running executions take one of capacity slots (a local bound). A sync
-// caller that finds no free slot waits in its caller's line on this node;
+// caller that finds no free slot waits in its caller's line on this node
+// (in a fleet it goes through the queue instead, see runQueued);
 // a free slot goes to the line of the caller running the fewest
 // executions, round-robin among equals. Async jobs wait in the fleet's
 // queue, one queue per caller; the dispatcher (async.go) claims a slot

@@ -427,3 +427,24 @@ func TestRequeueHeldJobs(t *testing.T) {
 		t.Errorf("QueueDepth after acking both = %d, %v; want 0", d, err)
 	}
 }
+
+// A key's consumer that went away (idle past its inactive threshold, or
+// removed by another node) is created again by the next fetch: the key's
+// jobs are not stranded.
+func TestTakeJobAfterConsumerGone(t *testing.T) {
+	s, _ := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	if job, err := s.TakeJob(ctx, "k"); err != nil || job != nil {
+		t.Fatalf("TakeJob on an empty queue = %v, %v", job, err)
+	}
+	if err := s.queue.DeleteConsumer(ctx, queueConsumerPrefix+QueueToken("k")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enqueue(ctx, "k", "exe_after"); err != nil {
+		t.Fatal(err)
+	}
+	job, err := s.TakeJob(ctx, "k")
+	if err != nil || job == nil || job.ID() != "exe_after" {
+		t.Fatalf("TakeJob after the consumer went = %v, %v; want exe_after", job, err)
+	}
+}
