@@ -50,13 +50,15 @@ type index struct {
 	// tally counts the entries by Meta, for the fleet-wide counts of
 	// tally.go.
 	tally map[Meta]int
+	// async counts the async entries by status and owner.
+	async map[string]map[string]int
 	// changed is closed and replaced whenever an entry changes.
 	changed chan struct{}
 }
 
 func newIndex(ttl time.Duration) *index {
 	return &index{ttl: ttl, entries: make(map[string]indexEntry), lists: make(map[string][]string),
-		tally: make(map[Meta]int), changed: make(chan struct{})}
+		tally: make(map[Meta]int), async: make(map[string]map[string]int), changed: make(chan struct{})}
 }
 
 // Selectors name the key lists. The separator cannot occur in a status
@@ -128,6 +130,19 @@ func (ix *index) remove(key string) {
 func (ix *index) count(m Meta, d int) {
 	if ix.tally[m] += d; ix.tally[m] <= 0 {
 		delete(ix.tally, m)
+	}
+	if m.Async {
+		byOwner := ix.async[m.Status]
+		if byOwner == nil {
+			byOwner = make(map[string]int)
+			ix.async[m.Status] = byOwner
+		}
+		if byOwner[m.Owner] += d; byOwner[m.Owner] <= 0 {
+			delete(byOwner, m.Owner)
+		}
+		if len(byOwner) == 0 {
+			delete(ix.async, m.Status)
+		}
 	}
 	close(ix.changed)
 	ix.changed = make(chan struct{})

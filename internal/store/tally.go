@@ -27,9 +27,9 @@ func (s *NATS) Count(status, owner string) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	n := 0
-	for m, c := range ix.tally {
-		if m.Status == status && m.Owner == owner {
-			n += c
+	for _, final := range []bool{false, true} {
+		for _, async := range []bool{false, true} {
+			n += ix.tally[Meta{Status: status, Owner: owner, Final: final, Async: async}]
 		}
 	}
 	return n
@@ -40,15 +40,12 @@ func (s *NATS) AsyncOwners(status string) ([]string, int) {
 	ix := s.index
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var owners []string
+	byOwner := ix.async[status]
+	owners := make([]string, 0, len(byOwner))
 	total := 0
-	for m, c := range ix.tally {
-		if m.Async && m.Status == status {
-			total += c
-			if !slices.Contains(owners, m.Owner) {
-				owners = append(owners, m.Owner)
-			}
-		}
+	for owner, c := range byOwner {
+		owners = append(owners, owner)
+		total += c
 	}
 	slices.Sort(owners)
 	return owners, total
