@@ -69,11 +69,10 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 
 // dispatch runs queued jobs until ctx ends. Whenever this node has a
 // free slot (see admission.claim) it takes one job, from the first caller
-// in turn that has one available; an empty
-// fetch moves on to the next caller. It never takes a job it cannot
-// start at once, so the fleet's queued jobs go to nodes with free slots.
-// With no slot, or no job to take, it sleeps until the index or this
-// node's slots change.
+// in turn that has one available; an empty fetch moves on to the next
+// caller. It never takes a job it cannot start at once, so the fleet's
+// queued jobs go to nodes with free slots. With no slot, or no job to
+// take, it sleeps until the index or this node's slots change.
 func (e *Engine) dispatch(ctx context.Context) {
 	retry := firstRetry
 	for {

@@ -94,6 +94,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	if n > 0 {
 		e.log.Info("indexed records written before the index existed", "count", n)
 	}
+	// The queue of an earlier version moves to the keys' queues once
+	// every record has an index entry (the jobs' owners).
+	if n, err := e.st.MigrateQueue(ctx); err != nil {
+		return fmt.Errorf("engine: migrating the queue: %w", err)
+	} else if n > 0 {
+		e.log.Info("moved queued jobs of an earlier version to their keys' queues", "count", n)
+	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}

@@ -11,8 +11,9 @@ import (
 )
 
 // A data directory of an earlier version, with queued jobs on the single
-// queue subject (one of them taken by a worker that died) and index
-// entries without the async flag, runs those jobs after the upgrade.
+// queue subject (one of them taken by a worker that died), an index entry
+// without the async flag and a record older than the index, runs those
+// jobs after the upgrade.
 func TestUpgradeRunsLegacyQueuedJobs(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -59,9 +60,16 @@ func TestUpgradeRunsLegacyQueuedJobs(t *testing.T) {
 		if _, err := js.Publish(ctx, store.LegacyQueueSubject, []byte(id)); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.SetMeta(ctx, id, store.Meta{Status: string(StatusPending), Owner: tester.Name}); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if err := st.SetMeta(ctx, queued[0], store.Meta{Status: string(StatusPending), Owner: tester.Name}); err != nil {
+		t.Fatal(err)
+	}
+	index, err := js.KeyValue(ctx, store.IndexBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Purge(ctx, queued[1]); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := workers.Next(jetstream.FetchMaxWait(2 * time.Second)); err != nil {
 		t.Fatal(err)

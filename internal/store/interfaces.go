@@ -90,6 +90,9 @@ type Queue interface {
 	QueueDepth(ctx context.Context) (uint64, error)
 	// QueuedIDs lists the ids of the jobs not yet acked, oldest first.
 	QueuedIDs(ctx context.Context) ([]string, error)
+	// MigrateQueue moves the jobs of an earlier version's single queue to
+	// their keys' queues (after Reindex, before taking jobs).
+	MigrateQueue(ctx context.Context) (int, error)
 	// RequeueHeld makes the jobs taken and not acked available again at
 	// once (single node only: see the implementation).
 	RequeueHeld(ctx context.Context) (int, error)

@@ -19,6 +19,9 @@ type NATS struct {
 	requests jetstream.ObjectStore
 	queue    jetstream.Stream
 	keys     keyQueue // consumers of the keys' queues (queue.go)
+	// legacyQueue says the queue still takes the single subject of
+	// earlier versions, until MigrateQueue (queue_migrate.go).
+	legacyQueue bool
 	events   jetstream.Stream
 	// artifacts holds the files executions produce (artifacts.go).
 	artifacts jetstream.ObjectStore
@@ -150,9 +153,7 @@ func (s *NATS) openQueue(ctx context.Context) error {
 		return err
 	}
 	s.queue = st
-	if legacy {
-		return s.migrateQueue(ctx)
-	}
+	s.legacyQueue = legacy
 	return nil
 }
 

@@ -22,20 +22,27 @@ func (s *NATS) hasLegacyQueue(ctx context.Context) (bool, error) {
 	return slices.Contains(st.CachedInfo().Config.Subjects, LegacyQueueSubject), nil
 }
 
-// migrateQueue moves the jobs of the single queue of earlier versions to
-// their keys' subjects, then stops accepting the old subject. The old
-// unfiltered consumer goes first: it overlaps every key's consumer, which
-// a work-queue stream refuses. A job's key is the owner in its record's
-// index entry (loaded before the queue); a job without one goes to the
-// empty key's queue, which runs it like any other.
+// MigrateQueue moves the jobs of the single queue of earlier versions to
+// their keys' subjects, then stops accepting the old subject, and returns
+// how many it moved; it does nothing on a queue already migrated. Call it
+// once the index has an entry for every record (after Reindex) and before
+// taking jobs. The old unfiltered consumer goes first: it overlaps every
+// key's consumer, which a work-queue stream refuses. A job's key is the
+// owner in its record's index entry; a job without one (its record is
+// gone) goes to the empty key's queue, where the worker that takes it
+// finds nothing to run.
 //
 // Several nodes migrating at once may move one job twice; the copy finds
 // the execution started (only one worker moves a record from pending to
 // running) and is dropped.
-func (s *NATS) migrateQueue(ctx context.Context) error {
-	if err := s.queue.DeleteConsumer(ctx, LegacyQueueConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("removing the legacy queue consumer: %w", err)
+func (s *NATS) MigrateQueue(ctx context.Context) (int, error) {
+	if !s.legacyQueue {
+		return 0, nil
 	}
+	if err := s.queue.DeleteConsumer(ctx, LegacyQueueConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, fmt.Errorf("store: removing the legacy queue consumer: %w", err)
+	}
+	n := 0
 	err := s.eachQueued(ctx, func(msg *jetstream.RawStreamMsg) error {
 		if msg.Subject != LegacyQueueSubject {
 			return nil
@@ -47,17 +54,19 @@ func (s *NATS) migrateQueue(ctx context.Context) error {
 		if err := s.queue.DeleteMsg(ctx, msg.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("removing legacy job %d: %w", msg.Sequence, err)
 		}
+		n++
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("migrating legacy jobs: %w", err)
+		return n, fmt.Errorf("store: migrating legacy jobs: %w", err)
 	}
 	cfg := s.queue.CachedInfo().Config
 	cfg.Subjects = []string{QueuePrefix + ">"}
 	st, err := s.js.UpdateStream(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("retiring the legacy queue subject: %w", err)
+		return n, fmt.Errorf("store: retiring the legacy queue subject: %w", err)
 	}
 	s.queue = st
-	return nil
+	s.legacyQueue = false
+	return n, nil
 }

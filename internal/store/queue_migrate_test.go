@@ -50,6 +50,12 @@ func TestQueueMigratesLegacyJobs(t *testing.T) {
 	}
 
 	s, _ = open(t, dir, Config{})
+	if n, err := s.MigrateQueue(ctx); err != nil || n != 3 {
+		t.Fatalf("MigrateQueue = %d, %v; want 3 jobs moved", n, err)
+	}
+	if n, err := s.MigrateQueue(ctx); err != nil || n != 0 {
+		t.Errorf("MigrateQueue on a migrated queue = %d, %v; want 0", n, err)
+	}
 	info, err := s.queue.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
