@@ -22,7 +22,7 @@ type NATS struct {
 	// legacyQueue says the queue still takes the single subject of
 	// earlier versions, until MigrateQueue (queue_migrate.go).
 	legacyQueue bool
-	events   jetstream.Stream
+	events      jetstream.Stream
 	// artifacts holds the files executions produce (artifacts.go).
 	artifacts jetstream.ObjectStore
 	// indexKV is the index of the records and index this node's copy of
