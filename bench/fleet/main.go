@@ -178,24 +178,32 @@ func (nd *node) cpu() (float64, float64, error) {
 	const ticks = 100 // USER_HZ on Linux
 	jail := -1.0
 	for _, dir := range benchserver.CgroupDirsNamed(nd.parent) {
-		if usec, err := cpuStatUsage(filepath.Join(dir, "cpu.stat")); err == nil {
-			jail = float64(usec) / 1e6
+		if s, err := cgroupCPU(dir); err == nil {
+			jail = s
 		}
 	}
 	return (utime + stime) / ticks, jail, nil
 }
 
-func cpuStatUsage(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+// cgroupCPU is the CPU seconds a cgroup used: usage_usec of cpu.stat on
+// cgroup v2, cpuacct.usage (nanoseconds) on v1; an error in a directory
+// that has neither (another v1 hierarchy).
+func cgroupCPU(dir string) (float64, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return float64(ns) / 1e9, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
 		if rest, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			return strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			usec, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			return float64(usec) / 1e6, err
 		}
 	}
-	return 0, errors.New("no usage_usec in " + path)
+	return 0, errors.New("no CPU usage in " + dir)
 }
 
 // runMode runs n executions of print(1) through clients concurrent
