@@ -110,6 +110,10 @@ func TestFleetRunsEverywhereAndAnswersForAnyID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("submitting %d to node a: %v", i, err)
 		}
+		// Accepted through a, known at once through c.
+		if _, err := client.New(fleet[2].url).GetExecution(ctx, id); err != nil {
+			t.Fatalf("execution %d accepted by node a, read through node c right after: %v", i, err)
+		}
 		ids = append(ids, id)
 	}
 	final := waitFinal(t, fleet, ids, 2*time.Minute)
