@@ -179,7 +179,13 @@ func (e *Engine) runJob(job store.Job) {
 	}
 	final := StatusFailed
 	defer func() { o.release(final) }()
-	defer e.dropRequest(id)
+	defer func() {
+		// A job left pending (this node shut down before it started) runs
+		// on another node, which needs the request.
+		if final != StatusPending {
+			e.dropRequest(id)
+		}
+	}()
 
 	p, err := e.loadPlan(sctx, id)
 	if err != nil {
@@ -198,8 +204,13 @@ func (e *Engine) runJob(job store.Job) {
 		return
 	}
 	final = r.Status
-	if r.Status.Final() && r.StartedAt == nil {
+	switch {
+	case r.Status.Final() && r.StartedAt == nil:
 		ack() // killed while we were claiming it
+	case r.Status == StatusPending:
+		// This node shut down before it started: handed back, another
+		// node takes it now.
+		e.nak(job)
 	}
 }
 

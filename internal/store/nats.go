@@ -92,6 +92,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"events stream", s.openEvents},
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
+		{"read settings", s.readFromLeaders},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {
