@@ -4,6 +4,7 @@ import (
 	"github.com/pyexec/pyexec/internal/egress"
 
 	"fmt"
+	"regexp"
 	"runtime"
 	"time"
 )
@@ -70,7 +71,22 @@ type Config struct {
 	// EvictInterval is how often the store is measured (also after every
 	// execution that ends). Default 10s.
 	EvictInterval time.Duration
+
+	// Node is this node's name in the fleet, unique among the nodes that
+	// share a store; executions record the node that runs them. Default
+	// "local".
+	Node string
+	// Version is the build's version, told in the node's heartbeat.
+	Version string
+	// NodeLostAfter is how long a node may write no heartbeat before the
+	// others declare it lost and fail its unfinished executions with
+	// reason node_lost. Default 10s; at least twice the heartbeat
+	// interval (2s).
+	NodeLostAfter time.Duration
 }
+
+// nodeName is what a node name may be: a key of the nodes bucket.
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$`)
 
 func (c Config) withDefaults() Config {
 	setDur := func(v *time.Duration, d time.Duration) {
@@ -108,6 +124,10 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&c.KillWait, 10*time.Second)
 	setDur(&c.EvictInterval, 10*time.Second)
+	if c.Node == "" {
+		c.Node = "local"
+	}
+	setDur(&c.NodeLostAfter, 10*time.Second)
 	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
@@ -135,6 +155,8 @@ func (c Config) validate() error {
 		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
 		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
+		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-', '_' or '.', not starting with '.'"},
+		{c.NodeLostAfter < 2*heartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -24,10 +24,16 @@ const pingWait = 2 * time.Second
 //     A job a worker took but did not ack (the dispatcher holds jobs in
 //     their key's line until a slot is theirs) is put back in the queue
 //     at once: it would come back only after the queue's ack wait.
-//   - Any other pending or running execution is alive only if some node
-//     still owns it, which its control subject tells. One that no node
-//     owns (on a single node: all of them) is marked failed with reason
-//     node_lost; its partial output, if any, was only in the live events.
+//   - An execution another node runs (record.Node) is left alone while
+//     that node is alive (its heartbeat is in the nodes bucket): the
+//     other nodes watch it and settle its executions if it dies
+//     (nodelost.go).
+//   - Any other pending or running execution (one of a previous run of
+//     this node, of a node that is gone, or of an older version that did
+//     not record its node) is alive only if some node still owns it,
+//     which its control subject tells. One that no node owns (on a single
+//     node: all of them) is marked failed with reason node_lost; its
+//     partial output, if any, was only in the live events.
 func (e *Engine) recover(ctx context.Context) error {
 	if n, err := e.st.RequeueHeld(ctx); err != nil {
 		return err
@@ -74,6 +80,9 @@ func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[st
 		}
 		e.log.Info("re-queueing an execution whose job was lost", "execution_id", r.ID)
 		return e.st.Enqueue(ctx, r.ID)
+	}
+	if r.Node != "" && r.Node != e.cfg.Node && e.nodeAlive(r.Node) {
+		return nil
 	}
 	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {
 		return err

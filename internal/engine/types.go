@@ -142,6 +142,9 @@ type Execution struct {
 	// NetworkEvents are the payload's connection attempts and lookups
 	// (executions with network only).
 	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
+	// Node is the node that runs the execution (or holds it waiting for
+	// a slot); empty while a queued one waits for a worker.
+	Node string `json:"node,omitempty"`
 }
 
 // EventType names the kinds of live events of an execution.

@@ -26,6 +26,8 @@ type NATS struct {
 	// it (index.go).
 	indexKV jetstream.KeyValue
 	index   *index
+	// members holds the nodes' heartbeats (members.go).
+	members jetstream.KeyValue
 }
 
 var (
@@ -89,6 +91,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"events stream", s.openEvents},
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
+		{"nodes bucket", s.openMembers},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {
