@@ -85,6 +85,9 @@ type Config struct {
 	NodeLostAfter time.Duration
 }
 
+// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
+const DefaultNodeLostAfter = 10 * time.Second
+
 // nodeName is what a node name may be: a key of the nodes bucket.
 var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$`)
 
@@ -127,7 +130,7 @@ func (c Config) withDefaults() Config {
 	if c.Node == "" {
 		c.Node = "local"
 	}
-	setDur(&c.NodeLostAfter, 10*time.Second)
+	setDur(&c.NodeLostAfter, DefaultNodeLostAfter)
 	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
