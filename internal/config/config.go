@@ -95,6 +95,8 @@ type Config struct {
 	Fairness Fairness
 	// Cluster says where the store lives and names this node.
 	Cluster Cluster
+	// Members tunes how the nodes of a fleet watch each other.
+	Members Members
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -136,6 +138,7 @@ func Default() Config {
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 		Cluster:             defaultCluster(),
+		Members:             defaultMembers(),
 	}
 }
 

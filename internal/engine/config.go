@@ -12,9 +12,6 @@ import (
 // Config is the operator's configuration of the engine. Zero fields take
 // the defaults documented on each; New validates the result once.
 type Config struct {
-	// Node names this server in a fleet; the record of every execution
-	// it runs says so (Execution.Node). Empty: records name no node.
-	Node string
 	// Concurrency bounds the executions running at once on this node.
 	// Default: runtime.NumCPU().
 	Concurrency int
@@ -75,9 +72,10 @@ type Config struct {
 	// execution that ends). Default 10s.
 	EvictInterval time.Duration
 
-	// Node is this node's name in the fleet, unique among the nodes that
-	// share a store; executions record the node that runs them. Default
-	// "local".
+	// Node names this server in a fleet, unique among the nodes that
+	// share a store; the record of every execution it runs says so
+	// (Execution.Node), and its heartbeat is stored under it (members.go).
+	// Default "local".
 	Node string
 	// Version is the build's version, told in the node's heartbeat.
 	Version string
@@ -92,7 +90,7 @@ type Config struct {
 const DefaultNodeLostAfter = 10 * time.Second
 
 // nodeName is what a node name may be: a key of the nodes bucket.
-var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$`)
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 func (c Config) withDefaults() Config {
 	setDur := func(v *time.Duration, d time.Duration) {
@@ -161,7 +159,7 @@ func (c Config) validate() error {
 		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
 		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
-		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-', '_' or '.', not starting with '.'"},
+		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-' or '_'"},
 		{c.NodeLostAfter < 2*heartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
 	}
 	for _, ch := range checks {
