@@ -161,7 +161,9 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 // Executions still running then are stopped and recorded as failed with
 // reason node_lost; queued async jobs stay in the queue for the next start.
 // Close returns once every execution it owned has its final record and
-// every jail it started (sessions' included) is gone.
+// every jail it started (sessions' included) is gone. Meanwhile the node's
+// heartbeat says it is draining; at the end its entry is removed, so the
+// other nodes drop it at once instead of declaring it lost (members.go).
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {

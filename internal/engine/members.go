@@ -264,9 +264,7 @@ func (e *Engine) startBeating() {
 // others stop sending it work while Close waits.
 func (e *Engine) drain() {
 	e.mem.draining.Store(true)
-	ctx, cancel := storeCtx()
-	defer cancel()
-	e.writeHeartbeat(ctx)
+	e.writeHeartbeat(context.Background())
 }
 
 // leave stops the heartbeat and removes this node's entry, so that the
@@ -282,7 +280,9 @@ func (e *Engine) leave() {
 	e.mem.mu.Lock()
 	rev := e.mem.rev
 	e.mem.mu.Unlock()
-	ctx, cancel := storeCtx()
+	// Bounded like a heartbeat: an unreachable store must not hold up the
+	// stop; the entry then expires, or the others declare this node lost.
+	ctx, cancel := context.WithTimeout(context.Background(), heartbeatInterval)
 	defer cancel()
 	if err := e.st.RemoveMember(ctx, e.cfg.Node, rev); err != nil && !errors.Is(err, store.ErrClosed) {
 		e.log.Warn("removing this node's heartbeat", "err", err)
