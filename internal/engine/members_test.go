@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -54,7 +54,38 @@ func startNATSServers(t *testing.T, n int) []string {
 		}
 		urls = append(urls, srv.ClientURL())
 	}
+	for _, url := range urls {
+		waitJetStream(t, url)
+	}
 	return urls
+}
+
+// waitJetStream waits until JetStream answers through url: a cluster
+// does once it has elected its meta leader.
+func waitJetStream(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JetStream does not answer through %s: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -89,9 +120,9 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 	t.Cleanup(nc.Close)
 	ctx := context.Background()
 	var st *store.NATS
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		octx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		st, err = store.Open(octx, nc, store.Config{Replicas: replicas})
 		cancel()
 		if err == nil {
@@ -218,23 +249,8 @@ func TestNodeNameInUse(t *testing.T) {
 // touched.
 func TestLostNodeIsDeclaredOnce(t *testing.T) {
 	urls := startNATSServers(t, 3)
-	nodes := make([]*fleetNode, 3)
-	var wg sync.WaitGroup
-	for i, name := range []string{"a", "b", "c"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := startNode(t, urls[i], name, 3)
-			if err != nil {
-				t.Errorf("starting node %s: %v", name, err)
-			}
-			nodes[i] = n
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	// The first node creates the replicated assets; the others find them.
+	nodes := []*fleetNode{mustStartNode(t, urls[0], "a", 3), mustStartNode(t, urls[1], "b", 3), mustStartNode(t, urls[2], "c", 3)}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	for _, n := range nodes {
 		waitFor(t, n.name+" to see every node", func() bool { return sameNames(n.eng.Nodes(), "a", "b", "c") })
