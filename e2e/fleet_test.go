@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -286,6 +287,9 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 		h, err := getHealth(t, fleet[lost].url)
 		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[lost]
 	})
+	if logs := fleet[lost].logs.String(); !strings.Contains(logs, "lost the NATS server") || !strings.Contains(logs, "reconnected to NATS") {
+		t.Errorf("node %s did not log losing and regaining NATS:\n%s", nodeName(lost), logs)
+	}
 	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
 	close(stop)
 	ids, refused := loop.ids()
@@ -383,4 +387,34 @@ func logsAbout(servers []*server, id string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestFleetRefusesBadClusterSettings: serve fails at start, naming the
+// setting, when asked for more replicas than the cluster has servers or
+// given a node name that is not a subject token.
+func TestFleetRefusesBadClusterSettings(t *testing.T) {
+	needRoot(t)
+	urls := startNATSCluster(t, 3)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"more replicas than servers", []string{"--nats", urls[0], "--nats-replicas", "5", "--node-name", "a"}, "fewer servers"},
+		{"a node name with a dot", []string{"--nats", urls[0], "--node-name", "a.b"}, "PYEXEC_NODE_NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			argv := append([]string{"serve", "--port", fmt.Sprint(freePort(t)), "--data-dir", t.TempDir(),
+				"--cgroup-parent", cgroupParent, "--prepare-base=false", "--provision-tools=false"}, tt.args...)
+			cmd := exec.CommandContext(ctx, binary, argv...)
+			cmd.Env = cleanEnv()
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tt.want) {
+				t.Fatalf("serve %v: %v, want a start error containing %q:\n%s", tt.args, err, tt.want, out)
+			}
+		})
+	}
 }

@@ -6,8 +6,9 @@
 // clients spread over the nodes — async (submit, then wait for the final
 // state) and sync (POST /api/v1/eval). It prints executions per second,
 // the ratio against the first node count, and per node the CPU seconds
-// per execution of the server process (/proc/<pid>/stat) and of its jails
-// (the cpu.stat of its cgroup parent). It is a measurement tool, not a
+// of the server process (/proc/<pid>/stat) and of its jails (its cgroup
+// parent's usage) divided by the executions of the whole row: the sum
+// over the nodes is what one execution costs the fleet. It is a measurement tool, not a
 // test; it needs root (jails).
 //
 //	go build -o bin/pyexec ./cmd/pyexec
@@ -68,7 +69,7 @@ func run() int {
 	defer cluster.close()
 
 	fmt.Printf("print(1), %d executions per row, %d clients, NATS cluster of 3 in process, R3 store\n\n", *n, *clients)
-	fmt.Println("| mode | nodes | exec/s | vs first | per node: server CPU s/exec | per node: jail CPU s/exec | errors |")
+	fmt.Println("| mode | nodes | exec/s | vs first | server CPU s per execution, by node | jail CPU s per execution, by node | errors |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	base := map[string]float64{}
 	for _, k := range counts {
