@@ -46,6 +46,9 @@ type NodeInfo struct {
 	WarmJails *int    `json:"warm_jails,omitempty"`
 	CPUs      int     `json:"cpus"`
 	Load1     float64 `json:"load1"` // the host's 1-minute load average
+	// LostBy is set in the entry of a node declared lost: the node that
+	// declared it, and is settling its executions (nodelost.go).
+	LostBy string `json:"lost_by,omitempty"`
 }
 
 // ErrNodeNameInUse is returned by Start when a live node already has
@@ -72,7 +75,8 @@ type membership struct {
 	peers map[string]*peer
 }
 
-// peer is what this node last saw of another node's heartbeat.
+// peer is what this node last saw of another node's heartbeat entry: a
+// heartbeat, or the mark of a node declared lost (info.LostBy).
 type peer struct {
 	info NodeInfo
 	rev  uint64
@@ -296,7 +300,7 @@ func (e *Engine) Nodes() []NodeInfo {
 	list := []NodeInfo{self}
 	e.mem.mu.Lock()
 	for name, p := range e.mem.peers {
-		if name != self.Name && time.Since(p.seen) < e.cfg.NodeLostAfter {
+		if name != self.Name && p.info.LostBy == "" && time.Since(p.seen) < e.cfg.NodeLostAfter {
 			list = append(list, p.info)
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -364,5 +365,55 @@ func TestRecoveryLeavesLiveNodesAlone(t *testing.T) {
 	}
 	if x.Status != StatusFailed || x.Reason != ReasonNodeLost {
 		t.Errorf("the gone node's execution is %s/%q after a node started, want failed/node_lost", x.Status, x.Reason)
+	}
+}
+
+// TestAbandonedClaimIsTakenOver plays a survivor that declared node a
+// lost and died before it settled a's executions: its mark on a's entry
+// falls silent in turn, and another node takes the claim over and
+// settles them.
+func TestAbandonedClaimIsTakenOver(t *testing.T) {
+	url := startNATSServers(t, 1)[0]
+	b := mustStartNode(t, url, "b", 1)
+	ctx := context.Background()
+	mark, err := json.Marshal(NodeInfo{Name: "a", Instance: "gone", LostBy: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.CreateMember(ctx, "a", mark); err != nil {
+		t.Fatal(err)
+	}
+	id, err := newID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: "a", CreatedAt: now(), StartedAt: ptr(now())},
+		Audit: auditInfo{Caller: tester.Name}}
+	if err := b.eng.create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if !sameNames(b.eng.Nodes(), "b") {
+		t.Errorf("a node marked lost is listed: %v", nodeNames(b.eng.Nodes()))
+	}
+	deadline := time.Now().Add(DefaultNodeLostAfter + 2*time.Second)
+	for statusOf(t, b.eng, id) == StatusRunning {
+		if time.Now().After(deadline) {
+			t.Fatal("the lost node's execution is still running: nobody took the abandoned claim over")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	x, err := b.eng.Get(ctx, tester, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != StatusFailed || x.Reason != ReasonNodeLost {
+		t.Errorf("the lost node's execution: %s/%q, want failed/node_lost", x.Status, x.Reason)
+	}
+	waitFor(t, "the mark to be removed", func() bool {
+		_, err := b.st.GetMember(ctx, "a")
+		return errors.Is(err, store.ErrNotFound)
+	})
+	if n := b.lost.Load(); n != 1 {
+		t.Errorf("b declared a lost %d times, want once", n)
 	}
 }

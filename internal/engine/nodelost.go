@@ -49,7 +49,7 @@ func (e *Engine) seeMember(ev store.MemberEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if ev.Key == e.cfg.Node {
-		if ev.Deleted && !m.draining.Load() {
+		if (ev.Deleted || lostBy(ev.Value) != "") && !m.draining.Load() {
 			// Its next heartbeat writes the entry again; what it ran was
 			// settled as node_lost by the survivor that removed it.
 			e.log.Error("another node declared this node lost: it saw no heartbeat from it for too long", "node", ev.Key,
@@ -80,6 +80,14 @@ func instanceOf(value []byte) string {
 	return info.Instance
 }
 
+func lostBy(value []byte) string {
+	var info NodeInfo
+	if json.Unmarshal(value, &info) != nil {
+		return ""
+	}
+	return info.LostBy
+}
+
 // followMembers applies the watch's changes until it ends.
 func (e *Engine) followMembers(ch <-chan store.MemberEvent) {
 	for ev := range ch {
@@ -96,11 +104,15 @@ func (e *Engine) nodeAlive(name string) bool {
 	e.mem.mu.Lock()
 	defer e.mem.mu.Unlock()
 	p, ok := e.mem.peers[name]
-	return ok && time.Since(p.seen) < e.cfg.NodeLostAfter
+	return ok && p.info.LostBy == "" && time.Since(p.seen) < e.cfg.NodeLostAfter
 }
 
 // watchSilence declares lost every node whose heartbeat this node has not
-// seen for Config.NodeLostAfter, until ctx ends.
+// seen for Config.NodeLostAfter, until ctx ends. The mark a survivor
+// leaves on a node it declared lost counts as a heartbeat: if that
+// survivor dies before it has settled the lost node's executions and
+// removed the mark, the mark falls silent in turn and another survivor
+// takes the claim over.
 func (e *Engine) watchSilence(ctx context.Context) {
 	t := time.NewTicker(e.cfg.NodeLostAfter / 20)
 	defer t.Stop()
@@ -116,12 +128,12 @@ func (e *Engine) watchSilence(ctx context.Context) {
 	}
 }
 
-// silentPeer is a node to declare lost: its name and the revision of the
-// last heartbeat seen from it.
+// silentPeer is a node to declare lost: its name, the revision of the
+// last entry seen from it, and that entry.
 type silentPeer struct {
 	name string
 	rev  uint64
-	last time.Time
+	info NodeInfo
 }
 
 // silent lists the nodes silent for too long that this node did not try
@@ -133,25 +145,32 @@ func (e *Engine) silent() []silentPeer {
 	for name, p := range e.mem.peers {
 		if time.Since(p.seen) >= e.cfg.NodeLostAfter && p.tried != p.rev {
 			p.tried = p.rev
-			list = append(list, silentPeer{name: name, rev: p.rev, last: p.info.HeartbeatAt})
+			list = append(list, silentPeer{name: name, rev: p.rev, info: p.info})
 		}
 	}
 	return list
 }
 
-// claim declares a silent node lost. Every survivor tries, by removing the
-// node's heartbeat entry at the revision it last saw: the store lets
-// exactly one of them succeed, and a node that wrote a newer heartbeat
-// meanwhile is not removed. The one that succeeded settles the lost
-// node's executions.
+// claim declares a silent node lost. Every survivor tries, by replacing
+// the node's entry at the revision it last saw with a mark naming itself
+// (NodeInfo.LostBy): the store lets exactly one of them succeed, and a
+// node that wrote a newer heartbeat meanwhile is not replaced. The one
+// that succeeded settles the lost node's executions, then removes the
+// mark.
 func (e *Engine) claim(ctx context.Context, s silentPeer) {
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	err := e.st.RemoveMember(cctx, s.name, s.rev)
+	mark, err := json.Marshal(NodeInfo{Name: s.name, Instance: s.info.Instance, StartedAt: s.info.StartedAt,
+		HeartbeatAt: s.info.HeartbeatAt, LostBy: e.cfg.Node})
+	if err != nil {
+		e.log.Error("encoding a lost node's mark", "err", err)
+		return
+	}
+	markRev, err := e.st.UpdateMember(cctx, s.name, mark, s.rev)
 	switch {
-	case errors.Is(err, store.ErrConflict):
-		// Another survivor claimed it, or it wrote again: the watch says
-		// which.
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+		// Another survivor claimed it, or it wrote again, or it left: the
+		// watch says which.
 		return
 	case err != nil:
 		e.log.Warn("declaring a silent node lost", "node", s.name, "err", err)
@@ -162,20 +181,27 @@ func (e *Engine) claim(ctx context.Context, s silentPeer) {
 		e.mem.mu.Unlock()
 		return
 	}
-	e.mem.mu.Lock()
-	if p, ok := e.mem.peers[s.name]; ok && p.rev == s.rev {
-		delete(e.mem.peers, s.name)
+	if s.info.LostBy != "" {
+		e.log.Warn("taking over the claim on a lost node: the node that declared it lost fell silent", "node", s.name,
+			"claimed_by", s.info.LostBy)
+	} else {
+		e.log.Warn("node lost: no heartbeat", "node", s.name, "for", e.cfg.NodeLostAfter, "last_heartbeat", s.info.HeartbeatAt)
 	}
-	e.mem.mu.Unlock()
-	e.log.Warn("node lost: no heartbeat", "node", s.name, "for", e.cfg.NodeLostAfter, "last_heartbeat", s.last)
 	n, err := e.settleLost(s.name)
 	if err != nil {
+		// The mark stays: it falls silent, and a survivor (this one,
+		// maybe) claims the node again.
 		e.log.Error("settling the executions of a lost node", "node", s.name, "settled", n, "err", err)
-	} else {
-		e.log.Warn("executions of a lost node marked failed/node_lost", "node", s.name, "count", n)
+		return
 	}
+	e.log.Warn("executions of a lost node marked failed/node_lost", "node", s.name, "count", n)
 	if e.deps.OnNodeLost != nil {
 		e.deps.OnNodeLost(s.name)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, storeTimeout)
+	defer rcancel()
+	if err := e.st.RemoveMember(rctx, s.name, markRev); err != nil && !errors.Is(err, store.ErrConflict) {
+		e.log.Warn("removing a lost node's mark", "node", s.name, "err", err)
 	}
 }
 

@@ -149,6 +149,9 @@ type Members interface {
 	// CreateMember writes name's first entry; ErrExists when a live entry
 	// is there.
 	CreateMember(ctx context.Context, name string, value []byte) (revision uint64, err error)
+	// UpdateMember replaces name's entry if revision is still its latest
+	// one; ErrConflict otherwise.
+	UpdateMember(ctx context.Context, name string, value []byte, revision uint64) (uint64, error)
 	// PutMember writes name's entry whatever is there.
 	PutMember(ctx context.Context, name string, value []byte) (revision uint64, err error)
 	// GetMember returns name's entry; ErrNotFound when there is none.

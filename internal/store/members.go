@@ -41,6 +41,15 @@ func (s *NATS) CreateMember(ctx context.Context, name string, value []byte) (uin
 	return rev, nil
 }
 
+// UpdateMember replaces name's entry if revision is its latest one.
+func (s *NATS) UpdateMember(ctx context.Context, name string, value []byte, revision uint64) (uint64, error) {
+	rev, err := s.members.Update(ctx, name, value, revision)
+	if err != nil {
+		return 0, fmt.Errorf("store: updating node entry %s: %w", name, mapErr(err))
+	}
+	return rev, nil
+}
+
 // PutMember writes name's entry.
 func (s *NATS) PutMember(ctx context.Context, name string, value []byte) (uint64, error) {
 	rev, err := s.members.Put(ctx, name, value)

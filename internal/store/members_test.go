@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// TestMemberRemovalIsCompareAndSet checks the claim on a silent node's
-// entry: of many removers that saw the same revision exactly one wins,
-// and none wins once the node wrote a newer heartbeat.
+// TestMemberRemovalIsCompareAndSet checks the writes that claim a silent
+// node's entry: an update or removal at a revision the node wrote past
+// fails, and of many removers that saw the same revision exactly one
+// wins.
 func TestMemberRemovalIsCompareAndSet(t *testing.T) {
 	s, _ := open(t, t.TempDir(), Config{})
 	ctx := context.Background()
@@ -28,6 +29,12 @@ func TestMemberRemovalIsCompareAndSet(t *testing.T) {
 	}
 	if err := s.RemoveMember(ctx, "a", rev); !errors.Is(err, ErrConflict) {
 		t.Fatalf("removing at a stale revision: got %v, want ErrConflict", err)
+	}
+	if _, err := s.UpdateMember(ctx, "a", []byte(`mark`), rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("updating at a stale revision: got %v, want ErrConflict", err)
+	}
+	if newer, err = s.UpdateMember(ctx, "a", []byte(`3`), newer); err != nil {
+		t.Fatalf("updating at the latest revision: %v", err)
 	}
 	var won atomic.Int32
 	var wg sync.WaitGroup
