@@ -287,6 +287,9 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 		h, err := getHealth(t, fleet[lost].url)
 		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[lost]
 	})
+	if logs := fleet[lost].logs.String(); !strings.Contains(logs, "lost the NATS server") || !strings.Contains(logs, "reconnected to NATS") {
+		t.Errorf("node %s did not log losing and regaining NATS:\n%s", nodeName(lost), logs)
+	}
 	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
 	close(stop)
 	ids, refused := loop.ids()

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pyexec/pyexec/client"
 )
 
 // seenRequest is what the fake server saw of one request.
@@ -35,6 +37,7 @@ type fakeAPI struct {
 	evStatus int    // status of GET .../events (200 when zero)
 	kill     string // body of DELETE
 	list     string // body of GET /api/v1/executions
+	nodes    string // body of GET /api/v1/nodes
 
 	mu   sync.Mutex
 	seen []seenRequest
@@ -94,6 +97,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, f.kill)
 	case r.URL.Path == "/api/v1/executions":
 		io.WriteString(w, f.list)
+	case r.URL.Path == "/api/v1/nodes":
+		io.WriteString(w, f.nodes)
 	case strings.HasSuffix(r.URL.Path, "/events"):
 		if f.evStatus != 0 && f.evStatus != http.StatusOK {
 			w.Header().Set("Content-Type", "text/plain")
@@ -489,6 +494,45 @@ func TestShellCompletion(t *testing.T) {
 		}
 		if r := api.requests()[0]; r.query != "limit=50&status=running" {
 			t.Errorf("query %q", r.query)
+		}
+	})
+}
+
+func TestNodesList(t *testing.T) {
+	nodes := `{"nodes":[` +
+		`{"name":"a","instance":"i1","version":"v1.0.0","started_at":"2026-01-02T03:04:05Z","heartbeat_at":"2026-01-02T03:05:05Z",` +
+		`"draining":false,"capacity":4,"running":2,"queued":1,"queue_size":100,"sessions":1,"session_capacity":32,"warm_jails":3,"cpus":8,"load1":1.5},` +
+		`{"name":"b","instance":"i2","started_at":"2026-01-02T03:04:05Z","heartbeat_at":"2026-01-02T03:05:05Z",` +
+		`"draining":true,"capacity":2,"running":0,"queued":0,"queue_size":8,"sessions":0,"session_capacity":32,"cpus":2,"load1":0}]}`
+	t.Run("table", func(t *testing.T) {
+		api := &fakeAPI{t: t, nodes: nodes}
+		code, stdout, stderr := runCLI("nodes", "--server", api.start())
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "NODE") ||
+			!strings.Contains(lines[1], "ready") || !strings.Contains(lines[1], "2/4") || !strings.Contains(lines[1], "1.50/8") ||
+			!strings.Contains(lines[2], "draining") || !strings.Contains(lines[2], " - ") {
+			t.Errorf("table:\n%s", stdout)
+		}
+		if r := api.requests()[0]; r.method != http.MethodGet || r.path != "/api/v1/nodes" {
+			t.Errorf("request %s %s", r.method, r.path)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		api := &fakeAPI{t: t, nodes: nodes}
+		code, stdout, _ := runCLI("nodes", "--json", "--server", api.start())
+		var got client.NodeList
+		if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || len(got.Nodes) != 2 ||
+			got.Nodes[0].WarmJails == nil || *got.Nodes[0].WarmJails != 3 || !got.Nodes[1].Draining {
+			t.Errorf("exit %d, stdout %s (%v)", code, stdout, err)
+		}
+	})
+	t.Run("quiet lists names", func(t *testing.T) {
+		api := &fakeAPI{t: t, nodes: nodes}
+		if code, stdout, _ := runCLI("nodes", "-q", "--server", api.start()); code != 0 || stdout != "a\nb\n" {
+			t.Errorf("exit %d, stdout %q", code, stdout)
 		}
 	})
 }

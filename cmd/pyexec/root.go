@@ -20,6 +20,7 @@ func commands() []func() *cobra.Command {
 		newKillCmd,
 		newEvalCmd,
 		newExecutionsCmd,
+		newNodesCmd,
 		newFilesCmd,
 		newServeCmd,
 		newEnvCmd,

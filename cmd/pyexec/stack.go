@@ -123,6 +123,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 	}
+	if s.pool != nil {
+		deps.WarmJails = func() int { return s.pool.Stats().Warm }
+	}
 	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
 		return nil, err
 	}
@@ -249,6 +252,8 @@ func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
 		Node:               cfg.Cluster.NodeName,
 		Fleet:              cfg.Cluster.External(),
+		Version:            buildVersion(),
+		NodeLostAfter:      cfg.Members.NodeLostAfter,
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
 		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,

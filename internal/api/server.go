@@ -165,6 +165,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	s.registerLint(hapi)
 	s.registerTools(hapi)
 	s.registerFiles(hapi)
+	if ne, ok := eng.(NodesEngine); ok {
+		s.registerNodes(hapi, ne)
+	}
 	if se, ok := eng.(SessionEngine); ok {
 		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)

@@ -1,8 +1,10 @@
 // Package config holds the one configuration of `pyexec serve`: every knob
 // of the HTTP service and the engine behind it, filled from command-line
 // flags and PYEXEC_* environment variables (flags win) and validated once
-// at startup. It performs no I/O beyond reading the API keys file and must
-// never hold process-wide state: callers own the Config they load.
+// at startup. It performs no I/O beyond reading the API keys file, the host
+// name (the default node name) and whether the NATS credential and TLS
+// files exist, and must never hold process-wide state: callers own the
+// Config they load.
 package config
 
 import (
@@ -95,6 +97,8 @@ type Config struct {
 	Fairness Fairness
 	// Cluster says where the store lives and names this node.
 	Cluster Cluster
+	// Members tunes how the nodes of a fleet watch each other.
+	Members Members
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -136,6 +140,7 @@ func Default() Config {
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 		Cluster:             defaultCluster(),
+		Members:             defaultMembers(),
 	}
 }
 

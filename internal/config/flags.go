@@ -111,6 +111,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	c.Followers.bind(fs)
 	c.Fairness.bind(fs)
 	c.Cluster.bind(fs)
+	c.Members.bind(fs)
 }
 
 // describe sets the usage of the flag name just added to fs and records

@@ -129,6 +129,7 @@ func (c *Config) Validate() error {
 	c.validateFollowers(bad)
 	c.validateFairness(bad)
 	c.validateCluster(bad)
+	c.validateMembers(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/pyexec/pyexec/internal/egress"
 
 	"fmt"
+	"regexp"
 	"runtime"
 	"time"
 )
@@ -11,9 +12,6 @@ import (
 // Config is the operator's configuration of the engine. Zero fields take
 // the defaults documented on each; New validates the result once.
 type Config struct {
-	// Node names this server in a fleet; the record of every execution
-	// it runs says so (Execution.Node). Empty: records name no node.
-	Node string
 	// Concurrency bounds the executions running at once on this node.
 	// Default: runtime.NumCPU().
 	Concurrency int
@@ -79,7 +77,26 @@ type Config struct {
 	// EvictInterval is how often the store is measured (also after every
 	// execution that ends). Default 10s.
 	EvictInterval time.Duration
+
+	// Node names this server in a fleet, unique among the nodes that
+	// share a store; the record of every execution it runs says so
+	// (Execution.Node), and its heartbeat is stored under it (members.go).
+	// Default "local".
+	Node string
+	// Version is the build's version, told in the node's heartbeat.
+	Version string
+	// NodeLostAfter is how long a node may write no heartbeat before the
+	// others declare it lost and fail its unfinished executions with
+	// reason node_lost. Default 10s; at least twice the heartbeat
+	// interval (2s).
+	NodeLostAfter time.Duration
 }
+
+// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
+const DefaultNodeLostAfter = 10 * time.Second
+
+// nodeName is what a node name may be: a key of the nodes bucket.
+var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 func (c Config) withDefaults() Config {
 	setDur := func(v *time.Duration, d time.Duration) {
@@ -117,6 +134,10 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&c.KillWait, 10*time.Second)
 	setDur(&c.EvictInterval, 10*time.Second)
+	if c.Node == "" {
+		c.Node = "local"
+	}
+	setDur(&c.NodeLostAfter, DefaultNodeLostAfter)
 	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
@@ -144,6 +165,8 @@ func (c Config) validate() error {
 		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
 		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
+		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-' or '_'"},
+		{c.NodeLostAfter < 2*heartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -73,6 +73,7 @@ type Store interface {
 	store.Audit
 	store.EventReader
 	store.Capacity
+	store.Members
 }
 
 // Deps are the engine's collaborators. All but Logger are required.
@@ -94,6 +95,13 @@ type Deps struct {
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
 	OnFinish func(Finished)
+	// WarmJails, if set, counts the warm jails ready to take, for the
+	// node's heartbeat. It is called every heartbeat and must be cheap.
+	WarmJails func() int
+	// OnNodeLost, if set, is told the name of a node that this node
+	// declared lost, after its executions were settled (nodelost.go). Of
+	// the surviving nodes exactly one is told about each loss.
+	OnNodeLost func(node string)
 }
 
 // Finished is what OnFinish is told of an execution that ended: its

@@ -39,6 +39,10 @@ type Engine struct {
 	closed bool
 	sess   *sessions // this node's live sessions (session*.go)
 	gauge  *storeGauge
+	// mem is this node's heartbeat and its view of the other nodes
+	// (members.go); started says Start succeeded, so Close leaves.
+	mem     *membership
+	started bool
 }
 
 // Stats is a snapshot of this node's load.
@@ -79,12 +83,15 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		peeks:      make(chan struct{}, maxPeeks),
 		sess:       newSessions(),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
+		mem:        newMembership(),
 	}, nil
 }
 
-// Start recovers what a previous run of the server left behind (see
-// recover.go) and starts taking async jobs from the queue.
-func (e *Engine) Start(ctx context.Context) error {
+// Start joins the fleet (members.go: ErrNodeNameInUse when a live node
+// has this node's name), recovers what a previous run of the server left
+// behind (see recover.go) and starts taking async jobs from the queue and
+// watching the other nodes (nodelost.go).
+func (e *Engine) Start(ctx context.Context) (err error) {
 	// Records of a data directory older than the index get their entries
 	// first: recovery and listings find records through the index.
 	n, err := e.st.Reindex(ctx, describeRecord)
@@ -101,10 +108,43 @@ func (e *Engine) Start(ctx context.Context) error {
 	} else if n > 0 {
 		e.log.Info("moved queued jobs of an earlier version to their keys' queues", "count", n)
 	}
+	if err := e.answerPings(); err != nil {
+		return fmt.Errorf("engine: answering on this node's control subject: %w", err)
+	}
+	if err := e.join(ctx); err != nil {
+		_ = e.mem.unping()
+		return fmt.Errorf("engine: joining the fleet as node %q: %w", e.cfg.Node, err)
+	}
+	e.startBeating()
+	var unwatch context.CancelFunc
+	defer func() {
+		if err != nil {
+			if unwatch != nil {
+				unwatch()
+			}
+			e.leave()
+		}
+	}()
+	watch, unwatch, err := e.watchMembers(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: watching the nodes' heartbeats: %w", err)
+	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
-	e.wg.Add(3)
+	e.mu.Lock()
+	e.started = true
+	e.mu.Unlock()
+	e.wg.Add(5)
+	go func() {
+		defer e.wg.Done()
+		defer unwatch()
+		e.followMembers(watch)
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.watchSilence(e.stopping)
+	}()
 	go func() {
 		defer e.wg.Done()
 		e.dispatch(e.stopping)
@@ -126,7 +166,9 @@ func (e *Engine) Start(ctx context.Context) error {
 // reason node_lost; queued async jobs stay in the queue for another node
 // or the next start (a job taken but not started is handed back at once).
 // Close returns once every execution it owned has its final record and
-// every jail it started (sessions' included) is gone.
+// every jail it started (sessions' included) is gone. Meanwhile the node's
+// heartbeat says it is draining; at the end its entry is removed, so the
+// other nodes drop it at once instead of declaring it lost (members.go).
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -134,9 +176,16 @@ func (e *Engine) Close(ctx context.Context) error {
 		return ErrClosed
 	}
 	e.closed = true
+	started := e.started
 	e.mu.Unlock()
 	e.adm.close()
 	e.stop()
+	if started {
+		// Said at once: the other nodes stop sending work here while
+		// this node finishes what it runs; then it leaves.
+		e.drain()
+		defer e.leave()
+	}
 	// Executions that have not begun are stopped now: sync callers still
 	// waiting for a slot fail (node_lost), async jobs stay in the queue
 	// for another node (see owner.begin).

@@ -41,7 +41,7 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 			e := start(t, t.TempDir(), Config{}, nil)
 			lossy := &lossyStore{NATS: e.st, stored: stored}
 			var finished atomic.Int32
-			eng, err := New(Config{}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
+			eng, err := New(Config{Node: "lossy"}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
 				OnFinish: func(Finished) { finished.Add(1) }})
 			if err != nil {
 				t.Fatal(err)

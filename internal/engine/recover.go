@@ -26,10 +26,16 @@ const pingWait = 2 * time.Second
 //     after the queue's ack wait), and index entries of an earlier version
 //     get the async flag the dispatcher looks for. In a fleet, taken jobs
 //     may be live nodes' and are left to the ack wait.
-//   - Any other pending or running execution is alive only if some node
-//     still owns it, which its control subject tells. One that no node
-//     owns (on a single node: all of them) is marked failed with reason
-//     node_lost; its partial output, if any, was only in the live events.
+//   - An execution another node runs (record.Node) is left alone while
+//     that node is alive (its heartbeat is in the nodes bucket): the
+//     other nodes watch it and settle its executions if it dies
+//     (nodelost.go).
+//   - Any other pending or running execution (one of a previous run of
+//     this node, of a node that is gone, or of an older version that did
+//     not record its node) is alive only if some node still owns it,
+//     which its control subject tells. One that no node owns (on a single
+//     node: all of them) is marked failed with reason node_lost; its
+//     partial output, if any, was only in the live events.
 func (e *Engine) recover(ctx context.Context) error {
 	if !e.cfg.Fleet {
 		if n, err := e.st.RequeueHeld(ctx); err != nil {
@@ -84,6 +90,9 @@ func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[st
 		}
 		e.log.Info("re-queueing an execution whose job was lost", "execution_id", r.ID)
 		return e.st.Enqueue(ctx, r.Owner(), r.ID)
+	}
+	if r.Node != "" && r.Node != e.cfg.Node && e.nodeAlive(r.Node) {
+		return nil
 	}
 	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {
 		return err

@@ -44,6 +44,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	defer func() { o.release(final) }()
 
 	r := newRecord(id, req, p, false)
+	r.Node = e.cfg.Node
 	sctx, scancel := storeCtx()
 	defer scancel()
 	if err := e.create(sctx, r); err != nil {

@@ -120,7 +120,9 @@ type Execution struct {
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	DurationMs int64      `json:"duration_ms,omitempty"`
-	// Node is the node that runs or ran the execution (Config.Node).
+	// Node is the node that runs or ran the execution (Config.Node), or
+	// holds it waiting for a slot; empty while a queued one waits for a
+	// worker.
 	Node string `json:"node,omitempty"`
 
 	Reason          string `json:"reason,omitempty"`

@@ -81,6 +81,9 @@ func connectCluster(ctx context.Context, opts ClusterOptions, name string, log *
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(reconnectDelay),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if err == nil && c.IsClosed() {
+				return // our own Close
+			}
 			log.Warn("lost the NATS server", "connection", name, "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {

@@ -139,3 +139,37 @@ type Control interface {
 type Audit interface {
 	AppendAudit(ctx context.Context, data []byte) error
 }
+
+// MemberEvent is one change of the membership bucket seen by a watcher.
+type MemberEvent struct {
+	Entry
+	// Deleted says the entry was removed (a node that left, or one a
+	// survivor declared lost); Value is empty then.
+	Deleted bool
+	// Synced marks the end of the entries that existed when the watch
+	// began; every event after it is a change. Entry is empty.
+	Synced bool
+}
+
+// Members keeps one heartbeat entry per node of a fleet, keyed by node
+// name. Entries expire by themselves when their node stops writing them.
+type Members interface {
+	// CreateMember writes name's first entry; ErrExists when a live entry
+	// is there.
+	CreateMember(ctx context.Context, name string, value []byte) (revision uint64, err error)
+	// UpdateMember replaces name's entry if revision is still its latest
+	// one; ErrConflict otherwise.
+	UpdateMember(ctx context.Context, name string, value []byte, revision uint64) (uint64, error)
+	// PutMember writes name's entry whatever is there.
+	PutMember(ctx context.Context, name string, value []byte) (revision uint64, err error)
+	// GetMember returns name's entry; ErrNotFound when there is none.
+	GetMember(ctx context.Context, name string) (Entry, error)
+	// RemoveMember deletes name's entry if revision is still its latest
+	// one, ErrConflict otherwise: of several nodes that try to remove the
+	// same entry, exactly one succeeds.
+	RemoveMember(ctx context.Context, name string, revision uint64) error
+	// WatchMembers delivers every current entry, then an event with
+	// Synced, then every change, until ctx ends; then the channel is
+	// closed.
+	WatchMembers(ctx context.Context) (<-chan MemberEvent, error)
+}

@@ -29,6 +29,8 @@ type NATS struct {
 	// it (index.go).
 	indexKV jetstream.KeyValue
 	index   *index
+	// members holds the nodes' heartbeats (members.go).
+	members jetstream.KeyValue
 }
 
 var (
@@ -92,6 +94,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"events stream", s.openEvents},
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
+		{"nodes bucket", s.openMembers},
 		{"read settings", s.readFromLeaders},
 	}
 	for _, step := range steps {
