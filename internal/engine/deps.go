@@ -93,6 +93,10 @@ type Deps struct {
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
 	OnFinish func(Finished)
+	// OnSessionEnd, if set, is told the id of every session of this node
+	// that ends, and whether it ended because the engine shuts down. It
+	// runs on the goroutine that ends the session.
+	OnSessionEnd func(id string, shutdown bool)
 }
 
 // Finished is what OnFinish is told of an execution that ended: its

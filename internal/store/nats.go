@@ -26,6 +26,8 @@ type NATS struct {
 	// it (index.go).
 	indexKV jetstream.KeyValue
 	index   *index
+	// sessions is the fleet's session registry (sessions.go).
+	sessions jetstream.KeyValue
 }
 
 var (
@@ -89,6 +91,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"events stream", s.openEvents},
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
+		{"sessions bucket", s.openSessions},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {
