@@ -173,6 +173,9 @@ type ExecutionResult struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// DurationMs is the wall-clock duration of the run.
 	DurationMs int64 `json:"duration_ms,omitempty"`
+	// Node is the fleet node that runs or ran the execution (its
+	// --node-name); empty until it starts. A pyexec addition.
+	Node string `json:"node,omitempty"`
 	// Result is the repr of the last expression (Eval with EvalLastExpr),
 	// nil when there was none.
 	Result *string `json:"result,omitempty"`
@@ -219,9 +222,24 @@ type ExecutionResult struct {
 type HealthStatus struct {
 	// Status is "ok" when the server is healthy.
 	Status string `json:"status"`
+	// Node is the server's name in a fleet (--node-name).
+	Node string `json:"node,omitempty"`
+	// NATS is the server's connection to its store; nil from a server
+	// that does not report it.
+	NATS *HealthNATS `json:"nats,omitempty"`
 	// Tools is the state of the server's helper programs; nil from a
 	// server that does not report them.
 	Tools *HealthTools `json:"tools,omitempty"`
+}
+
+// HealthNATS is the NATS part of HealthStatus.
+type HealthNATS struct {
+	// Mode is "embedded" (the in-process server) or "cluster" (--nats).
+	Mode string `json:"mode"`
+	// Connected is false while the connection to the cluster is lost.
+	Connected bool `json:"connected"`
+	// Server is the cluster server connected to.
+	Server string `json:"server,omitempty"`
 }
 
 // HealthTools is the tools part of HealthStatus.

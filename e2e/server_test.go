@@ -75,6 +75,11 @@ type server struct {
 	cmd    *exec.Cmd
 	logs   *syncBuffer
 	waited chan struct{}
+	// dataDir, env and args are what it was started with (a restart
+	// starts it again with them).
+	dataDir string
+	env     []string
+	args    []string
 }
 
 type syncBuffer struct {
@@ -131,7 +136,8 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 	port := freePort(t)
 	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent,
 		"--prepare-base=false", "--provision-tools=false"}, args...)
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{})}
+	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{}),
+		dataDir: dataDir, env: env, args: args}
 	s.cmd = exec.Command(binary, argv...)
 	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs

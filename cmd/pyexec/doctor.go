@@ -31,7 +31,13 @@ func newDoctorCmd() *cobra.Command {
 			if err := cfg.Resolve(cmd.Flags(), os.LookupEnv); err != nil {
 				return 2, err
 			}
+			if err := cfg.ValidateCluster(); err != nil {
+				return 2, err
+			}
 			checks := append(isolationChecks(), hostChecks(cmd.Context(), cfg, checkIndex)...)
+			if cfg.Cluster.External() {
+				checks = append(checks, natsCheck(cmd.Context(), cfg))
+			}
 			if asJSON, _ := cmd.Flags().GetBool(flagJSON); asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -50,6 +56,7 @@ func newDoctorCmd() *cobra.Command {
 		}),
 	}
 	cfg.BindEnvironments(cmd.Flags())
+	cfg.BindCluster(cmd.Flags())
 	cmd.Flags().BoolVar(&checkIndex, "check-index", false, "also send one HEAD request to the package index (--index-url) to see whether it is reachable")
 	return cmd
 }

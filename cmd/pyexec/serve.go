@@ -100,7 +100,8 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	opts := api.Options{Config: cfg, Version: buildVersion(), Isolation: isolation,
 		Logger: log.With("component", "api"), BaseEnvironment: st.base.String, Tools: st.tools.health,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
-		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version}
+		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version,
+		Node: cfg.Cluster.NodeName, NATS: st.natsHealth}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}

@@ -38,6 +38,7 @@ type stack struct {
 	base    *baseState // what /health reports about the base environment
 	tools   *toolset   // uv and ruff, for /health
 	jails   *sandbox.Manager
+	nats    natsConns // the store's connections, embedded or to a cluster
 	// closers run in reverse order of start; drain is the shutdown's
 	// drain context (see shutdown).
 	closers []func(drain context.Context) error
@@ -102,12 +103,13 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		s.closers = append(s.closers, func(context.Context) error { return s.pool.Close() }) // closed after the engine
 		runner = s.pool
 	}
-	nats, err := store.StartEmbedded(ctx, cfg.DataDir, log)
+	nats, err := connectStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	s.nats = nats
 	s.closers = append(s.closers, func(context.Context) error { return nats.Close() })
-	st, err := store.Open(ctx, nats.Conn(), store.Config{TTL: cfg.RecordTTL}, store.FollowersOn(nats.FollowConn()))
+	st, err := store.Open(ctx, nats.Conn(), storeConfig(cfg), store.FollowersOn(nats.FollowConn()))
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +247,7 @@ func (s *stack) stop(sd *shutdown) error {
 // engineConfig carries the serve configuration over to the engine.
 func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
+		Node:               cfg.Cluster.NodeName,
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
 		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,

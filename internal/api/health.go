@@ -23,6 +23,15 @@ type healthBody struct {
 	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
 	Tools             *ToolsHealth `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
 	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
+	Node              string       `json:"node,omitempty" doc:"This server's name in the fleet (--node-name)"`
+	NATS              *NATSHealth  `json:"nats,omitempty" doc:"The store's NATS connection"`
+}
+
+// NATSHealth is the NATS part of /health.
+type NATSHealth struct {
+	Mode      string `json:"mode" enum:"embedded,cluster" doc:"embedded: the in-process server (the default); cluster: an external JetStream cluster (--nats)"`
+	Connected bool   `json:"connected" doc:"false while the connection to the cluster is lost and being retried"`
+	Server    string `json:"server,omitempty" doc:"The cluster server connected to (credentials left out)"`
 }
 
 // storeHealth is the store part of /health.
@@ -77,6 +86,10 @@ func (s *Server) registerHealth(hapi huma.API) {
 		if s.tools != nil {
 			t := s.tools()
 			body.Tools = &t
+		}
+		if s.nats != nil {
+			n := s.nats()
+			body.NATS = &n
 		}
 		if s.store != nil {
 			st := s.store()

@@ -21,6 +21,7 @@ type ExecutionResult struct {
 	StartedAt   *Time   `json:"started_at,omitempty"`
 	FinishedAt  *Time   `json:"finished_at,omitempty"`
 	DurationMs  int64   `json:"duration_ms,omitempty"`
+	Node        string  `json:"node,omitempty" doc:"The fleet node that runs or ran it (pyexec serve --node-name); absent until it starts"`
 
 	Reason          string           `json:"reason,omitempty" doc:"Why it ended: timeout, oom, output_limit, killed, install_error, setup_error, node_lost, network_limit, or pre_command_failed (completed: a pre_commands entry failed and the script did not run)"`
 	TimedOut        bool             `json:"timed_out"`
@@ -81,6 +82,7 @@ func newResult(e *engine.Execution) ExecutionResult {
 		StartedAt:       wireTimePtr(e.StartedAt),
 		FinishedAt:      wireTimePtr(e.FinishedAt),
 		DurationMs:      e.DurationMs,
+		Node:            e.Node,
 		Reason:          e.Reason,
 		TimedOut:        e.TimedOut,
 		CPUTimeMs:       e.CPUTimeMs,

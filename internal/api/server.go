@@ -50,6 +50,10 @@ type Options struct {
 	Tools func() ToolsHealth
 	// Store, if set, reports how full the shared store is on /health.
 	Store func() engine.StoreStats
+	// Node names this server in a fleet on /health; NATS, if set,
+	// reports the store's connection there.
+	Node string
+	NATS func() NATSHealth
 	// PythonVersions and DefaultPython are the interpreters /health lists
 	// (the playground's picker offers them).
 	PythonVersions []string
@@ -77,6 +81,7 @@ type Server struct {
 	baseEnv   func() string
 	tools     func() ToolsHealth
 	store     func() engine.StoreStats
+	nats      func() NATSHealth
 	heartbeat time.Duration
 	shutdown  time.Duration
 	metrics   *Metrics
@@ -129,10 +134,12 @@ func New(eng Engine, opts Options) (*Server, error) {
 			PythonVersions:    opts.PythonVersions,
 			DefaultPython:     opts.DefaultPython,
 			MaxTimeoutSeconds: int(cfg.MaxTimeout / time.Second),
+			Node:              opts.Node,
 		},
 		baseEnv:   opts.BaseEnvironment,
 		tools:     opts.Tools,
 		store:     opts.Store,
+		nats:      opts.NATS,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),

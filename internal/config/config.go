@@ -93,6 +93,8 @@ type Config struct {
 	Followers Followers
 	// Fairness bounds what one API key holds of the slots and queue.
 	Fairness Fairness
+	// Cluster says where the store lives and names this node.
+	Cluster Cluster
 }
 
 // Default returns the configuration used when nothing is set: loopback
@@ -133,6 +135,7 @@ func Default() Config {
 		Sessions:            defaultSessions(),
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
+		Cluster:             defaultCluster(),
 	}
 }
 

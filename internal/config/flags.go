@@ -110,6 +110,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	c.Network.bind(fs)
 	c.Followers.bind(fs)
 	c.Fairness.bind(fs)
+	c.Cluster.bind(fs)
 }
 
 // describe sets the usage of the flag name just added to fs and records

@@ -37,6 +37,8 @@ func FlagGroups() []FlagGroup {
 			"allow-packages", "deny-packages", "import-map", "policy-file"}},
 		{"Tools and lint", []string{"provision-tools", "tools-dir", "ruff", "lint-select", "lint-ignore"}},
 		{"Storage and shutdown", []string{"data-dir", "record-ttl", "store-max-bytes", "shutdown-timeout"}},
+		{"Fleet (external NATS)", []string{"nats", "nats-creds", "nats-tls-ca", "nats-tls-cert", "nats-tls-key",
+			"nats-replicas", "node-name"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	}
 }

@@ -128,6 +128,7 @@ func (c *Config) Validate() error {
 	c.validateNetwork(bad)
 	c.validateFollowers(bad)
 	c.validateFairness(bad)
+	c.validateCluster(bad)
 
 	keys, err := c.Keys()
 	if err != nil {

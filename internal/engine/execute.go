@@ -35,7 +35,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		if r.Status != StatusPending {
 			return false
 		}
-		r.Status, r.StartedAt = StatusRunning, &started
+		r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
 		return true
 	})
 	if err != nil {

@@ -122,3 +122,8 @@ func (n natsLogger) Fatalf(format string, v ...any)  { n.l.Error(fmt.Sprintf(for
 func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
 func (n natsLogger) Tracef(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
+
+// Status reports the in-process connection.
+func (e *Embedded) Status() NATSStatus {
+	return NATSStatus{Mode: ModeEmbedded, Connected: e.nc.IsConnected()}
+}

@@ -95,6 +95,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {
+			if tooFewPeers(err) {
+				return nil, fmt.Errorf("store: creating %s with %d replicas: the JetStream cluster has fewer servers than that (set --nats-replicas to at most its size): %w",
+					step.what, cfg.Replicas, err)
+			}
 			return nil, fmt.Errorf("store: creating %s: %w", step.what, err)
 		}
 	}
@@ -177,6 +181,24 @@ func (s *NATS) openAudit(ctx context.Context) error {
 		Replicas:    s.cfg.Replicas,
 	})
 	return err
+}
+
+// tooFewPeers reports whether JetStream refused an asset because it cannot
+// place as many replicas as asked: a cluster smaller than the replication
+// factor, or a single server asked for more than one.
+func tooFewPeers(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	// The server's codes (nats-server's JSClusterNoPeersErrF,
+	// JSInsufficientResourcesErr, JSStreamReplicasNotSupportedErr); the
+	// client names none of them.
+	switch api.ErrorCode {
+	case 10005, 10023, 10074:
+		return true
+	}
+	return false
 }
 
 // JetStream exposes the underlying context, for tools that read the audit

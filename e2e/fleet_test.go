@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/client"
+)
+
+// health is the part of /health the fleet tests read.
+type health struct {
+	Node string `json:"node"`
+	NATS struct {
+		Mode      string `json:"mode"`
+		Connected bool   `json:"connected"`
+		Server    string `json:"server"`
+	} `json:"nats"`
+}
+
+func getHealth(t *testing.T, url string) (health, error) {
+	t.Helper()
+	resp, err := http.Get(url + "/health")
+	if err != nil {
+		return health{}, err
+	}
+	defer resp.Body.Close()
+	var h health
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	return h, err
+}
+
+// TestFleetHealth starts three nodes on a three-server NATS cluster: each
+// reports its name and its connection to the cluster.
+func TestFleetHealth(t *testing.T) {
+	needRoot(t)
+	urls := startNATSCluster(t, 3)
+	fleet := startFleet(t, urls, 3)
+	for i, s := range fleet {
+		h, err := getHealth(t, s.url)
+		if err != nil || h.Node != nodeName(i) || h.NATS.Mode != "cluster" || !h.NATS.Connected || h.NATS.Server == "" {
+			t.Errorf("node %d: /health says node %q, nats %+v (%v); want node %q connected to the cluster", i, h.Node, h.NATS, err, nodeName(i))
+		}
+	}
+}
+
+// submitScript submits main.py = code as an async execution.
+func submitScript(ctx context.Context, c *client.Client, code string) (string, error) {
+	tar, err := client.TarFromMap(map[string]string{"main.py": code})
+	if err != nil {
+		return "", err
+	}
+	return c.ExecuteAsync(ctx, tar, &client.Metadata{Config: &client.ExecutionConfig{TimeoutSeconds: 60}})
+}
+
+// waitFinal waits until every id has a final record, read through the
+// given nodes in turn (any node answers for any id), and returns them.
+func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duration) map[string]*client.ExecutionResult {
+	t.Helper()
+	ctx := context.Background()
+	final := map[string]*client.ExecutionResult{}
+	deadline := time.Now().Add(timeout)
+	for i := 0; len(final) < len(ids); i++ {
+		for _, id := range ids {
+			if final[id] != nil {
+				continue
+			}
+			c := client.New(nodes[i%len(nodes)].url, client.WithTimeout(10*time.Second))
+			if r, err := c.GetExecution(ctx, id); err == nil && r.Status.Final() {
+				final[id] = r
+			}
+		}
+		if len(final) == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var open []string
+			for _, id := range ids {
+				if final[id] == nil {
+					open = append(open, id)
+				}
+			}
+			t.Fatalf("%d of %d accepted executions have no final state after %s: %v", len(open), len(ids), timeout, open)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return final
+}
+
+// TestFleetRunsEverywhereAndAnswersForAnyID submits async executions to
+// node a only: nodes b and c run some of them, and every node answers
+// for every execution — its record, its events, its files, the listing.
+func TestFleetRunsEverywhereAndAnswersForAnyID(t *testing.T) {
+	needRoot(t)
+	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--max-concurrency", "1")
+	ctx := context.Background()
+	a := client.New(fleet[0].url)
+	const n = 12
+	var ids []string
+	for i := range n {
+		code := fmt.Sprintf("import time, pathlib\ntime.sleep(0.5)\npathlib.Path('out.txt').write_text('result %d')\nprint('done %d')\n", i, i)
+		id, err := submitScript(ctx, a, code)
+		if err != nil {
+			t.Fatalf("submitting %d to node a: %v", i, err)
+		}
+		ids = append(ids, id)
+	}
+	final := waitFinal(t, fleet, ids, 2*time.Minute)
+	ran := map[string]int{}
+	for i, id := range ids {
+		r := final[id]
+		if r.Status != client.StatusCompleted || r.Stdout != fmt.Sprintf("done %d\n", i) {
+			t.Fatalf("execution %d: status %s stdout %q error %q", i, r.Status, r.Stdout, r.Error)
+		}
+		ran[r.Node]++
+	}
+	t.Logf("executions run per node: %v", ran)
+	for _, node := range []string{"a", "b", "c"} {
+		if ran[node] == 0 {
+			t.Errorf("node %s ran none of the %d executions submitted to node a (ran: %v)", node, n, ran)
+		}
+	}
+
+	for i, id := range ids {
+		for j, s := range fleet {
+			c := client.New(s.url)
+			r, err := c.GetExecution(ctx, id)
+			if err != nil || r.Status != client.StatusCompleted || r.Node != final[id].Node {
+				t.Fatalf("GET %d via node %s: %v %+v, want completed on node %s", i, nodeName(j), err, r, final[id].Node)
+			}
+			if i%4 != 0 {
+				continue // the rest for a few ids: events, files
+			}
+			var out strings.Builder
+			for ev, err := range c.Follow(ctx, id) {
+				if err != nil {
+					t.Fatalf("events of %d via node %s: %v", i, nodeName(j), err)
+				}
+				if ev.Type == client.EventStdout {
+					out.WriteString(ev.Data)
+				}
+			}
+			if out.String() != fmt.Sprintf("done %d\n", i) {
+				t.Errorf("events of %d via node %s carry stdout %q", i, nodeName(j), out.String())
+			}
+			body, err := c.DownloadFile(ctx, id, "out.txt")
+			if err != nil {
+				t.Fatalf("file of %d (ran on %s) via node %s: %v", i, final[id].Node, nodeName(j), err)
+			}
+			content, err := io.ReadAll(body)
+			body.Close()
+			if err != nil || string(content) != fmt.Sprintf("result %d", i) {
+				t.Errorf("file of %d via node %s: %q %v", i, nodeName(j), content, err)
+			}
+		}
+	}
+	for j, s := range fleet {
+		list, err := client.New(s.url).ListExecutions(ctx, client.ListOptions{Limit: 100})
+		if err != nil {
+			t.Fatalf("listing via node %s: %v", nodeName(j), err)
+		}
+		var listed []string
+		for _, r := range list.Executions {
+			listed = append(listed, r.ExecutionID)
+		}
+		for _, id := range ids {
+			if !slices.Contains(listed, id) {
+				t.Errorf("node %s does not list %s", nodeName(j), id)
+			}
+		}
+	}
+}
+
+// TestFleetKillThroughANonOwner kills an endless loop through a node that
+// does not run it: the owner stops it, the record says killed, and its
+// process is gone.
+func TestFleetKillThroughANonOwner(t *testing.T) {
+	needRoot(t)
+	fleet := startFleet(t, startNATSCluster(t, 3), 3)
+	ctx := context.Background()
+	spin := "import ctypes\nctypes.CDLL(None).prctl(15, b'fleetspin')\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
+	id, err := submitScript(ctx, client.New(fleet[0].url), spin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner string
+	eventually(t, 30*time.Second, "the loop to run", func() bool {
+		r, err := client.New(fleet[1].url).GetExecution(ctx, id)
+		if err == nil && r.Status == client.StatusRunning {
+			owner = r.Node
+		}
+		return owner != "" && len(jailProcesses("fleetspin")) > 0
+	})
+	other := fleet[(slices.Index([]string{"a", "b", "c"}, owner)+1)%3]
+	status, err := client.New(other.url).Kill(ctx, id)
+	if err != nil || status != client.StatusKilled {
+		t.Fatalf("DELETE via a non-owner: %v, status %s", err, status)
+	}
+	for j, s := range fleet {
+		r, err := client.New(s.url).GetExecution(ctx, id)
+		if err != nil || r.Status != client.StatusKilled || r.Node != owner {
+			t.Errorf("via node %s: %v %+v, want killed on %s", nodeName(j), err, r, owner)
+		}
+	}
+	eventually(t, 10*time.Second, "the killed loop's process to be gone", func() bool { return len(jailProcesses("fleetspin")) == 0 })
+}
+
+// submitLoop submits short executions round-robin to the nodes targets
+// returns, until stop is closed; it keeps the ids the fleet accepted. A
+// refused or failed submission was not accepted and is only counted.
+type submitLoop struct {
+	mu       sync.Mutex
+	accepted []string
+	refused  int
+	done     chan struct{}
+}
+
+func startSubmitLoop(t *testing.T, stop <-chan struct{}, targets func() []string) *submitLoop {
+	t.Helper()
+	l := &submitLoop{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			urls := targets()
+			c := client.New(urls[i%len(urls)], client.WithTimeout(15*time.Second))
+			id, err := submitScript(context.Background(), c, fmt.Sprintf("import time\ntime.sleep(0.2)\nprint(%d)\n", i))
+			l.mu.Lock()
+			if err == nil {
+				l.accepted = append(l.accepted, id)
+			} else {
+				l.refused++
+			}
+			l.mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return l
+}
+
+// ids waits for the loop to end and returns the accepted ids.
+func (l *submitLoop) ids() ([]string, int) {
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.accepted), l.refused
+}
+
+func (l *submitLoop) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.accepted)
+}
+
+// TestFleetSurvivesALostNATSServer stops one of the three NATS servers
+// while executions are submitted to every node: the node that was
+// connected to it reconnects to another, and every execution the fleet
+// accepted reaches a final state (the store is replicated three times).
+func TestFleetSurvivesALostNATSServer(t *testing.T) {
+	needRoot(t)
+	cluster := newNATSCluster(t, 3)
+	fleet := startFleet(t, cluster.urls(), 3)
+	urls := func() []string { return []string{fleet[0].url, fleet[1].url, fleet[2].url} }
+	stop := make(chan struct{})
+	loop := startSubmitLoop(t, stop, urls)
+	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
+	cluster.stop(1) // node b's server
+	before := loop.count()
+	eventually(t, 30*time.Second, "node b to reconnect to another NATS server", func() bool {
+		h, err := getHealth(t, fleet[1].url)
+		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[1]
+	})
+	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
+	close(stop)
+	ids, refused := loop.ids()
+	final := waitFinal(t, fleet, ids, 2*time.Minute)
+	for _, id := range ids {
+		if r := final[id]; r.Status != client.StatusCompleted {
+			t.Errorf("%s: %s (%s) %s", id, r.Status, r.Reason, r.Error)
+		}
+	}
+	t.Logf("%d accepted, %d refused while a NATS server was down", len(ids), refused)
+}
+
+// TestFleetRollingRestart restarts the three nodes one at a time
+// (SIGTERM, wait until it exited, start it again) while executions are
+// submitted to the nodes that are up: every accepted execution reaches a
+// final state and completes.
+//
+// What the drain guarantees: a node that gets SIGTERM stops taking work
+// (the API answers 503, so a submission to it is refused, not lost), lets
+// its running executions finish within --shutdown-timeout, and leaves the
+// jobs it had taken from the queue but not started unacked, so the queue
+// hands them to another node after the ack wait (10s on a cluster). Only
+// an execution still running when the shutdown timeout ends would be
+// stopped and recorded failed/node_lost; these run 0.2s against a 20s
+// timeout, so each one completes.
+func TestFleetRollingRestart(t *testing.T) {
+	needRoot(t)
+	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--shutdown-timeout", "20s")
+	var mu sync.Mutex
+	up := []bool{true, true, true}
+	urls := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for i, s := range fleet {
+			if up[i] {
+				out = append(out, s.url)
+			}
+		}
+		return out
+	}
+	stop := make(chan struct{})
+	loop := startSubmitLoop(t, stop, urls)
+	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
+	for i := range fleet {
+		mu.Lock()
+		up[i] = false
+		old := fleet[i]
+		mu.Unlock()
+		fresh := restartFleetNode(t, old)
+		mu.Lock()
+		fleet[i], up[i] = fresh, true
+		mu.Unlock()
+		n := loop.count()
+		eventually(t, 30*time.Second, "accepted executions after restarting node "+nodeName(i), func() bool { return loop.count() >= n+5 })
+	}
+	close(stop)
+	ids, refused := loop.ids()
+	final := waitFinal(t, fleet, ids, 2*time.Minute)
+	ran := map[string]int{}
+	for _, id := range ids {
+		r := final[id]
+		if r.Status != client.StatusCompleted {
+			t.Errorf("%s: %s (%s) %s", id, r.Status, r.Reason, r.Error)
+		}
+		ran[r.Node]++
+	}
+	t.Logf("%d accepted, %d refused during the rolling restart; ran per node: %v", len(ids), refused, ran)
+}

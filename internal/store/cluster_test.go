@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOpenNamesTooFewServers asks a single server for three replicas: the
+// error says the cluster is smaller than the replication factor.
+func TestOpenNamesTooFewServers(t *testing.T) {
+	emb, err := StartEmbedded(context.Background(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	_, err = Open(context.Background(), emb.Conn(), Config{Replicas: 3})
+	if err == nil || !strings.Contains(err.Error(), "fewer servers") || !strings.Contains(err.Error(), "--nats-replicas") {
+		t.Fatalf("Open with 3 replicas on one server = %v, want an error naming the cluster's size and --nats-replicas", err)
+	}
+}
+
+func TestConnectClusterFailsWithoutServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := ConnectCluster(ctx, ClusterOptions{URLs: []string{"nats://127.0.0.1:1"}, Node: "a"})
+	if err == nil || !strings.Contains(err.Error(), "nats://127.0.0.1:1") {
+		t.Fatalf("ConnectCluster to a closed port = %v, want an error naming the URL", err)
+	}
+}
+
+func TestReconnectDelayBacksOff(t *testing.T) {
+	prev := time.Duration(0)
+	for n := 1; n <= 10; n++ {
+		d := reconnectDelay(n)
+		if d < minReconnectDelay || d > maxReconnectDelay+maxReconnectDelay/4 {
+			t.Fatalf("attempt %d waits %v, outside %v..%v", n, d, minReconnectDelay, maxReconnectDelay*5/4)
+		}
+		if base := min(minReconnectDelay<<(n-1), maxReconnectDelay); d < base || d < prev*3/4 {
+			t.Errorf("attempt %d waits %v, want at least %v (previous %v)", n, d, base, prev)
+		}
+		prev = d
+	}
+}
