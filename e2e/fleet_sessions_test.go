@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,7 @@ func TestFleetSessions(t *testing.T) {
 	_, err = b.ExecuteCell(ctx, s.SessionID, &client.CellRequest{Code: "print(x)"})
 	took := time.Since(start)
 	assertNodeLost(t, err, "after the owner's kill -9, via b")
+	t.Logf("the lost session's error came %s after the kill", took)
 	if took > 5*time.Second {
 		t.Errorf("the lost session's error took %s", took)
 	}
@@ -62,6 +65,66 @@ func TestFleetSessions(t *testing.T) {
 	fleet[0] = startServerEnv(t, fleet[0].dataDir, fleet[0].env, fleet[0].args...)
 	_, err = client.New(fleet[0].url).GetSession(ctx, s.SessionID)
 	assertNodeLost(t, err, "via a restarted")
+}
+
+// TestFleetSessionPlacement fills a fleet whose nodes hold one session
+// each, every create sent to a: the sessions spread over a, b and c, each
+// answers through a, and the fourth create is a 429 that says the fleet is
+// full.
+func TestFleetSessionPlacement(t *testing.T) {
+	needRoot(t)
+	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--max-sessions", "1")
+	a := client.New(fleet[0].url)
+	ctx := context.Background()
+	for i := range 3 {
+		s, err := a.CreateSession(ctx, &client.SessionRequest{Requirements: "-"})
+		if err != nil {
+			t.Fatalf("create %d via a: %v", i+1, err)
+		}
+		res, err := a.ExecuteCell(ctx, s.SessionID, &client.CellRequest{Code: "import os; os.getpid() > 0"})
+		if err != nil || res.Result == nil || *res.Result != "True" {
+			t.Fatalf("a cell of session %d via a: %+v, %v", i+1, res, err)
+		}
+	}
+	for i, n := range fleet {
+		if got := liveSessions(t, n.url); got != 1 {
+			t.Errorf("node %s holds %d sessions, want 1", nodeName(i), got)
+		}
+		list, err := client.New(n.url).ListSessions(ctx)
+		if err != nil || len(list) != 3 {
+			t.Fatalf("node %s lists %d sessions (%v), want the fleet's 3", nodeName(i), len(list), err)
+		}
+	}
+	_, err := a.CreateSession(ctx, &client.SessionRequest{Requirements: "-"})
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || !strings.Contains(apiErr.Message, "every node of the fleet") {
+		t.Fatalf("a create on a full fleet: %v, want 429 naming the fleet", err)
+	}
+}
+
+// liveSessions reads the pyexec_sessions gauge of a node's /metrics.
+func liveSessions(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "pyexec_sessions "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("pyexec_sessions %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no pyexec_sessions in %s/metrics", url)
+	return 0
 }
 
 func assertNodeLost(t *testing.T, err error, what string) {
