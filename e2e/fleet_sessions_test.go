@@ -97,7 +97,7 @@ func TestFleetSessionPlacement(t *testing.T) {
 	}
 	_, err := a.CreateSession(ctx, &client.SessionRequest{Requirements: "-"})
 	var apiErr *client.APIError
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || !strings.Contains(apiErr.Message, "every node of the fleet") {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || !strings.Contains(apiErr.Message, "no other node of the fleet has a free slot") {
 		t.Fatalf("a create on a full fleet: %v, want 429 naming the fleet", err)
 	}
 }

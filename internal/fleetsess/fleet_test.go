@@ -334,7 +334,7 @@ func TestSessionPlacement(t *testing.T) {
 		t.Fatalf("b holds %d sessions, want 2", b.eng.LiveSessions())
 	}
 	_, err = a.r.CreateSession(ctx, engine.SessionRequest{Requirements: "-", Caller: alice.Name})
-	if !errors.Is(err, engine.ErrTooManySessions) || !strings.Contains(err.Error(), "every node of the fleet") {
+	if !errors.Is(err, engine.ErrTooManySessions) || !strings.Contains(err.Error(), "no other node of the fleet has a free slot") {
 		t.Fatalf("a full fleet: %v, want ErrTooManySessions", err)
 	}
 	// A freed slot on b is offered again.

@@ -163,6 +163,6 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 		}
 		return engine.Session{}, fmt.Errorf("fleetsess: registering session %s: %w", s.ID, err)
 	}
-	r.pokePlacement()
+	r.updatePlacement() // before the answer: the next create sees a full node
 	return s, nil
 }

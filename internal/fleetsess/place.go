@@ -19,8 +19,8 @@ import (
 const (
 	placeTries = 3
 	// placeRecheck bounds how late a node notices a slot that freed up
-	// without telling this package (it is also told at every create and
-	// every end).
+	// without telling this package (it checks at every create and every
+	// end too).
 	placeRecheck = 500 * time.Millisecond
 )
 
@@ -30,13 +30,6 @@ func (r *Router) hasRoom() bool {
 	closing := r.closing
 	r.mu.Unlock()
 	return !closing && r.eng.LiveSessions() < r.eng.SessionCap()
-}
-
-func (r *Router) pokePlacement() {
-	select {
-	case r.poke <- struct{}{}:
-	default:
-	}
 }
 
 // placement keeps the placement subscription in step with this node's
@@ -49,7 +42,6 @@ func (r *Router) placement() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
-		case <-r.poke:
 		}
 		r.updatePlacement()
 	}
@@ -84,7 +76,8 @@ func (r *Router) place(ctx context.Context, req engine.SessionRequest) (engine.S
 		s, err = r.placeOnce(ctx, req)
 		switch {
 		case errors.Is(err, errNoResponders):
-			return engine.Session{}, fmt.Errorf("%w: every node of the fleet holds its maximum of sessions", engine.ErrTooManySessions)
+			return engine.Session{}, fmt.Errorf("%w: this server holds its maximum of %d sessions and no other node of the fleet has a free slot",
+				engine.ErrTooManySessions, r.eng.SessionCap())
 		case errors.Is(err, errNodeGone):
 			return engine.Session{}, fmt.Errorf("%w: the node creating the session stopped; try again", engine.ErrUnavailable)
 		case !errors.Is(err, engine.ErrTooManySessions):

@@ -78,7 +78,6 @@ type Router struct {
 	ctx    context.Context // ends at Close: handlers of other nodes' requests
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	poke   chan struct{}
 
 	mu       sync.Mutex
 	closing  bool
@@ -105,7 +104,7 @@ func New(cfg Config) (*Router, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, poke: make(chan struct{}, 1)}, nil
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel}, nil
 }
 
 // Start serves the requests of other nodes with eng. Sessions the
@@ -170,9 +169,8 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		r.log.Warn("updating the session registry", "session_id", id, "err", err)
 	}
-	select {
-	case r.poke <- struct{}{}:
-	default:
+	if r.eng != nil {
+		r.updatePlacement()
 	}
 }
 
