@@ -353,3 +353,33 @@ func TestSessionPlacement(t *testing.T) {
 		t.Fatalf("create after a slot freed on b: %v", err)
 	}
 }
+
+// TestRegistryFollowsTheEngine: a session the engine reaps (idle timeout)
+// leaves the registry, and the other nodes answer 404 for it, as one node
+// did before fleets.
+func TestRegistryFollowsTheEngine(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
+	ctx := context.Background()
+	s, err := a.r.CreateSession(ctx, engine.SessionRequest{Requirements: "-", Caller: alice.Name, IdleTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.reg.GetSession(ctx, s.ID); err != nil {
+		t.Fatalf("the new session is not in the registry: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, _, err := b.reg.GetSession(ctx, s.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reaped session is still in the registry: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := b.r.GetSession(ctx, s.ID, alice); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("a reaped session via b: %v, want ErrSessionNotFound", err)
+	}
+}

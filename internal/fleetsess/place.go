@@ -93,16 +93,18 @@ func (r *Router) place(ctx context.Context, req engine.SessionRequest) (engine.S
 func (r *Router) placeOnce(ctx context.Context, req engine.SessionRequest) (engine.Session, error) {
 	inbox := r.cfg.Conn.NewInbox()
 	owner := make(chan string, 1)
+	ended := make(chan struct{})
 	progress := req.Progress
 	sub, err := r.cfg.Conn.Subscribe(inbox, func(m *nats.Msg) {
-		if n := m.Header.Get(nodeHeader); n != "" {
+		switch {
+		case m.Header.Get(endHeader) != "":
+			close(ended)
+		case m.Header.Get(nodeHeader) != "":
 			select {
-			case owner <- n:
+			case owner <- m.Header.Get(nodeHeader):
 			default:
 			}
-			return
-		}
-		if progress != nil {
+		case progress != nil:
 			progress(string(m.Data))
 		}
 	})
@@ -113,8 +115,20 @@ func (r *Router) placeOnce(ctx context.Context, req engine.SessionRequest) (engi
 	var s engine.Session
 	cl := call{Op: opCreate, Caller: callerWire{Name: req.Caller}, Create: &req, Progress: inbox}
 	err = r.request(ctx, placeSubject, "", owner, cl, &s)
+	if err == nil {
+		// The lines were sent before the answer, but reach this inbox's
+		// handler on a goroutine of its own: let it catch up.
+		select {
+		case <-ended:
+		case <-time.After(progressCatchUp):
+		}
+	}
 	return s, err
 }
+
+// progressCatchUp bounds the wait for install lines still on their way
+// once a placed create answered.
+const progressCatchUp = time.Second
 
 // createHere takes a create another node placed here.
 func (r *Router) createHere(ctx context.Context, cl call) (engine.Session, error) {
@@ -132,6 +146,11 @@ func (r *Router) createHere(ctx context.Context, cl call) (engine.Session, error
 			return engine.Session{}, fmt.Errorf("fleetsess: accepting a create: %w", err)
 		}
 		req.Progress = func(line string) { _ = r.cfg.Conn.Publish(cl.Progress, []byte(line)) }
+		defer func() {
+			end := nats.NewMsg(cl.Progress)
+			end.Header.Set(endHeader, "1")
+			_ = r.cfg.Conn.PublishMsg(end) // without it, the requester waits progressCatchUp
+		}()
 	}
 	return r.createLocal(ctx, req)
 }

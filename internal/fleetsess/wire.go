@@ -24,13 +24,14 @@ import (
 //	  call{op, id, caller, …}  ── pyexec.node.<owner>.session ──▶  engine.<Op>(…)
 //	  ◀──────────────────── reply{body | err{kind, msg}}
 //	  call{op: create}         ── pyexec.sessions.place (queue) ─▶  CreateSession
-//	  ◀── install lines, then accepted-by ── progress inbox
+//	  ◀── accepted-by, install lines, end ── progress inbox
 const (
 	nodePrefix   = "pyexec.node."
 	placeSubject = "pyexec.sessions.place"
 	placeQueue   = "pyexec-sessions"
 	blobHeader   = "Pyexec-Blob"
 	nodeHeader   = "Pyexec-Node"
+	endHeader    = "Pyexec-End"
 )
 
 func nodeSubject(node string) string { return nodePrefix + node + ".session" }
