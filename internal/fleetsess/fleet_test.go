@@ -25,7 +25,7 @@ var alice = engine.Caller{Name: "alice"}
 
 // fleetServer starts one in-process NATS server with JetStream: the
 // fleet's shared store and message bus.
-func fleetServer(t *testing.T) *server.Server {
+func fleetServer(t testing.TB) *server.Server {
 	t.Helper()
 	srv, err := server.NewServer(&server.Options{ServerName: "fleet", DontListen: true, JetStream: true,
 		StoreDir: t.TempDir(), MaxPayload: testMaxPayload, NoSigs: true})
@@ -54,7 +54,7 @@ type node struct {
 	reg  *store.NATS
 }
 
-func startNode(t *testing.T, srv *server.Server, name string, maxSessions int) *node {
+func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *node {
 	t.Helper()
 	ctx := context.Background()
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
@@ -87,7 +87,7 @@ func startNode(t *testing.T, srv *server.Server, name string, maxSessions int) *
 	return &node{name: name, eng: eng, r: r, nc: nc, reg: reg}
 }
 
-func (n *node) create(t *testing.T) engine.Session {
+func (n *node) create(t testing.TB) engine.Session {
 	t.Helper()
 	s, err := n.r.CreateSession(context.Background(), engine.SessionRequest{Requirements: "-", Caller: alice.Name})
 	if err != nil {
@@ -96,7 +96,7 @@ func (n *node) create(t *testing.T) engine.Session {
 	return s
 }
 
-func (n *node) cell(t *testing.T, id, code string) engine.CellResult {
+func (n *node) cell(t testing.TB, id, code string) engine.CellResult {
 	t.Helper()
 	res, err := n.r.ExecuteCell(context.Background(), id, alice, engine.CellRequest{Code: code, EvalLastExpr: true, Timeout: 20 * time.Second})
 	if err != nil {
