@@ -118,6 +118,19 @@ func (c *natsCluster) stop(i int) {
 	}
 }
 
+// metaLeader is the index of the running server that leads JetStream's
+// meta group.
+func (c *natsCluster) metaLeader() int {
+	c.t.Helper()
+	for i, srv := range c.servers {
+		if srv != nil && srv.JetStreamIsLeader() {
+			return i
+		}
+	}
+	c.t.Fatal("no NATS server leads the JetStream meta group")
+	return -1
+}
+
 // waitMetaLeader waits until JetStream answers through every running
 // server, which needs a meta leader elected by the cluster.
 func (c *natsCluster) waitMetaLeader() {

@@ -110,6 +110,10 @@ func TestFleetRunsEverywhereAndAnswersForAnyID(t *testing.T) {
 		if err != nil {
 			t.Fatalf("submitting %d to node a: %v", i, err)
 		}
+		// Accepted through a, known at once through c.
+		if _, err := client.New(fleet[2].url).GetExecution(ctx, id); err != nil {
+			t.Fatalf("execution %d accepted by node a, read through node c right after: %v", i, err)
+		}
 		ids = append(ids, id)
 	}
 	final := waitFinal(t, fleet, ids, 2*time.Minute)
@@ -263,8 +267,8 @@ func (l *submitLoop) count() int {
 	return len(l.accepted)
 }
 
-// TestFleetSurvivesALostNATSServer stops one of the three NATS servers
-// while executions are submitted to every node: the node that was
+// TestFleetSurvivesALostNATSServer stops one of the three NATS servers,
+// the JetStream meta leader, while executions are submitted to every node: the node that was
 // connected to it reconnects to another, and every execution the fleet
 // accepted reaches a final state (the store is replicated three times).
 func TestFleetSurvivesALostNATSServer(t *testing.T) {
@@ -275,11 +279,12 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 	stop := make(chan struct{})
 	loop := startSubmitLoop(t, stop, urls)
 	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
-	cluster.stop(1) // node b's server
+	lost := cluster.metaLeader()
+	cluster.stop(lost) // the JetStream meta leader, and node a, b or c's server
 	before := loop.count()
-	eventually(t, 30*time.Second, "node b to reconnect to another NATS server", func() bool {
-		h, err := getHealth(t, fleet[1].url)
-		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[1]
+	eventually(t, 30*time.Second, "node "+nodeName(lost)+" to reconnect to another NATS server", func() bool {
+		h, err := getHealth(t, fleet[lost].url)
+		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[lost]
 	})
 	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
 	close(stop)
@@ -295,14 +300,16 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 
 // TestFleetRollingRestart restarts the three nodes one at a time
 // (SIGTERM, wait until it exited, start it again) while executions are
-// submitted to the nodes that are up: every accepted execution reaches a
-// final state and completes.
+// submitted to the nodes that are up, and a burst of one-second jobs goes
+// through each node just before it stops: every accepted execution
+// reaches a final state and completes.
 //
 // What the drain guarantees: a node that gets SIGTERM stops taking work
 // (the API answers 503, so a submission to it is refused, not lost), lets
 // its running executions finish within --shutdown-timeout, and leaves the
 // jobs it had taken from the queue but not started unacked, so the queue
-// hands them to another node after the ack wait (10s on a cluster). Only
+// hands them to another node after the ack wait (10s on a cluster), or the
+// restarted node puts them back at once when it starts. Only
 // an execution still running when the shutdown timeout ends would be
 // stopped and recorded failed/node_lost; these run 0.2s against a 20s
 // timeout, so each one completes.
@@ -325,12 +332,24 @@ func TestFleetRollingRestart(t *testing.T) {
 	stop := make(chan struct{})
 	loop := startSubmitLoop(t, stop, urls)
 	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
+	var burst []string
+	var past []*server // stopped instances, for their logs
 	for i := range fleet {
+		// A burst through the node about to stop, so that it is busy and
+		// holds jobs from the queue when SIGTERM comes.
+		for k := range 6 {
+			id, err := submitScript(context.Background(), client.New(fleet[i].url), fmt.Sprintf("import time\ntime.sleep(1)\nprint('burst %d')\n", k))
+			if err != nil {
+				t.Fatalf("burst to node %s: %v", nodeName(i), err)
+			}
+			burst = append(burst, id)
+		}
 		mu.Lock()
 		up[i] = false
 		old := fleet[i]
 		mu.Unlock()
 		fresh := restartFleetNode(t, old)
+		past = append(past, old)
 		mu.Lock()
 		fleet[i], up[i] = fresh, true
 		mu.Unlock()
@@ -339,14 +358,29 @@ func TestFleetRollingRestart(t *testing.T) {
 	}
 	close(stop)
 	ids, refused := loop.ids()
+	ids = append(ids, burst...)
 	final := waitFinal(t, fleet, ids, 2*time.Minute)
 	ran := map[string]int{}
 	for _, id := range ids {
 		r := final[id]
 		if r.Status != client.StatusCompleted {
-			t.Errorf("%s: %s (%s) %s", id, r.Status, r.Reason, r.Error)
+			t.Errorf("%s on node %q (started %v): %s (%s) %s\n%s", id, r.Node, r.StartedAt, r.Status, r.Reason, r.Error,
+				logsAbout(append(past, fleet...), id))
 		}
 		ran[r.Node]++
 	}
 	t.Logf("%d accepted, %d refused during the rolling restart; ran per node: %v", len(ids), refused, ran)
+}
+
+// logsAbout returns the log lines of servers that mention id.
+func logsAbout(servers []*server, id string) string {
+	var out []string
+	for _, s := range servers {
+		for _, line := range strings.Split(s.logs.String(), "\n") {
+			if strings.Contains(line, id) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -165,7 +165,13 @@ func (e *Engine) runJob(job store.Job) {
 	}
 	final := StatusFailed
 	defer func() { o.release(final) }()
-	defer e.dropRequest(id)
+	defer func() {
+		// A job left pending (this node shut down before it started) runs
+		// on another node, which needs the request.
+		if final != StatusPending {
+			e.dropRequest(id)
+		}
+	}()
 
 	p, err := e.loadPlan(sctx, id)
 	if err != nil {
@@ -187,6 +193,8 @@ func (e *Engine) runJob(job store.Job) {
 	if r.Status.Final() && r.StartedAt == nil {
 		ack() // killed while we were claiming it
 	}
+	// Still pending: this node shut down before it started. Not acked,
+	// the job goes to another node after the ack wait.
 }
 
 // loadPlan reads a queued request back and prepares it again (the

@@ -132,13 +132,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.adm.close()
 	e.stop()
-	// Sync callers still waiting for a slot are stopped now: their
-	// executions never started.
+	// Executions that have not begun are stopped now: sync callers still
+	// waiting for a slot fail (node_lost), async jobs stay in the queue
+	// for another node (see owner.begin).
 	e.mu.Lock()
 	for _, o := range e.owned {
-		if !o.started() {
-			o.cancel(errShutdown)
-		}
+		o.stopUnstarted()
 	}
 	e.mu.Unlock()
 

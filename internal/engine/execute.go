@@ -32,7 +32,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	defer cancel()
 	started := now()
 	r, ok, err := e.transition(sctx, o.id, func(r *record) bool {
-		if r.Status != StatusPending {
+		if r.Status != StatusPending || !o.begin() {
 			return false
 		}
 		r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
@@ -42,7 +42,9 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 		return nil, err
 	}
 	if !ok {
-		return r, nil // killed before it started; whoever did recorded it
+		// Killed before it started (whoever did recorded it), or this
+		// node shut down first: the record is still pending.
+		return r, nil
 	}
 	o.running.Store(true)
 	onRunning()

@@ -16,9 +16,13 @@ type owner struct {
 	id      string
 	cancel  context.CancelCauseFunc
 	running atomic.Bool
-	done    chan struct{}
-	final   Status // set before done is closed
-	stop    func() error
+	// starting is set (under e.mu) once the execution may start: Close
+	// then leaves it to finish within the drain. shut is set (under e.mu)
+	// when Close stopped it before that: it must not start at all.
+	starting, shut bool
+	done           chan struct{}
+	final          Status // set before done is closed
+	stop           func() error
 }
 
 // controlMsg is a control request; controlReply its answer.
@@ -74,6 +78,29 @@ func (o *owner) release(final Status) {
 }
 
 func (o *owner) started() bool { return o.running.Load() }
+
+// begin reports whether the execution may start: false once Close stopped
+// it while it waited. From a true answer on, Close counts it as running,
+// so an execution is either stopped before it starts or given the drain,
+// never stopped as it starts.
+func (o *owner) begin() bool {
+	o.e.mu.Lock()
+	defer o.e.mu.Unlock()
+	if o.shut {
+		return false
+	}
+	o.starting = true
+	return true
+}
+
+// stopUnstarted stops the execution if it has not begun; the caller
+// holds e.mu.
+func (o *owner) stopUnstarted() {
+	if !o.starting {
+		o.shut = true
+		o.cancel(errShutdown)
+	}
+}
 
 // handle answers control requests. A kill cancels the execution and
 // replies once its final state is recorded, so that the caller can report

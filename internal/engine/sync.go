@@ -55,6 +55,12 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)
 	}
+	if r.Status == StatusPending {
+		// The node shut down between the slot and the start.
+		if r, err = e.endUnstarted(id, stoppedWaiting(context.Cause(runCtx))); err != nil {
+			return nil, err
+		}
+	}
 	final = r.Status
 	return &r.Execution, nil
 }

@@ -92,6 +92,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
 		{"sessions bucket", s.openSessions},
+		{"read settings", s.readFromLeaders},
 	}
 	for _, step := range steps {
 		if err := step.fn(ctx); err != nil {

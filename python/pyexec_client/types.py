@@ -180,6 +180,8 @@ class ExecutionResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     python_version: Optional[str] = None
+    #: The fleet node that runs or ran it (its --node-name); None until it starts.
+    node: Optional[str] = None
     created_at: Optional[datetime] = None
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
@@ -232,6 +234,7 @@ class ExecutionResult:
             stdout_truncated=bool(data.get("stdout_truncated")),
             stderr_truncated=bool(data.get("stderr_truncated")),
             python_version=data.get("python_version"),
+            node=data.get("node"),
             created_at=parse_time(data.get("created_at")),
             started_at=parse_time(data.get("started_at")),
             finished_at=parse_time(data.get("finished_at")),

@@ -173,6 +173,8 @@ class TestToolText:
                                     "--- stdout ---\nhi\n--- stderr ---\nTraceback\n")
         empty = ExecutionResult.from_dict({"execution_id": "e", "status": "completed"})
         assert render_result(empty) == "status: completed, exit code 0\n(no output)\n"
+        assert empty.node is None
+        assert ExecutionResult.from_dict({"execution_id": "e", "status": "running", "node": "b"}).node == "b"
 
     @pytest.mark.parametrize("name,args,want", [
         ("run_ruby", {"code": "1"}, "unknown tool 'run_ruby'"),

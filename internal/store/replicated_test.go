@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// startCluster starts n clustered JetStream servers on loopback and
+// returns their client URLs once JetStream answers through each.
+func startCluster(t *testing.T, n int) []string {
+	t.Helper()
+	port := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	clients, routes := make([]int, n), make([]int, n)
+	for i := range n {
+		clients[i], routes[i] = port(), port()
+	}
+	var urls []string
+	for i := range n {
+		var peers []string
+		for j, p := range routes {
+			if j != i {
+				peers = append(peers, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+			}
+		}
+		srv, err := natsserver.NewServer(&natsserver.Options{
+			ServerName: fmt.Sprintf("s%d", i), Host: "127.0.0.1", Port: clients[i], JetStream: true,
+			StoreDir: filepath.Join(t.TempDir(), "js"), MaxPayload: EmbeddedMaxPayload, NoSigs: true, NoLog: true,
+			Cluster: natsserver.ClusterOpts{Name: "store-test", Host: "127.0.0.1", Port: routes[i]},
+			Routes:  natsserver.RoutesFromStr(strings.Join(peers, ",")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(30 * time.Second) {
+			t.Fatal("NATS server not ready")
+		}
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clients[i]))
+	}
+	return urls
+}
+
+// openOn opens a store with three replicas through url, retrying while
+// the cluster elects its JetStream leader.
+func openOn(t *testing.T, url string) *NATS {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := Open(ctx, nc, Config{Replicas: 3})
+		cancel()
+		if err == nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Open on %s: %v", url, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestReplicatedReadsSeeEveryAcknowledgedWrite: what one node writes
+// (a record, a request payload), another node connected to another
+// server reads at once. A node taking a job from the queue must find the
+// execution its job names, or it would drop the job.
+func TestReplicatedReadsSeeEveryAcknowledgedWrite(t *testing.T) {
+	urls := startCluster(t, 3)
+	a, b := openOn(t, urls[0]), openOn(t, urls[2])
+	ctx := context.Background()
+	for _, name := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket} {
+		st, err := b.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := st.CachedInfo().Config; cfg.AllowDirect || cfg.Replicas != 3 {
+			t.Errorf("%s: direct gets %v, replicas %d; want reads from the leader of 3 replicas", name, cfg.AllowDirect, cfg.Replicas)
+		}
+	}
+	for i := range 200 {
+		id := fmt.Sprintf("exe_%d", i)
+		if _, err := a.Create(ctx, id, []byte("pending"), Meta{Status: "pending"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PutRequest(ctx, id, []byte("request "+id)); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := b.Get(ctx, id); err != nil || string(e.Value) != "pending" {
+			t.Fatalf("record %s written through one server, read through another: %v %q", id, err, e.Value)
+		}
+		if body, err := b.GetRequest(ctx, id); err != nil || string(body) != "request "+id {
+			t.Fatalf("request %s written through one server, read through another: %v %q", id, err, body)
+		}
+	}
+}
