@@ -55,8 +55,16 @@ func (r *Router) updatePlacement() {
 	case r.closing:
 	case room && r.placeSub == nil:
 		sub, err := r.cfg.Conn.QueueSubscribe(placeSubject, placeQueue, r.serveMsg)
+		if err == nil {
+			// Once the server knows the subscription, a create that finds
+			// this node full elsewhere cannot miss the slot.
+			err = r.cfg.Conn.Flush()
+		}
 		if err != nil {
 			r.log.Warn("offering this node's free session slots", "err", err)
+			if sub != nil {
+				_ = sub.Unsubscribe()
+			}
 			return
 		}
 		r.placeSub = sub

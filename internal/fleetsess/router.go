@@ -116,7 +116,13 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 		return err
 	}
 	sub, err := r.cfg.Conn.Subscribe(nodeSubject(r.cfg.Node), r.serveMsg)
+	if err == nil {
+		err = r.cfg.Conn.Flush() // the server knows the subscription before any session is created here
+	}
 	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 		return fmt.Errorf("fleetsess: subscribing to %s: %w", nodeSubject(r.cfg.Node), err)
 	}
 	r.mu.Lock()
