@@ -43,11 +43,17 @@ func connectStore(ctx context.Context, cfg config.Config, log *slog.Logger) (nat
 	return c, nil
 }
 
+// sessionEntryGrace keeps a session's registry entry that long past the
+// longest session life, so that clients of a session that ended with its
+// node learn why.
+const sessionEntryGrace = time.Hour
+
 // storeConfig is the store's configuration: on a cluster, every asset is
 // replicated and a job a node took comes back to the others sooner when
 // that node dies.
 func storeConfig(cfg config.Config) store.Config {
-	sc := store.Config{TTL: cfg.RecordTTL, Replicas: cfg.Cluster.StoreReplicas()}
+	sc := store.Config{TTL: cfg.RecordTTL, Replicas: cfg.Cluster.StoreReplicas(),
+		SessionTTL: cfg.Sessions.MaxLifetime + sessionEntryGrace}
 	if cfg.Cluster.External() {
 		sc.AckWait = config.ClusterAckWait
 	}

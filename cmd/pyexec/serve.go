@@ -101,7 +101,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		Logger: log.With("component", "api"), BaseEnvironment: st.base.String, Tools: st.tools.health,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
 		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version,
-		Node: cfg.Cluster.NodeName, NATS: st.natsHealth}
+		Node: cfg.Cluster.NodeName, NATS: st.natsHealth, Sessions: st.sessions}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}

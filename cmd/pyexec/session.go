@@ -19,8 +19,9 @@ func newSessionCmd() *cobra.Command {
 		Use:   "session",
 		Short: "Stateful sessions: variables, imports and files persist between cells",
 		Long: `A session is one interpreter in one jail for its whole life, like a notebook
-kernel. Sessions live in the memory of the server that created them and end
-at their idle timeout, their max lifetime, on rm, or when the server restarts.`,
+kernel. Sessions live in the memory of the server that holds them (on a fleet any
+server reaches them) and end at their idle timeout, their max lifetime, on rm, or
+when that server restarts.`,
 	}
 	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd())
 	return cmd

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/fleetsess"
 	"github.com/pyexec/pyexec/internal/pool"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -39,6 +40,8 @@ type stack struct {
 	tools   *toolset   // uv and ruff, for /health
 	jails   *sandbox.Manager
 	nats    natsConns // the store's connections, embedded or to a cluster
+	// sessions serves the API's sessions across the fleet.
+	sessions *fleetsess.Router
 	// closers run in reverse order of start; drain is the shutdown's
 	// drain context (see shutdown).
 	closers []func(drain context.Context) error
@@ -113,6 +116,14 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, err
 	}
+	s.sessions, err = fleetsess.New(fleetsess.Config{Node: cfg.Cluster.NodeName, Conn: nats.Conn(), Registry: st, Blobs: st,
+		Logger: log.With("component", "sessions")})
+	if err != nil {
+		return nil, err
+	}
+	// Closed after the engine: its sessions end first (and are marked
+	// node_shutdown in the registry), so no request of another node waits.
+	s.closers = append(s.closers, func(context.Context) error { return s.sessions.Close() })
 	deps := engine.Deps{
 		Store:        st,
 		Runner:       runner,
@@ -122,6 +133,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
+		OnSessionEnd: s.sessions.SessionEnded,
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }
@@ -143,6 +155,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		return nil, err
 	}
 	s.closers = append(s.closers, s.closeEngine)
+	if err := s.sessions.Start(ctx, s.eng); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -67,6 +67,9 @@ type Options struct {
 	// Collectors are further Prometheus metrics served on /metrics (the
 	// warm pool's, say).
 	Collectors []prometheus.Collector
+	// Sessions, if set, serves the sessions endpoints instead of the
+	// engine (a fleet's router, which reaches sessions on other nodes).
+	Sessions SessionEngine
 }
 
 // Server is the HTTP API over an Engine.
@@ -168,7 +171,11 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if ne, ok := eng.(NodesEngine); ok {
 		s.registerNodes(hapi, ne)
 	}
-	if se, ok := eng.(SessionEngine); ok {
+	se, ok := eng.(SessionEngine)
+	if opts.Sessions != nil {
+		se, ok = opts.Sessions, true
+	}
+	if ok {
 		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)
 	}

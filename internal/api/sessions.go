@@ -116,9 +116,9 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return o
 	}
 	o := tag(op(hapi, "create-session", http.MethodPost, "/api/v1/sessions", "Create a stateful session",
-		http.StatusBadRequest, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError))
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable))
 	o.DefaultStatus = http.StatusCreated
-	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the server that created them and end when it restarts. " +
+	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the node that holds them and end when it restarts; on a fleet any node serves them, and a session whose node is gone answers 410 with the reason (node_lost, node_shutdown). " +
 		"The session runs in the base environment, with `requirements` layered over it. With `Accept: text/event-stream` the answer is 200 and a stream: `install` events while the environment is built, then one `session` event (the session) or one `error` event (`{\"error\", \"status\"}`: the status the plain call would have answered)."
 	s.documentCreateSession(hapi, &o)
 	huma.Register(hapi, o, func(ctx context.Context, in *createSessionInput) (*huma.StreamResponse, error) {

@@ -102,6 +102,10 @@ type Deps struct {
 	// declared lost, after its executions were settled (nodelost.go). Of
 	// the surviving nodes exactly one is told about each loss.
 	OnNodeLost func(node string)
+	// OnSessionEnd, if set, is told the id of every session of this node
+	// that ends, and whether it ended because the engine shuts down. It
+	// runs on the goroutine that ends the session.
+	OnSessionEnd func(id string, shutdown bool)
 }
 
 // Finished is what OnFinish is told of an execution that ended: its

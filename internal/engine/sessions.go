@@ -377,6 +377,7 @@ func (e *Engine) endSession(s *session, why string) {
 		k.stop()
 	}
 	s.release()
+	e.sessionEnded(s)
 	e.log.Info("session ended", "session_id", s.id, "why", why)
 }
 

@@ -30,6 +30,10 @@ func (c Caller) owns(owner string) bool {
 	return c.Admin || (c.Name != "" && c.Name == owner)
 }
 
+// Owns reports whether c may see and change what owner created, for
+// layers that hold a copy of the owner (a fleet's session registry).
+func (c Caller) Owns(owner string) bool { return c.owns(owner) }
+
 // Owner is the caller that created the execution (the API key's name).
 func (r *record) Owner() string { return r.Audit.Caller }
 

@@ -42,6 +42,10 @@ type Config struct {
 	// workers before it is redelivered unless the worker reports progress.
 	// Zero means 30s.
 	AckWait time.Duration
+	// SessionTTL is how long a session's registry entry is kept after its
+	// last write; it must exceed the longest session life. Zero means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
 }
 
 // DefaultTTL is the default retention of records, requests and events.
@@ -63,6 +67,9 @@ func (c Config) withDefaults() Config {
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
 	return c
 }
 
@@ -78,6 +85,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("store: replicas %d out of range 1..5", c.Replicas)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("store: ack wait %s is shorter than 1s", c.AckWait)
+	case c.SessionTTL < time.Second:
+		return fmt.Errorf("store: session registry TTL %s is shorter than 1s", c.SessionTTL)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 	if s.cfg.Replicas == 1 {
 		return nil // one replica: it is the leader
 	}
-	for _, stream := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket} {
+	for _, stream := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket} {
 		st, err := s.js.Stream(ctx, stream)
 		if err != nil {
 			return fmt.Errorf("reading stream %s: %w", stream, err)
@@ -36,6 +36,10 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 		return err
 	}
 	if s.requests, err = s.js.ObjectStore(ctx, RequestsBucket); err != nil {
+		return err
+	}
+	// A session created through one node is used through another at once.
+	if s.sessions, err = s.js.KeyValue(ctx, SessionsBucket); err != nil {
 		return err
 	}
 	s.artifacts, err = s.js.ObjectStore(ctx, ArtifactsBucket)

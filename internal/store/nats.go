@@ -31,6 +31,8 @@ type NATS struct {
 	index   *index
 	// members holds the nodes' heartbeats (members.go).
 	members jetstream.KeyValue
+	// sessions is the fleet's session registry (sessions.go).
+	sessions jetstream.KeyValue
 }
 
 var (
@@ -95,6 +97,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"audit stream", s.openAudit},
 		{"artifacts bucket", s.openArtifacts},
 		{"nodes bucket", s.openMembers},
+		{"sessions bucket", s.openSessions},
 		{"read settings", s.readFromLeaders},
 	}
 	for _, step := range steps {

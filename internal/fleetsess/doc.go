@@ -1,0 +1,14 @@
+// Package fleetsess spreads sessions over a fleet of pyexec nodes that
+// share one NATS cluster. A session's interpreter is a process of the node
+// that created it; this package lets any node serve any session: it
+// records every session in the store's registry (PYEXEC_SESSIONS), calls
+// the local engine for a session it holds (no NATS round trip), forwards a
+// request for a session held elsewhere to its node over NATS
+// request/reply, places a new session on a node with a free slot, and
+// ends a session cleanly, with the reason, when its node went away.
+//
+// It never touches a session's internals: every session operation is the
+// owner's engine call, and errors travel back as the engine's sentinels so
+// that the HTTP answer is the same wherever a request lands. It knows
+// nothing about HTTP.
+package fleetsess

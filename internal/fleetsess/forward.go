@@ -1,0 +1,144 @@
+package fleetsess
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+var (
+	// errNoResponders: nobody listens on the subject (the node is gone,
+	// or for a create, no node has a free slot).
+	errNoResponders = errors.New("no node answers")
+	// errNodeGone: the node stopped answering while a request waited.
+	errNodeGone = errors.New("the node stopped answering")
+)
+
+// forward sends cl for session id to the node holding it and decodes the
+// answer into out (nil: no body). A session whose node does not answer
+// ends here, for every node: the registry marks it node_lost.
+func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl call, out any) error {
+	e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound(id)
+	case err != nil:
+		return fmt.Errorf("fleetsess: finding session %s: %w", id, err)
+	case !c.Owns(e.Owner):
+		return notFound(id) // worded as for an unknown id (docs/tenancy.md)
+	case e.Ended != "":
+		return &endedError{id: id, reason: e.Ended}
+	case e.Node == r.cfg.Node:
+		// The local engine has no such session: it ended while its
+		// entry was being written.
+		return notFound(id)
+	}
+	cl.ID, cl.Caller = id, wireCaller(c)
+	err = r.request(ctx, nodeSubject(e.Node), e.Node, nil, cl, out)
+	if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
+		return err
+	}
+	return r.lost(ctx, e, rev)
+}
+
+// lost ends a session whose node is gone and returns the error its
+// client gets.
+func (r *Router) lost(ctx context.Context, e store.SessionEntry, rev uint64) error {
+	reason := ReasonNodeLost
+	e.Ended = reason
+	err := r.cfg.Registry.UpdateSession(ctx, e, rev)
+	if errors.Is(err, store.ErrConflict) { // another node got there first
+		reason, err = r.markEnded(ctx, e.ID, ReasonNodeLost)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(e.ID)
+	}
+	if err != nil {
+		r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
+		reason = ReasonNodeLost
+	}
+	r.log.Warn("session ended: its node does not answer", "session_id", e.ID, "node", e.Node)
+	return &endedError{id: e.ID, reason: reason}
+}
+
+// request sends cl on subject and waits for the answer. While it waits it
+// checks every CheckEvery that node (or, when node is empty, the node
+// named on owner once one has taken the request) still listens, so a node
+// that died never leaves the caller hanging.
+func (r *Router) request(ctx context.Context, subject, node string, owner <-chan string, cl call, out any) error {
+	msg, err := r.encodeMsg(ctx, subject, cl)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		m   *nats.Msg
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() { // ends with cctx at the latest
+		m, err := r.cfg.Conn.RequestMsgWithContext(cctx, msg)
+		got <- answer{m, err}
+	}()
+	tick := time.NewTicker(r.cfg.CheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-got:
+			return r.answer(ctx, subject, a.m, a.err, out)
+		case n := <-owner:
+			node = n
+		case <-tick.C:
+			if node != "" && r.gone(ctx, node) {
+				return fmt.Errorf("fleetsess: node %s: %w", node, errNodeGone)
+			}
+		}
+	}
+}
+
+// answer decodes a reply (or the request's error) into out.
+func (r *Router) answer(ctx context.Context, subject string, m *nats.Msg, err error, out any) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("fleetsess: %s: %w", subject, errNoResponders)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return fmt.Errorf("fleetsess: request on %s: %w", subject, err)
+	}
+	var rep reply
+	if err := r.decodeMsg(ctx, m, &rep); err != nil {
+		return err
+	}
+	if rep.Err != nil {
+		return rep.Err.decode(subject)
+	}
+	if out == nil || len(rep.Body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(rep.Body, out); err != nil {
+		return fmt.Errorf("fleetsess: decoding the answer on %s: %w", subject, err)
+	}
+	return nil
+}
+
+// gone reports whether node no longer listens: a ping finds no
+// responders. A node that is slow to answer is not gone.
+func (r *Router) gone(ctx context.Context, node string) bool {
+	pctx, cancel := context.WithTimeout(ctx, max(r.cfg.CheckEvery, time.Second))
+	defer cancel()
+	b, err := json.Marshal(call{Op: opPing})
+	if err != nil {
+		return false
+	}
+	_, err = r.cfg.Conn.RequestWithContext(pctx, nodeSubject(node), b)
+	return errors.Is(err, nats.ErrNoResponders)
+}

@@ -1,0 +1,168 @@
+package fleetsess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// The API's session calls. Each tries this node's engine first, which
+// answers from memory; only a session it does not hold costs a registry
+// read and a request to the node holding it.
+
+// GetSession describes a session wherever it lives.
+func (r *Router) GetSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.eng.GetSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opGet}, &s)
+	}
+	return s, err
+}
+
+// DeleteSession ends a session wherever it lives.
+func (r *Router) DeleteSession(ctx context.Context, id string, c engine.Caller) error {
+	err := r.eng.DeleteSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opDelete}, nil)
+	}
+	return err
+}
+
+// ExecuteCell runs a cell wherever the session lives.
+func (r *Router) ExecuteCell(ctx context.Context, id string, c engine.Caller, req engine.CellRequest) (engine.CellResult, error) {
+	res, err := r.eng.ExecuteCell(ctx, id, c, req)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opExecute, Cell: &req}, &res)
+	}
+	return res, err
+}
+
+// InterruptSession interrupts a running cell wherever the session lives.
+func (r *Router) InterruptSession(ctx context.Context, id string, c engine.Caller) error {
+	err := r.eng.InterruptSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opInterrupt}, nil)
+	}
+	return err
+}
+
+// RestartSession restarts a session's interpreter wherever it lives.
+func (r *Router) RestartSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.eng.RestartSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opRestart}, &s)
+	}
+	return s, err
+}
+
+// PutSessionFile writes a file into a session's workspace wherever it
+// lives.
+func (r *Router) PutSessionFile(ctx context.Context, id string, c engine.Caller, path string, data []byte) error {
+	err := r.eng.PutSessionFile(ctx, id, c, path, data)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opPutFile, Path: path, Data: data}, nil)
+	}
+	return err
+}
+
+// ListSessionFiles lists a session's workspace wherever it lives.
+func (r *Router) ListSessionFiles(ctx context.Context, id string, c engine.Caller) ([]engine.SessionFile, error) {
+	files, err := r.eng.ListSessionFiles(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opListFiles}, &files)
+	}
+	return files, err
+}
+
+// ReadSessionFile reads a file of a session's workspace wherever it
+// lives.
+func (r *Router) ReadSessionFile(ctx context.Context, id string, c engine.Caller, path string) ([]byte, error) {
+	data, err := r.eng.ReadSessionFile(ctx, id, c, path)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opReadFile, Path: path}, &data)
+	}
+	return data, err
+}
+
+// ListSessions lists c's sessions on every node, oldest first: this
+// node's from its engine, the others' from the nodes the registry names.
+// A node that does not answer has its sessions marked node_lost; one that
+// fails is left out of the listing (logged).
+func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Session {
+	out := r.eng.ListSessions(ctx, c)
+	entries, err := r.cfg.Registry.ListSessions(ctx)
+	if err != nil {
+		r.log.Warn("listing the fleet's sessions: only this node's are listed", "err", err)
+		return out
+	}
+	held := make(map[string][]store.SessionEntry)
+	for _, e := range entries {
+		if e.Ended == "" && e.Node != r.cfg.Node && c.Owns(e.Owner) {
+			held[e.Node] = append(held[e.Node], e)
+		}
+	}
+	nodes := make([]string, 0, len(held))
+	for n := range held {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes {
+		var list []engine.Session
+		err := r.request(ctx, nodeSubject(n), n, nil, call{Op: opList, Caller: wireCaller(c)}, &list)
+		switch {
+		case errors.Is(err, errNoResponders) || errors.Is(err, errNodeGone):
+			for _, e := range held[n] {
+				if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+					r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
+				}
+			}
+		case err != nil:
+			r.log.Warn("listing a node's sessions", "node", n, "err", err)
+		default:
+			out = append(out, list...)
+		}
+	}
+	slices.SortFunc(out, func(a, b engine.Session) int {
+		if d := a.CreatedAt.Compare(b.CreatedAt); d != 0 {
+			return d
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// CreateSession creates the session on this node when it has a free
+// slot, otherwise on a node that has one (placement). With no free slot
+// anywhere it is ErrTooManySessions.
+func (r *Router) CreateSession(ctx context.Context, req engine.SessionRequest) (engine.Session, error) {
+	if r.hasRoom() {
+		return r.createLocal(ctx, req)
+	}
+	return r.place(ctx, req)
+}
+
+// createLocal creates the session here and registers it. A session the
+// registry does not know would be unreachable from every other node, so
+// one that cannot be registered is ended (fail closed).
+func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (engine.Session, error) {
+	s, err := r.eng.CreateSession(ctx, req)
+	if err != nil {
+		return s, err
+	}
+	e := store.SessionEntry{ID: s.ID, Node: r.cfg.Node, Owner: s.Caller, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt}
+	if err := r.cfg.Registry.PutSession(ctx, e); err != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+		defer cancel()
+		if derr := r.eng.DeleteSession(dctx, s.ID, engine.Caller{Name: s.Caller, Admin: true}); derr != nil {
+			r.log.Warn("ending a session that could not be registered", "session_id", s.ID, "err", derr)
+		}
+		return engine.Session{}, fmt.Errorf("fleetsess: registering session %s: %w", s.ID, err)
+	}
+	r.updatePlacement() // before the answer: the next create sees a full node
+	return s, nil
+}

@@ -1,0 +1,236 @@
+package fleetsess
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// Engine is this node's session API; *engine.Engine implements it.
+type Engine interface {
+	CreateSession(ctx context.Context, req engine.SessionRequest) (engine.Session, error)
+	GetSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	ListSessions(ctx context.Context, c engine.Caller) []engine.Session
+	DeleteSession(ctx context.Context, id string, c engine.Caller) error
+	ExecuteCell(ctx context.Context, id string, c engine.Caller, req engine.CellRequest) (engine.CellResult, error)
+	InterruptSession(ctx context.Context, id string, c engine.Caller) error
+	RestartSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	PutSessionFile(ctx context.Context, id string, c engine.Caller, path string, data []byte) error
+	ListSessionFiles(ctx context.Context, id string, c engine.Caller) ([]engine.SessionFile, error)
+	ReadSessionFile(ctx context.Context, id string, c engine.Caller, path string) ([]byte, error)
+	// LiveSessions and SessionCap say whether this node has a free slot.
+	LiveSessions() int
+	SessionCap() int
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// Reasons a session ended without being deleted, as the registry and the
+// 410 answer name them.
+const (
+	ReasonNodeLost     = "node_lost"
+	ReasonNodeShutdown = "node_shutdown"
+)
+
+var reasonText = map[string]string{
+	ReasonNodeLost:     "the node running this session stopped",
+	ReasonNodeShutdown: "the node running this session shut down",
+}
+
+// Config wires a Router.
+type Config struct {
+	// Node is this node's name in the fleet (a NATS subject token).
+	Node string
+	// Conn is the connection to the fleet's NATS.
+	Conn *nats.Conn
+	// Registry records which node holds each session.
+	Registry store.SessionRegistry
+	// Blobs carries messages larger than the server's max_payload (file
+	// uploads and downloads, large cell outputs).
+	Blobs store.Requests
+	// CheckEvery is how often a forwarded request that waits for its
+	// answer checks that the node holding the session is still there.
+	// Zero means 1s.
+	CheckEvery time.Duration
+	Logger     *slog.Logger // nil discards
+}
+
+// Router serves the API's session calls for the whole fleet: it
+// implements the API's session engine. Build it with New before the
+// engine (its SessionEnded is the engine's Deps.OnSessionEnd), then Start
+// it with the engine.
+type Router struct {
+	cfg Config
+	log *slog.Logger
+	eng Engine
+
+	ctx    context.Context // ends at Close: handlers of other nodes' requests
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closing  bool
+	nodeSub  *nats.Subscription
+	placeSub *nats.Subscription // while this node has a free slot
+}
+
+// registryTimeout bounds a registry write that no request waits for.
+const registryTimeout = 5 * time.Second
+
+// New checks cfg and returns a Router that is not serving yet.
+func New(cfg Config) (*Router, error) {
+	switch {
+	case cfg.Node == "":
+		return nil, errors.New("fleetsess: a node name is required")
+	case cfg.Conn == nil || cfg.Registry == nil || cfg.Blobs == nil:
+		return nil, errors.New("fleetsess: Conn, Registry and Blobs are required")
+	}
+	if cfg.CheckEvery == 0 {
+		cfg.CheckEvery = time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel}, nil
+}
+
+// Start serves the requests of other nodes with eng. Sessions the
+// registry still gives to this node are from an earlier process of the
+// same name, which died with them: they are marked node_lost first.
+func (r *Router) Start(ctx context.Context, eng Engine) error {
+	r.eng = eng
+	if err := r.endStale(ctx); err != nil {
+		return err
+	}
+	sub, err := r.cfg.Conn.Subscribe(nodeSubject(r.cfg.Node), r.serveMsg)
+	if err == nil {
+		err = r.cfg.Conn.Flush() // the server knows the subscription before any session is created here
+	}
+	if err != nil {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
+		return fmt.Errorf("fleetsess: subscribing to %s: %w", nodeSubject(r.cfg.Node), err)
+	}
+	r.mu.Lock()
+	r.nodeSub = sub
+	r.mu.Unlock()
+	r.updatePlacement()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.placement()
+	}()
+	return nil
+}
+
+// Close stops serving other nodes and waits for the requests in hand.
+// Call it after the engine's Close, so that requests waiting for a cell
+// end with the session rather than hold the shutdown.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	r.closing = true
+	var errs []error
+	for _, sub := range []*nats.Subscription{r.nodeSub, r.placeSub} {
+		if sub != nil {
+			errs = append(errs, sub.Unsubscribe())
+		}
+	}
+	r.nodeSub, r.placeSub = nil, nil
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	if err := errors.Join(errs...); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("fleetsess: unsubscribing: %w", err)
+	}
+	return nil
+}
+
+// SessionEnded keeps the registry in step with the engine
+// (Deps.OnSessionEnd): a session that ended is removed, unless it ended
+// because this node shuts down; then it stays, marked node_shutdown, so
+// that its clients learn why.
+func (r *Router) SessionEnded(id string, shutdown bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	var err error
+	if shutdown {
+		_, err = r.markEnded(ctx, id, ReasonNodeShutdown)
+	} else {
+		err = r.cfg.Registry.DeleteSession(ctx, id)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log.Warn("updating the session registry", "session_id", id, "err", err)
+	}
+	if r.eng != nil {
+		r.updatePlacement()
+	}
+}
+
+// endStale marks the sessions the registry gives to this node as lost.
+func (r *Router) endStale(ctx context.Context) error {
+	list, err := r.cfg.Registry.ListSessions(ctx)
+	if err != nil {
+		return fmt.Errorf("fleetsess: reading the session registry: %w", err)
+	}
+	for _, e := range list {
+		if e.Node == r.cfg.Node && e.Ended == "" {
+			if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("fleetsess: ending session %s of an earlier run: %w", e.ID, err)
+			}
+			r.log.Info("session of an earlier run of this node marked lost", "session_id", e.ID)
+		}
+	}
+	return nil
+}
+
+// markEnded records why id ended and returns the reason the registry
+// keeps (an earlier one wins).
+func (r *Router) markEnded(ctx context.Context, id, reason string) (string, error) {
+	for {
+		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if e.Ended != "" {
+			return e.Ended, nil
+		}
+		e.Ended = reason
+		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
+		if !errors.Is(err, store.ErrConflict) {
+			return reason, err
+		}
+	}
+}
+
+// endedError is the answer for a session that ended with its node.
+type endedError struct{ id, reason string }
+
+func (e *endedError) Error() string {
+	return fmt.Sprintf("session %s ended: %s: %s", e.id, e.reason, reasonText[e.reason])
+}
+
+func (e *endedError) Unwrap() error { return engine.ErrSessionEnded }
+
+func notFound(id string) error { return fmt.Errorf("%w: %s", engine.ErrSessionNotFound, id) }
+
+func newBlobName() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("fleetsess: naming a large message: %w", err)
+	}
+	return "sessionmsg_" + hex.EncodeToString(b), nil
+}
