@@ -105,6 +105,10 @@ func run() int {
 		fmt.Println("note: " + note)
 	}
 	fmt.Println()
+	for _, t := range targets(rows) {
+		fmt.Println("target: " + t)
+	}
+	fmt.Println()
 	for _, m := range mem {
 		fmt.Println("memory: " + m)
 	}

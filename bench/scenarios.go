@@ -18,6 +18,12 @@ func bare(ctx context.Context, python, code string) error {
 	return exec.CommandContext(ctx, python, "-c", code).Run()
 }
 
+// bareStrict spawns python -I -S -c code: no site import, no user paths,
+// the fastest way to start the interpreter, and so the strictest baseline.
+func bareStrict(ctx context.Context, python, code string) error {
+	return exec.CommandContext(ctx, python, "-I", "-S", "-c", code).Run()
+}
+
 // servers are the pyexec configurations compared: the default (fork
 // servers), warm jails only (--fork-server=false) and no pool at all
 // (--warm-pool=false, every jail built cold).
@@ -25,12 +31,19 @@ type servers struct {
 	fork, jails, cold *server
 }
 
-// latencyPrint: print(1) spawned bare vs through /api/v1/eval of each
-// configuration, interleaved.
+// latencyPrint: print(1) spawned bare (python -I -S -c and python -c) vs
+// through /api/v1/eval of each configuration, interleaved. The ratios are
+// against the strict baseline; the second pyexec row repeats the fork
+// server's against python -c.
 func latencyPrint(ctx context.Context, s servers, python string, n int) ([]row, error) {
-	var b, f, j, c []time.Duration
+	var strict, b, f, j, c []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
+		if err := bareStrict(ctx, python, "print(1)"); err != nil {
+			return nil, err
+		}
+		strict = append(strict, time.Since(t))
+		t = time.Now()
 		if err := bare(ctx, python, "print(1)"); err != nil {
 			return nil, err
 		}
@@ -46,13 +59,22 @@ func latencyPrint(ctx context.Context, s servers, python string, n int) ([]row, 
 			*m.d = append(*m.d, time.Since(t))
 		}
 	}
-	base := summarize("print(1): bare python -c", b, nil)
-	return []row{base,
-		summarize("print(1): pyexec /api/v1/eval, pool on (fork server)", f, &base),
+	base := summarize("print(1): bare python -I -S -c", strict, nil)
+	site := summarize("print(1): bare python -c", b, nil)
+	return []row{base, site,
+		summarize(p1Name, f, &base),
+		summarize("print(1): pyexec, the same, against bare python -c", f, &site),
 		summarize("print(1): pyexec, pool on, --fork-server=false (warm jails)", j, &base),
 		summarize("print(1): pyexec, pool off (cold jail)", c, &base),
 	}, nil
 }
+
+// p1Name and throughputName name the rows of targets P1 and P3
+// (targets.go).
+const (
+	p1Name         = "print(1): pyexec /api/v1/eval, pool on (fork server)"
+	throughputName = "throughput"
+)
 
 // latencyAsync: submit with /api/v1/exec/async, then wait for the result on
 // the event stream.
@@ -77,15 +99,20 @@ func latencyAsync(ctx context.Context, s *server, n int) ([]row, error) {
 }
 
 // throughput runs total print(1) executions at each concurrency level,
-// bare and through the API, and reports executions per second, and the
+// bare (python -c, then python -I -S -c, the row's baseline) and through
+// the API, and reports executions per second, and the
 // CPU time the whole machine (and the server process) spent per execution
 // at each level.
 func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, []string, error) {
 	var rows []row
 	var notes []string
 	for _, c := range levels {
+		site, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
+		if err != nil {
+			return nil, nil, err
+		}
 		m0 := machineCPU()
-		b, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
+		b, err := rate(c, total, func() error { return bareStrict(ctx, python, "print(1)") })
 		if err != nil {
 			return nil, nil, err
 		}
@@ -95,10 +122,11 @@ func throughput(ctx context.Context, s *server, python string, total int, levels
 			return nil, nil, err
 		}
 		m2, s2 := machineCPU(), s.cpu()
-		rows = append(rows, row{name: fmt.Sprintf("throughput c=%d: bare / pyexec (exec/s)", c), rate: true, base: b, value: p})
+		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", throughputName, c), rate: true, base: b, value: p})
 		per := func(d time.Duration) string { return ms(d / time.Duration(total)) }
-		notes = append(notes, fmt.Sprintf("CPU per execution at c=%d: bare spawn %s (machine); pyexec %s (machine), of which the server process %s",
-			c, per(m1-m0), per(m2-m1), per(s2-s1)))
+		notes = append(notes, fmt.Sprintf("throughput at c=%d against bare python -c (%.1f/s): %.2f×", c, site, p/site),
+			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
+				c, per(m1-m0), per(m2-m1), per(s2-s1)))
 	}
 	return rows, notes, nil
 }
