@@ -98,35 +98,50 @@ func latencyAsync(ctx context.Context, s *server, n int) ([]row, error) {
 	return []row{summarize("async submit → final event", d, nil)}, nil
 }
 
+// throughputSlices is how many parts each side of a throughput level is
+// cut into: bare -I -S, bare -c and pyexec alternate part by part, so that
+// a load that comes and goes on a shared machine falls on all three alike.
+const throughputSlices = 5
+
 // throughput runs total print(1) executions at each concurrency level,
-// bare (python -c, then python -I -S -c, the row's baseline) and through
-// the API, and reports executions per second, and the
-// CPU time the whole machine (and the server process) spent per execution
-// at each level.
+// bare (python -I -S -c, the row's baseline, and python -c, in a note) and
+// through the API, interleaved in slices, and reports executions per
+// second and the CPU time the whole machine (and the server process)
+// spent per execution at each level.
 func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, []string, error) {
 	var rows []row
 	var notes []string
+	part := max(1, total/throughputSlices)
 	for _, c := range levels {
-		site, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
-		if err != nil {
-			return nil, nil, err
+		sides := []struct {
+			run        func() error
+			took, mcpu time.Duration
+			scpu       time.Duration
+			n          int
+		}{
+			{run: func() error { return bareStrict(ctx, python, "print(1)") }},
+			{run: func() error { return bare(ctx, python, "print(1)") }},
+			{run: func() error { _, err := s.eval(ctx, "print(1)"); return err }},
 		}
-		m0 := machineCPU()
-		b, err := rate(c, total, func() error { return bareStrict(ctx, python, "print(1)") })
-		if err != nil {
-			return nil, nil, err
+		for i := 0; i < throughputSlices; i++ {
+			for k := range sides {
+				m0, s0, t := machineCPU(), s.cpu(), time.Now()
+				if err := rate(c, part, sides[k].run); err != nil {
+					return nil, nil, err
+				}
+				sides[k].took += time.Since(t)
+				sides[k].mcpu += machineCPU() - m0
+				sides[k].scpu += s.cpu() - s0
+				sides[k].n += part
+			}
 		}
-		m1, s1 := machineCPU(), s.cpu()
-		p, err := rate(c, total, func() error { _, err := s.eval(ctx, "print(1)"); return err })
-		if err != nil {
-			return nil, nil, err
-		}
-		m2, s2 := machineCPU(), s.cpu()
+		perSec := func(k int) float64 { return float64(sides[k].n) / sides[k].took.Seconds() }
+		b, site, p := perSec(0), perSec(1), perSec(2)
 		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", throughputName, c), rate: true, base: b, value: p})
-		per := func(d time.Duration) string { return ms(d / time.Duration(total)) }
+		per := func(k int, d time.Duration) string { return ms(d / time.Duration(sides[k].n)) }
 		notes = append(notes, fmt.Sprintf("throughput at c=%d against bare python -c (%.1f/s): %.2f×", c, site, p/site),
 			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
-				c, per(m1-m0), per(m2-m1), per(s2-s1)))
+				c, per(0, sides[0].mcpu), per(2, sides[2].mcpu), per(2, sides[2].scpu)))
 	}
 	return rows, notes, nil
 }
@@ -150,7 +165,7 @@ func machineCPU() time.Duration {
 	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
-func rate(workers, total int, f func() error) (float64, error) {
+func rate(workers, total int, f func() error) error {
 	var wg sync.WaitGroup
 	jobs := make(chan struct{}, total)
 	for i := 0; i < total; i++ {
@@ -158,7 +173,6 @@ func rate(workers, total int, f func() error) (float64, error) {
 	}
 	close(jobs)
 	errs := make(chan error, workers)
-	t := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -173,10 +187,7 @@ func rate(workers, total int, f func() error) (float64, error) {
 	}
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(total) / time.Since(t).Seconds(), nil
+	return <-errs
 }
 
 func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {
