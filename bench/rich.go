@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"io"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -126,12 +128,18 @@ func latencyPlot(ctx context.Context, s servers, n int) ([]row, error) {
 	if _, err := s.cold.plot(ctx); err != nil { // its own data dir: it builds the environment too
 		return nil, err
 	}
-	floor, err := inProcess(ctx, python, n)
+	wf, err := startFloor(ctx, python)
 	if err != nil {
 		return nil, err
 	}
-	var b, f, c []time.Duration
+	defer wf.close()
+	var floor, b, f, c []time.Duration
 	for i := 0; i < n; i++ {
+		d, err := wf.next()
+		if err != nil {
+			return nil, err
+		}
+		floor = append(floor, d)
 		t := time.Now()
 		if err := bare(ctx, python, plotBare); err != nil {
 			return nil, fmt.Errorf("bare %s: %w", python, err)
@@ -150,41 +158,71 @@ func latencyPlot(ctx context.Context, s servers, n int) ([]row, error) {
 	}
 	base := summarize("pandas describe + matplotlib PNG: bare python (same env)", b, nil)
 	return []row{base,
-		summarize("pandas + PNG: the snippet alone in a warm interpreter (floor)", floor, &base),
-		summarize("pandas + PNG: pyexec /api/v1/eval (fork server, preloaded)", f, &base),
+		summarize(p2Floor, floor, &base),
+		summarize(p2Name, f, &base),
 		summarize("pandas + PNG: pyexec, pool off (cold jail)", c, &base),
 	}, nil
 }
 
-// inProcess times the snippet alone, n times, in one interpreter that has
-// imported everything and drawn once: what no sandbox can go below.
-func inProcess(ctx context.Context, python string, n int) ([]time.Duration, error) {
-	script := fmt.Sprintf(`import time
+// warmFloor is one interpreter that imported everything and drew once,
+// running the snippet alone on demand: what no sandbox can go below. It
+// runs beside the other measurements, one snippet per round, so that the
+// floor sees the same load as they do.
+type warmFloor struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startFloor(ctx context.Context, python string) (*warmFloor, error) {
+	script := fmt.Sprintf(`import sys, time, io, contextlib
 src = %q
-exec(src)
-plt.close("all")
-for _ in range(%d):
-    t = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
     exec(src)
+plt.close("all")
+print("ready", flush=True)
+for _ in sys.stdin:
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(src)
     plt.close("all")
-    print(int((time.perf_counter() - t) * 1e9))
-`, plotBare, n)
-	out, err := exec.CommandContext(ctx, python, "-c", script).Output()
+    print(int((time.perf_counter() - t) * 1e9), flush=True)
+`, plotBare)
+	cmd := exec.CommandContext(ctx, python, "-c", script)
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	var d []time.Duration
-	for _, f := range strings.Fields(string(out)) {
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			continue // the snippet prints describe() too
-		}
-		d = append(d, time.Duration(v))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	if len(d) < n {
-		return nil, fmt.Errorf("in-process timing: %d of %d runs", len(d), n)
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
-	return d[len(d)-n:], nil
+	f := &warmFloor{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	if !f.out.Scan() || f.out.Text() != "ready" {
+		f.close()
+		return nil, fmt.Errorf("the in-process floor did not start: %v", f.out.Err())
+	}
+	return f, nil
+}
+
+// next runs the snippet once and returns how long it took.
+func (f *warmFloor) next() (time.Duration, error) {
+	if _, err := io.WriteString(f.in, "\n"); err != nil {
+		return 0, err
+	}
+	if !f.out.Scan() {
+		return 0, fmt.Errorf("the in-process floor ended: %v", f.out.Err())
+	}
+	v, err := strconv.ParseInt(f.out.Text(), 10, 64)
+	return time.Duration(v), err
+}
+
+func (f *warmFloor) close() {
+	f.in.Close()
+	_ = f.cmd.Wait()
 }
 
 // waitMetric waits until the server's metric reaches n (the pool starts
@@ -202,3 +240,9 @@ func waitMetric(ctx context.Context, s *server, name string, n float64) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// p2Name and p2Floor name the rows of target P2 (targets.go).
+const (
+	p2Name  = "pandas + PNG: pyexec /api/v1/eval (fork server, preloaded)"
+	p2Floor = "pandas + PNG: the snippet alone in a warm interpreter (floor)"
+)

@@ -18,6 +18,12 @@ func bare(ctx context.Context, python, code string) error {
 	return exec.CommandContext(ctx, python, "-c", code).Run()
 }
 
+// bareStrict spawns python -I -S -c code: no site import, no user paths,
+// the fastest way to start the interpreter, and so the strictest baseline.
+func bareStrict(ctx context.Context, python, code string) error {
+	return exec.CommandContext(ctx, python, "-I", "-S", "-c", code).Run()
+}
+
 // servers are the pyexec configurations compared: the default (fork
 // servers), warm jails only (--fork-server=false) and no pool at all
 // (--warm-pool=false, every jail built cold).
@@ -25,12 +31,19 @@ type servers struct {
 	fork, jails, cold *server
 }
 
-// latencyPrint: print(1) spawned bare vs through /api/v1/eval of each
-// configuration, interleaved.
+// latencyPrint: print(1) spawned bare (python -I -S -c and python -c) vs
+// through /api/v1/eval of each configuration, interleaved. The ratios are
+// against the strict baseline; the second pyexec row repeats the fork
+// server's against python -c.
 func latencyPrint(ctx context.Context, s servers, python string, n int) ([]row, error) {
-	var b, f, j, c []time.Duration
+	var strict, b, f, j, c []time.Duration
 	for i := 0; i < n; i++ {
 		t := time.Now()
+		if err := bareStrict(ctx, python, "print(1)"); err != nil {
+			return nil, err
+		}
+		strict = append(strict, time.Since(t))
+		t = time.Now()
 		if err := bare(ctx, python, "print(1)"); err != nil {
 			return nil, err
 		}
@@ -46,13 +59,22 @@ func latencyPrint(ctx context.Context, s servers, python string, n int) ([]row, 
 			*m.d = append(*m.d, time.Since(t))
 		}
 	}
-	base := summarize("print(1): bare python -c", b, nil)
-	return []row{base,
-		summarize("print(1): pyexec /api/v1/eval, pool on (fork server)", f, &base),
+	base := summarize("print(1): bare python -I -S -c", strict, nil)
+	site := summarize("print(1): bare python -c", b, nil)
+	return []row{base, site,
+		summarize(p1Name, f, &base),
+		summarize("print(1): pyexec, the same, against bare python -c", f, &site),
 		summarize("print(1): pyexec, pool on, --fork-server=false (warm jails)", j, &base),
 		summarize("print(1): pyexec, pool off (cold jail)", c, &base),
 	}, nil
 }
+
+// p1Name and throughputName name the rows of targets P1 and P3
+// (targets.go).
+const (
+	p1Name         = "print(1): pyexec /api/v1/eval, pool on (fork server)"
+	throughputName = "throughput"
+)
 
 // latencyAsync: submit with /api/v1/exec/async, then wait for the result on
 // the event stream.
@@ -76,29 +98,50 @@ func latencyAsync(ctx context.Context, s *server, n int) ([]row, error) {
 	return []row{summarize("async submit → final event", d, nil)}, nil
 }
 
+// throughputSlices is how many parts each side of a throughput level is
+// cut into: bare -I -S, bare -c and pyexec alternate part by part, so that
+// a load that comes and goes on a shared machine falls on all three alike.
+const throughputSlices = 5
+
 // throughput runs total print(1) executions at each concurrency level,
-// bare and through the API, and reports executions per second, and the
-// CPU time the whole machine (and the server process) spent per execution
-// at each level.
+// bare (python -I -S -c, the row's baseline, and python -c, in a note) and
+// through the API, interleaved in slices, and reports executions per
+// second and the CPU time the whole machine (and the server process)
+// spent per execution at each level.
 func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, []string, error) {
 	var rows []row
 	var notes []string
+	part := max(1, total/throughputSlices)
 	for _, c := range levels {
-		m0 := machineCPU()
-		b, err := rate(c, total, func() error { return bare(ctx, python, "print(1)") })
-		if err != nil {
-			return nil, nil, err
+		sides := []struct {
+			run        func() error
+			took, mcpu time.Duration
+			scpu       time.Duration
+			n          int
+		}{
+			{run: func() error { return bareStrict(ctx, python, "print(1)") }},
+			{run: func() error { return bare(ctx, python, "print(1)") }},
+			{run: func() error { _, err := s.eval(ctx, "print(1)"); return err }},
 		}
-		m1, s1 := machineCPU(), s.cpu()
-		p, err := rate(c, total, func() error { _, err := s.eval(ctx, "print(1)"); return err })
-		if err != nil {
-			return nil, nil, err
+		for i := 0; i < throughputSlices; i++ {
+			for k := range sides {
+				m0, s0, t := machineCPU(), s.cpu(), time.Now()
+				if err := rate(c, part, sides[k].run); err != nil {
+					return nil, nil, err
+				}
+				sides[k].took += time.Since(t)
+				sides[k].mcpu += machineCPU() - m0
+				sides[k].scpu += s.cpu() - s0
+				sides[k].n += part
+			}
 		}
-		m2, s2 := machineCPU(), s.cpu()
-		rows = append(rows, row{name: fmt.Sprintf("throughput c=%d: bare / pyexec (exec/s)", c), rate: true, base: b, value: p})
-		per := func(d time.Duration) string { return ms(d / time.Duration(total)) }
-		notes = append(notes, fmt.Sprintf("CPU per execution at c=%d: bare spawn %s (machine); pyexec %s (machine), of which the server process %s",
-			c, per(m1-m0), per(m2-m1), per(s2-s1)))
+		perSec := func(k int) float64 { return float64(sides[k].n) / sides[k].took.Seconds() }
+		b, site, p := perSec(0), perSec(1), perSec(2)
+		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", throughputName, c), rate: true, base: b, value: p})
+		per := func(k int, d time.Duration) string { return ms(d / time.Duration(sides[k].n)) }
+		notes = append(notes, fmt.Sprintf("throughput at c=%d against bare python -c (%.1f/s): %.2f×", c, site, p/site),
+			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
+				c, per(0, sides[0].mcpu), per(2, sides[2].mcpu), per(2, sides[2].scpu)))
 	}
 	return rows, notes, nil
 }
@@ -122,7 +165,7 @@ func machineCPU() time.Duration {
 	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }
 
-func rate(workers, total int, f func() error) (float64, error) {
+func rate(workers, total int, f func() error) error {
 	var wg sync.WaitGroup
 	jobs := make(chan struct{}, total)
 	for i := 0; i < total; i++ {
@@ -130,7 +173,6 @@ func rate(workers, total int, f func() error) (float64, error) {
 	}
 	close(jobs)
 	errs := make(chan error, workers)
-	t := time.Now()
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -145,10 +187,7 @@ func rate(workers, total int, f func() error) (float64, error) {
 	}
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(total) / time.Since(t).Seconds(), nil
+	return <-errs
 }
 
 func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {

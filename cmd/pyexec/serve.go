@@ -69,6 +69,11 @@ func serve(sd *shutdown, cfg config.Config, log *slog.Logger) error {
 // server started is ended and its jails removed. ready, if not nil, is
 // closed once the API accepts requests (the --local mode waits for it).
 func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger, ready chan<- struct{}) (err error) {
+	stopProfiling, err := startProfiling(log)
+	if err != nil {
+		return err
+	}
+	defer stopProfiling()
 	// The engine reports finished executions to the API's metrics, which
 	// exist only once the API does: the sink bridges the two.
 	var sink atomic.Pointer[api.Metrics]

@@ -61,11 +61,19 @@ func (e *Engine) kickEviction() {
 	}
 }
 
+// evictKickGap is the least time between two measurements asked for by
+// ending executions. A measurement reads every stream's state and walks
+// the index: after every execution it cost a busy server about a tenth of
+// its CPU. The kicks that arrive within the gap are served by one round
+// at its end.
+const evictKickGap = 100 * time.Millisecond
+
 // evictLoop measures the store and, above Config.StoreMaxBytes, evicts
 // the oldest finished records until it is below again.
 func (e *Engine) evictLoop(ctx context.Context) {
 	t := time.NewTicker(e.cfg.EvictInterval)
 	defer t.Stop()
+	var next time.Time // no kicked round before then
 	for {
 		if err := e.evict(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("measuring or evicting the store", "err", err)
@@ -75,6 +83,14 @@ func (e *Engine) evictLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-e.gauge.kick:
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+			next = time.Now().Add(evictKickGap)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/egress"
@@ -49,7 +50,12 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	o.running.Store(true)
 	onRunning()
 	e.publishEvent(sctx, o.id, EventStatus, string(StatusRunning))
+	return e.run(ctx, sctx, o, p, r, keepOutput)
+}
 
+// run runs the execution whose record r says running, and records its
+// outcome (see execute). sctx bounds the store writes made while it runs.
+func (e *Engine) run(ctx, sctx context.Context, o *owner, p *plan, r *record, keepOutput bool) (*record, error) {
 	published := newPublishedOutput()
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(evs []Event) {
 		published.publish(sctx, e, o.id, evs)
@@ -97,7 +103,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 	fctx, fcancel := storeCtx()
 	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
 	fcancel()
-	r, err = e.finish(&ran)
+	r, err := e.finish(&ran)
 	if err != nil || !keepOutput || fill(r, res.Stdout, res.Stderr) {
 		return r, err
 	}
@@ -225,14 +231,18 @@ func stoppedWaiting(cause error) func(*record) {
 // ended publishes the final status event and the audit record of an
 // execution that just became final, and tells the OnFinish hook. The
 // event's time is the record's finished_at, as a follower that finds the
-// record final before the event would report it (follow.go).
+// record final before the event would report it (follow.go). The event
+// and the audit record go to different streams: both are written at once,
+// and both are stored when ended returns.
 func (e *Engine) ended(ctx context.Context, r *record) {
 	at := now()
 	if r.FinishedAt != nil {
 		at = *r.FinishedAt
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { e.appendAudit(ctx, r) })
 	e.publishEventAt(ctx, r.ID, EventStatus, string(r.Status), at)
-	e.appendAudit(ctx, r)
+	wg.Wait()
 	e.kickEviction()
 	// One line per execution, for an operator reading the log.
 	e.log.Info("execution", "id", r.ID, "status", r.Status, "reason", r.Reason, "exit_code", r.ExitCode,

@@ -47,6 +47,9 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	r.Node = e.cfg.Node
 	sctx, scancel := storeCtx()
 	defer scancel()
+	if t.admitted() {
+		return e.runAdmitted(runCtx, sctx, o, p, r, t, &final)
+	}
 	if err := e.create(sctx, r); err != nil {
 		t.abandon()
 		return nil, err
@@ -74,4 +77,39 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	}
 	final = r.Status
 	return &r.Execution, nil
+}
+
+// runAdmitted runs a synchronous execution that got its slot at once: its
+// record is created running, which spares the compare-and-set that would
+// turn a pending record running right after. Followers see the same status
+// events as for any execution, pending then running, published together.
+// final receives the status it ended with.
+func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *record, t *ticket, final *Status) (*Execution, error) {
+	defer t.release()
+	started := now()
+	r.Status, r.StartedAt = StatusRunning, &started
+	if err := e.create(sctx, r); err != nil {
+		return nil, err
+	}
+	o.running.Store(true)
+	_ = e.publishEvents(sctx, r.ID, []Event{ // a failure is logged: events are the live view
+		{Type: EventStatus, Data: string(StatusPending)},
+		{Type: EventStatus, Data: string(StatusRunning)},
+	})
+	r, err := e.run(ctx, sctx, o, p, r, true)
+	if err != nil {
+		return nil, fmt.Errorf("engine: running %s: %w", o.id, err)
+	}
+	*final = r.Status
+	return &r.Execution, nil
+}
+
+// admitted reports whether t holds its slot already, without waiting.
+func (t *ticket) admitted() bool {
+	select {
+	case <-t.granted:
+		return true
+	default:
+		return false
+	}
 }

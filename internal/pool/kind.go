@@ -37,9 +37,16 @@ func (p *Pool) kind(spec sandbox.Spec) *kind {
 }
 
 // take removes a ready warm jail of k, or returns nil and asks for more.
-func (p *Pool) take(k *kind) *warmJail {
+//
+// Refilling costs CPU (a fork, namespaces, mounts, a cgroup) that the
+// execution just taken would compete with on a small machine. So while k
+// still has a jail ready after this one, the refill waits for the
+// execution to end: take then returns later true and the caller kicks
+// k.refill itself once its run is over. Taking the last ready jail refills
+// at once and lets k keep one more, so that one request at a time always
+// finds a spare and never waits on a refill.
+func (p *Pool) take(k *kind) (w *warmJail, later bool) {
 	p.mu.Lock()
-	var w *warmJail
 	for len(k.ready) > 0 && w == nil {
 		w = k.ready[0]
 		k.ready = k.ready[1:]
@@ -52,12 +59,16 @@ func (p *Pool) take(k *kind) *warmJail {
 			w = nil
 		}
 	}
-	if w == nil && k.want < p.cfg.Max {
-		k.want++ // demand outran the kind's size
+	spare := len(k.ready) > 0
+	if !spare && k.want < p.cfg.Max {
+		k.want++ // demand reached or outran the kind's size
 	}
 	p.mu.Unlock()
+	if w != nil && spare {
+		return w, true
+	}
 	kick(k.refill)
-	return w
+	return w, false
 }
 
 func kick(c chan struct{}) {

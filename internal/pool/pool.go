@@ -180,7 +180,10 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return p.jails.Run(ctx, spec, out)
 	}
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg))
-	w := p.take(k)
+	w, later := p.take(k)
+	if later {
+		defer kick(k.refill)
+	}
 	if w == nil {
 		w = p.forkNow(k)
 	}

@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestSyncAdmittedAtOnceRunsLikeAnyOther: a synchronous execution that
+// finds a free slot is stored running from the start (no pending record
+// to turn running), yet everything that reads it sees an ordinary
+// execution: GET says running with its start time, the running listing
+// has it, a follower sees pending then running, and a kill from any
+// caller ends it killed with its partial output.
+func TestSyncAdmittedAtOnceRunsLikeAnyOther(t *testing.T) {
+	e := start(t, t.TempDir(), Config{Concurrency: 2}, nil)
+	ctx := context.Background()
+	type result struct {
+		x   *Execution
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		x, err := e.eng.RunSync(ctx, script("block"))
+		got <- result{x, err}
+	}()
+	var id string
+	waitFor(t, "the sync execution in the running listing", func() bool {
+		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning, AllOwners: true})
+		if err != nil || len(page) != 1 {
+			return false
+		}
+		id = page[0].ID
+		return true
+	})
+	x, err := e.eng.Get(ctx, tester, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != StatusRunning || x.StartedAt == nil || x.StartedAt.Before(x.CreatedAt) {
+		t.Errorf("while running: status %s started_at %v created_at %v", x.Status, x.StartedAt, x.CreatedAt)
+	}
+	events, err := e.eng.Follow(ctx, tester, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for ev := range events {
+		seen = append(seen, string(ev.Type)+":"+ev.Data)
+		if ev.Type == EventStdout {
+			break // the partial output is live
+		}
+	}
+	if strings.Join(seen, ",") != "status:pending,status:running,stdout:partial\n" {
+		t.Errorf("events while running = %q", seen)
+	}
+	if st, err := e.eng.Kill(ctx, tester, id); err != nil || st != StatusKilled {
+		t.Fatalf("Kill = %s, %v; want killed", st, err)
+	}
+	r := <-got
+	if r.err != nil || r.x.Status != StatusKilled || r.x.Stdout != "partial\n" || r.x.ID != id {
+		t.Fatalf("RunSync = %+v, %v; want %s killed with its partial output", r.x, r.err, id)
+	}
+	if st := statusOf(t, e.eng, id); st != StatusKilled {
+		t.Errorf("stored status %s, want killed", st)
+	}
+	if s := e.eng.Stats(); s.Running != 0 {
+		t.Errorf("slots still held after the end: %+v", s)
+	}
+}
