@@ -76,5 +76,6 @@ func EnvironmentOnly() []Variable {
 	return []Variable{
 		{"PYEXEC_PYTHONS", `interpreters to offer, "version=path" comma separated, e.g. 3.12=/opt/py312/bin/python3 (default: discovered on PATH, /usr/bin, /usr/local/bin, pyenv's and uv's directories)`},
 		{"PYEXEC_DEFAULT_PYTHON", "version used when a request names none (default: 3.12 when present, else the newest)"},
+		{"PYEXEC_PPROF_ADDR", "serve Go profiles (/debug/pprof/) on this loopback host:port, for measuring (default: off)"},
 	}
 }

@@ -47,6 +47,7 @@ func startFleet(t *testing.T, cfg Config, n int) []*env {
 			t.Fatal(err)
 		}
 		runner := &fakeRunner{}
+		cfg.Node = fmt.Sprintf("node%d", i) // a fleet's nodes have names of their own
 		eng, err := New(cfg, Deps{Store: st, Runner: runner, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
 		if err != nil {
 			t.Fatal(err)

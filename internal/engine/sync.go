@@ -86,6 +86,9 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 // final receives the status it ended with.
 func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *record, t *ticket, final *Status) (*Execution, error) {
 	defer t.release()
+	if !o.begin() {
+		return nil, ErrClosed // Close came first: nothing was recorded
+	}
 	started := now()
 	r.Status, r.StartedAt = StatusRunning, &started
 	if err := e.create(sctx, r); err != nil {
