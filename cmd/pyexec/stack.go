@@ -23,6 +23,8 @@ import (
 	"github.com/pyexec/pyexec/internal/store"
 )
 
+var _ engine.Forker = (*pool.Pool)(nil)
+
 // defaultPython is the interpreter used when a request names none and the
 // operator did not choose one: python-executor's default, when installed.
 const defaultPython = "3.12"
@@ -120,6 +122,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Artifacts:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
+	}
+	if s.pool != nil {
+		deps.Forker = s.pool // session kernels fork from the pool's fork servers
 	}
 	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
 		return nil, err

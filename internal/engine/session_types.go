@@ -29,6 +29,15 @@ type Jails interface {
 	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
 }
 
+// Forker starts session kernels by forking them from a fork server whose
+// interpreter already imported the base environment's modules;
+// *pool.Pool implements it. A nil jail and nil error from ForkSession say
+// the spec does not fork: the kernel then starts cold, in a jail of its
+// own (Jails). release is called once the jail is closed.
+type Forker interface {
+	ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (j *sandbox.Jail, p *sandbox.Process, release func(), err error)
+}
+
 // SessionConfig is the operator's configuration of sessions. Zero fields
 // take the defaults documented on each.
 type SessionConfig struct {

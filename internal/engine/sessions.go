@@ -103,7 +103,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 		s.release()
 		return Session{}, err
 	}
-	k, err := startKernel(e.base, e.deps.Jails, s.spec)
+	k, err := e.startKernel(e.base, s.spec)
 	if err != nil {
 		e.forget(s)
 		s.release()

@@ -17,7 +17,7 @@ type kind struct {
 	failed   int64
 	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
-	fork     forking       // the kind's fork server (Config.ForkServer)
+	fork     *forking      // the kind's fork server (Config.ForkServer), shared; nil: none
 }
 
 // kind returns the kind of spec, creating it (and its refiller) on first use.
@@ -28,6 +28,9 @@ func (p *Pool) kind(spec sandbox.Spec) *kind {
 	k, ok := p.kinds[key]
 	if !ok {
 		k = &kind{key: key, spec: spec, want: p.cfg.Min, refill: make(chan struct{}, 1)}
+		if p.cfg.ForkServer {
+			k.fork = p.forkingFor(spec)
+		}
 		p.kinds[key] = k
 		p.wg.Add(1)
 		go p.refiller(k)
@@ -106,7 +109,7 @@ func (p *Pool) build(k *kind) {
 	var w *warmJail
 	var err error
 	forked := false
-	if p.cfg.ForkServer {
+	if k.fork != nil {
 		w, forked, err = p.fork(k)
 	}
 	if !forked {
@@ -202,7 +205,9 @@ func (p *Pool) janitor() {
 			w.discard()
 		}
 		for _, k := range retired {
-			p.closeFork(k)
+			if k.fork != nil {
+				p.unuse(k.fork)
+			}
 		}
 		for _, k := range p.snapshot() {
 			kick(k.refill) // replace what died
