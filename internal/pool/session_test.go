@@ -1,0 +1,98 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// kernelSpec is what the engine builds for a session's kernel.
+func kernelSpec(extraEnv ...string) sandbox.Spec {
+	return sandbox.Spec{
+		Argv:          runner.SessionArgv(python, runner.SessionOptions{}),
+		Env:           append(append([]string(nil), baseEnv...), extraEnv...),
+		Dir:           sandbox.WorkDir,
+		ResultChannel: true,
+		StreamChannel: true,
+		Requests:      true,
+		LiveOnly:      true,
+	}
+}
+
+// TestSessionKeepsItsForkServer: a session kernel forks from the fork
+// server executions of its interpreter use, and keeps it running after
+// their kind went idle; the server goes with the kernel.
+func TestSessionKeepsItsForkServer(t *testing.T) {
+	p := newPool(t, Config{Idle: 400 * time.Millisecond, ForkServer: true})
+	s := spec("pass\n")
+	stop := keepInUse(t, p, s)
+	warmUp(t, p, s)
+	stop()
+	j, proc, release, err := p.ForkSession(context.Background(), kernelSpec(), nil)
+	if err != nil || j == nil {
+		t.Fatalf("ForkSession: %v (forked: %v)", err, j != nil)
+	}
+	if st := p.Stats(); st.Templates != 1 || st.Sessions != 1 {
+		t.Fatalf("one kind and one session share one fork server: %+v", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Kinds > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle kind still warm: %+v", p.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-proc.Done():
+		t.Fatalf("the session's kernel ended with its kind: %+v", proc.Wait())
+	default:
+	}
+	if st := p.Stats(); st.Templates != 1 || st.Sessions != 1 {
+		t.Fatalf("the session's fork server went with the idle kind: %+v", st)
+	}
+	proc.Kill()
+	proc.Wait()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	release() // a second call changes nothing
+	if st := p.Stats(); st.Templates != 0 || st.Sessions != 0 {
+		t.Fatalf("fork server or session left after the last session: %+v", st)
+	}
+}
+
+// TestSessionsThatDoNotFork: what a running interpreter cannot take, and
+// a pool without fork servers, leave the kernel to start cold.
+func TestSessionsThatDoNotFork(t *testing.T) {
+	forking := newPool(t, Config{ForkServer: true})
+	network := kernelSpec()
+	network.Network = true
+	removed := kernelSpec()
+	removed.Env = baseEnv[1:]
+	plain := sandbox.Spec{Argv: runner.WarmArgv(python), Env: baseEnv, Requests: true}
+	for _, c := range []struct {
+		name string
+		p    *Pool
+		spec sandbox.Spec
+	}{
+		{"fork servers off", newPool(t, Config{}), kernelSpec()},
+		{"a PYTHON variable", forking, kernelSpec("PYTHONHASHSEED=1")},
+		{"a base variable dropped", forking, removed},
+		{"network", forking, network},
+		{"not a session kernel", forking, plain},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, _, _, err := c.p.ForkSession(context.Background(), c.spec, nil)
+			if j != nil || err != nil {
+				t.Fatalf("forked (%v, %v), want a cold start", j != nil, err)
+			}
+		})
+	}
+	if st := forking.Stats(); st.Templates != 0 || st.Sessions != 0 {
+		t.Fatalf("a fork server started for nothing: %+v", st)
+	}
+}
