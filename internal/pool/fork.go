@@ -19,11 +19,13 @@ const (
 // forking is a fork server, started on first use. Kinds and sessions that
 // differ only in what their executions do (channels, collected files) but
 // run the same interpreter with the same mounts and base environment share
-// one (see forkingFor); it lives while any of them uses it.
+// one (see forkingFor); it lives while any of them uses it, and for
+// Config.Idle after the last one went (the janitor ends it then).
 type forking struct {
-	key  string
-	spec sandbox.Spec // a warm spec of its first user: what the server is built from
-	uses int          // kinds and live sessions using it; p.mu guards it
+	key      string
+	spec     sandbox.Spec // a warm spec of its first user: what the server is built from
+	uses     int          // kinds and live sessions using it; p.mu guards it
+	lastUsed time.Time    // when a use was last taken or given back; p.mu guards it
 
 	mu       sync.Mutex
 	tpl      *sandbox.Template
@@ -43,21 +45,30 @@ func (p *Pool) forkingFor(ws sandbox.Spec) *forking {
 		p.forks[key] = f
 	}
 	f.uses++
+	f.lastUsed = time.Now()
 	return f
 }
 
-// unuse gives back one use of f; the last one ends its fork server.
+// unuse gives back one use of f; a fork server nobody uses is ended by
+// the janitor once it has been idle for Config.Idle.
 func (p *Pool) unuse(f *forking) {
 	p.mu.Lock()
 	f.uses--
-	last := f.uses == 0 && p.forks[f.key] == f
-	if last {
-		delete(p.forks, f.key)
-	}
+	f.lastUsed = time.Now()
 	p.mu.Unlock()
-	if last {
-		p.closeFork(f)
+}
+
+// idleForks removes from the pool the fork servers nobody has used for
+// Config.Idle and returns them for the caller to close. p.mu is held.
+func (p *Pool) idleForks() []*forking {
+	var out []*forking
+	for key, f := range p.forks {
+		if f.uses == 0 && time.Since(f.lastUsed) >= p.cfg.Idle {
+			delete(p.forks, key)
+			out = append(out, f)
+		}
 	}
+	return out
 }
 
 // templateSpec is the fork server of a kind: the kind's interpreter, mounts

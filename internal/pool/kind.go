@@ -36,6 +36,9 @@ func (p *Pool) kind(spec sandbox.Spec) *kind {
 		go p.refiller(k)
 	}
 	k.lastUsed = time.Now()
+	if k.fork != nil {
+		k.fork.lastUsed = k.lastUsed
+	}
 	return k
 }
 
@@ -175,7 +178,6 @@ func (p *Pool) janitor() {
 		case <-t.C:
 		}
 		var drop []*warmJail
-		var retired []*kind
 		p.mu.Lock()
 		for key, k := range p.kinds {
 			for i := 0; i < len(k.ready); i++ {
@@ -196,18 +198,21 @@ func (p *Pool) janitor() {
 			if k.building == 0 {
 				delete(p.kinds, key)
 				k.retired = true
-				retired = append(retired, k)
+				if k.fork != nil {
+					// Its last use was the kind's, Idle ago: with no
+					// other user, idleForks below ends it at once.
+					k.fork.uses--
+				}
 				kick(k.refill)
 			}
 		}
+		unused := p.idleForks()
 		p.mu.Unlock()
 		for _, w := range drop {
 			w.discard()
 		}
-		for _, k := range retired {
-			if k.fork != nil {
-				p.unuse(k.fork)
-			}
+		for _, f := range unused {
+			p.closeFork(f)
 		}
 		for _, k := range p.snapshot() {
 			kick(k.refill) // replace what died
