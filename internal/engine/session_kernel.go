@@ -58,13 +58,14 @@ func newCellRun(n int, limit int64) *cellRun {
 }
 
 // startKernel starts the session's kernel with files in its workspace:
-// forked from a fork server when forker has one for spec, else in a jail
-// prepared for it. ctx bounds the kernel's whole life.
-func (e *Engine) startKernel(ctx context.Context, spec sandbox.Spec) (*kernel, error) {
+// forked from a fork server when the forker has one for spec (and, with
+// start, may start it), else in a jail prepared for it. ctx bounds the
+// kernel's whole life.
+func (e *Engine) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
 	k := &kernel{ended: make(chan struct{}), release: func() {}}
 	out := k.sink()
 	if f := e.deps.Forker; f != nil {
-		j, p, release, err := f.ForkSession(ctx, spec, out)
+		j, p, release, err := f.ForkSession(ctx, spec, out, start)
 		switch {
 		case err != nil:
 			// The fork server is broken (the pool replaces it): a jail of

@@ -22,15 +22,16 @@ type sessionFork struct {
 // ForkSession starts the session kernel spec (a runner.SessionArgv
 // command line) by forking it from the fork server its interpreter,
 // mounts and base environment share with executions, starting that server
-// when none runs. The kernel gets a forked execution's isolation and
+// when none runs and start allows it. The kernel gets a forked execution's isolation and
 // spec's limits, environment and (once written with WriteFiles by the
 // caller) files. The caller closes the jail once the process ended, then
 // calls release, which lets the fork server go when nothing else uses it.
 //
 // A nil jail and a nil error say that spec does not fork here (fork
-// servers off or unavailable, network, environment additions a running
-// interpreter cannot take): the caller starts the kernel cold.
-func (p *Pool) ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (*sandbox.Jail, *sandbox.Process, func(), error) {
+// servers off, unavailable or not running without start, network,
+// environment additions a running interpreter cannot take): the caller
+// starts the kernel cold.
+func (p *Pool) ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc, start bool) (*sandbox.Jail, *sandbox.Process, func(), error) {
 	if !p.cfg.ForkServer || spec.Network || len(spec.Argv) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -45,7 +46,7 @@ func (p *Pool) ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.O
 	}
 	f := p.forkingFor(warmSpec(spec, runner.WarmArgv(spec.Argv[0]), p.cfg))
 	p.mu.Unlock()
-	tpl := p.template(f, true)
+	tpl := p.template(f, start)
 	if tpl == nil {
 		p.unuse(f)
 		return nil, nil, nil, nil

@@ -31,7 +31,7 @@ func TestSessionKeepsItsForkServer(t *testing.T) {
 	stop := keepInUse(t, p, s)
 	warmUp(t, p, s)
 	stop()
-	j, proc, release, err := p.ForkSession(context.Background(), kernelSpec(), nil)
+	j, proc, release, err := p.ForkSession(context.Background(), kernelSpec(), nil, true)
 	if err != nil || j == nil {
 		t.Fatalf("ForkSession: %v (forked: %v)", err, j != nil)
 	}
@@ -94,12 +94,17 @@ func TestSessionsThatDoNotFork(t *testing.T) {
 		{"not a session kernel", forking, plain},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j, _, _, err := c.p.ForkSession(context.Background(), c.spec, nil)
+			j, _, _, err := c.p.ForkSession(context.Background(), c.spec, nil, true)
 			if j != nil || err != nil {
 				t.Fatalf("forked (%v, %v), want a cold start", j != nil, err)
 			}
 		})
 	}
+	t.Run("no fork server running, and none to start", func(t *testing.T) {
+		if j, _, _, err := forking.ForkSession(context.Background(), kernelSpec(), nil, false); j != nil || err != nil {
+			t.Fatalf("forked (%v, %v), want a cold start", j != nil, err)
+		}
+	})
 	if st := forking.Stats(); st.Templates != 0 || st.Sessions != 0 {
 		t.Fatalf("a fork server started for nothing: %+v", st)
 	}
