@@ -124,7 +124,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 		s.release()
 		return Session{}, fmt.Errorf("%w: %s", ErrSessionEnded, s.id)
 	}
-	e.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python)
+	e.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", k.forked)
 	return s.info(), nil
 }
 
