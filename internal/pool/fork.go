@@ -33,6 +33,10 @@ type forking struct {
 	failures int    // forks failed in a row
 	replaced int    // servers replaced for failing, since the last fork that worked
 	closed   bool   // its last user went or the pool closed: start nothing
+	// kernels are session kernels forked ahead, waiting for their session
+	// (see ForkSession); preforking says one is being forked.
+	kernels    []*warmJail
+	preforking bool
 }
 
 // forkingFor returns the fork server of warm spec ws, creating its entry
@@ -226,12 +230,18 @@ func (p *Pool) templateOutput(spec sandbox.Spec) sandbox.OutputFunc {
 	}
 }
 
-// closeFork ends f's fork server for good.
+// closeFork ends f's fork server for good, with the kernels it forked
+// ahead.
 func (p *Pool) closeFork(f *forking) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.closed = true // a build or session still starting must not start another
+	kernels := f.kernels
+	f.kernels = nil
 	p.dropTemplate(f)
+	f.mu.Unlock()
+	for _, w := range kernels {
+		w.discard()
+	}
 }
 
 // memory is what f's fork server holds.

@@ -124,7 +124,7 @@ func New(jails Jails, cfg Config) *Pool {
 // Stats describe the pool for metrics.
 type Stats struct {
 	Kinds      int   // kinds kept warm
-	Warm       int   // warm jails ready to take (forked ones included)
+	Warm       int   // warm jails ready to take (forked ones and session kernels forked ahead included)
 	WarmMemory int64 // bytes those jails hold
 	Forked     int   // of Warm, executions forked from a fork server
 	ForkMemory int64 // of WarmMemory, what those forked executions hold
@@ -175,6 +175,13 @@ func (p *Pool) Stats() Stats {
 		if mem, ok := f.memory(); ok {
 			s.Templates++
 			s.TemplateMemory += mem
+		}
+		for _, w := range f.readyKernels() {
+			mem := w.proc.MemoryUsage()
+			s.Warm++
+			s.Forked++
+			s.WarmMemory += mem
+			s.ForkMemory += mem
 		}
 	}
 	for _, sf := range sessions {
@@ -290,7 +297,9 @@ func kindKey(s sandbox.Spec) string {
 // (with the executions and session kernels forked from it); it returns
 // once their cgroups are removed.
 func (p *Pool) Close() error {
+	p.mu.Lock() // a prefork adds to p.wg under p.mu, if not cancelled
 	p.cancel()
+	p.mu.Unlock()
 	p.wg.Wait()
 	p.mu.Lock()
 	var all []*warmJail

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,5 +109,69 @@ func TestSessionsThatDoNotFork(t *testing.T) {
 	})
 	if st := forking.Stats(); st.Templates != 0 || st.Sessions != 0 {
 		t.Fatalf("a fork server started for nothing: %+v", st)
+	}
+}
+
+// TestSessionTakesAKernelForkedAhead: after a session forked, the pool
+// forks the next session's kernel ahead; the next session takes it, with
+// its own environment and a working cell pipe.
+func TestSessionTakesAKernelForkedAhead(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	first, proc, release, err := p.ForkSession(context.Background(), kernelSpec(), nil, true)
+	if err != nil || first == nil {
+		t.Fatalf("ForkSession: %v", err)
+	}
+	t.Cleanup(func() { proc.Kill(); proc.Wait(); first.Close(); release() })
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().Warm != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no kernel forked ahead: %+v", p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var mu sync.Mutex
+	var stdout strings.Builder
+	out := func(s sandbox.Stream, b []byte) {
+		if s == sandbox.Stdout {
+			mu.Lock()
+			stdout.Write(b)
+			mu.Unlock()
+		}
+	}
+	var ahead *sandbox.Jail
+	p.mu.Lock()
+	for _, f := range p.forks {
+		if ks := f.readyKernels(); len(ks) == 1 {
+			ahead = ks[0].jail
+		}
+	}
+	p.mu.Unlock()
+	spec := kernelSpec("GREETING=hi")
+	spec.Limits.MemoryBytes = 64 << 20
+	j, kp, release2, err := p.ForkSession(context.Background(), spec, out, true)
+	if err != nil || j == nil || j != ahead {
+		t.Fatalf("second ForkSession: %v (the kernel forked ahead: %v)", err, j == ahead)
+	}
+	defer func() { kp.Kill(); kp.Wait(); j.Close(); release2() }()
+	if st := p.Stats(); st.Sessions != 2 {
+		t.Fatalf("two sessions: %+v", st)
+	}
+	if err := kp.Send(runner.Cell{Number: 1, Code: "import os\nprint(os.environ['GREETING'], 6 * 7)"}.Frame()); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		mu.Lock()
+		got := stdout.String()
+		mu.Unlock()
+		if strings.Contains(got, "hi 42") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cell printed %q", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if kp.MemoryUsage() <= 0 {
+		t.Fatal("no memory accounted to the session's cgroup")
 	}
 }

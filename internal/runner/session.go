@@ -237,3 +237,26 @@ func ForkedSession(argv, env, base []string) (args, extra []string, ok bool) {
 	}
 	return slices.Clone(argv[4:]), extra, true
 }
+
+// WaitSessionArgs are the driver's arguments for a kernel forked ahead of
+// its session: it waits on RequestFD for its SessionRequest, then serves
+// cells on the same descriptor.
+func WaitSessionArgs() []string { return []string{"--wait-session", strconv.Itoa(RequestFD)} }
+
+// SessionRequest is what a kernel started with WaitSessionArgs reads: args
+// as ForkedSession returns them ("--session N" and the kernel's options)
+// and env additions. ok is false for fields it cannot carry.
+func SessionRequest(args, env []string) (b []byte, ok bool) {
+	if len(args) < 2 || args[0] != "--session" {
+		return nil, false
+	}
+	var body bytes.Buffer
+	for _, f := range append(append([]string{strconv.Itoa(len(args) - 2)}, args[2:]...), env...) {
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, false
+		}
+		body.WriteString(f)
+		body.WriteByte(0)
+	}
+	return append(strconv.AppendInt(nil, int64(body.Len()), 10), append([]byte{'\n'}, body.Bytes()...)...), true
+}
