@@ -104,11 +104,14 @@ func sessionMemory(ctx context.Context, s servers, k int) ([]string, error) {
 		{s.jails, "idle cold session after `import pandas`", "pyexec_sessions_memory_bytes"},
 	} {
 		var ids []string
+		var took []string
 		for i := 0; i < k; i++ {
+			t := time.Now()
 			id, err := c.srv.createSession(ctx, "")
 			if err != nil {
 				return nil, err
 			}
+			took = append(took, ms(time.Since(t)))
 			ids = append(ids, id)
 			if _, err := c.srv.cell(ctx, id, pandasProbe); err != nil {
 				return nil, err
@@ -122,7 +125,8 @@ func sessionMemory(ctx context.Context, s servers, k int) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fmt.Sprintf("%s: %s each (%s over %d)", c.what, mib(m[c.total]/float64(k)), mib(m[c.total]), k))
+		out = append(out, fmt.Sprintf("%s: %s each (%s over %d); their creates, one after another, each followed by its first cell: %s",
+			c.what, mib(m[c.total]/float64(k)), mib(m[c.total]), k, strings.Join(took, ", ")))
 		if c.srv == s.fork {
 			out = append(out, fmt.Sprintf("fork servers they share (interpreter + preloads): %s over %.0f",
 				mib(m["pyexec_pool_fork_server_memory_bytes"]), m["pyexec_pool_fork_servers"]))
