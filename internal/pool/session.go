@@ -21,12 +21,15 @@ type sessionFork struct {
 }
 
 // ForkSession starts the session kernel spec (a runner.SessionArgv
-// command line) by forking it from the fork server its interpreter,
-// mounts and base environment share with executions, starting that server
-// when none runs and start allows it. The kernel gets a forked execution's isolation and
-// spec's limits, environment and (once written with WriteFiles by the
-// caller) files. The caller closes the jail once the process ended, then
-// calls release, which lets the fork server go when nothing else uses it.
+// command line) from the fork server its interpreter, mounts and base
+// environment share with executions: it takes the kernel forked ahead for
+// that server if one waits and spec's limits fit the pool's ceilings, else
+// it forks one, starting the server when none runs and start allows it;
+// then it forks the next session's kernel ahead, in the background. The
+// kernel gets a forked execution's isolation and spec's limits,
+// environment and (once written with WriteFiles by the caller) files. The
+// caller closes the jail once the process ended, then calls release, which
+// lets the fork server go when nothing else uses it.
 //
 // A nil jail and a nil error say that spec does not fork here (fork
 // servers off, unavailable or not running without start, network,
