@@ -26,6 +26,7 @@ func run() int {
 	binary := flag.String("pyexec", "bin/pyexec", "pyexec binary to benchmark")
 	n := flag.Int("n", 100, "iterations per latency scenario")
 	total := flag.Int("requests", 200, "requests per throughput level")
+	onlyP6 := flag.Bool("p6", false, "run only the session scenarios of P6 (create, first cell, memory)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -70,6 +71,9 @@ func run() int {
 		rows = append(rows, r...)
 		return true
 	}
+	if *onlyP6 {
+		return runP6(ctx, s, *n)
+	}
 	if !add(latencyPrint(ctx, s, python, *n)) ||
 		!add(latencyAsync(ctx, s.fork, *n)) {
 		return 1
@@ -83,6 +87,11 @@ func run() int {
 		return 1
 	}
 	notes = append(notes, sessionNotes...)
+	createRows, createNotes, err := sessionCreate(ctx, s, max(20, *n/3))
+	if !add(createRows, err) {
+		return 1
+	}
+	notes = append(notes, createNotes...)
 	// The pandas scenario needs PyPI for its environment: without it, the
 	// report says so and goes on.
 	if r, err := latencyPlot(ctx, s, max(5, *n/4)); err != nil {
@@ -100,6 +109,11 @@ func run() int {
 	if err != nil {
 		mem = []string{"not measured: " + err.Error()}
 	}
+	sessMem, err := sessionMemory(ctx, s, 4)
+	if err != nil {
+		return fail(err)
+	}
+	mem = append(mem, sessMem...)
 	pool, err := s.fork.poolCounters(ctx)
 	if err != nil {
 		pool = "not read: " + err.Error()

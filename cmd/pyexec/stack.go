@@ -24,6 +24,8 @@ import (
 	"github.com/pyexec/pyexec/internal/store"
 )
 
+var _ engine.Forker = (*pool.Pool)(nil)
+
 // defaultPython is the interpreter used when a request names none and the
 // operator did not choose one: python-executor's default, when installed.
 const defaultPython = "3.12"
@@ -137,6 +139,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }
+	}
+	if s.pool != nil {
+		deps.Forker = s.pool // session kernels fork from the pool's fork servers
 	}
 	if err := s.startEnvironments(ctx, cfg, jails, &deps); err != nil {
 		return nil, err

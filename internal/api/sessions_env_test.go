@@ -40,7 +40,7 @@ func newSessionEnvServer(t *testing.T) *httptest.Server {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, "tinyreq")}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail", Heartbeat: 50 * time.Millisecond})
 	if err != nil {
@@ -89,7 +89,9 @@ func TestSessionEnvironments(t *testing.T) {
 			t.Fatalf("create: %d %s", code, body)
 		}
 		id := decode[SessionInfo](t, body).SessionID
-		if r := cell(t, id, "import tinyreq\ntinyreq.VERSION"); r.Result == nil || *r.Result != "'1.2'" {
+		// Forked from the base environment's fork server: its preload
+		// is imported before the first cell.
+		if r := cell(t, id, "import sys\nhad = 'tinyreq' in sys.modules\nimport tinyreq\n(had, tinyreq.VERSION)"); r.Result == nil || *r.Result != "(True, '1.2')" {
 			t.Errorf("cell: %+v", r)
 		}
 	})
@@ -138,8 +140,9 @@ func TestSessionEnvironments(t *testing.T) {
 }
 
 // TestSessionWithPandasFromPyPI is the check a data user makes: a new
-// session imports pandas at once, and a session that asks for one more
-// package gets it as a small layer over the base environment.
+// session finds pandas imported already (forked from a fork server that
+// preloaded it), and a session that asks for one more package gets it as
+// a small layer over the base environment.
 func TestSessionWithPandasFromPyPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs pandas from PyPI; skipped with -short")
@@ -159,7 +162,7 @@ func TestSessionWithPandasFromPyPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, "pandas")}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail"})
 	if err != nil {
@@ -169,8 +172,12 @@ func TestSessionWithPandasFromPyPI(t *testing.T) {
 	t.Cleanup(ts.Close)
 	js := "application/json"
 	for _, tc := range []struct{ name, body, code, want string }{
-		{"base environment", `{}`, "import pandas as pd\nint(pd.DataFrame({'a': [1, 2]})['a'].sum())", "3"},
-		{"base plus six", `{"requirements":"six"}`, "import pandas, six\n(six.__name__, pandas.__name__)", "('six', 'pandas')"},
+		// The base environment's session forks from its fork server,
+		// which preloaded pandas: the first cell finds it imported. One
+		// with requirements of its own starts cold (no fork server runs
+		// for its layered environment) and imports pandas itself.
+		{"base environment", `{}`, "import sys\nhad = 'pandas' in sys.modules\nimport pandas as pd\n(had, int(pd.DataFrame({'a': [1, 2]})['a'].sum()))", "(True, 3)"},
+		{"base plus six", `{"requirements":"six"}`, "import sys\nhad = 'pandas' in sys.modules\nimport pandas, six\n(had, six.__name__, pandas.__name__)", "(False, 'six', 'pandas')"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()

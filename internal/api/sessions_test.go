@@ -12,6 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
+	"github.com/pyexec/pyexec/internal/pool"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -21,7 +22,9 @@ import (
 func newSessionServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 64 << 20}},
-		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps { return engine.Deps{Jails: jails} })
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
+			return engine.Deps{Jails: jails, Forker: forker(t, jails)}
+		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail",
 		Collectors: []prometheus.Collector{SessionCollector(eng.SessionStats)}})
 	if err != nil {
@@ -30,6 +33,20 @@ func newSessionServer(t *testing.T) *httptest.Server {
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// forker is a pool whose fork servers preload preload, for an engine's
+// session kernels to fork from as a server's do. It is closed after the
+// engine (cleanups run last first).
+func forker(t *testing.T, jails *sandbox.Manager, preload ...string) *pool.Pool {
+	t.Helper()
+	p := pool.New(jails, pool.Config{ForkServer: true, BaseEnv: engine.BaseEnv(), Preload: preload})
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("closing the pool: %v", err)
+		}
+	})
+	return p
 }
 
 func TestSessionsAPI(t *testing.T) {

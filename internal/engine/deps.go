@@ -90,7 +90,10 @@ type Deps struct {
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
 	// Jails hosts sessions; nil refuses them (ErrSessionsDisabled).
-	Jails  Jails
+	Jails Jails
+	// Forker, if set, forks session kernels from fork servers (Jails
+	// still hosts those that do not fork).
+	Forker Forker
 	Logger *slog.Logger // nil discards
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.

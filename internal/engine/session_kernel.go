@@ -14,10 +14,12 @@ import (
 // kernel is one interpreter of a session: a jail and the driver's session
 // mode running in it. A restart replaces the kernel, never the session.
 type kernel struct {
-	jail  *sandbox.Jail
-	proc  *sandbox.Process
-	ended chan struct{} // closed once proc has ended and cur was failed
-	res   sandbox.Result
+	jail    *sandbox.Jail
+	proc    *sandbox.Process
+	forked  bool          // forked from a fork server, not started in a jail of its own
+	release func()        // gives back what the kernel held of the fork server
+	ended   chan struct{} // closed once proc has ended and cur was failed
+	res     sandbox.Result
 
 	mu  sync.Mutex
 	cur *cellRun // the running cell, nil between cells
@@ -55,18 +57,51 @@ func newCellRun(n int, limit int64) *cellRun {
 	return &cellRun{n: n, limit: limit, done: make(chan struct{})}
 }
 
-// startKernel prepares a jail and starts the session's kernel in it with
-// files in its workspace. ctx bounds the kernel's whole life.
-func startKernel(ctx context.Context, jails Jails, spec sandbox.Spec) (*kernel, error) {
-	j, err := jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
+// startKernel starts the session's kernel with files in its workspace:
+// forked from a fork server when the forker has one for spec (and, with
+// start, may start it), else in a jail prepared for it. ctx bounds the
+// kernel's whole life.
+func (e *Engine) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
+	k := &kernel{ended: make(chan struct{}), release: func() {}}
+	out := k.sink()
+	if f := e.deps.Forker; f != nil {
+		j, p, release, err := f.ForkSession(ctx, spec, out, start)
+		switch {
+		case err != nil:
+			// The fork server is broken (the pool replaces it): a jail of
+			// the session's own isolates it just as well.
+			e.log.Warn("forking a session's kernel failed; starting it cold", "err", err)
+		case j != nil:
+			k.jail, k.release, k.forked = j, release, true
+			if err := k.started(p, spec.Files); err != nil {
+				return nil, err
+			}
+			return k, nil
+		}
+	}
+	j, err := e.deps.Jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the session's jail: %w", err)
 	}
-	k := &kernel{jail: j, ended: make(chan struct{})}
+	k.jail = j
+	p, err := j.Start(ctx, spec, out)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("starting the session's interpreter: %w", err)
+	}
+	if err := k.started(p, nil); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// sink routes the kernel's three pipes: output to the running cell, cell
+// ends and reports to their bookkeeping.
+func (k *kernel) sink() sandbox.OutputFunc {
 	scan := runner.NewSessionScanner(k.output, k.report)
 	stdout := runner.NewCellSplitter(func(b []byte) { k.stream(b, false) }, k.end)
 	stderr := runner.NewCellSplitter(func(b []byte) { k.stream(b, true) }, k.end)
-	out := func(s sandbox.Stream, b []byte) {
+	return func(s sandbox.Stream, b []byte) {
 		switch s {
 		case sandbox.Stdout:
 			stdout.Write(b)
@@ -76,28 +111,41 @@ func startKernel(ctx context.Context, jails Jails, spec sandbox.Spec) (*kernel, 
 			scan.Write(b)
 		}
 	}
-	p, err := j.Start(ctx, spec, out)
-	if err != nil {
-		_ = j.Close()
-		return nil, fmt.Errorf("starting the session's interpreter: %w", err)
+}
+
+// started takes p as the kernel's process once it runs: files (a forked
+// kernel's, which its jail's init did not write) go into its workspace and
+// its stdin is closed. On failure the kernel is torn down.
+func (k *kernel) started(p *sandbox.Process, files []sandbox.File) error {
+	fail := func(err error) error {
+		p.Kill()
+		p.Wait()
+		_ = k.jail.Close()
+		k.release()
+		return fmt.Errorf("starting the session's interpreter: %w", err)
 	}
 	select {
 	case <-p.Done():
-		_ = j.Close()
 		res := p.Wait()
-		return nil, fmt.Errorf("starting the session's interpreter: %s: %s", res.Status, res.Reason)
+		return fail(fmt.Errorf("%s: %s", res.Status, res.Reason))
 	default:
+	}
+	if len(files) > 0 {
+		if err := p.WriteFiles(files); err != nil {
+			return fail(err)
+		}
 	}
 	// input() gets EOF instead of waiting for a terminal nobody has.
 	_ = p.CloseStdin()
 	k.proc = p
-	return k, nil
+	return nil
 }
 
 // watch waits for the kernel's end and fails the cell it was running.
 func (k *kernel) watch() {
 	k.res = k.proc.Wait()
 	_ = k.jail.Close()
+	k.release()
 	k.mu.Lock()
 	if c := k.cur; c != nil && !c.finished {
 		c.finished = true

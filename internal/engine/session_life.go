@@ -39,7 +39,7 @@ func (e *Engine) RestartSession(ctx context.Context, id string, caller Caller) (
 	defer s.run.Unlock()
 	spec := s.spec
 	spec.Files = files
-	k, err := startKernel(e.base, e.deps.Jails, spec)
+	k, err := e.startKernel(e.base, spec, s.startForks)
 	if err != nil {
 		e.endSession(s, "restart failed")
 		return Session{}, fmt.Errorf("engine: restarting session %s: %w", id, err)

@@ -29,6 +29,16 @@ type Jails interface {
 	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
 }
 
+// Forker starts session kernels by forking them from a fork server whose
+// interpreter already imported the base environment's modules;
+// *pool.Pool implements it. start allows starting a fork server that is
+// not running. A nil jail and nil error from ForkSession say the spec does
+// not fork: the kernel then starts cold, in a jail of its own (Jails).
+// release is called once the jail is closed.
+type Forker interface {
+	ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc, start bool) (j *sandbox.Jail, p *sandbox.Process, release func(), err error)
+}
+
 // SessionConfig is the operator's configuration of sessions. Zero fields
 // take the defaults documented on each.
 type SessionConfig struct {

@@ -27,6 +27,11 @@ type session struct {
 	python     string // the interpreter's version
 	spec       sandbox.Spec
 	release    func() // the environment lease
+	// startForks says that a kernel may start the fork server it forks
+	// from: its environment is the base's (or the bare interpreter). A
+	// session with requirements of its own forks only from a server its
+	// layered environment already has, else it starts cold.
+	startForks bool
 	idle       time.Duration
 	created    time.Time
 	expires    time.Time
@@ -103,7 +108,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 		s.release()
 		return Session{}, err
 	}
-	k, err := startKernel(e.base, e.deps.Jails, s.spec)
+	k, err := e.startKernel(e.base, s.spec, s.startForks)
 	if err != nil {
 		e.forget(s)
 		s.release()
@@ -119,7 +124,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 		s.release()
 		return Session{}, fmt.Errorf("%w: %s", ErrSessionEnded, s.id)
 	}
-	e.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python)
+	e.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", k.forked)
 	return s.info(), nil
 }
 
@@ -167,7 +172,7 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 	}
 	now := now()
 	s := &session{
-		caller: req.Caller, python: interp.Version, release: release.release, created: now, last: now,
+		caller: req.Caller, python: interp.Version, release: release.release, startForks: !release.layered, created: now, last: now,
 		expires: now.Add(life),
 		spec: sandbox.Spec{
 			Argv:          runner.SessionArgv(python, runner.SessionOptions{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}),
@@ -193,6 +198,7 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 type envLease struct {
 	dirs    []string
 	release func()
+	layered bool // requirements of the session's own over the base
 }
 
 // sessionEnv leases the session's environment and returns the
@@ -245,7 +251,7 @@ func (e *Engine) sessionEnv(ctx context.Context, in Interpreter, requirements st
 	case err != nil:
 		return "", none, fmt.Errorf("engine: preparing the session's environment: %w", err)
 	}
-	return lease.Python(), envLease{dirs: lease.Dirs(), release: lease.Release}, nil
+	return lease.Python(), envLease{dirs: lease.Dirs(), release: lease.Release, layered: len(own) > 0}, nil
 }
 
 func pickDuration(v, def, maxv time.Duration, what string) (time.Duration, error) {

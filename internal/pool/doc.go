@@ -5,9 +5,11 @@
 // one, hands it its limits, files and request (sandbox.Process.HandOff),
 // and the jail is destroyed after: a jail never serves two executions.
 // With Config.ForkServer, a kind's warm executions are forked from a fork
-// server started for the kind (sandbox.Template), which imported the
-// preloads once; a request that finds none ready forks one at once. A kind
-// whose fork server cannot run gets warm jails.
+// server (sandbox.Template), which imported the preloads once; a request
+// that finds none ready forks one at once. Kinds of the same interpreter,
+// mounts and base environment share one fork server, and session kernels
+// fork from it too (ForkSession). A kind whose fork server cannot run gets
+// warm jails.
 // Executions that cannot use a warm jail (a command that is not the
 // runner's, start-up environment variables, limits above the pool's
 // ceilings) run in a cold jail, transparently.

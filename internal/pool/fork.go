@@ -16,14 +16,63 @@ const (
 	forkReplaceLimit = 2
 )
 
-// forking is a kind's fork server, started on the kind's first build.
+// forking is a fork server, started on first use. Kinds and sessions that
+// differ only in what their executions do (channels, collected files) but
+// run the same interpreter with the same mounts and base environment share
+// one (see forkingFor); it lives while any of them uses it, and for
+// Config.Idle after the last one went (the janitor ends it then).
 type forking struct {
+	key      string
+	spec     sandbox.Spec // a warm spec of its first user: what the server is built from
+	uses     int          // kinds and live sessions using it; p.mu guards it
+	lastUsed time.Time    // when a use was last taken or given back; p.mu guards it
+
 	mu       sync.Mutex
 	tpl      *sandbox.Template
-	off      string // why this kind builds warm jails instead; "" while forking
+	off      string // why its users build warm jails (or cold kernels) instead; "" while forking
 	failures int    // forks failed in a row
 	replaced int    // servers replaced for failing, since the last fork that worked
-	closed   bool   // the kind was retired or the pool closed: start nothing
+	closed   bool   // its last user went or the pool closed: start nothing
+	// kernels are session kernels forked ahead, waiting for their session
+	// (see ForkSession); preforking says one is being forked.
+	kernels    []*warmJail
+	preforking bool
+}
+
+// forkingFor returns the fork server of warm spec ws, creating its entry
+// (not the server) on first use, and counts one more use. p.mu is held.
+func (p *Pool) forkingFor(ws sandbox.Spec) *forking {
+	key := kindKey(templateSpec(ws, p.cfg))
+	f, ok := p.forks[key]
+	if !ok {
+		f = &forking{key: key, spec: ws}
+		p.forks[key] = f
+	}
+	f.uses++
+	f.lastUsed = time.Now()
+	return f
+}
+
+// unuse gives back one use of f; a fork server nobody uses is ended by
+// the janitor once it has been idle for Config.Idle.
+func (p *Pool) unuse(f *forking) {
+	p.mu.Lock()
+	f.uses--
+	f.lastUsed = time.Now()
+	p.mu.Unlock()
+}
+
+// idleForks removes from the pool the fork servers nobody has used for
+// Config.Idle and returns them for the caller to close. p.mu is held.
+func (p *Pool) idleForks() []*forking {
+	var out []*forking
+	for key, f := range p.forks {
+		if f.uses == 0 && time.Since(f.lastUsed) >= p.cfg.Idle {
+			delete(p.forks, key)
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // templateSpec is the fork server of a kind: the kind's interpreter, mounts
@@ -33,7 +82,7 @@ func templateSpec(k sandbox.Spec, cfg Config) sandbox.Spec {
 	s := k
 	s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
-	// It lives as long as its kind, and its executions die with it: no
+	// It lives as long as its users, and its executions die with it: no
 	// time limit may end it mid-execution. Each fork counts against its
 	// tasks until the execution is moved to its own cgroup.
 	s.Limits.WallTime, s.Limits.CPUTime = templateLifetime, templateLifetime
@@ -52,35 +101,34 @@ const (
 // the server first when it is not running. It returns ok false when k does
 // not fork (any more): the caller then builds a warm jail.
 func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
-	tpl := p.template(k, true)
+	tpl := p.template(k.fork, true)
 	if tpl == nil {
 		return nil, false, nil
 	}
-	return p.forkFrom(k, tpl)
+	return p.forkWarm(k, tpl)
 }
 
 // forkNow forks an execution of k at once if its fork server is running:
 // what a request that found no warm execution ready gets instead of a cold
 // jail.
 func (p *Pool) forkNow(k *kind) *warmJail {
-	if !p.cfg.ForkServer {
+	if k.fork == nil {
 		return nil
 	}
-	tpl := p.template(k, false)
+	tpl := p.template(k.fork, false)
 	if tpl == nil {
 		return nil
 	}
-	w, _, err := p.forkFrom(k, tpl)
+	w, _, err := p.forkWarm(k, tpl)
 	if err != nil {
 		return nil
 	}
 	return w
 }
 
-// template returns k's running fork server, replacing a dead one and,
-// with start, starting one; nil when k does not fork.
-func (p *Pool) template(k *kind, start bool) *sandbox.Template {
-	f := &k.fork
+// template returns f's running fork server, replacing a dead one and,
+// with start, starting one; nil when f does not fork.
+func (p *Pool) template(f *forking, start bool) *sandbox.Template {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.off != "" || f.closed {
@@ -89,7 +137,7 @@ func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 	if f.tpl != nil {
 		select {
 		case <-f.tpl.Done(): // died: replace it
-			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(k.spec))
+			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec))
 			p.dropTemplate(f)
 		default:
 		}
@@ -101,12 +149,12 @@ func (p *Pool) template(k *kind, start bool) *sandbox.Template {
 			p.forkServers.Add(-1)
 			return nil
 		}
-		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(k.spec, p.cfg), p.templateOutput(k))
+		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(f.spec, p.cfg), p.templateOutput(f.spec))
 		if err != nil {
 			p.forkServers.Add(-1)
 			if p.ctx.Err() == nil {
 				f.off = err.Error()
-				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(k.spec), "reason", err)
+				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "reason", err)
 			}
 			return nil
 		}
@@ -125,58 +173,78 @@ func (p *Pool) dropTemplate(f *forking) {
 	p.forkServers.Add(-1)
 }
 
-// forkFrom forks one execution of k from tpl. Forks of one server run
-// concurrently; the server itself takes them one at a time.
-func (p *Pool) forkFrom(k *kind, tpl *sandbox.Template) (*warmJail, bool, error) {
+// forkWarm forks one warm execution of k from tpl.
+func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template) (*warmJail, bool, error) {
 	r := &relay{}
-	j, proc, err := tpl.Fork(p.ctx, k.spec, r.out)
-	f := &k.fork
+	var j *sandbox.Jail
+	var proc *sandbox.Process
+	err := p.countFork(k.fork, tpl, func() (err error) {
+		j, proc, err = tpl.Fork(p.ctx, k.spec, r.out)
+		return err
+	})
+	if err != nil {
+		return nil, true, err
+	}
+	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl}, true, nil
+}
+
+// countFork runs fork, one fork from f's server tpl, and keeps f's count of
+// failures: a server whose forks keep failing is replaced, and after
+// forkReplaceLimit replacements f's users stop forking. Forks of one
+// server run concurrently; the server itself takes them one at a time.
+func (p *Pool) countFork(f *forking, tpl *sandbox.Template, fork func() error) error {
+	err := fork()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
 		if f.tpl != tpl {
-			return nil, true, err // a server already replaced: not held against the new one
+			return err // a server already replaced: not held against the new one
 		}
 		f.failures++
 		switch {
 		case f.failures < forkFailLimit || f.off != "":
 		case f.replaced < forkReplaceLimit:
 			// A server whose forks keep failing is replaced.
-			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(k.spec), "err", err)
+			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(f.spec), "err", err)
 			p.dropTemplate(f)
 			f.failures = 0
 			f.replaced++
 		default:
 			f.off = err.Error()
-			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(k.spec), "err", err)
+			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(f.spec), "err", err)
 			p.dropTemplate(f)
 		}
-		return nil, true, err
+		return err
 	}
 	f.failures, f.replaced = 0, 0
-	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl}, true, nil
+	return nil
 }
 
 // templateOutput logs what a fork server prints (it never runs user code:
 // anything it says is about preloading, such as matplotlib building its
 // font cache), at debug level: it is the preloaded libraries' chatter,
 // not the operator's concern.
-func (p *Pool) templateOutput(k *kind) sandbox.OutputFunc {
+func (p *Pool) templateOutput(spec sandbox.Spec) sandbox.OutputFunc {
 	return func(s sandbox.Stream, b []byte) {
-		p.cfg.Logger.Debug("fork server", "python", describe(k.spec), "stream", s.String(), "text", string(b))
+		p.cfg.Logger.Debug("fork server", "python", describe(spec), "stream", s.String(), "text", string(b))
 	}
 }
 
-// closeFork ends k's fork server for good.
-func (p *Pool) closeFork(k *kind) {
-	f := &k.fork
+// closeFork ends f's fork server for good, with the kernels it forked
+// ahead.
+func (p *Pool) closeFork(f *forking) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true // a build still running must not start another
+	f.closed = true // a build or session still starting must not start another
+	kernels := f.kernels
+	f.kernels = nil
 	p.dropTemplate(f)
+	f.mu.Unlock()
+	for _, w := range kernels {
+		w.discard()
+	}
 }
 
-// memory is what k's fork server holds.
+// memory is what f's fork server holds.
 func (f *forking) memory() (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -17,7 +17,7 @@ type kind struct {
 	failed   int64
 	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
-	fork     forking       // the kind's fork server (Config.ForkServer)
+	fork     *forking      // the kind's fork server (Config.ForkServer), shared; nil: none
 }
 
 // kind returns the kind of spec, creating it (and its refiller) on first use.
@@ -28,11 +28,17 @@ func (p *Pool) kind(spec sandbox.Spec) *kind {
 	k, ok := p.kinds[key]
 	if !ok {
 		k = &kind{key: key, spec: spec, want: p.cfg.Min, refill: make(chan struct{}, 1)}
+		if p.cfg.ForkServer {
+			k.fork = p.forkingFor(spec)
+		}
 		p.kinds[key] = k
 		p.wg.Add(1)
 		go p.refiller(k)
 	}
 	k.lastUsed = time.Now()
+	if k.fork != nil {
+		k.fork.lastUsed = k.lastUsed
+	}
 	return k
 }
 
@@ -117,7 +123,7 @@ func (p *Pool) build(k *kind) {
 	var w *warmJail
 	var err error
 	forked := false
-	if p.cfg.ForkServer {
+	if k.fork != nil {
 		w, forked, err = p.fork(k)
 	}
 	if !forked {
@@ -183,7 +189,6 @@ func (p *Pool) janitor() {
 		case <-t.C:
 		}
 		var drop []*warmJail
-		var retired []*kind
 		p.mu.Lock()
 		for key, k := range p.kinds {
 			for i := 0; i < len(k.ready); i++ {
@@ -204,16 +209,21 @@ func (p *Pool) janitor() {
 			if k.building == 0 {
 				delete(p.kinds, key)
 				k.retired = true
-				retired = append(retired, k)
+				if k.fork != nil {
+					// Its last use was the kind's, Idle ago: with no
+					// other user, idleForks below ends it at once.
+					k.fork.uses--
+				}
 				kick(k.refill)
 			}
 		}
+		unused := p.idleForks()
 		p.mu.Unlock()
 		for _, w := range drop {
 			w.discard()
 		}
-		for _, k := range retired {
-			p.closeFork(k)
+		for _, f := range unused {
+			p.closeFork(f)
 		}
 		for _, k := range p.snapshot() {
 			kick(k.refill) // replace what died

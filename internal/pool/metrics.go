@@ -18,10 +18,12 @@ var (
 	descTpl      = prometheus.NewDesc("pyexec_pool_fork_servers", "Fork servers running.", nil, nil)
 	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads).", nil, nil)
 	descForkRuns = prometheus.NewDesc("pyexec_pool_forked_executions_total", "Executions served by an execution forked from a fork server.", nil, nil)
+	descSess     = prometheus.NewDesc("pyexec_pool_forked_sessions", "Session kernels forked from a fork server, alive.", nil, nil)
+	descSessMem  = prometheus.NewDesc("pyexec_pool_forked_session_memory_bytes", "Memory of their own held by session kernels forked from a fork server.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns} {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns, descSess, descSessMem} {
 		ch <- d
 	}
 }
@@ -40,4 +42,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTpl, prometheus.GaugeValue, float64(s.Templates))
 	ch <- prometheus.MustNewConstMetric(descTplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
 	ch <- prometheus.MustNewConstMetric(descForkRuns, prometheus.CounterValue, float64(s.ForkedRuns))
+	ch <- prometheus.MustNewConstMetric(descSess, prometheus.GaugeValue, float64(s.Sessions))
+	ch <- prometheus.MustNewConstMetric(descSessMem, prometheus.GaugeValue, float64(s.SessionMemory))
 }

@@ -99,9 +99,11 @@ type Pool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	kinds map[string]*kind
-	warm  int // warm jails of all kinds, ready or being built
+	mu       sync.Mutex
+	kinds    map[string]*kind
+	forks    map[string]*forking       // fork servers by what they are built from
+	sessions map[*sessionFork]struct{} // session kernels forked, live
+	warm     int                       // warm jails of all kinds, ready or being built
 
 	builds chan struct{} // bounds warm jails being built at once
 
@@ -113,7 +115,7 @@ type Pool struct {
 func New(jails Jails, cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{},
-		builds: make(chan struct{}, runtime.NumCPU())}
+		forks: map[string]*forking{}, sessions: map[*sessionFork]struct{}{}, builds: make(chan struct{}, runtime.NumCPU())}
 	p.wg.Add(1)
 	go p.janitor()
 	return p
@@ -122,7 +124,7 @@ func New(jails Jails, cfg Config) *Pool {
 // Stats describe the pool for metrics.
 type Stats struct {
 	Kinds      int   // kinds kept warm
-	Warm       int   // warm jails ready to take (forked ones included)
+	Warm       int   // warm jails ready to take (forked ones and session kernels forked ahead included)
 	WarmMemory int64 // bytes those jails hold
 	Forked     int   // of Warm, executions forked from a fork server
 	ForkMemory int64 // of WarmMemory, what those forked executions hold
@@ -130,11 +132,16 @@ type Stats struct {
 	// TemplateMemory is what the fork servers hold: interpreters with
 	// their preloads, shared copy-on-write with every forked execution.
 	TemplateMemory int64
-	ForkedRuns     int64 // executions served by a forked execution
-	Hits           int64 // executions that took a warm jail
-	Misses         int64 // executions of a pooled kind that found none ready
-	Cold           int64 // executions that could not use the pool at all
-	BuildFailed    int64 // warm jails that failed to build
+	// Sessions are the session kernels forked from a fork server, alive;
+	// SessionMemory what they hold of their own (each keeps its fork
+	// server, counted in TemplateMemory, running).
+	Sessions      int
+	SessionMemory int64
+	ForkedRuns    int64 // executions served by a forked execution
+	Hits          int64 // executions that took a warm jail
+	Misses        int64 // executions of a pooled kind that found none ready
+	Cold          int64 // executions that could not use the pool at all
+	BuildFailed   int64 // warm jails that failed to build
 }
 
 // Stats reports the pool's current state.
@@ -142,11 +149,17 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load()}
 	var ready []*warmJail
-	var kinds []*kind
+	var forks []*forking
+	var sessions []*sessionFork
 	for _, k := range p.kinds {
 		ready = append(ready, k.ready...)
-		kinds = append(kinds, k)
 		s.BuildFailed += k.failed
+	}
+	for _, f := range p.forks {
+		forks = append(forks, f)
+	}
+	for sf := range p.sessions {
+		sessions = append(sessions, sf)
 	}
 	p.mu.Unlock()
 	for _, w := range ready {
@@ -158,11 +171,22 @@ func (p *Pool) Stats() Stats {
 			s.ForkMemory += mem
 		}
 	}
-	for _, k := range kinds {
-		if mem, ok := k.fork.memory(); ok {
+	for _, f := range forks {
+		if mem, ok := f.memory(); ok {
 			s.Templates++
 			s.TemplateMemory += mem
 		}
+		for _, w := range f.readyKernels() {
+			mem := w.proc.MemoryUsage()
+			s.Warm++
+			s.Forked++
+			s.WarmMemory += mem
+			s.ForkMemory += mem
+		}
+	}
+	for _, sf := range sessions {
+		s.Sessions++
+		s.SessionMemory += sf.proc.MemoryUsage()
 	}
 	return s
 }
@@ -273,18 +297,23 @@ func kindKey(s sandbox.Spec) string {
 }
 
 // Close stops the refills and destroys every warm jail and fork server
-// (with the executions forked from it); it returns once their cgroups are
-// removed.
+// (with the executions and session kernels forked from it); it returns
+// once their cgroups are removed.
 func (p *Pool) Close() error {
+	p.mu.Lock() // a prefork adds to p.wg under p.mu, if not cancelled
 	p.cancel()
+	p.mu.Unlock()
 	p.wg.Wait()
 	p.mu.Lock()
 	var all []*warmJail
-	var kinds []*kind
+	var forks []*forking
 	for _, k := range p.kinds {
 		all = append(all, k.ready...)
 		k.ready = nil
-		kinds = append(kinds, k)
+	}
+	for key, f := range p.forks {
+		forks = append(forks, f)
+		delete(p.forks, key)
 	}
 	p.mu.Unlock()
 	// Each jail's teardown mostly waits for the kernel: all at once.
@@ -293,8 +322,8 @@ func (p *Pool) Close() error {
 	for i, w := range all {
 		wg.Go(func() { errs[i] = w.discard() })
 	}
-	for _, k := range kinds {
-		wg.Go(func() { p.closeFork(k) })
+	for _, f := range forks {
+		wg.Go(func() { p.closeFork(f) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

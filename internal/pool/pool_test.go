@@ -532,8 +532,14 @@ func TestUnclosedFilesAreWritten(t *testing.T) {
 func TestForkServersAreBounded(t *testing.T) {
 	p := newPool(t, Config{ForkServer: true, MaxForkServers: 1})
 	a := spec("print('a')\n")
+	// Another kind whose fork server is another: its interpreter is
+	// named by another path.
+	real, err := filepath.EvalSymlinks(python)
+	if err != nil || real == python {
+		t.Skipf("needs %s to be a symlink (%v)", python, err)
+	}
 	b := spec("print('b')\n")
-	b.Collect = &sandbox.Collect{} // another kind
+	b.Argv = runner.Argv(real, runner.Options{Entrypoint: "main.py", EvalLastExpr: true})
 	warmUp(t, p, a)
 	if _, err := p.Run(context.Background(), b, nil); err != nil {
 		t.Fatal(err)
@@ -548,6 +554,20 @@ func TestForkServersAreBounded(t *testing.T) {
 	}
 	if st := p.Stats(); st.ForkedRuns != forked || st.Templates != 1 {
 		t.Fatalf("a second kind got a fork server beyond the bound: %+v", st)
+	}
+}
+
+// TestKindsShareAForkServer: kinds that differ only in what their
+// executions do (here: collecting files) fork from one fork server.
+func TestKindsShareAForkServer(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	a := spec("print('a')\n")
+	b := spec("print('b')\n")
+	b.Collect = &sandbox.Collect{}
+	warmUp(t, p, a)
+	runUntilForked(t, p, b, "b\n", func() bool { return true })
+	if st := p.Stats(); st.Kinds != 2 || st.Templates != 1 {
+		t.Fatalf("two kinds of one interpreter: %+v", st)
 	}
 }
 

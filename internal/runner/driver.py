@@ -7,6 +7,7 @@
 # Warm: `python -B -c <this source> --wait-request N` starts ahead of its work
 # and blocks on fd N; the request that arrives there holds the arguments
 # above and environment additions (see _wait_request).
+# `--wait-session N` waits for a session request on fd N first (_wait_session).
 # Session: `python -B -c <this source> --session N [OPTIONS]` is a kernel: it
 # reads cells from fd N (see _Cells), runs each in one persistent __main__
 # and, after each, writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the
@@ -540,8 +541,34 @@ def _wait_request(fd):
     return fields[1:1 + n]
 
 
+def _wait_session(fd):
+    # A kernel forked ahead of its session: b"LENGTH\n" then LENGTH bytes of
+    # NUL-terminated fields: the number of arguments, the arguments after
+    # "--session N", KEY=VALUE environment additions. Read exactly: the
+    # cells follow on the same pipe.
+    def read(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(fd, n - len(b))
+            if not c:
+                _usage("no session request")
+            b += c
+        return b
+    head = b""
+    while not head.endswith(b"\n"):
+        head += read(1)
+    fields = [os.fsdecode(f) for f in read(int(head)).split(b"\0")[:-1]]
+    n = int(fields[0])
+    for kv in fields[1 + n:]:
+        key, _, value = kv.partition("=")
+        os.environ[key] = value
+    return ["--session", str(fd)] + fields[1:1 + n]
+
+
 def _main():
     argv = sys.argv[1:]
+    if argv[:1] == ["--wait-session"] and len(argv) == 2 and argv[1].isdigit():
+        argv = _wait_session(int(argv[1]))
     if argv[:1] == ["--session"] and len(argv) >= 2 and argv[1].isdigit():
         return _Kernel(int(argv[1]), argv[2:]).serve()
     if argv[:1] == ["--wait-request"] and len(argv) == 2 and argv[1].isdigit():

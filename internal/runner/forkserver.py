@@ -20,7 +20,9 @@
 #     set, the sandbox uid and gid (so no capability at all), Landlock,
 #     no_new_privs and the seccomp filter, checks all of that in
 #     /proc/self/status, reseeds every random generator, forgets this file's
-#     modules, and then runs the runner driver waiting for its request on fd 4.
+#     modules, and then runs the runner driver waiting for its request on fd 4
+#     (or, for a session's kernel, with the arguments and environment
+#     additions its fork request names: it then reads cells from fd 4).
 # Failures before the payload runs are reported to the server as
 # {"kind": "error"} on the execution's status pipe: nothing runs half-isolated.
 # Once confined, the payload reports {"kind": "started"} there; the reaper
@@ -455,7 +457,10 @@ def _payload(req, cfg):
         _report_failure(5, "payload", "%s: %s" % (type(e).__name__, e))
     os.close(5)
     _fresh_state()
-    _run_driver()
+    for kv in req.get("env") or ():
+        key, _, value = kv.partition("=")
+        os.environ[key] = value
+    _run_driver(req.get("args") or ["--wait-request", "4"])
 
 
 def _landlock(plan):
@@ -529,8 +534,10 @@ def _fresh_state():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _run_driver():
-    sys.argv[1:] = ["--wait-request", "4"]
+def _run_driver(args):
+    # args: a warm execution's "--wait-request 4", or a session kernel's
+    # "--session 4 ..." from its fork request.
+    sys.argv[1:] = args
     mod = _DRIVER_MODULE
     mod.__name__ = "__main__"
     sys.modules["__main__"] = mod

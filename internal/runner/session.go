@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // A session's kernel is the driver started with --session: it reads cells
@@ -206,4 +208,55 @@ func ParseCellReport(line []byte) (int, Report, error) {
 		return 0, Report{}, err
 	}
 	return *tag.Cell, r, nil
+}
+
+// ForkedSession splits a session kernel's command line (SessionArgv) and
+// environment env into what a kernel forked from a fork server whose
+// environment is base needs: the driver's arguments and env's additions to
+// base. ok is false for another command line, for additions an already
+// running interpreter cannot honour (PYTHON* variables act at its start)
+// and for an env that drops a variable of base.
+func ForkedSession(argv, env, base []string) (args, extra []string, ok bool) {
+	if len(argv) < 6 || argv[1] != "-B" || argv[2] != "-c" || argv[3] != driverSource || argv[4] != "--session" {
+		return nil, nil, false
+	}
+	for _, kv := range env {
+		if slices.Contains(base, kv) {
+			continue
+		}
+		if strings.HasPrefix(kv, "PYTHON") {
+			return nil, nil, false
+		}
+		extra = append(extra, kv)
+	}
+	for _, kv := range base {
+		key, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, key+"=") }) {
+			return nil, nil, false
+		}
+	}
+	return slices.Clone(argv[4:]), extra, true
+}
+
+// WaitSessionArgs are the driver's arguments for a kernel forked ahead of
+// its session: it waits on RequestFD for its SessionRequest, then serves
+// cells on the same descriptor.
+func WaitSessionArgs() []string { return []string{"--wait-session", strconv.Itoa(RequestFD)} }
+
+// SessionRequest is what a kernel started with WaitSessionArgs reads: args
+// as ForkedSession returns them ("--session N" and the kernel's options)
+// and env additions. ok is false for fields it cannot carry.
+func SessionRequest(args, env []string) (b []byte, ok bool) {
+	if len(args) < 2 || args[0] != "--session" {
+		return nil, false
+	}
+	var body bytes.Buffer
+	for _, f := range append(append([]string{strconv.Itoa(len(args) - 2)}, args[2:]...), env...) {
+		if strings.IndexByte(f, 0) >= 0 {
+			return nil, false
+		}
+		body.WriteString(f)
+		body.WriteByte(0)
+	}
+	return append(strconv.AppendInt(nil, int64(body.Len()), 10), append([]byte{'\n'}, body.Bytes()...)...), true
 }

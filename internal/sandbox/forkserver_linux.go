@@ -75,6 +75,11 @@ type forkRequest struct {
 	Dir             string `json:"dir"`
 	Collect         bool   `json:"collect"`
 	Channel         bool   `json:"channel"` // the reaper serves the payload its result channel
+	// Args, if set, are the driver's arguments instead of waiting for a
+	// request (a session's kernel: "--session 4 ..."); Env are KEY=value
+	// additions to the server's environment, set before the driver runs.
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
 }
 
 // forkReply answers the configuration (Ready) and each fork request (Pid,
@@ -267,7 +272,25 @@ func (t *Template) Close() error {
 // execution's actual limits and files, from Process.HandOff. spec's limits
 // are the ceilings the execution starts with; spec's mounts and network
 // must be the template's. The returned Jail is Released by the caller.
-func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail, _ *Process, retErr error) {
+func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (*Jail, *Process, error) {
+	return t.fork(ctx, spec, out, nil, nil)
+}
+
+// ForkKernel starts a long-lived payload from the fork server: the driver
+// runs with args (say a session's "--session 4 --report-fd 3 ...") at
+// once, in the server's environment plus env (KEY=value; the caller keeps
+// PYTHON* variables out: they act at interpreter start only). Its
+// isolation is a forked execution's; spec's limits are its own from the
+// start (no hand-off tightens them). The caller writes spec.Files with
+// Process.WriteFiles and talks to it with Send and Signal.
+func (t *Template) ForkKernel(ctx context.Context, spec Spec, out OutputFunc, args, env []string) (*Jail, *Process, error) {
+	if len(args) == 0 {
+		return nil, nil, fmt.Errorf("%w: a kernel needs the driver's arguments", ErrInvalidSpec)
+	}
+	return t.fork(ctx, spec, out, args, env)
+}
+
+func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, env []string) (_ *Jail, _ *Process, retErr error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -303,7 +326,7 @@ func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (_ *Jail
 	}
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
-		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel}
+		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env}
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.

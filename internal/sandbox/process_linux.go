@@ -79,6 +79,24 @@ func (p *Process) MemoryUsage() int64 {
 // request on the request pipe, which it then closes. Limits may only
 // shrink: a warm jail is started with the pool's ceilings.
 func (p *Process) HandOff(l Limits, files []File, request []byte) error {
+	if err := p.Retune(l, files); err != nil {
+		return err
+	}
+	if request != nil {
+		if err := p.Send(request); err != nil {
+			return err
+		}
+	}
+	if p.exec.Requests {
+		return p.CloseSend()
+	}
+	return nil
+}
+
+// Retune is HandOff without the request: the limits tightened to l, files
+// written, the clocks restarted; the request pipe stays open (a session's
+// kernel forked ahead of its session reads its cells there).
+func (p *Process) Retune(l Limits, files []File) error {
 	l = l.WithDefaults()
 	if err := l.validate(); err != nil {
 		return err
@@ -120,14 +138,6 @@ func (p *Process) HandOff(l Limits, files []File, request []byte) error {
 	case p.rearm <- l:
 	case <-p.done:
 		return os.ErrProcessDone
-	}
-	if request != nil {
-		if err := p.Send(request); err != nil {
-			return err
-		}
-	}
-	if p.exec.Requests {
-		return p.CloseSend()
 	}
 	return nil
 }
