@@ -104,6 +104,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 }
 
 func (s *NATS) openRecords(ctx context.Context) error {
+	if s.settled(ctx, "KV_"+RecordsBucket, s.cfg.MaxRecordBytes) {
+		kv, err := s.js.KeyValue(ctx, RecordsBucket)
+		s.records = kv
+		return err
+	}
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       RecordsBucket,
 		Description:  "pyexec execution records",
@@ -118,6 +123,11 @@ func (s *NATS) openRecords(ctx context.Context) error {
 }
 
 func (s *NATS) openRequests(ctx context.Context) error {
+	if s.settled(ctx, "OBJ_"+RequestsBucket, -1) {
+		obs, err := s.js.ObjectStore(ctx, RequestsBucket)
+		s.requests = obs
+		return err
+	}
 	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      RequestsBucket,
 		Description: "pyexec request payloads of queued executions",

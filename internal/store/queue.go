@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,7 +84,7 @@ func (s *NATS) RequeueHeld(ctx context.Context) (int, error) {
 		if err := s.Enqueue(ctx, string(msg.Data)); err != nil {
 			return n, err
 		}
-		if err := s.queue.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if err := s.queue.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !msgGone(err) {
 			return n, fmt.Errorf("store: removing held job %d: %w", seq, err)
 		}
 		n++
@@ -136,4 +137,14 @@ func (j natsJob) InProgress() error {
 		return fmt.Errorf("store: extending job %s: %w", j.ID(), err)
 	}
 	return nil
+}
+
+// msgGone reports whether a delete failed because the message is no
+// longer there: on a cluster another node may ack (and so remove) a job
+// between the read and the delete. The client flattens the server's
+// answer (JSStreamMsgDeleteFailedF, "no message found") into the text of
+// ErrMsgDeleteUnsuccessful, and other delete failures share that
+// sentinel, hence the text.
+func msgGone(err error) bool {
+	return errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) && strings.Contains(err.Error(), "no message found")
 }
