@@ -62,11 +62,14 @@ func submitScript(ctx context.Context, c *client.Client, code string) (string, e
 }
 
 // waitFinal waits until every id has a final record, read through the
-// given nodes in turn (any node answers for any id), and returns them.
-func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duration) map[string]*client.ExecutionResult {
+// given nodes in turn (any node answers for any id), and returns them. On
+// a timeout it reports each open id with its last state and the log lines
+// of nodes and past (stopped instances) that name it.
+func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duration, past ...*server) map[string]*client.ExecutionResult {
 	t.Helper()
 	ctx := context.Background()
 	final := map[string]*client.ExecutionResult{}
+	last := map[string]string{}
 	deadline := time.Now().Add(timeout)
 	for i := 0; len(final) < len(ids); i++ {
 		for _, id := range ids {
@@ -74,8 +77,14 @@ func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duratio
 				continue
 			}
 			c := client.New(nodes[i%len(nodes)].url, client.WithTimeout(10*time.Second))
-			if r, err := c.GetExecution(ctx, id); err == nil && r.Status.Final() {
+			r, err := c.GetExecution(ctx, id)
+			switch {
+			case err != nil:
+				last[id] = err.Error()
+			case r.Status.Final():
 				final[id] = r
+			default:
+				last[id] = fmt.Sprintf("%s on node %q, started %v", r.Status, r.Node, r.StartedAt)
 			}
 		}
 		if len(final) == len(ids) {
@@ -85,10 +94,10 @@ func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duratio
 			var open []string
 			for _, id := range ids {
 				if final[id] == nil {
-					open = append(open, id)
+					open = append(open, fmt.Sprintf("%s: %s\n%s", id, last[id], logsAbout(append(past, nodes...), id)))
 				}
 			}
-			t.Fatalf("%d of %d accepted executions have no final state after %s: %v", len(open), len(ids), timeout, open)
+			t.Fatalf("%d of %d accepted executions have no final state after %s:\n%s", len(open), len(ids), timeout, strings.Join(open, "\n"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -218,23 +227,27 @@ func TestFleetKillThroughANonOwner(t *testing.T) {
 }
 
 // submitLoop submits short executions round-robin to the nodes targets
-// returns, until stop is closed; it keeps the ids the fleet accepted. A
-// refused or failed submission was not accepted and is only counted.
+// returns, until ids stops it (or the test ends); it keeps the ids the
+// fleet accepted. A refused or failed submission was not accepted and is
+// only counted.
 type submitLoop struct {
 	mu       sync.Mutex
 	accepted []string
 	refused  int
+	quit     chan struct{}
+	stopOnce sync.Once
 	done     chan struct{}
 }
 
-func startSubmitLoop(t *testing.T, stop <-chan struct{}, targets func() []string) *submitLoop {
+func startSubmitLoop(t *testing.T, targets func() []string) *submitLoop {
 	t.Helper()
-	l := &submitLoop{done: make(chan struct{})}
+	l := &submitLoop{quit: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { l.ids() })
 	go func() {
 		defer close(l.done)
 		for i := 0; ; i++ {
 			select {
-			case <-stop:
+			case <-l.quit:
 				return
 			default:
 			}
@@ -254,8 +267,10 @@ func startSubmitLoop(t *testing.T, stop <-chan struct{}, targets func() []string
 	return l
 }
 
-// ids waits for the loop to end and returns the accepted ids.
+// ids stops the loop, waits for it and returns the accepted ids and the
+// number of refused submissions.
 func (l *submitLoop) ids() ([]string, int) {
+	l.stopOnce.Do(func() { close(l.quit) })
 	<-l.done
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -277,8 +292,7 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 	cluster := newNATSCluster(t, 3)
 	fleet := startFleet(t, cluster.urls(), 3)
 	urls := func() []string { return []string{fleet[0].url, fleet[1].url, fleet[2].url} }
-	stop := make(chan struct{})
-	loop := startSubmitLoop(t, stop, urls)
+	loop := startSubmitLoop(t, urls)
 	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
 	lost := cluster.metaLeader()
 	cluster.stop(lost) // the JetStream meta leader, and node a, b or c's server
@@ -291,7 +305,6 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 		t.Errorf("node %s did not log losing and regaining NATS:\n%s", nodeName(lost), logs)
 	}
 	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
-	close(stop)
 	ids, refused := loop.ids()
 	final := waitFinal(t, fleet, ids, 2*time.Minute)
 	for _, id := range ids {
@@ -333,8 +346,7 @@ func TestFleetRollingRestart(t *testing.T) {
 		}
 		return out
 	}
-	stop := make(chan struct{})
-	loop := startSubmitLoop(t, stop, urls)
+	loop := startSubmitLoop(t, urls)
 	eventually(t, 30*time.Second, "a few accepted executions", func() bool { return loop.count() >= 5 })
 	var burst []string
 	var past []*server // stopped instances, for their logs
@@ -360,10 +372,9 @@ func TestFleetRollingRestart(t *testing.T) {
 		n := loop.count()
 		eventually(t, 30*time.Second, "accepted executions after restarting node "+nodeName(i), func() bool { return loop.count() >= n+5 })
 	}
-	close(stop)
 	ids, refused := loop.ids()
 	ids = append(ids, burst...)
-	final := waitFinal(t, fleet, ids, 2*time.Minute)
+	final := waitFinal(t, fleet, ids, 2*time.Minute, past...)
 	ran := map[string]int{}
 	for _, id := range ids {
 		r := final[id]

@@ -119,6 +119,10 @@ func measure(ctx context.Context, bin string, urls []string, k, n, clients, conc
 			if err := nd.srv.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "fleet: stopping a node:", err)
 			}
+			// The stopped server left its (empty) cgroup parent.
+			for _, dir := range benchserver.CgroupDirsNamed(nd.parent) {
+				_ = os.Remove(dir)
+			}
 		}
 	}()
 	for i := range k {

@@ -39,6 +39,11 @@ type Artifacts interface {
 var _ Artifacts = (*NATS)(nil)
 
 func (s *NATS) openArtifacts(ctx context.Context) error {
+	if s.settled(ctx, "OBJ_"+ArtifactsBucket, s.cfg.TTL, -1) {
+		obs, err := s.js.ObjectStore(ctx, ArtifactsBucket)
+		s.artifacts = obs
+		return err
+	}
 	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      ArtifactsBucket,
 		Description: "pyexec files produced by executions",

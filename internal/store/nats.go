@@ -113,6 +113,11 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 }
 
 func (s *NATS) openRecords(ctx context.Context) error {
+	if s.settled(ctx, "KV_"+RecordsBucket, s.cfg.TTL, s.cfg.MaxRecordBytes) {
+		kv, err := s.js.KeyValue(ctx, RecordsBucket)
+		s.records = kv
+		return err
+	}
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       RecordsBucket,
 		Description:  "pyexec execution records",
@@ -127,6 +132,11 @@ func (s *NATS) openRecords(ctx context.Context) error {
 }
 
 func (s *NATS) openRequests(ctx context.Context) error {
+	if s.settled(ctx, "OBJ_"+RequestsBucket, s.cfg.TTL, -1) {
+		obs, err := s.js.ObjectStore(ctx, RequestsBucket)
+		s.requests = obs
+		return err
+	}
 	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      RequestsBucket,
 		Description: "pyexec request payloads of queued executions",

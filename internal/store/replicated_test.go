@@ -112,4 +112,13 @@ func TestReplicatedReadsSeeEveryAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("request %s written through one server, read through another: %v %q", id, err, body)
 		}
 	}
+	// A node that starts later (a restart) binds to the assets as they
+	// are: the running nodes keep reading and writing.
+	openOn(t, urls[1])
+	if _, err := a.Get(ctx, "exe_0"); err != nil {
+		t.Errorf("reading through a running node after another started: %v", err)
+	}
+	if err := b.PutRequest(ctx, "exe_late", []byte("late")); err != nil {
+		t.Errorf("writing a request through a running node after another started: %v", err)
+	}
 }

@@ -54,6 +54,11 @@ type SessionRegistry interface {
 var _ SessionRegistry = (*NATS)(nil)
 
 func (s *NATS) openSessions(ctx context.Context) error {
+	if s.settled(ctx, "KV_"+SessionsBucket, s.cfg.SessionTTL, -1) {
+		kv, err := s.js.KeyValue(ctx, SessionsBucket)
+		s.sessions = kv
+		return err
+	}
 	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      SessionsBucket,
 		Description: "pyexec sessions: the node holding each",
