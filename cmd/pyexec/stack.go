@@ -136,6 +136,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 		OnSessionEnd: s.sessions.SessionEnded,
+		OnNodeLost:   s.sessions.NodeLost, // its sessions end for every client at once
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }

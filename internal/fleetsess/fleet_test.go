@@ -393,3 +393,20 @@ func TestRegistryFollowsTheEngine(t *testing.T) {
 		t.Fatalf("a reaped session via b: %v, want ErrSessionNotFound", err)
 	}
 }
+
+// A node the fleet declared lost (members' heartbeat silence, reported
+// through Deps.OnNodeLost) may still hold its NATS connection, hung: its
+// sessions end for every client at once instead of making them wait on a
+// node that does not answer.
+func TestSessionOfANodeDeclaredLost(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
+	ctx := context.Background()
+	s, other := a.create(t), b.create(t)
+	b.r.NodeLost("a")
+	_, err := b.r.ExecuteCell(ctx, s.ID, alice, engine.CellRequest{Code: "1"})
+	assertLost(t, err, s.ID)
+	if res := b.cell(t, other.ID, "print(2)"); res.Stdout != "2\n" {
+		t.Fatalf("a session of a live node after another's loss: %+v", res)
+	}
+}

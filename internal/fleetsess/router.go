@@ -182,19 +182,47 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 
 // endStale marks the sessions the registry gives to this node as lost.
 func (r *Router) endStale(ctx context.Context) error {
+	n, err := r.endSessionsOf(ctx, r.cfg.Node)
+	if n > 0 {
+		r.log.Info("sessions of an earlier run of this node marked lost", "count", n)
+	}
+	return err
+}
+
+// NodeLost marks the sessions of a node the fleet declared lost
+// (engine Deps.OnNodeLost): their clients get node_lost at once, also
+// when the node hung with its NATS connection still open, where a
+// forwarded call would otherwise wait for the client's timeout.
+func (r *Router) NodeLost(node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	n, err := r.endSessionsOf(ctx, node)
+	if err != nil {
+		r.log.Warn("marking a lost node's sessions", "node", node, "err", err)
+	}
+	if n > 0 {
+		r.log.Info("sessions of a lost node marked lost", "node", node, "count", n)
+	}
+}
+
+// endSessionsOf marks the live sessions the registry gives to node as
+// lost and returns how many it marked.
+func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
 	if err != nil {
-		return fmt.Errorf("fleetsess: reading the session registry: %w", err)
+		return 0, fmt.Errorf("fleetsess: reading the session registry: %w", err)
 	}
+	n := 0
 	for _, e := range list {
-		if e.Node == r.cfg.Node && e.Ended == "" {
-			if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("fleetsess: ending session %s of an earlier run: %w", e.ID, err)
-			}
-			r.log.Info("session of an earlier run of this node marked lost", "session_id", e.ID)
+		if e.Node != node || e.Ended != "" {
+			continue
 		}
+		if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return n, fmt.Errorf("fleetsess: ending session %s of node %s: %w", e.ID, node, err)
+		}
+		n++
 	}
-	return nil
+	return n, nil
 }
 
 // markEnded records why id ended and returns the reason the registry
