@@ -402,10 +402,22 @@ func TestSessionOfANodeDeclaredLost(t *testing.T) {
 	srv := fleetServer(t)
 	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
 	ctx := context.Background()
-	s, other := a.create(t), b.create(t)
+	s, other, busy := a.create(t), b.create(t), a.create(t)
+	cellErr := make(chan error, 1)
+	go func() {
+		_, err := b.r.ExecuteCell(ctx, busy.ID, alice, engine.CellRequest{Code: "import time; time.sleep(60)", Timeout: 60 * time.Second})
+		cellErr <- err
+	}()
+	waitBusy(t, b, busy.ID)
 	b.r.NodeLost("a")
 	_, err := b.r.ExecuteCell(ctx, s.ID, alice, engine.CellRequest{Code: "1"})
 	assertLost(t, err, s.ID)
+	select {
+	case err := <-cellErr: // a call already waiting on the node ends too
+		assertLost(t, err, busy.ID)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cell waiting on a node declared lost still waits")
+	}
 	if res := b.cell(t, other.ID, "print(2)"); res.Stdout != "2\n" {
 		t.Fatalf("a session of a live node after another's loss: %+v", res)
 	}

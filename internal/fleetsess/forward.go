@@ -97,7 +97,7 @@ func (r *Router) request(ctx context.Context, subject, node string, owner <-chan
 		case n := <-owner:
 			node = n
 		case <-tick.C:
-			if node != "" && r.gone(ctx, node) {
+			if node != "" && (r.gone(ctx, node) || r.ended(ctx, cl.ID)) {
 				return fmt.Errorf("fleetsess: node %s: %w", node, errNodeGone)
 			}
 		}
@@ -128,6 +128,17 @@ func (r *Router) answer(ctx context.Context, subject string, m *nats.Msg, err er
 		return fmt.Errorf("fleetsess: decoding the answer on %s: %w", subject, err)
 	}
 	return nil
+}
+
+// ended reports whether the registry says session id ended meanwhile:
+// the fleet declared its node lost (Router.NodeLost), which may still
+// listen, hung, without ever answering.
+func (r *Router) ended(ctx context.Context, id string) bool {
+	if id == "" {
+		return false
+	}
+	e, _, err := r.cfg.Registry.GetSession(ctx, id)
+	return err == nil && e.Ended != ""
 }
 
 // gone reports whether node no longer listens: a ping finds no
