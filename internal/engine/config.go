@@ -11,6 +11,9 @@ import (
 // Config is the operator's configuration of the engine. Zero fields take
 // the defaults documented on each; New validates the result once.
 type Config struct {
+	// Node names this server in a fleet; the record of every execution
+	// it runs says so (Execution.Node). Empty: records name no node.
+	Node string
 	// Concurrency bounds the executions running at once on this node.
 	// Default: runtime.NumCPU().
 	Concurrency int

@@ -70,7 +70,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *record, t *ticket, final *Status) (*Execution, error) {
 	defer t.release()
 	started := now()
-	r.Status, r.StartedAt = StatusRunning, &started
+	r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
 	if err := e.create(sctx, r); err != nil {
 		return nil, err
 	}

@@ -120,6 +120,8 @@ type Execution struct {
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	DurationMs int64      `json:"duration_ms,omitempty"`
+	// Node is the node that runs or ran the execution (Config.Node).
+	Node string `json:"node,omitempty"`
 
 	Reason          string `json:"reason,omitempty"`
 	TimedOut        bool   `json:"timed_out"`
