@@ -90,7 +90,7 @@ func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *re
 		return nil, ErrClosed // Close came first: nothing was recorded
 	}
 	started := now()
-	r.Status, r.StartedAt = StatusRunning, &started
+	r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
 	if err := e.create(sctx, r); err != nil {
 		return nil, err
 	}

@@ -9,11 +9,11 @@ import (
 // TestSyncAdmittedAtOnceRunsLikeAnyOther: a synchronous execution that
 // finds a free slot is stored running from the start (no pending record
 // to turn running), yet everything that reads it sees an ordinary
-// execution: GET says running with its start time, the running listing
+// execution: GET says running with its start time and node, the running listing
 // has it, a follower sees pending then running, and a kill from any
 // caller ends it killed with its partial output.
 func TestSyncAdmittedAtOnceRunsLikeAnyOther(t *testing.T) {
-	e := start(t, t.TempDir(), Config{Concurrency: 2}, nil)
+	e := start(t, t.TempDir(), Config{Concurrency: 2, Node: "a"}, nil)
 	ctx := context.Background()
 	type result struct {
 		x   *Execution
@@ -37,8 +37,8 @@ func TestSyncAdmittedAtOnceRunsLikeAnyOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Status != StatusRunning || x.StartedAt == nil || x.StartedAt.Before(x.CreatedAt) {
-		t.Errorf("while running: status %s started_at %v created_at %v", x.Status, x.StartedAt, x.CreatedAt)
+	if x.Status != StatusRunning || x.StartedAt == nil || x.StartedAt.Before(x.CreatedAt) || x.Node != "a" {
+		t.Errorf("while running: status %s started_at %v created_at %v node %q", x.Status, x.StartedAt, x.CreatedAt, x.Node)
 	}
 	events, err := e.eng.Follow(ctx, tester, id, 0)
 	if err != nil {
