@@ -38,14 +38,18 @@ type admission struct {
 	view                        fleetView
 
 	mu         sync.Mutex
-	running    int                 // slots in use on this node
-	waiting    int                 // sync tickets in lines
-	submitting int                 // async submissions admitted, not yet recorded
-	keys       map[string]*keyLine // callers with work here
-	order      []string            // callers with a non-empty line, in turn order
-	lastAsync  string              // the caller whose job the dispatcher took last
-	closed     bool
-	changed    chan struct{} // closed and replaced when the dispatcher may act
+	running    int // slots in use on this node
+	waiting    int // sync tickets in lines
+	submitting int // async submissions admitted, not yet recorded
+	// taking counts the slots claimed for async jobs whose records may
+	// still say pending: they are in running and, through the index, in
+	// the queue, and are counted once (admitLocked).
+	taking    int
+	keys      map[string]*keyLine // callers with work here
+	order     []string            // callers with a non-empty line, in turn order
+	lastAsync string              // the caller whose job the dispatcher took last
+	closed    bool
+	changed   chan struct{} // closed and replaced when the dispatcher may act
 }
 
 // fleetView counts the executions of the whole fleet.
@@ -70,6 +74,7 @@ type ticket struct {
 	adm     *admission
 	key     string
 	granted chan struct{} // closed when the slot is the ticket's
+	taking  bool          // an async job's slot, counted in admission.taking
 }
 
 func newAdmission(capacity, queueSize, perKeyRunning, perKeyQueued int, view fleetView) *admission {
@@ -129,8 +134,7 @@ func (a *admission) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
-	_, async := a.view.queuedAsync()
-	if a.running+a.waiting+a.submitting+async >= a.capacity+a.queueSize {
+	if a.running+a.waiting+a.submitting+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
 		return ErrOverloaded
 	}
 	if n := a.queuedLocked(key); a.perKeyQueued > 0 && n >= a.perKeyQueued {
@@ -280,7 +284,32 @@ func (t *ticket) release() {
 	a := t.adm
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	t.recordedLocked()
 	a.releaseLocked(t.key)
+}
+
+// recorded ends the double count of an async job's slot (taking) once
+// its record says running, or when it ends without.
+func (t *ticket) recorded() {
+	a := t.adm
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.recordedLocked()
+}
+
+func (t *ticket) recordedLocked() {
+	if t.taking {
+		t.taking = false
+		t.adm.taking--
+	}
+}
+
+// queuedAsyncLocked is how many async jobs wait fleet-wide, less the ones
+// this node has taken whose records still say pending (already counted in
+// running).
+func (a *admission) queuedAsyncLocked() int {
+	_, async := a.view.queuedAsync()
+	return max(0, async-a.taking)
 }
 
 func (a *admission) releaseLocked(key string) {
@@ -327,6 +356,7 @@ func (a *admission) claim() (keys []string, changed <-chan struct{}) {
 	keys = a.asyncOrderLocked()
 	if len(keys) > 0 {
 		a.running++
+		a.taking++
 	}
 	return keys, a.changed
 }
@@ -336,6 +366,7 @@ func (a *admission) unclaim() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.running--
+	a.taking--
 	a.scheduleLocked()
 }
 
@@ -366,7 +397,7 @@ func (a *admission) startAsync(key string) *ticket {
 	defer a.mu.Unlock()
 	a.lineLocked(key).running++
 	a.lastAsync = key
-	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
+	t := &ticket{adm: a, key: key, granted: make(chan struct{}), taking: true}
 	close(t.granted)
 	return t
 }
@@ -385,6 +416,5 @@ func (a *admission) close() {
 func (a *admission) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, async := a.view.queuedAsync()
-	return a.running, a.waiting + a.submitting + async
+	return a.running, a.waiting + a.submitting + a.queuedAsyncLocked()
 }

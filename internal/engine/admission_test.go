@@ -240,3 +240,42 @@ func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
 		t.Errorf("queued after one waiter left = %d, want 3", queued)
 	}
 }
+
+// A job this node took holds a slot while its record still says pending
+// (until the running transition): it counts once, not as running and
+// queued both, so the node refuses nothing it has room for. Seen as
+// 429s right after a kill frees a slot (python tests, overload case).
+func TestAdmissionCountsATakenJobOnce(t *testing.T) {
+	f := newFakeFleet()
+	f.async["a"] = 2
+	a := newAdmission(2, 2, 0, 0, f)
+	var taken []*ticket
+	for range 2 {
+		keys, _ := a.claim()
+		if len(keys) != 1 {
+			t.Fatalf("claim: %v", keys)
+		}
+		taken = append(taken, a.startAsync("a"))
+	}
+	// The index still counts both taken jobs as queued: two more fit.
+	for i := range 2 {
+		if err := a.reserveAsync("b"); err != nil {
+			t.Fatalf("submission %d with two jobs taken and nothing else queued: %v", i, err)
+		}
+	}
+	if err := a.reserveAsync("b"); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("a fifth execution on capacity 2 + queue 2: %v, want ErrOverloaded", err)
+	}
+	if running, queued := a.stats(); running != 2 || queued != 2 {
+		t.Errorf("stats: running %d queued %d, want 2 and 2", running, queued)
+	}
+	// Recorded running, the index no longer counts them as queued.
+	for _, tk := range taken {
+		tk.recorded()
+	}
+	f.async["a"] = 0
+	if running, queued := a.stats(); running != 2 || queued != 2 {
+		t.Errorf("stats after the records say running: running %d queued %d, want 2 and 2", running, queued)
+	}
+	taken[0].release()
+}

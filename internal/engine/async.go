@@ -127,7 +127,7 @@ func (e *Engine) takeOne(ctx context.Context, keys []string) (took bool, err err
 		go func() {
 			defer e.wg.Done()
 			defer t.release()
-			e.runJob(job)
+			e.runJob(job, t)
 		}()
 		return true, nil
 	}
@@ -147,7 +147,7 @@ func (e *Engine) nak(job store.Job) {
 // record says running: from then on the record, not the queue, owns the
 // execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
-func (e *Engine) runJob(job store.Job) {
+func (e *Engine) runJob(job store.Job, t *ticket) {
 	id := job.ID()
 	sctx, cancel := storeCtx()
 	defer cancel()
@@ -198,7 +198,10 @@ func (e *Engine) runJob(job store.Job) {
 		ack()
 		return
 	}
-	r, err = e.execute(runCtx, o, p, ack, false)
+	r, err = e.execute(runCtx, o, p, func() {
+		t.recorded() // the index stops counting it as queued
+		ack()
+	}, false)
 	if err != nil {
 		e.log.Error("running a queued execution", "execution_id", id, "err", err)
 		return
