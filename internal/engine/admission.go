@@ -41,15 +41,17 @@ type admission struct {
 	running    int // slots in use on this node
 	waiting    int // sync tickets in lines
 	submitting int // async submissions admitted, not yet recorded
-	// taking counts the slots claimed for async jobs whose records may
-	// still say pending: they are in running and, through the index, in
-	// the queue, and are counted once (admitLocked).
-	taking    int
-	keys      map[string]*keyLine // callers with work here
-	order     []string            // callers with a non-empty line, in turn order
-	lastAsync string              // the caller whose job the dispatcher took last
-	closed    bool
-	changed   chan struct{} // closed and replaced when the dispatcher may act
+	// claimed counts the slots in running claimed for a job not taken
+	// yet: admissions do not count them (a job taken for one is counted
+	// in the queue already). taking counts the slots of async jobs taken
+	// whose records may still say pending: they are in running and,
+	// through the index, in the queue, and are counted once.
+	claimed, taking int
+	keys            map[string]*keyLine // callers with work here
+	order           []string            // callers with a non-empty line, in turn order
+	lastAsync       string              // the caller whose job the dispatcher took last
+	closed          bool
+	changed         chan struct{} // closed and replaced when the dispatcher may act
 }
 
 // fleetView counts the executions of the whole fleet.
@@ -134,7 +136,7 @@ func (a *admission) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
-	if a.running+a.waiting+a.submitting+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
+	if a.running-a.claimed+a.waiting+a.submitting+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
 		return ErrOverloaded
 	}
 	if n := a.queuedLocked(key); a.perKeyQueued > 0 && n >= a.perKeyQueued {
@@ -332,14 +334,20 @@ func (a *admission) reserveAsync(key string) error {
 	return nil
 }
 
-// submitted ends the count of reserveAsync: the job is queued (the index
-// counts it now, and the dispatcher is woken for it) or was refused.
+// submitted ends the count of reserveAsync: the job's record is in the
+// index, which counts it from now on, or it was refused.
 func (a *admission) submitted(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.submitting--
 	a.lineLocked(key).submitting--
 	a.forgetLocked(key)
+}
+
+// queued wakes the dispatcher for a job just queued here.
+func (a *admission) queued() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.wakeLocked()
 }
 
@@ -353,10 +361,13 @@ func (a *admission) claim() (keys []string, changed <-chan struct{}) {
 	if a.closed || a.running >= a.capacity || a.waiting > 0 {
 		return nil, a.changed
 	}
+	if _, total := a.view.queuedAsync(); total <= a.taking {
+		return nil, a.changed // the queued jobs listed are the ones taken here
+	}
 	keys = a.asyncOrderLocked()
 	if len(keys) > 0 {
 		a.running++
-		a.taking++
+		a.claimed++
 	}
 	return keys, a.changed
 }
@@ -366,7 +377,7 @@ func (a *admission) unclaim() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.running--
-	a.taking--
+	a.claimed--
 	a.scheduleLocked()
 }
 
@@ -396,6 +407,8 @@ func (a *admission) startAsync(key string) *ticket {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lineLocked(key).running++
+	a.claimed--
+	a.taking++
 	a.lastAsync = key
 	t := &ticket{adm: a, key: key, granted: make(chan struct{}), taking: true}
 	close(t.granted)
@@ -416,5 +429,5 @@ func (a *admission) close() {
 func (a *admission) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.running, a.waiting + a.submitting + a.queuedAsyncLocked()
+	return a.running - a.claimed, a.waiting + a.submitting + a.queuedAsyncLocked()
 }

@@ -257,6 +257,9 @@ func TestAdmissionCountsATakenJobOnce(t *testing.T) {
 		}
 		taken = append(taken, a.startAsync("a"))
 	}
+	if keys, _ := a.claim(); len(keys) != 0 {
+		t.Fatalf("claim with every queued job taken here: %v, want none", keys)
+	}
 	// The index still counts both taken jobs as queued: two more fit.
 	for i := range 2 {
 		if err := a.reserveAsync("b"); err != nil {
@@ -278,4 +281,7 @@ func TestAdmissionCountsATakenJobOnce(t *testing.T) {
 		t.Errorf("stats after the records say running: running %d queued %d, want 2 and 2", running, queued)
 	}
 	taken[0].release()
+	if running, _ := a.stats(); running != 1 {
+		t.Errorf("stats after one ended: running %d, want 1", running)
+	}
 }

@@ -33,12 +33,22 @@ func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
 	if err := e.adm.reserveAsync(req.Caller); err != nil {
 		return "", err
 	}
-	defer e.adm.submitted(req.Caller)
 	return e.enqueue(ctx, req, p)
 }
 
 // enqueue stores the request and the pending record, then queues the job.
+// The caller reserved its place (admission.reserveAsync): enqueue ends
+// that count once the record is in the index, which counts it from then
+// on (or when it fails before), so that it is never counted twice.
 func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, error) {
+	counted := false
+	count := func() {
+		if !counted {
+			counted = true
+			e.adm.submitted(req.Caller)
+		}
+	}
+	defer count()
 	id, err := newID()
 	if err != nil {
 		return "", err
@@ -54,6 +64,7 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 		e.dropRequest(id)
 		return "", err
 	}
+	count()
 	e.publishEvent(ctx, id, EventStatus, string(StatusPending))
 	if err := e.st.Enqueue(ctx, req.Caller, id); err != nil {
 		if _, ferr := e.endUnstarted(id, func(r *record) {
@@ -64,6 +75,7 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 		e.dropRequest(id)
 		return "", err
 	}
+	e.adm.queued()
 	return id, nil
 }
 

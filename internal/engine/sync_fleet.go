@@ -20,7 +20,6 @@ func (e *Engine) runQueued(ctx context.Context, req Request, p *plan) (*Executio
 		return nil, err
 	}
 	id, err := e.enqueue(ctx, req, p)
-	e.adm.submitted(req.Caller)
 	if err != nil {
 		return nil, err
 	}
