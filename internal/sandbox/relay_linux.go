@@ -64,12 +64,13 @@ func serveRelay(lfd int, tags []byte, fds []int) {
 	}
 }
 
-// startRelay serves the pipes x asks for from a jail's init.
+// startRelay serves the pipes x asks for from a jail's init. It serves
+// copies of its own: init gives the payload fdRequests through an
+// *os.File that nothing keeps, whose finalizer closes the descriptor
+// whenever the garbage collector first runs (after some thousand relay
+// connections). Served by number, the relay would then fail every later
+// fetch, and a session's kernel read no more cells.
 func startRelay(x *execMsg) error {
-	lfd, err := listenRelay()
-	if err != nil {
-		return err
-	}
 	var tags []byte
 	var fds []int
 	if x.Channel {
@@ -77,6 +78,23 @@ func startRelay(x *execMsg) error {
 	}
 	if x.Requests {
 		tags, fds = append(tags, relayRequests), append(fds, fdRequests)
+	}
+	for i, fd := range fds {
+		own, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, fdForkSock+1)
+		if err != nil {
+			for _, c := range fds[:i] {
+				unix.Close(c)
+			}
+			return os.NewSyscallError("fcntl", err)
+		}
+		fds[i] = own
+	}
+	lfd, err := listenRelay()
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return err
 	}
 	go serveRelay(lfd, tags, fds)
 	return nil
