@@ -23,7 +23,7 @@ type healthBody struct {
 	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
 	Tools             *ToolsHealth `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
 	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
-	Node              string       `json:"node,omitempty" doc:"This server's name in the fleet (--node-name)"`
+	Node              string       `json:"node,omitempty" doc:"This server's name in the fleet (--node-name); left out when the server has API keys"`
 	NATS              *NATSHealth  `json:"nats,omitempty" doc:"The store's NATS connection"`
 }
 
@@ -31,7 +31,7 @@ type healthBody struct {
 type NATSHealth struct {
 	Mode      string `json:"mode" enum:"embedded,cluster" doc:"embedded: the in-process server (the default); cluster: an external JetStream cluster (--nats)"`
 	Connected bool   `json:"connected" doc:"false while the connection to the cluster is lost and being retried"`
-	Server    string `json:"server,omitempty" doc:"The cluster server connected to (credentials left out)"`
+	Server    string `json:"server,omitempty" doc:"The cluster server connected to (credentials left out); left out when the server has API keys"`
 }
 
 // storeHealth is the store part of /health.
@@ -89,6 +89,9 @@ func (s *Server) registerHealth(hapi huma.API) {
 		}
 		if s.nats != nil {
 			n := s.nats()
+			if body.AuthRequired {
+				n.Server = "" // as for the node's name, see New
+			}
 			body.NATS = &n
 		}
 		if s.store != nil {

@@ -134,7 +134,6 @@ func New(eng Engine, opts Options) (*Server, error) {
 			PythonVersions:    opts.PythonVersions,
 			DefaultPython:     opts.DefaultPython,
 			MaxTimeoutSeconds: int(cfg.MaxTimeout / time.Second),
-			Node:              opts.Node,
 		},
 		baseEnv:   opts.BaseEnvironment,
 		tools:     opts.Tools,
@@ -144,6 +143,11 @@ func New(eng Engine, opts Options) (*Server, error) {
 		shutdown:  opts.ShutdownTimeout,
 		metrics:   NewMetrics(eng.Stats),
 		followers: newFollowerLimits(cfg.Followers.PerExecution, cfg.Followers.PerKey),
+	}
+	if len(keys) == 0 {
+		// Anyone may read /health: with keys, the host names stay behind
+		// them (/api/v1/nodes).
+		s.info.Node = opts.Node
 	}
 	if err := s.metrics.Register(opts.Collectors...); err != nil {
 		return nil, err

@@ -167,6 +167,9 @@ func (e *Engine) claim(ctx context.Context, s silentPeer) {
 		return
 	}
 	markRev, err := e.st.UpdateMember(cctx, s.name, mark, s.rev)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		markRev, err = e.claimExpired(cctx, s.name, mark)
+	}
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		// Another survivor claimed it, or it wrote again, or it left: the
@@ -203,6 +206,27 @@ func (e *Engine) claim(ctx context.Context, s silentPeer) {
 	if err := e.st.RemoveMember(rctx, s.name, markRev); err != nil && !errors.Is(err, store.ErrConflict) {
 		e.log.Warn("removing a lost node's mark", "node", s.name, "err", err)
 	}
+}
+
+// claimExpired claims a silent node whose entry is gone although the
+// watch said nothing: it expired (the bucket's TTL, store.MemberTTL, may
+// be shorter than Config.NodeLostAfter), which no watch reports. The mark
+// is then created, which again only one survivor can do. An entry that is
+// still there (the node wrote again, or another survivor claimed it) is
+// left to the watch: ErrConflict.
+func (e *Engine) claimExpired(ctx context.Context, name string, mark []byte) (uint64, error) {
+	_, err := e.st.GetMember(ctx, name)
+	if err == nil {
+		return 0, store.ErrConflict
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return 0, err
+	}
+	rev, err := e.st.CreateMember(ctx, name, mark)
+	if errors.Is(err, store.ErrExists) {
+		return 0, store.ErrConflict
+	}
+	return rev, err
 }
 
 // settleLost marks failed with reason node_lost every unfinished execution

@@ -87,7 +87,7 @@ func connectCluster(ctx context.Context, opts ClusterOptions, name string, log *
 			log.Warn("lost the NATS server", "connection", name, "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("reconnected to NATS", "connection", name, "server", c.ConnectedUrlRedacted())
+			log.Info("reconnected to NATS", "connection", name, "server", withoutUserinfo(c.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			log.Warn("NATS connection error", "connection", name, "err", err)
@@ -108,12 +108,34 @@ func connectCluster(ctx context.Context, opts ClusterOptions, name string, log *
 	o = append(o, extra...)
 	nc, err := nats.Connect(joinURLs(opts.URLs), o...)
 	if err != nil {
-		return nil, fmt.Errorf("store: connecting to NATS at %s: %w", joinURLs(opts.URLs), err)
+		return nil, fmt.Errorf("store: connecting to NATS at %s: %w", withoutUserinfo(joinURLs(opts.URLs)), err)
 	}
 	return nc, nil
 }
 
 func joinURLs(urls []string) string { return strings.Join(urls, ",") }
+
+// withoutUserinfo drops what comes before '@' in each of the
+// comma-separated URLs: a token, or a user and password. Go's URL
+// redaction hides only a password, and a NATS token is the user part;
+// what this returns is shown on /health, which needs no API key.
+func withoutUserinfo(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		scheme, rest, ok := strings.Cut(u, "://")
+		if !ok {
+			scheme, rest = "", u
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = rest[at+1:]
+		}
+		if ok {
+			rest = scheme + "://" + rest
+		}
+		parts[i] = rest
+	}
+	return strings.Join(parts, ",")
+}
 
 // Conn is the store's connection. It stays valid until Close.
 func (c *Cluster) Conn() *nats.Conn { return c.nc }
@@ -123,7 +145,7 @@ func (c *Cluster) FollowConn() *nats.Conn { return c.follow }
 
 // Status reports the store connection.
 func (c *Cluster) Status() NATSStatus {
-	return NATSStatus{Mode: ModeCluster, Connected: c.nc.IsConnected(), Server: c.nc.ConnectedUrlRedacted()}
+	return NATSStatus{Mode: ModeCluster, Connected: c.nc.IsConnected(), Server: withoutUserinfo(c.nc.ConnectedUrl())}
 }
 
 // Close drains the store's connection (what it published reaches the

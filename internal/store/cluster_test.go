@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
 // TestOpenNamesTooFewServers asks a single server for three replicas: the
@@ -41,5 +43,39 @@ func TestReconnectDelayBacksOff(t *testing.T) {
 			t.Errorf("attempt %d waits %v, want at least %v (previous %v)", n, d, base, prev)
 		}
 		prev = d
+	}
+}
+
+// TestStatusHidesURLCredentials connects with a token and with a user and
+// password in the URL, as NATS allows: /health, open without an API key,
+// shows Status().Server, so neither may appear there, nor in the error of
+// a connection that fails.
+func TestStatusHidesURLCredentials(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		Authorization: "s3cr3t-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	addr := srv.Addr().String()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := ConnectCluster(ctx, ClusterOptions{URLs: []string{"nats://s3cr3t-token@" + addr}, Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Status().Server; strings.Contains(got, "s3cr3t") || !strings.Contains(got, addr) {
+		t.Fatalf("Status().Server = %q, want %s without the token", got, addr)
+	}
+
+	_, err = ConnectCluster(ctx, ClusterOptions{URLs: []string{"nats://bob:pa55word@" + addr}, Node: "b"})
+	if err == nil || strings.Contains(err.Error(), "pa55word") || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("a refused connection = %v, want an error naming %s without the password", err, addr)
 	}
 }

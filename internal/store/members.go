@@ -13,8 +13,10 @@ const MembersBucket = "PYEXEC_NODES"
 
 // MemberTTL is how long a heartbeat entry outlives its last write. A node
 // writes its entry every few seconds, so only the entries of nodes that
-// died (and that no survivor removed) expire; survivors declare a silent
-// node lost long before that, on their own clocks.
+// died (and that no survivor removed) expire. Survivors declare a silent
+// node lost on their own clocks, with the default --node-lost-after
+// before that; with a longer one the entry is gone first, and the claim
+// creates the mark (engine claimExpired).
 const MemberTTL = 30 * time.Second
 
 var _ Members = (*NATS)(nil)
