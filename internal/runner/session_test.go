@@ -33,7 +33,8 @@ type cellOut struct {
 	stdout, stderr bytes.Buffer
 	outputs        []Output
 	report         *Report
-	ends           int // markers seen on stdout and stderr
+	ends           int  // markers seen on stdout and stderr
+	delivered      bool // handed to run, once
 }
 
 func startKernel(t *testing.T, python string) *kernel {
@@ -116,7 +117,10 @@ func startKernel(t *testing.T, python string) *kernel {
 func (k *kernel) check(n int) {
 	k.mu.Lock()
 	c := k.cells[n]
-	done := c.report != nil && c.ends == 2
+	// The report and the two end markers arrive on three goroutines: the
+	// last two to arrive may both find the cell complete.
+	done := c.report != nil && c.ends == 2 && !c.delivered
+	c.delivered = c.delivered || done
 	k.mu.Unlock()
 	if done {
 		k.cellCh <- c
