@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestRelayServesEveryFetch: the jail's PID 1 hands out the payload's
@@ -28,7 +29,10 @@ for i in range(` + strconv.Itoa(fetches) + `):
 else:
     print("all served")
 print(len(os.listdir("/proc/self/fd")))`},
-		Env:           testEnv,
+		Env: testEnv,
+		// Natively about a second; under emulation (make test-vm) tens of
+		// seconds, past the default 30 s wall time.
+		Limits:        Limits{WallTime: 10 * time.Minute, CPUTime: 10 * time.Minute},
 		ResultChannel: true,
 		Requests:      true,
 	}, nil)
