@@ -2,6 +2,7 @@ package pool
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/runner"
@@ -16,33 +17,55 @@ const (
 	forkReplaceLimit = 2
 )
 
-// forking is a fork server, started on first use. Kinds and sessions that
-// differ only in what their executions do (channels, collected files) but
-// run the same interpreter with the same mounts and base environment share
-// one (see forkingFor); it lives while any of them uses it, and for
-// Config.Idle after the last one went (the janitor ends it then).
+// forking is the fork server of an environment, started on first use.
+// Kinds and sessions that differ only in what their executions do
+// (channels, collected files) but run the same interpreter with the same
+// mounts and base environment share one (see forkingFor); it lives while
+// any of them uses it, and for Config.Idle after the last one went (the
+// janitor ends it then).
+//
+// Where the environment has some of Config.Preload, a forking runs up to
+// two servers: the full one, which imported them, for executions that may
+// use them and for sessions; and a lean one, which imported none, for code
+// that needs only the standard library (runner.Lean): forking an
+// interpreter that holds numpy, pandas and matplotlib costs ten times the
+// page-table work of forking a bare one. Where it has none, the one server
+// there is serves both.
 type forking struct {
 	key      string
 	spec     sandbox.Spec // a warm spec of its first user: what the server is built from
 	uses     int          // kinds and live sessions using it; p.mu guards it
 	lastUsed time.Time    // when a use was last taken or given back; p.mu guards it
+	// bare is set once a server reported that the environment has none of
+	// the preloads: lean code then runs in kinds of the full server.
+	bare atomic.Bool
 
-	mu       sync.Mutex
-	tpl      *sandbox.Template
-	off      string // why its users build warm jails (or cold kernels) instead; "" while forking
-	failures int    // forks failed in a row
-	replaced int    // servers replaced for failing, since the last fork that worked
-	closed   bool   // its last user went or the pool closed: start nothing
+	mu   sync.Mutex
+	full server
+	lean server
+	// preloads are what the environment has of Config.Preload, as the
+	// first of its servers to start reported (known).
+	preloads []string
+	known    bool
+	closed   bool // its last user went or the pool closed: start nothing
 	// kernels are session kernels forked ahead, waiting for their session
 	// (see ForkSession); preforking says one is being forked.
 	kernels    []*warmJail
 	preforking bool
 }
 
+// server is one fork server of a forking; its forking's mu guards it.
+type server struct {
+	tpl      *sandbox.Template
+	off      string // why its users do without it; "" while forking
+	failures int    // forks failed in a row
+	replaced int    // servers replaced for failing, since the last fork that worked
+}
+
 // forkingFor returns the fork server of warm spec ws, creating its entry
 // (not the server) on first use, and counts one more use. p.mu is held.
 func (p *Pool) forkingFor(ws sandbox.Spec) *forking {
-	key := kindKey(templateSpec(ws, p.cfg))
+	key := kindKey(templateSpec(ws, p.cfg, false))
 	f, ok := p.forks[key]
 	if !ok {
 		f = &forking{key: key, spec: ws}
@@ -77,10 +100,14 @@ func (p *Pool) idleForks() []*forking {
 
 // templateSpec is the fork server of a kind: the kind's interpreter, mounts
 // and environment, running the driver for each execution after importing
-// cfg.Preload.
-func templateSpec(k sandbox.Spec, cfg Config) sandbox.Spec {
+// cfg.Preload (lean: after finding out which of them the environment has).
+func templateSpec(k sandbox.Spec, cfg Config, lean bool) sandbox.Spec {
 	s := k
-	s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+	if lean {
+		s.Argv = runner.LeanForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+	} else {
+		s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+	}
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
 	// It lives as long as its users, and its executions die with it: no
 	// time limit may end it mid-execution. Each fork counts against its
@@ -101,11 +128,11 @@ const (
 // the server first when it is not running. It returns ok false when k does
 // not fork (any more): the caller then builds a warm jail.
 func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
-	tpl := p.template(k.fork, true)
+	tpl, bare := p.template(k.fork, k.lean, true)
 	if tpl == nil {
 		return nil, false, nil
 	}
-	return p.forkWarm(k, tpl)
+	return p.forkWarm(k, tpl, bare)
 }
 
 // forkNow forks an execution of k at once if its fork server is running:
@@ -115,66 +142,104 @@ func (p *Pool) forkNow(k *kind) *warmJail {
 	if k.fork == nil {
 		return nil
 	}
-	tpl := p.template(k.fork, false)
+	tpl, bare := p.template(k.fork, k.lean, false)
 	if tpl == nil {
 		return nil
 	}
-	w, _, err := p.forkWarm(k, tpl)
+	w, _, err := p.forkWarm(k, tpl, bare)
 	if err != nil {
 		return nil
 	}
 	return w
 }
 
-// template returns f's running fork server, replacing a dead one and,
-// with start, starting one; nil when f does not fork.
-func (p *Pool) template(f *forking, start bool) *sandbox.Template {
+// pick is the server of f that lean code (or, !lean, any) forks from: the
+// lean one while the environment may have preloads and the lean one can
+// run, else the full one. f.mu is held.
+func (f *forking) pick(lean bool) *server {
+	if lean && f.lean.off == "" && !(f.known && len(f.preloads) == 0) {
+		return &f.lean
+	}
+	return &f.full
+}
+
+// holding is the server of f running tpl; nil when tpl was replaced.
+// f.mu is held.
+func (f *forking) holding(tpl *sandbox.Template) *server {
+	switch tpl {
+	case f.full.tpl:
+		return &f.full
+	case f.lean.tpl:
+		return &f.lean
+	}
+	return nil
+}
+
+// template returns the running fork server of f for lean code or (!lean)
+// any code, replacing a dead one and, with start, starting one; nil when f
+// does not fork. bare says the server imported none of the preloads.
+func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, bare bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.off != "" || f.closed {
-		return nil
+	if f.closed {
+		return nil, false
 	}
-	if f.tpl != nil {
+	s := f.pick(lean)
+	if s.off != "" {
+		return nil, false
+	}
+	if s.tpl != nil {
 		select {
-		case <-f.tpl.Done(): // died: replace it
-			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec))
-			p.dropTemplate(f)
+		case <-s.tpl.Done(): // died: replace it
+			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
+			p.dropServer(s)
 		default:
 		}
 	}
-	if f.tpl == nil && start {
+	if s.tpl == nil && start {
 		// At most MaxForkServers run at once: a kind beyond them builds
 		// warm jails until one ends.
 		if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
 			p.forkServers.Add(-1)
-			return nil
+			return nil, false
 		}
-		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(f.spec, p.cfg), p.templateOutput(f.spec))
+		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(f.spec, p.cfg, s == &f.lean), p.templateOutput(f.spec))
 		if err != nil {
 			p.forkServers.Add(-1)
 			if p.ctx.Err() == nil {
-				f.off = err.Error()
-				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "reason", err)
+				s.off = err.Error()
+				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "lean", s == &f.lean, "reason", err)
 			}
-			return nil
+			return nil, false
 		}
-		f.tpl = tpl
+		s.tpl = tpl
+		if !f.known {
+			f.known, f.preloads = true, tpl.Preloads()
+			f.bare.Store(len(f.preloads) == 0)
+		}
+		if s == &f.lean && len(f.preloads) == 0 && f.full.tpl == nil && f.full.off == "" {
+			// The environment has none of the preloads: this server is
+			// what the full one would be, and serves as it.
+			f.full.tpl, f.lean.tpl = tpl, nil
+			s = &f.full
+		}
 	}
-	return f.tpl
+	return s.tpl, s == &f.lean || (s.tpl != nil && len(s.tpl.Preloads()) == 0)
 }
 
-// dropTemplate ends f's fork server; f.mu is held.
-func (p *Pool) dropTemplate(f *forking) {
-	if f.tpl == nil {
+// dropServer ends the fork server s; its forking's mu is held.
+func (p *Pool) dropServer(s *server) {
+	if s.tpl == nil {
 		return
 	}
-	f.tpl.Close()
-	f.tpl = nil
+	s.tpl.Close()
+	s.tpl = nil
 	p.forkServers.Add(-1)
 }
 
-// forkWarm forks one warm execution of k from tpl.
-func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template) (*warmJail, bool, error) {
+// forkWarm forks one warm execution of k from tpl (bare: a server that
+// imported none of the preloads).
+func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare bool) (*warmJail, bool, error) {
 	r := &relay{}
 	var j *sandbox.Jail
 	var proc *sandbox.Process
@@ -185,38 +250,40 @@ func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template) (*warmJail, bool, error)
 	if err != nil {
 		return nil, true, err
 	}
-	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl}, true, nil
+	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare}, true, nil
 }
 
-// countFork runs fork, one fork from f's server tpl, and keeps f's count of
-// failures: a server whose forks keep failing is replaced, and after
-// forkReplaceLimit replacements f's users stop forking. Forks of one
-// server run concurrently; the server itself takes them one at a time.
+// countFork runs fork, one fork from f's server tpl, and keeps that
+// server's count of failures: a server whose forks keep failing is
+// replaced, and after forkReplaceLimit replacements its users stop forking
+// from it (lean code then forks from the full server). Forks of one server
+// run concurrently; the server itself takes them one at a time.
 func (p *Pool) countFork(f *forking, tpl *sandbox.Template, fork func() error) error {
 	err := fork()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	s := f.holding(tpl)
+	if s == nil {
+		return err // a server already replaced: not held against the new one
+	}
 	if err != nil {
-		if f.tpl != tpl {
-			return err // a server already replaced: not held against the new one
-		}
-		f.failures++
+		s.failures++
 		switch {
-		case f.failures < forkFailLimit || f.off != "":
-		case f.replaced < forkReplaceLimit:
+		case s.failures < forkFailLimit || s.off != "":
+		case s.replaced < forkReplaceLimit:
 			// A server whose forks keep failing is replaced.
-			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(f.spec), "err", err)
-			p.dropTemplate(f)
-			f.failures = 0
-			f.replaced++
+			p.cfg.Logger.Warn("forking keeps failing: replacing the fork server", "python", describe(f.spec), "lean", s == &f.lean, "err", err)
+			p.dropServer(s)
+			s.failures = 0
+			s.replaced++
 		default:
-			f.off = err.Error()
-			p.cfg.Logger.Warn("forking keeps failing: using warm jails", "python", describe(f.spec), "err", err)
-			p.dropTemplate(f)
+			s.off = err.Error()
+			p.cfg.Logger.Warn("forking keeps failing: no longer forking from this server", "python", describe(f.spec), "lean", s == &f.lean, "err", err)
+			p.dropServer(s)
 		}
 		return err
 	}
-	f.failures, f.replaced = 0, 0
+	s.failures, s.replaced = 0, 0
 	return nil
 }
 
@@ -230,26 +297,30 @@ func (p *Pool) templateOutput(spec sandbox.Spec) sandbox.OutputFunc {
 	}
 }
 
-// closeFork ends f's fork server for good, with the kernels it forked
+// closeFork ends f's fork servers for good, with the kernels it forked
 // ahead.
 func (p *Pool) closeFork(f *forking) {
 	f.mu.Lock()
 	f.closed = true // a build or session still starting must not start another
 	kernels := f.kernels
 	f.kernels = nil
-	p.dropTemplate(f)
+	p.dropServer(&f.full)
+	p.dropServer(&f.lean)
 	f.mu.Unlock()
 	for _, w := range kernels {
 		w.discard()
 	}
 }
 
-// memory is what f's fork server holds.
-func (f *forking) memory() (int64, bool) {
+// memory is what f's fork servers hold, and how many run.
+func (f *forking) memory() (mem int64, running int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.tpl == nil {
-		return 0, false
+	for _, s := range []*server{&f.full, &f.lean} {
+		if s.tpl != nil {
+			mem += s.tpl.MemoryUsage()
+			running++
+		}
 	}
-	return f.tpl.MemoryUsage(), true
+	return mem, running
 }

@@ -6,10 +6,12 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// kind is the warm jails of one warm spec.
+// kind is the warm jails of one warm spec, for code that needs only the
+// standard library (lean) or for any.
 type kind struct {
 	key      string
 	spec     sandbox.Spec
+	lean     bool // forked from its fork server's lean server (see forking)
 	ready    []*warmJail
 	building int
 	want     int // target number of ready jails
@@ -20,14 +22,24 @@ type kind struct {
 	fork     *forking      // the kind's fork server (Config.ForkServer), shared; nil: none
 }
 
-// kind returns the kind of spec, creating it (and its refiller) on first use.
-func (p *Pool) kind(spec sandbox.Spec) *kind {
+// kind returns the kind of spec (lean: for code that needs only the
+// standard library), creating it (and its refiller) on first use. Lean code
+// of an environment known to have none of the preloads gets the kind of
+// any code: its fork server is the same.
+func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	key := kindKey(spec)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if lean {
+		if k, ok := p.kinds[key]; ok && k.fork != nil && k.fork.bare.Load() {
+			lean = false
+		} else {
+			key += "/lean"
+		}
+	}
 	k, ok := p.kinds[key]
 	if !ok {
-		k = &kind{key: key, spec: spec, want: p.cfg.Min, refill: make(chan struct{}, 1)}
+		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, refill: make(chan struct{}, 1)}
 		if p.cfg.ForkServer {
 			k.fork = p.forkingFor(spec)
 		}

@@ -16,14 +16,15 @@ var (
 	descForked   = prometheus.NewDesc("pyexec_pool_forked_ready", "Of the warm jails ready, executions forked from a fork server.", nil, nil)
 	descForkMem  = prometheus.NewDesc("pyexec_pool_forked_memory_bytes", "Memory of their own held by forked executions waiting for work.", nil, nil)
 	descTpl      = prometheus.NewDesc("pyexec_pool_fork_servers", "Fork servers running.", nil, nil)
-	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads).", nil, nil)
+	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads, and lean ones without).", nil, nil)
 	descForkRuns = prometheus.NewDesc("pyexec_pool_forked_executions_total", "Executions served by an execution forked from a fork server.", nil, nil)
+	descLeanRuns = prometheus.NewDesc("pyexec_pool_lean_executions_total", "Of the forked executions, those whose code imports only the standard library, forked from a fork server without preloads.", nil, nil)
 	descSess     = prometheus.NewDesc("pyexec_pool_forked_sessions", "Session kernels forked from a fork server, alive.", nil, nil)
 	descSessMem  = prometheus.NewDesc("pyexec_pool_forked_session_memory_bytes", "Memory of their own held by session kernels forked from a fork server.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns, descSess, descSessMem} {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns, descLeanRuns, descSess, descSessMem} {
 		ch <- d
 	}
 }
@@ -42,6 +43,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTpl, prometheus.GaugeValue, float64(s.Templates))
 	ch <- prometheus.MustNewConstMetric(descTplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
 	ch <- prometheus.MustNewConstMetric(descForkRuns, prometheus.CounterValue, float64(s.ForkedRuns))
+	ch <- prometheus.MustNewConstMetric(descLeanRuns, prometheus.CounterValue, float64(s.LeanRuns))
 	ch <- prometheus.MustNewConstMetric(descSess, prometheus.GaugeValue, float64(s.Sessions))
 	ch <- prometheus.MustNewConstMetric(descSessMem, prometheus.GaugeValue, float64(s.SessionMemory))
 }

@@ -107,8 +107,8 @@ type Pool struct {
 
 	builds chan struct{} // bounds warm jails being built at once
 
-	hits, misses, cold, forked atomic.Int64
-	forkServers                atomic.Int64 // running or starting, all kinds
+	hits, misses, cold, forked, lean atomic.Int64
+	forkServers                      atomic.Int64 // running or starting, all kinds
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
@@ -138,16 +138,20 @@ type Stats struct {
 	Sessions      int
 	SessionMemory int64
 	ForkedRuns    int64 // executions served by a forked execution
-	Hits          int64 // executions that took a warm jail
-	Misses        int64 // executions of a pooled kind that found none ready
-	Cold          int64 // executions that could not use the pool at all
-	BuildFailed   int64 // warm jails that failed to build
+	// LeanRuns are, of ForkedRuns, those whose code needs only the
+	// standard library (runner.Lean), forked from a server that imported
+	// none of the preloads.
+	LeanRuns    int64
+	Hits        int64 // executions that took a warm jail
+	Misses      int64 // executions of a pooled kind that found none ready
+	Cold        int64 // executions that could not use the pool at all
+	BuildFailed int64 // warm jails that failed to build
 }
 
 // Stats reports the pool's current state.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load()}
+	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load(), LeanRuns: p.lean.Load()}
 	var ready []*warmJail
 	var forks []*forking
 	var sessions []*sessionFork
@@ -172,10 +176,9 @@ func (p *Pool) Stats() Stats {
 		}
 	}
 	for _, f := range forks {
-		if mem, ok := f.memory(); ok {
-			s.Templates++
-			s.TemplateMemory += mem
-		}
+		mem, running := f.memory()
+		s.Templates += running
+		s.TemplateMemory += mem
 		for _, w := range f.readyKernels() {
 			mem := w.proc.MemoryUsage()
 			s.Warm++
@@ -203,7 +206,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	k := p.kind(warmSpec(spec, warmArgv, p.cfg))
+	k := p.kind(warmSpec(spec, warmArgv, p.cfg), p.leanCode(spec))
 	w, later := p.take(k)
 	if later {
 		defer kick(k.refill)
@@ -227,8 +230,21 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	p.hits.Add(1)
 	if w.tpl != nil {
 		p.forked.Add(1)
+		if k.lean && w.bare {
+			p.lean.Add(1)
+		}
 	}
 	return res, err
+}
+
+// leanCode reports whether spec's execution may fork from a server that
+// imported none of the preloads, as far as a quick look at its code can
+// tell: its workspace is one file, the entry point, importing only the
+// standard library (runner.Lean). Code that imports a preloaded module all
+// the same just imports it itself.
+func (p *Pool) leanCode(spec sandbox.Spec) bool {
+	return p.cfg.ForkServer && len(p.cfg.Preload) > 0 && len(spec.Files) == 1 &&
+		runner.Lean(spec.Argv, spec.Files[0].Path, spec.Files[0].Data)
 }
 
 // fits reports whether limits l can be handed to a jail started with the

@@ -318,7 +318,7 @@ func keepInUse(t *testing.T, p *Pool, s sandbox.Spec) (stop func()) {
 			case <-quit:
 				return
 			case <-tick.C:
-				p.kind(ws)
+				p.kind(ws, false)
 			}
 		}
 	}()

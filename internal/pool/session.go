@@ -53,7 +53,7 @@ func (p *Pool) ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.O
 	p.mu.Unlock()
 	j, proc := p.takeKernel(f, spec, out, args, extra)
 	if j == nil {
-		tpl := p.template(f, start)
+		tpl, _ := p.template(f, false, start)
 		if tpl == nil {
 			p.unuse(f)
 			return nil, nil, nil, nil
@@ -166,7 +166,7 @@ func (p *Pool) prefork(f *forking, ws sandbox.Spec) {
 				w.discard()
 			}
 		}()
-		tpl := p.template(f, false)
+		tpl, _ := p.template(f, false, false)
 		if tpl == nil {
 			return
 		}

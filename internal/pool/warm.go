@@ -15,8 +15,10 @@ type warmJail struct {
 	proc  *sandbox.Process
 	relay *relay
 	// tpl is the fork server it was forked from (nil: a jail of its own);
-	// its executions die with it.
-	tpl *sandbox.Template
+	// its executions die with it. bare says that server imported none of
+	// the preloads.
+	tpl  *sandbox.Template
+	bare bool
 }
 
 // relay forwards the payload's output to whoever holds the jail now:

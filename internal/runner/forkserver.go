@@ -18,3 +18,11 @@ func ForkServerArgv(python, driver string, preload []string) []string {
 
 // DriverSource is the runner driver, what a fork server's executions run.
 func DriverSource() string { return driverSource }
+
+// LeanForkServerArgv is the command line of a lean fork server: as
+// ForkServerArgv, but it imports none of preload (nor warms matplotlib up);
+// it only reports which of them its environment has. Code that needs only
+// the standard library forks from it cheaply (see Lean).
+func LeanForkServerArgv(python, driver string, preload []string) []string {
+	return append([]string{python, "-B", "-c", forkServerSource, driver, "--lean"}, preload...)
+}

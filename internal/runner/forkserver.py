@@ -1,12 +1,13 @@
 # pyexec fork server.
 #
 # A jail's init starts this as
-#     python -B -c <this source> <driver source> [MODULE ...]
+#     python -B -c <this source> <driver source> [--lean] [MODULE ...]
 # as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
 # NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
-# fd 4. It imports MODULEs (those the environment has) once, reads its
-# configuration, answers {"ready": true}, and then forks one execution per
-# request. It never runs user code itself. Each child, before any user code:
+# fd 4. It imports MODULEs (those the environment has; with --lean none, for
+# code that needs only the standard library) once, reads its configuration,
+# answers {"ready": true, "preloads": [the MODULEs the environment has]},
+# and then forks one execution per request. It never runs user code itself. Each child, before any user code:
 #   - becomes PID 1 (the reaper) of a new pid namespace, with new mount, IPC,
 #     UTS and (unless the jail has network) network namespaces, fresh tmpfs
 #     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
@@ -33,11 +34,16 @@ import os
 import sys
 
 _DRIVER = sys.argv[1]
-_PRELOAD = sys.argv[2:]
+# A lean server ("--lean" before the modules) imports none of them: it only
+# finds out which ones its environment has.
+_LEAN = sys.argv[2:3] == ["--lean"]
+_PRELOAD = sys.argv[3:] if _LEAN else sys.argv[2:]
 del sys.argv[1:]
-for _name in _PRELOAD:
+_PRELOADED = []  # reported when ready: what the environment has of _PRELOAD
+for _name in [] if _LEAN else _PRELOAD:
     try:
         __import__(_name)
+        _PRELOADED.append(_name)
     except ImportError:
         pass  # the environment lacks it: preload what exists
     except Exception as _e:
@@ -63,6 +69,16 @@ if "matplotlib.pyplot" in sys.modules:
 # What a payload may keep of sys.modules: what the interpreter and the
 # preloads loaded, not the machinery below.
 _KEEP = frozenset(sys.modules)
+
+if _LEAN:
+    import importlib.machinery  # noqa: E402
+
+    for _name in _PRELOAD:
+        try:
+            if importlib.machinery.PathFinder.find_spec(_name.partition(".")[0]) is not None:
+                _PRELOADED.append(_name)
+        except Exception:
+            pass
 
 import _thread  # noqa: E402
 import ctypes  # noqa: E402
@@ -172,7 +188,7 @@ def _serve():
     # collector of an execution must not walk (and so copy) those pages.
     gc.freeze()
     signal.signal(signal.SIGCHLD, _reap_children)
-    sock.send(b'{"ready": true}')
+    sock.send(json.dumps({"ready": True, "preloads": _PRELOADED}).encode())
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)

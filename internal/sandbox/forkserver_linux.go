@@ -45,6 +45,9 @@ type Template struct {
 	proc *Process
 	conn *net.UnixConn
 	said *limitedBuffer // the start of what the server wrote to stderr
+	// preloads are the modules the server's environment has of those its
+	// command line names, as it reported when ready.
+	preloads []string
 
 	mu sync.Mutex // one fork request and its reply at a time on conn
 }
@@ -85,9 +88,10 @@ type forkRequest struct {
 // forkReply answers the configuration (Ready) and each fork request (Pid,
 // with a pidfd of the reaper attached).
 type forkReply struct {
-	Ready bool   `json:"ready,omitempty"`
-	Pid   int    `json:"pid,omitempty"`
-	Error string `json:"error,omitempty"`
+	Ready    bool     `json:"ready,omitempty"`
+	Preloads []string `json:"preloads,omitempty"` // with Ready
+	Pid      int      `json:"pid,omitempty"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // templateStartTimeout bounds a fork server's start-up, preloading
@@ -172,6 +176,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 	if !reply.Ready {
 		return nil, fmt.Errorf("%w: fork server: %s", ErrUnsupported, reply.Error)
 	}
+	t.preloads = reply.Preloads
 	return t, nil
 }
 
@@ -249,6 +254,12 @@ func (t *Template) died(doing string, err error) error {
 	}
 	return fmt.Errorf("%s: %w (%s: %s)", doing, err, res.Status, res.Reason)
 }
+
+// Preloads are the modules of those its command line names that the fork
+// server's environment has (runner.ForkServerArgv: the ones it imported;
+// runner.LeanForkServerArgv: the ones it could have). The caller must not
+// modify them.
+func (t *Template) Preloads() []string { return t.preloads }
 
 // Done is closed when the fork server has ended; it must then be replaced.
 func (t *Template) Done() <-chan struct{} { return t.proc.Done() }
