@@ -206,7 +206,8 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	k := p.kind(warmSpec(spec, warmArgv, p.cfg), p.leanCode(spec))
+	lean := p.leanCode(spec)
+	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
 	w, later := p.take(k)
 	if later {
 		defer kick(k.refill)
@@ -230,7 +231,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	p.hits.Add(1)
 	if w.tpl != nil {
 		p.forked.Add(1)
-		if k.lean && w.bare {
+		if lean && w.bare {
 			p.lean.Add(1)
 		}
 	}

@@ -1,0 +1,125 @@
+package pool
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// probeModule is the tiny package the test environment has, preloaded by
+// its fork server.
+const probeModule = "pyexec_preload_probe"
+
+// preloadEnv makes a virtual environment of the system interpreter holding
+// probeModule, readable by the jail's user, and returns its directory.
+func preloadEnv(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "pyexec-lean-env-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(python, "-m", "venv", "--without-pip", dir).CombinedOutput(); err != nil {
+		t.Skipf("needs %s -m venv: %v: %s", python, err, out)
+	}
+	sites, err := filepath.Glob(filepath.Join(dir, "lib", "python3*", "site-packages"))
+	if err != nil || len(sites) != 1 {
+		t.Fatalf("the venv's site-packages: %v %v", sites, err)
+	}
+	pkg := filepath.Join(sites[0], probeModule)
+	if err := os.Mkdir(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte("LOADED = True\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// envTarget is where the jail sees the environment (/tmp is its own).
+const envTarget = "/opt/pyexec-lean-env"
+
+// envSpec is spec, run by the interpreter of the environment env.
+func envSpec(env, code string) sandbox.Spec {
+	s := spec(code)
+	s.Argv = runner.Argv(envTarget+"/bin/python", runner.Options{Entrypoint: "main.py", EvalLastExpr: true})
+	s.Mounts = []sandbox.Mount{{Source: env, Target: envTarget}}
+	return s
+}
+
+// runForked runs s until a run is served by a forked execution and returns
+// that run's result and whether it counted as lean; it fails the test after
+// a minute.
+func runForked(t *testing.T, p *Pool, s sandbox.Spec) (sandbox.Result, bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		before := p.Stats()
+		res := run(t, p, s)
+		after := p.Stats()
+		if after.ForkedRuns > before.ForkedRuns {
+			return res, after.LeanRuns > before.LeanRuns
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no forked execution: %+v", after)
+		}
+	}
+}
+
+// TestLeanCodeForksWithoutPreloads: in an environment that has a preloaded
+// module, code that imports only the standard library forks from a server
+// that did not import it, code that imports it finds it imported already,
+// and lean code that imports it by a way the scan cannot see still gets it.
+func TestLeanCodeForksWithoutPreloads(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: []string{probeModule}})
+	env := preloadEnv(t)
+	for _, tt := range []struct {
+		name, code, want string
+		lean             bool
+	}{
+		{"stdlib only", "import sys\nprint('" + probeModule + "' in sys.modules)\n", "False\n", true},
+		{"importing the preload", "import sys\nprint('" + probeModule + "' in sys.modules)\nimport " + probeModule + "\nprint(" + probeModule + ".LOADED)\n", "True\nTrue\n", false},
+		// Correctness never depends on the scan: hidden from it, the
+		// import happens in the execution, cold.
+		{"importing it out of the scan's sight", "import sys\nb = vars(sys.modules['builtins'])\nm = b['__imp' + 'ort__']('" + probeModule + "')\nprint(m.LOADED)\n", "True\n", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, lean := runForked(t, p, envSpec(env, tt.code))
+			if res.Status != sandbox.StatusOK || res.ExitCode != 0 || string(res.Stdout) != tt.want {
+				t.Fatalf("status %s exit %d stdout %q (want %q) stderr %s", res.Status, res.ExitCode, res.Stdout, tt.want, res.Stderr)
+			}
+			if lean != tt.lean {
+				t.Fatalf("lean %v, want %v: %+v", lean, tt.lean, p.Stats())
+			}
+		})
+	}
+	if st := p.Stats(); st.Templates != 2 || st.TemplateMemory <= 0 {
+		t.Fatalf("want a full and a lean fork server, with their memory: %+v", st)
+	}
+}
+
+// TestLeanCodeWithoutPreloadsSharesTheServer: where the environment has
+// none of the preloads, lean code and any other code fork from one server.
+func TestLeanCodeWithoutPreloadsSharesTheServer(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: []string{"pyexec_no_such_module"}})
+	for _, tt := range []struct{ code, want string }{
+		{"import os\nprint(os.sep)\n", "/\n"},
+		{"if False:\n    import numpy\nprint(1)\n", "1\n"},
+		{"import os\nprint(os.sep)\n", "/\n"},
+	} {
+		if res, _ := runForked(t, p, spec(tt.code)); string(res.Stdout) != tt.want {
+			t.Fatalf("stdout %q, want %q (stderr %s)", res.Stdout, tt.want, res.Stderr)
+		}
+	}
+	if st := p.Stats(); st.Templates != 1 || st.LeanRuns == 0 {
+		t.Fatalf("want one fork server that served lean code: %+v", st)
+	}
+}
