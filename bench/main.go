@@ -98,6 +98,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench: pandas + matplotlib skipped:", err)
 	} else {
 		rows = append(rows, r...)
+		add(latencyLean(ctx, s.fork, max(5, *n/2)))
 	}
 	// A run on a loaded machine takes longer than the pool's idle time:
 	// the warm jails' kind is used once more, so that it has some to measure.
