@@ -8,8 +8,11 @@
 // server (sandbox.Template), which imported the preloads once; a request
 // that finds none ready forks one at once. Kinds of the same interpreter,
 // mounts and base environment share one fork server, and session kernels
-// fork from it too (ForkSession). A kind whose fork server cannot run gets
-// warm jails.
+// fork from it too (ForkSession). Where the environment has some of the
+// preloads, code that imports only the standard library (runner.Lean)
+// forks from a lean server beside it, which imported none: forking a
+// process is cheaper the less it mapped. A kind whose fork server cannot
+// run gets warm jails.
 // Executions that cannot use a warm jail (a command that is not the
 // runner's, start-up environment variables, limits above the pool's
 // ceilings) run in a cold jail, transparently.
