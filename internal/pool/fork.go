@@ -57,9 +57,10 @@ type forking struct {
 // server is one fork server of a forking; its forking's mu guards it.
 type server struct {
 	tpl      *sandbox.Template
-	off      string // why its users do without it; "" while forking
-	failures int    // forks failed in a row
-	replaced int    // servers replaced for failing, since the last fork that worked
+	starting chan struct{} // closed when the start in progress ends; nil: none
+	off      string        // why its users do without it; "" while forking
+	failures int           // forks failed in a row
+	replaced int           // servers replaced for failing, since the last fork that worked
 }
 
 // forkingFor returns the fork server of warm spec ws, creating its entry
@@ -176,55 +177,114 @@ func (f *forking) holding(tpl *sandbox.Template) *server {
 }
 
 // template returns the running fork server of f for lean code or (!lean)
-// any code, replacing a dead one and, with start, starting one; nil when f
-// does not fork. bare says the server imported none of the preloads.
+// any code, replacing a dead one and, with start, starting one (or waiting
+// for the one being started); nil when f does not fork. bare says the
+// server imported none of the preloads. f.mu is not held while a server
+// starts (importing pandas takes seconds): the other server of f goes on
+// forking meanwhile.
 func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, bare bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return nil, false
-	}
-	s := f.pick(lean)
-	if s.off != "" {
-		return nil, false
-	}
-	if s.tpl != nil {
-		select {
-		case <-s.tpl.Done(): // died: replace it
-			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
-			p.dropServer(s)
-		default:
-		}
-	}
-	if s.tpl == nil && start {
-		// At most MaxForkServers run at once: a kind beyond them builds
-		// warm jails until one ends.
-		if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
-			p.forkServers.Add(-1)
+	for {
+		if f.closed {
 			return nil, false
 		}
-		tpl, err := p.jails.StartTemplate(p.ctx, templateSpec(f.spec, p.cfg, s == &f.lean), p.templateOutput(f.spec))
-		if err != nil {
-			p.forkServers.Add(-1)
-			if p.ctx.Err() == nil {
-				s.off = err.Error()
-				p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "lean", s == &f.lean, "reason", err)
+		s := f.pick(lean)
+		if s.off != "" {
+			return nil, false
+		}
+		if s.tpl != nil {
+			select {
+			case <-s.tpl.Done(): // died: replace it
+				p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
+				p.dropServer(s)
+			default:
+				return s.tpl, f.bareServer(s.tpl)
 			}
+		}
+		switch {
+		case !start:
 			return nil, false
-		}
-		s.tpl = tpl
-		if !f.known {
-			f.known, f.preloads = true, tpl.Preloads()
-			f.bare.Store(len(f.preloads) == 0)
-		}
-		if s == &f.lean && len(f.preloads) == 0 && f.full.tpl == nil && f.full.off == "" {
-			// The environment has none of the preloads: this server is
-			// what the full one would be, and serves as it.
-			f.full.tpl, f.lean.tpl = tpl, nil
-			s = &f.full
+		case s.starting != nil:
+			// Started by another: wait for it, then look again (the start
+			// may have found the environment without preloads).
+			ch := s.starting
+			f.mu.Unlock()
+			select {
+			case <-ch:
+			case <-p.ctx.Done():
+			}
+			f.mu.Lock()
+			if p.ctx.Err() != nil {
+				return nil, false
+			}
+		default:
+			tpl, again := p.startServer(f, s)
+			if again {
+				continue
+			}
+			if tpl == nil {
+				return nil, false
+			}
+			return tpl, f.bareServer(tpl)
 		}
 	}
-	return s.tpl, s == &f.lean || (s.tpl != nil && len(s.tpl.Preloads()) == 0)
+}
+
+// bareServer reports whether f's server tpl imported none of the
+// preloads: its lean one, or one in an environment without them. f.mu is
+// held.
+func (f *forking) bareServer(tpl *sandbox.Template) bool {
+	return tpl == f.lean.tpl || len(tpl.Preloads()) == 0
+}
+
+// startServer starts the fork server s of f, with f.mu held on entry and
+// return but not in between; nil when it could not, or, with again, when
+// f's full server serves instead (see below).
+func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bool) {
+	// At most MaxForkServers run at once: a kind beyond them builds warm
+	// jails until one ends.
+	if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
+		p.forkServers.Add(-1)
+		return nil, false
+	}
+	ch := make(chan struct{})
+	s.starting = ch
+	spec := templateSpec(f.spec, p.cfg, s == &f.lean)
+	f.mu.Unlock()
+	tpl, err := p.jails.StartTemplate(p.ctx, spec, p.templateOutput(f.spec))
+	f.mu.Lock()
+	s.starting = nil
+	close(ch)
+	switch {
+	case err != nil:
+		p.forkServers.Add(-1)
+		if p.ctx.Err() == nil {
+			s.off = err.Error()
+			p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "lean", s == &f.lean, "reason", err)
+		}
+		return nil, false
+	case f.closed: // its users went, or the pool closed, while it started
+		s.tpl = tpl
+		p.dropServer(s)
+		return nil, false
+	}
+	s.tpl = tpl
+	if !f.known {
+		f.known, f.preloads = true, tpl.Preloads()
+		f.bare.Store(len(f.preloads) == 0)
+	}
+	if s == &f.lean && len(f.preloads) == 0 {
+		// The environment has none of the preloads: this server is what
+		// the full one would be, and serves as it; or, when the full one
+		// started meanwhile, it goes and the full one serves lean code.
+		if f.full.tpl != nil || f.full.starting != nil || f.full.off != "" {
+			p.dropServer(s)
+			return nil, true
+		}
+		f.full.tpl, f.lean.tpl = tpl, nil
+	}
+	return tpl, false
 }
 
 // dropServer ends the fork server s; its forking's mu is held.

@@ -17,7 +17,8 @@ const probeModule = "pyexec_preload_probe"
 
 // preloadEnv makes a virtual environment of the system interpreter holding
 // probeModule, readable by the jail's user, and returns its directory.
-func preloadEnv(t *testing.T) string {
+// The module runs init when imported.
+func preloadEnv(t *testing.T, init string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "pyexec-lean-env-")
 	if err != nil {
@@ -38,7 +39,7 @@ func preloadEnv(t *testing.T) string {
 	if err := os.Mkdir(pkg, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte("LOADED = True\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(pkg, "__init__.py"), []byte(init+"LOADED = True\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -80,7 +81,7 @@ func runForked(t *testing.T, p *Pool, s sandbox.Spec) (sandbox.Result, bool) {
 // and lean code that imports it by a way the scan cannot see still gets it.
 func TestLeanCodeForksWithoutPreloads(t *testing.T) {
 	p := newPool(t, Config{ForkServer: true, Preload: []string{probeModule}})
-	env := preloadEnv(t)
+	env := preloadEnv(t, "")
 	for _, tt := range []struct {
 		name, code, want string
 		lean             bool
@@ -121,5 +122,33 @@ func TestLeanCodeWithoutPreloadsSharesTheServer(t *testing.T) {
 	}
 	if st := p.Stats(); st.Templates != 1 || st.LeanRuns == 0 {
 		t.Fatalf("want one fork server that served lean code: %+v", st)
+	}
+}
+
+// TestLeanCodeForksWhileTheFullServerStarts: a full fork server that takes
+// long to import its preloads does not hold up the executions of the lean
+// one.
+func TestLeanCodeForksWhileTheFullServerStarts(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: []string{probeModule}})
+	// Only the fork server (uid 0) sleeps; executions run as the sandbox
+	// user.
+	env := preloadEnv(t, "import os, time\nif os.getuid() == 0:\n    time.sleep(4)\n")
+	lean := envSpec(env, "print(1)\n")
+	if _, ok := runForked(t, p, lean); !ok {
+		t.Fatalf("not lean: %+v", p.Stats())
+	}
+	// Code that imports the module: its kind starts the full server,
+	// which takes 4 s.
+	if res := run(t, p, envSpec(env, "import "+probeModule+"\nprint("+probeModule+".LOADED)\n")); string(res.Stdout) != "True\n" {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+	start := time.Now()
+	for range 5 {
+		if res, ok := runForked(t, p, lean); !ok || string(res.Stdout) != "1\n" {
+			t.Fatalf("lean %v stdout %q: %+v", ok, res.Stdout, p.Stats())
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("5 lean executions took %v while the full server started", d)
 	}
 }
