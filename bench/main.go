@@ -27,6 +27,7 @@ func run() int {
 	n := flag.Int("n", 100, "iterations per latency scenario")
 	total := flag.Int("requests", 200, "requests per throughput level")
 	onlyP6 := flag.Bool("p6", false, "run only the session scenarios of P6 (create, first cell, memory)")
+	onlyP2 := flag.Bool("p2", false, "run only the pandas + PNG scenario of P2 (-n iterations)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -73,6 +74,9 @@ func run() int {
 	}
 	if *onlyP6 {
 		return runP6(ctx, s, *n)
+	}
+	if *onlyP2 {
+		return runP2(ctx, s, *n)
 	}
 	if !add(latencyPrint(ctx, s, python, *n)) ||
 		!add(latencyAsync(ctx, s.fork, *n)) {

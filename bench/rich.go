@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -246,3 +247,21 @@ const (
 	p2Name  = "pandas + PNG: pyexec /api/v1/eval (fork server, preloaded)"
 	p2Floor = "pandas + PNG: the snippet alone in a warm interpreter (floor)"
 )
+
+// runP2 runs the pandas + PNG scenario alone, n times, and states P2.
+func runP2(ctx context.Context, s servers, n int) int {
+	rows, err := latencyPlot(ctx, s, n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Printf("pyexec benchmark, pandas + PNG (P2) — %s, %d iterations\n\n", time.Now().UTC().Format(time.RFC3339), n)
+	fmt.Println(renderTable(rows))
+	for _, t := range targets(rows) {
+		if strings.HasPrefix(t, "P2") {
+			fmt.Println("target: " + t)
+		}
+	}
+	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))
+	return 0
+}

@@ -513,7 +513,9 @@ func TestWarningsAreShown(t *testing.T) {
 func TestUnclosedFilesAreWritten(t *testing.T) {
 	forEachMode(t, func(t *testing.T, fork bool) {
 		p := newPool(t, Config{ForkServer: fork})
-		s := spec("f = open('out.txt', 'w')\nf.write('data ' * 1000)\nlog = open('log.txt', 'a'); print('line', file=log)\n")
+		// A file object of a class of the user's is flushed too.
+		s := spec("f = open('out.txt', 'w')\nf.write('data ' * 1000)\nlog = open('log.txt', 'a'); print('line', file=log)\n" +
+			"import io\nclass Notes(io.TextIOWrapper):\n    pass\nn = Notes(open('notes.txt', 'wb'))\nn.write('noted')\n")
 		s.Collect = &sandbox.Collect{}
 		warmUp(t, p, s)
 		res := run(t, p, s)
@@ -521,7 +523,8 @@ func TestUnclosedFilesAreWritten(t *testing.T) {
 		for _, f := range res.Files {
 			got[f.Path] = string(f.Data)
 		}
-		if res.Status != sandbox.StatusOK || got["out.txt"] != strings.Repeat("data ", 1000) || got["log.txt"] != "line\n" {
+		if res.Status != sandbox.StatusOK || got["out.txt"] != strings.Repeat("data ", 1000) || got["log.txt"] != "line\n" ||
+			got["notes.txt"] != "noted" {
 			t.Fatalf("status %s, files %q", res.Status, got)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"image"
 	"image/png"
 	"reflect"
 	"strings"
@@ -216,6 +217,20 @@ func pngSize(t *testing.T, b64 string) (int, int) {
 	return cfg.Width, cfg.Height
 }
 
+// pngImage decodes a base64 PNG.
+func pngImage(t *testing.T, b64 string) image.Image {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatalf("not base64: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	return img
+}
+
 // TestDriverPlotsAndFrames needs pandas and matplotlib (see runnertest).
 func TestDriverPlotsAndFrames(t *testing.T) {
 	py, _ := runnertest.RichPython(t)
@@ -238,6 +253,26 @@ func TestDriverPlotsAndFrames(t *testing.T) {
 					w, h := pngSize(t, text(t, o.report.Outputs[i], "image/png"))
 					if w != want[0] || h != want[1] {
 						t.Errorf("figure %d is %dx%d, want %dx%d", i, w, h, want[0], want[1])
+					}
+				}
+			}},
+		{name: "a captured figure has the pixels, size and dpi of savefig's own PNG",
+			files: map[string]string{"main.py": "import base64, io\nimport matplotlib.pyplot as plt\n" +
+				"fig = plt.figure(figsize=(3, 2), dpi=80)\nplt.plot([1, 3, 2], label='line')\nplt.title('T')\nplt.legend()\n" +
+				"b = io.BytesIO()\nfig.savefig(b, format='png')\nprint(base64.b64encode(b.getvalue()).decode())\n"},
+			check: func(t *testing.T, o outcome) {
+				if len(o.report.Outputs) != 1 {
+					t.Fatalf("%d outputs, want 1", len(o.report.Outputs))
+				}
+				got, want := pngImage(t, text(t, o.report.Outputs[0], "image/png")), pngImage(t, strings.TrimSpace(o.stdout))
+				if got.Bounds() != want.Bounds() || got.Bounds().Dx() != 240 || got.Bounds().Dy() != 160 {
+					t.Fatalf("captured %v, savefig %v, want both 240x160", got.Bounds(), want.Bounds())
+				}
+				for y := range want.Bounds().Dy() {
+					for x := range want.Bounds().Dx() {
+						if got.At(x, y) != want.At(x, y) {
+							t.Fatalf("pixel (%d, %d) is %v, savefig's %v", x, y, got.At(x, y), want.At(x, y))
+						}
 					}
 				}
 			}},
