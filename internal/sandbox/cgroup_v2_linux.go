@@ -93,7 +93,7 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 type v2Jail struct {
 	d       *cgroupV2
 	dir     string
-	fd      int    // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
+	fd      int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
 	applied Limits   // what setLimits last wrote
 	set     bool     // whether it wrote anything yet
 	base    baseline // counters when it was last reused
