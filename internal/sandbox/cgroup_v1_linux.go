@@ -257,15 +257,19 @@ func (j *v1Jail) vacate() error {
 	if j.partial {
 		return errors.New("a task joined some of its hierarchies only")
 	}
-	procs := j.file(cgroup1.Pids, "cgroup.procs")
-	killProcs(procs)
-	if err := waitEmpty(procs, 5*time.Second); err != nil {
-		return err
-	}
 	// Every task of the jail entered the pids hierarchy (add writes them
 	// all or sets partial) and only add moves tasks in: none charged to
-	// its pids cgroup means none in any of its cgroups.
-	if err := vacated(j.file(cgroup1.Pids, "pids.current"), 100*time.Millisecond); err != nil {
+	// its pids cgroup means none in any of its cgroups. Usually none is
+	// left, and the pid list of cgroup.procs need not be read.
+	pids := j.file(cgroup1.Pids, "pids.current")
+	if n, err := readInt(pids); err != nil || n != 0 {
+		procs := j.file(cgroup1.Pids, "cgroup.procs")
+		killProcs(procs)
+		if err := waitEmpty(procs, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	if err := vacated(pids, 100*time.Millisecond); err != nil {
 		return err
 	}
 	return chargeFree(j.file(cgroup1.Memory, "memory.usage_in_bytes"), 100*time.Millisecond)

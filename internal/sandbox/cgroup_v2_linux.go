@@ -179,13 +179,17 @@ func (j *v2Jail) vacate() error {
 	if j.d.noPeakReset.Load() {
 		return errors.New("this kernel cannot reset memory.peak (Linux 6.12)")
 	}
-	if err := j.killAll(); err != nil {
-		return err
-	}
 	// populated counts the tasks of the cgroup and of its descendants
 	// (a jail has none); pids.current also the zombies not yet reaped.
-	if n, err := readKey(filepath.Join(j.dir, "cgroup.events"), "populated"); err != nil || n != 0 {
-		return fmt.Errorf("cgroup %s is still populated (%v)", j.dir, err)
+	// Usually none is left and nothing needs killing.
+	events := filepath.Join(j.dir, "cgroup.events")
+	if n, err := readKey(events, "populated"); err != nil || n != 0 {
+		if err := j.killAll(); err != nil {
+			return err
+		}
+		if n, err := readKey(events, "populated"); err != nil || n != 0 {
+			return fmt.Errorf("cgroup %s is still populated (%v)", j.dir, err)
+		}
 	}
 	if err := vacated(filepath.Join(j.dir, "pids.current"), 100*time.Millisecond); err != nil {
 		return err
