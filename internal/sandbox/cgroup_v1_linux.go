@@ -259,16 +259,16 @@ func (j *v1Jail) vacate() error {
 	}
 	// Every task of the jail entered the pids hierarchy (add writes them
 	// all or sets partial) and only add moves tasks in: none charged to
-	// its pids cgroup means none in any of its cgroups. Usually none is
-	// left, and the pid list of cgroup.procs need not be read.
-	// Its pid list is read only to kill what is left; waiting for the end
-	// reads the counter, which costs the kernel far less.
+	// its pids cgroup means none in any of its cgroups. The jail is dead,
+	// so what is charged is at most a zombie its parent reaps in a moment;
+	// only when the counter does not drop is the pid list read (costly on
+	// v1: the kernel builds it) to kill what is left.
 	pids := j.file(cgroup1.Pids, "pids.current")
-	if n, err := readInt(pids); err != nil || n != 0 {
+	if vacated(pids, 10*time.Millisecond) != nil {
 		killProcs(j.file(cgroup1.Pids, "cgroup.procs"))
-	}
-	if err := vacated(pids, time.Second); err != nil {
-		return err
+		if err := vacated(pids, time.Second); err != nil {
+			return err
+		}
 	}
 	return chargeFree(j.file(cgroup1.Memory, "memory.usage_in_bytes"), 100*time.Millisecond)
 }
