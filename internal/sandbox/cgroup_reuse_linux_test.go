@@ -197,3 +197,30 @@ func TestSparesSweptAfterCrash(t *testing.T) {
 		t.Errorf("closing over swept spares: %v", err)
 	}
 }
+
+// TestSweepRemovesOwnSpares: a sweep by the server itself (at start after
+// its test jail, at stop) removes its spares without counting them as a
+// predecessor's, and later jails still get cgroups, kept again after.
+func TestSweepRemovesOwnSpares(t *testing.T) {
+	needJail(t)
+	m, err := New(Config{CgroupParent: testParent, Instance: "sparessweep", SpareCgroups: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	runPy(t, m, "print(1)")
+	m.Wait()
+	if n, err := m.Sweep(); err != nil || n != 0 {
+		t.Errorf("the sweep counted %d jails of a previous run (err %v), want none", n, err)
+	}
+	if left := instanceCgroups("sparessweep"); len(left) > 0 {
+		t.Errorf("spares left after the sweep: %v", left)
+	}
+	if r := runPy(t, m, "print(2)"); r.Status != StatusOK || r.PeakMemory <= 0 {
+		t.Errorf("after the sweep: status %s (%s), peak %d", r.Status, r.Reason, r.PeakMemory)
+	}
+	m.Wait()
+	if len(instanceCgroups("sparessweep")) == 0 {
+		t.Error("no cgroup kept for reuse after the sweep")
+	}
+}

@@ -43,14 +43,25 @@ func (s *cgroupSpares) put(cg jailCgroup) bool {
 	return true
 }
 
-// drain closes the list and returns what it held.
-func (s *cgroupSpares) drain() []jailCgroup {
+// drain empties the list and returns what it held; closing it too, it
+// keeps nothing from then on.
+func (s *cgroupSpares) drain(closing bool) []jailCgroup {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closed = true
+	s.closed = s.closed || closing
 	out := s.free
 	s.free = nil
 	return out
+}
+
+// removeSpares removes the cgroups kept for reuse; closing, it keeps none
+// from then on.
+func (m *Manager) removeSpares(closing bool) error {
+	var errs []error
+	for _, cg := range m.spares.drain(closing) {
+		errs = append(errs, cg.destroy())
+	}
+	return errors.Join(errs...)
 }
 
 // newCgroup gives a jail its cgroup with initial limits: a spare if one
@@ -89,9 +100,5 @@ func (m *Manager) dropCgroup(cg jailCgroup) error {
 // them when they end.
 func (m *Manager) Close() error {
 	m.Wait()
-	var errs []error
-	for _, cg := range m.spares.drain() {
-		errs = append(errs, cg.destroy())
-	}
-	return errors.Join(errs...)
+	return m.removeSpares(true)
 }

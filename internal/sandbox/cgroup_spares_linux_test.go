@@ -9,7 +9,7 @@ import (
 )
 
 // TestSparesAreBounded: the list keeps at most its size, hands the last
-// kept back first, and keeps nothing once drained.
+// kept back first, and keeps nothing once closed.
 func TestSparesAreBounded(t *testing.T) {
 	s := cgroupSpares{max: 2}
 	a, b, c := &v1Jail{id: "a"}, &v1Jail{id: "b"}, &v1Jail{id: "c"}
@@ -22,14 +22,20 @@ func TestSparesAreBounded(t *testing.T) {
 	if got := s.take(); got != b {
 		t.Errorf("took %v, want the last one kept", got)
 	}
-	if left := s.drain(); len(left) != 1 || left[0] != a {
+	if left := s.drain(false); len(left) != 1 || left[0] != a {
 		t.Errorf("drain returned %v, want the one left", left)
 	}
+	if !s.put(a) {
+		t.Error("a list emptied without closing refused a cgroup")
+	}
+	if left := s.drain(true); len(left) != 1 || left[0] != a {
+		t.Errorf("drain returned %v, want the one kept", left)
+	}
 	if s.put(c) {
-		t.Error("a drained list kept a cgroup")
+		t.Error("a closed list kept a cgroup")
 	}
 	if got := s.take(); got != nil {
-		t.Errorf("a drained list gave %v", got)
+		t.Errorf("a closed list gave %v", got)
 	}
 }
 
@@ -143,4 +149,20 @@ func TestV2VacateFailsClosed(t *testing.T) {
 			t.Error("a cgroup was vacated for reuse on a kernel that cannot reset its peak")
 		}
 	})
+}
+
+// TestV2RemovedSpareKeepsReuseOn (cgroup v2 logic on plain files): a spare
+// whose directory was removed meanwhile (a sweep) fails its reuse without
+// taking the kernel for one that cannot reset memory.peak.
+func TestV2RemovedSpareKeepsReuseOn(t *testing.T) {
+	j, _ := fakeV2Jail(t)
+	if err := os.RemoveAll(j.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.reuse(DefaultLimits()); err == nil {
+		t.Fatal("reuse of a removed cgroup succeeded")
+	}
+	if j.d.noPeakReset.Load() {
+		t.Error("a removed cgroup switched reuse off")
+	}
 }

@@ -209,7 +209,10 @@ func (j *v2Jail) reuse(l Limits) error {
 		}
 	}
 	if err != nil {
-		j.d.noPeakReset.Store(true)
+		if _, serr := os.Stat(j.dir); serr == nil {
+			// The kernel refused, not a cgroup removed meanwhile (Sweep).
+			j.d.noPeakReset.Store(true)
+		}
 		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
 	}
 	j.peakFD = fd

@@ -77,6 +77,11 @@ func (m *Manager) Sweep() (int, error) {
 	if m.cgroups == nil {
 		return 0, nil
 	}
+	// This manager's own spares carry the same prefix: they are removed
+	// first, not counted, and not left in the list after the sweep.
+	if err := m.removeSpares(false); err != nil {
+		return 0, err
+	}
 	return m.cgroups.sweep(m.jailPrefix())
 }
 
