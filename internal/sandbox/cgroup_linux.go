@@ -143,11 +143,12 @@ func waitEmpty(procsFile string, timeout time.Duration) error {
 
 // vacated returns nil once a cgroup's pids.current reads 0 — no task is
 // charged to it, a zombie not yet reaped included — waiting up to timeout
-// for the last ones to be reaped. Unlike waitEmpty, a file it cannot read
-// is an error: the cgroup is then not reused.
+// for the last ones to be reaped, polling less often as it waits. Unlike
+// waitEmpty, a file it cannot read is an error: the cgroup is then not
+// reused.
 func vacated(pidsCurrent string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for {
+	for pause := time.Millisecond; ; pause = min(2*pause, 8*time.Millisecond) {
 		n, err := readInt(pidsCurrent)
 		switch {
 		case err != nil:
@@ -157,7 +158,7 @@ func vacated(pidsCurrent string, timeout time.Duration) error {
 		case time.Now().After(deadline):
 			return fmt.Errorf("%d tasks still charged to the cgroup", n)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
