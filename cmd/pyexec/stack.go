@@ -30,6 +30,11 @@ var _ engine.Forker = (*pool.Pool)(nil)
 // operator did not choose one: python-executor's default, when installed.
 const defaultPython = "3.12"
 
+// spareCgroups is how many emptied cgroups of finished executions the jail
+// manager keeps for the next ones (sandbox.Config.SpareCgroups): enough for
+// the releases and takes of a busy server to overlap.
+const spareCgroups = 8
+
 // stack is an engine with everything beneath it: interpreters, the jail
 // manager and the store. `serve` puts the HTTP API on top; `--local` runs
 // one in-process.
@@ -73,7 +78,8 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	if err != nil {
 		return nil, err
 	}
-	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance, Logger: log.With("component", "sandbox")}
+	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance,
+		SpareCgroups: spareCgroups, Logger: log.With("component", "sandbox")}
 	if !cfg.UnsafeNoIsolation {
 		if err := checkIsolation(jcfg); err != nil {
 			return nil, err
@@ -100,8 +106,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		log.Info("removed jails left by a previous run", "count", n)
 	}
 	s.jails = jails
-	// Closed last: wait until every jail removed in the background is gone.
-	s.closers = append(s.closers, func(context.Context) error { jails.Wait(); return nil })
+	// Closed last: wait until every jail removed in the background is
+	// gone, then remove the cgroups kept for reuse.
+	s.closers = append(s.closers, func(context.Context) error { return jails.Close() })
 	var runner engine.Runner = jails
 	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
 		s.pool = pool.New(jails, poolConfig(cfg, log))

@@ -68,10 +68,16 @@ func newPool(t *testing.T, cfg Config) *Pool {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s", python)
 	}
-	m, err := sandbox.New(sandbox.Config{CgroupParent: testParent()})
+	// A few spares: the pool's jails run in reused cgroups too.
+	m, err := sandbox.New(sandbox.Config{CgroupParent: testParent(), SpareCgroups: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // after the pool's Close below
+		if err := m.Close(); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+	})
 	cfg.BaseEnv = baseEnv
 	p := New(m, cfg)
 	t.Cleanup(func() {

@@ -31,9 +31,40 @@ type jailCgroup interface {
 	current() (int64, error)
 	// usage reports the peak memory and whether the kernel OOM-killed a task.
 	usage() (peak int64, oomKilled bool, err error)
+	// vacate kills whatever is left once the jail is dead and says why the
+	// cgroup may not serve another execution (nil: it may): a task still
+	// in it, or memory still charged to it (see spareMaxCharge).
+	vacate() error
+	// reuse readies a vacated cgroup for a new execution: its measures
+	// start again from zero (peak reset, CPU and OOM kills counted from
+	// now) and l is applied. An error leaves it fit only for destroy.
+	reuse(l Limits) error
 	// destroy kills whatever is left and removes the cgroup.
 	destroy() error
 }
+
+// spareMaxCharge is the memory still charged to a vacated cgroup above
+// which it is removed, not kept for another execution: the next one's
+// memory limit and peak would otherwise include someone else's pages (page
+// cache, kernel objects that outlived the jail).
+const spareMaxCharge = 1 << 20
+
+// baseline holds the cumulative counters of a reused cgroup when it was
+// taken: an execution's CPU time and OOM kills are what it added since.
+type baseline struct {
+	cpu  time.Duration
+	ooms int64
+}
+
+// cpuSince is the CPU time used since the baseline; a counter below it
+// (never expected: the kernel's only grow) reads as none.
+func (b baseline) cpuSince(total time.Duration) time.Duration {
+	return max(total-b.cpu, 0)
+}
+
+// oomSince reports whether the kernel OOM-killed a task since the
+// baseline.
+func (b baseline) oomSince(kills int64) bool { return kills > b.ooms }
 
 // cgroupDriver creates jail cgroups below the configured parent.
 type cgroupDriver interface {
@@ -107,6 +138,59 @@ func waitEmpty(procsFile string, timeout time.Duration) error {
 			return fmt.Errorf("cgroup %s still has tasks after %s", procsFile, timeout)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// vacated returns nil once a cgroup's pids.current reads 0 — no task is
+// charged to it, a zombie not yet reaped included — waiting up to timeout
+// for the last ones to be reaped, polling less often as it waits. Unlike
+// waitEmpty, a file it cannot read is an error: the cgroup is then not
+// reused.
+func vacated(pidsCurrent string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for pause := time.Millisecond; ; pause = min(2*pause, 8*time.Millisecond) {
+		n, err := readInt(pidsCurrent)
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d tasks still charged to the cgroup", n)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// noProcs checks strictly that a cgroup.procs file lists no task.
+func noProcs(procsFile string) error {
+	b, err := os.ReadFile(procsFile)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		return fmt.Errorf("%s still lists tasks", procsFile)
+	}
+	return nil
+}
+
+// chargeFree checks that at most spareMaxCharge bytes are charged to a
+// cgroup, given the file holding its memory use. The kernel frees a dead
+// jail's kernel memory (task stacks, page tables) in RCU callbacks some
+// milliseconds after its tasks were reaped: it waits up to timeout.
+func chargeFree(usageFile string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := readInt(usageFile)
+		switch {
+		case err != nil:
+			return err
+		case n <= spareMaxCharge:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d bytes still charged to the cgroup", n)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

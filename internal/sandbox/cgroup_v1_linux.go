@@ -154,8 +154,12 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 type v1Jail struct {
 	d       *cgroupV1
 	id      string
-	applied Limits // what setLimits last wrote
-	set     bool   // whether it wrote anything yet
+	applied Limits   // what setLimits last wrote
+	set     bool     // whether it wrote anything yet
+	base    baseline // counters when it was last reused
+	// partial is set when a task was added to some hierarchies only: it
+	// may then be in one whose emptiness vacate does not read.
+	partial bool
 }
 
 // dirs are the jail's directories, one per hierarchy (cpu and cpuacct may
@@ -181,6 +185,7 @@ func (j *v1Jail) add(pid int) error {
 	b := []byte(strconv.Itoa(pid))
 	for _, dir := range j.dirs() {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0); err != nil {
+			j.partial = true
 			return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
 		}
 	}
@@ -232,7 +237,7 @@ func (j *v1Jail) setLimits(l Limits) error {
 
 func (j *v1Jail) cpuUsage() (time.Duration, error) {
 	ns, err := readInt(j.file(cgroup1.Cpuacct, "cpuacct.usage"))
-	return time.Duration(ns), err
+	return j.base.cpuSince(time.Duration(ns)), err
 }
 
 func (j *v1Jail) current() (int64, error) {
@@ -245,7 +250,45 @@ func (j *v1Jail) usage() (int64, bool, error) {
 		return 0, false, err
 	}
 	kills, err := readKey(j.file(cgroup1.Memory, "memory.oom_control"), "oom_kill")
-	return peak, kills > 0, err
+	return peak, j.base.oomSince(kills), err
+}
+
+func (j *v1Jail) vacate() error {
+	if j.partial {
+		return errors.New("a task joined some of its hierarchies only")
+	}
+	// Every task of the jail entered the pids hierarchy (add writes them
+	// all or sets partial) and only add moves tasks in: none charged to
+	// its pids cgroup means none in any of its cgroups. The jail is dead,
+	// so what is charged is at most a zombie its parent reaps in a moment;
+	// only when the counter does not drop is the pid list read (costly on
+	// v1: the kernel builds it) to kill what is left.
+	pids := j.file(cgroup1.Pids, "pids.current")
+	if vacated(pids, 10*time.Millisecond) != nil {
+		killProcs(j.file(cgroup1.Pids, "cgroup.procs"))
+		if err := vacated(pids, time.Second); err != nil {
+			return err
+		}
+	}
+	return chargeFree(j.file(cgroup1.Memory, "memory.usage_in_bytes"), 100*time.Millisecond)
+}
+
+func (j *v1Jail) reuse(l Limits) error {
+	// Writing 0 sets the peak to the memory in use now, at most
+	// spareMaxCharge (vacate).
+	if err := os.WriteFile(j.file(cgroup1.Memory, "memory.max_usage_in_bytes"), []byte("0"), 0); err != nil {
+		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
+	}
+	ns, err := readInt(j.file(cgroup1.Cpuacct, "cpuacct.usage"))
+	if err != nil {
+		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
+	}
+	kills, err := readKey(j.file(cgroup1.Memory, "memory.oom_control"), "oom_kill")
+	if err != nil {
+		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
+	}
+	j.base = baseline{cpu: time.Duration(ns), ooms: kills}
+	return j.setLimits(l)
 }
 
 func (j *v1Jail) destroy() error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,9 @@ import (
 // per execution.
 type cgroupV2 struct {
 	l *v2Layout
+	// noPeakReset is set once the kernel refused to reset memory.peak
+	// (before Linux 6.12): its cgroups are then never reused.
+	noPeakReset atomic.Bool
 }
 
 func newCgroupV2(parent string) (*cgroupV2, error) {
@@ -35,7 +39,7 @@ func (d *cgroupV2) create(id string, initial Limits) (jailCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup: %w", err)
 	}
-	j := &v2Jail{d: d, dir: dir, fd: -1}
+	j := &v2Jail{d: d, dir: dir, fd: -1, peakFD: -1}
 	// The whole cgroup is killed when the kernel OOM-kills in it: no
 	// half-killed jail goes on running.
 	if err := j.write("memory.oom.group", "1"); err != nil {
@@ -75,7 +79,7 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		j := &v2Jail{d: d, dir: filepath.Join(v2Mount, d.l.base, e.Name()), fd: -1}
+		j := &v2Jail{d: d, dir: filepath.Join(v2Mount, d.l.base, e.Name()), fd: -1, peakFD: -1}
 		if err := j.destroy(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -89,9 +93,14 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 type v2Jail struct {
 	d       *cgroupV2
 	dir     string
-	fd      int    // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
-	applied Limits // what setLimits last wrote
-	set     bool   // whether it wrote anything yet
+	fd      int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
+	applied Limits   // what setLimits last wrote
+	set     bool     // whether it wrote anything yet
+	base    baseline // counters when it was last reused
+	// peakFD is the memory.peak file through which reuse reset the peak:
+	// the reset holds for reads through that descriptor only. -1 on a new
+	// cgroup, whose peak is its own.
+	peakFD int
 }
 
 func (j *v2Jail) write(file, val string) error {
@@ -133,7 +142,7 @@ func (j *v2Jail) setLimits(l Limits) error {
 
 func (j *v2Jail) cpuUsage() (time.Duration, error) {
 	us, err := readKey(filepath.Join(j.dir, "cpu.stat"), "usage_usec")
-	return time.Duration(us) * time.Microsecond, err
+	return j.base.cpuSince(time.Duration(us) * time.Microsecond), err
 }
 
 func (j *v2Jail) current() (int64, error) {
@@ -141,24 +150,112 @@ func (j *v2Jail) current() (int64, error) {
 }
 
 func (j *v2Jail) usage() (int64, bool, error) {
-	// memory.peak exists since Linux 5.19; older kernels report 0.
-	peak, err := readInt(filepath.Join(j.dir, "memory.peak"))
+	var peak int64
+	var err error
+	if j.peakFD >= 0 {
+		peak, err = preadInt(j.peakFD)
+	} else {
+		// memory.peak exists since Linux 5.19; older kernels report 0.
+		peak, err = readInt(filepath.Join(j.dir, "memory.peak"))
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, false, err
 	}
 	kills, err := readKey(filepath.Join(j.dir, "memory.events"), "oom_kill")
-	return peak, kills > 0, err
+	return peak, j.base.oomSince(kills), err
 }
 
-// destroy kills every task of the jail and removes its cgroup. With
-// cgroup.kill (Linux 5.14) the kernel kills them all at once, stopped and
-// newly forked ones included; before it, tasks are killed one by one
-// until none is left.
+// preadInt reads the decimal integer an open cgroup file holds.
+func preadInt(fd int) (int64, error) {
+	var b [32]byte
+	n, err := unix.Pread(fd, b[:], 0)
+	if err != nil {
+		return 0, os.NewSyscallError("pread", err)
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b[:n])), 10, 64)
+}
+
+func (j *v2Jail) vacate() error {
+	if j.d.noPeakReset.Load() {
+		return errors.New("this kernel cannot reset memory.peak (Linux 6.12)")
+	}
+	// populated counts the tasks of the cgroup and of its descendants
+	// (a jail has none); pids.current also the zombies not yet reaped.
+	// Usually none is left and nothing needs killing.
+	events := filepath.Join(j.dir, "cgroup.events")
+	if n, err := readKey(events, "populated"); err != nil || n != 0 {
+		if err := j.killAll(); err != nil {
+			return err
+		}
+		if n, err := readKey(events, "populated"); err != nil || n != 0 {
+			return fmt.Errorf("cgroup %s is still populated (%v)", j.dir, err)
+		}
+	}
+	if err := vacated(filepath.Join(j.dir, "pids.current"), 100*time.Millisecond); err != nil {
+		return err
+	}
+	return chargeFree(filepath.Join(j.dir, "memory.current"), 100*time.Millisecond)
+}
+
+func (j *v2Jail) reuse(l Limits) error {
+	j.closePeak()
+	// Since Linux 6.12 a write to memory.peak restarts the peak from the
+	// memory in use now (at most spareMaxCharge), for reads through the
+	// same descriptor.
+	fd, err := unix.Open(filepath.Join(j.dir, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err == nil {
+		if _, err = unix.Write(fd, []byte("0")); err != nil {
+			_ = unix.Close(fd)
+		}
+	}
+	if err != nil {
+		if _, serr := os.Stat(j.dir); serr == nil {
+			// The kernel refused, not a cgroup removed meanwhile (Sweep).
+			j.d.noPeakReset.Store(true)
+		}
+		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
+	}
+	j.peakFD = fd
+	us, err := readKey(filepath.Join(j.dir, "cpu.stat"), "usage_usec")
+	if err != nil {
+		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
+	}
+	kills, err := readKey(filepath.Join(j.dir, "memory.events"), "oom_kill")
+	if err != nil {
+		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
+	}
+	j.base = baseline{cpu: time.Duration(us) * time.Microsecond, ooms: kills}
+	return j.setLimits(l)
+}
+
+func (j *v2Jail) closePeak() {
+	if j.peakFD >= 0 {
+		_ = unix.Close(j.peakFD)
+		j.peakFD = -1
+	}
+}
+
+// destroy kills every task of the jail and removes its cgroup.
 func (j *v2Jail) destroy() error {
 	if j.fd >= 0 {
 		_ = unix.Close(j.fd)
 		j.fd = -1
 	}
+	j.closePeak()
+	if err := j.killAll(); err != nil {
+		return err
+	}
+	if err := rmdirRetry(j.dir); err != nil {
+		return fmt.Errorf("removing cgroup %s: %w", j.dir, err)
+	}
+	return nil
+}
+
+// killAll kills every task of the jail and waits until its cgroup.procs
+// lists none. With cgroup.kill (Linux 5.14) the kernel kills them all at
+// once, stopped and newly forked ones included; before it, tasks are
+// killed one by one until none is left.
+func (j *v2Jail) killAll() error {
 	procs := filepath.Join(j.dir, "cgroup.procs")
 	if j.d.l.kill {
 		if err := j.write("cgroup.kill", "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -175,11 +272,5 @@ func (j *v2Jail) destroy() error {
 			}
 		}
 	}
-	if err := waitEmpty(procs, 5*time.Second); err != nil {
-		return err
-	}
-	if err := rmdirRetry(j.dir); err != nil {
-		return fmt.Errorf("removing cgroup %s: %w", j.dir, err)
-	}
-	return nil
+	return waitEmpty(procs, 5*time.Second)
 }

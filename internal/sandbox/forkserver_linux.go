@@ -321,7 +321,7 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	}()
 	l := spec.Limits.WithDefaults()
 	if m.cgroups != nil {
-		cg, err := m.cgroups.create(j.id, l)
+		cg, err := m.newCgroup(j.id, l)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -32,10 +32,16 @@ func needJail(t testing.TB) *Manager {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s: %v", python, err)
 	}
-	m, err := New(Config{CgroupParent: testParent})
+	// A few spares: the suites run their jails in reused cgroups too.
+	m, err := New(Config{CgroupParent: testParent, SpareCgroups: 2})
 	if err != nil {
 		t.Fatalf("sandbox.New: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+	})
 	return m
 }
 

@@ -237,6 +237,11 @@ func (p *Process) finish(wall time.Duration) {
 	// whole pid namespace), so the Result is final; removing the cgroup is
 	// only cleanup, which Jail.Close waits for.
 	close(p.done)
+	// A reaper was killed above: its cgroup is released once it is gone,
+	// which its pidfd tells (polling the cgroup's pid list costs more).
+	if j.reaper != nil {
+		<-j.initDone
+	}
 	j.releaseCgroup()
 	close(p.released)
 }

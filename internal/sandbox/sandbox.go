@@ -32,6 +32,11 @@ type Config struct {
 	// sharing the cgroup parent. Empty: Sweep removes every jail under the
 	// parent.
 	Instance string
+	// SpareCgroups is how many cgroups of finished jails are kept, emptied,
+	// for the next jails instead of being removed and made again; 0 keeps
+	// none. Manager.Close removes them; a crashed server's are swept by
+	// the next one (Sweep), as they keep their jail names.
+	SpareCgroups int
 	// UID and GID run the payload; zero means 65534 (nobody/nogroup).
 	UID, GID int
 	// Disable lists layers the operator explicitly switched off.

@@ -25,6 +25,7 @@ type Manager struct {
 	userns   bool         // the server is not root: jails get a user namespace
 	log      *slog.Logger
 	releases sync.WaitGroup
+	spares   cgroupSpares // vacated cgroups for the next jails
 }
 
 var _ Runner = (*Manager)(nil)
@@ -44,7 +45,11 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.UID < 0 || cfg.GID < 0 {
 		return nil, fmt.Errorf("%w: negative uid or gid", ErrInvalidSpec)
 	}
-	m := &Manager{cfg: cfg, initPath: cfg.InitPath, userns: os.Geteuid() != 0, log: cfg.Logger}
+	if cfg.SpareCgroups < 0 {
+		return nil, fmt.Errorf("%w: negative number of spare cgroups", ErrInvalidSpec)
+	}
+	m := &Manager{cfg: cfg, initPath: cfg.InitPath, userns: os.Geteuid() != 0, log: cfg.Logger,
+		spares: cgroupSpares{max: cfg.SpareCgroups}}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -71,6 +76,11 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Sweep() (int, error) {
 	if m.cgroups == nil {
 		return 0, nil
+	}
+	// This manager's own spares carry the same prefix: they are removed
+	// first, not counted, and not left in the list after the sweep.
+	if err := m.removeSpares(false); err != nil {
+		return 0, err
 	}
 	return m.cgroups.sweep(m.jailPrefix())
 }
@@ -175,7 +185,7 @@ func (m *Manager) prepare(ctx context.Context, base Base, withForkSock bool) (_ 
 		}
 	}()
 	if m.cgroups != nil {
-		cg, err := m.cgroups.create(j.id, DefaultLimits())
+		cg, err := m.newCgroup(j.id, DefaultLimits())
 		if err != nil {
 			return nil, err
 		}
@@ -440,8 +450,8 @@ func (j *Jail) cgroup() jailCgroup {
 	return j.cg
 }
 
-// releaseCgroup removes the jail's cgroup (killing anything left in it)
-// once; later calls do nothing.
+// releaseCgroup kills anything left in the jail's cgroup and removes it
+// or keeps it for reuse (Manager.dropCgroup), once; later calls do nothing.
 func (j *Jail) releaseCgroup() error {
 	j.mu.Lock()
 	cg := j.cg
@@ -450,7 +460,7 @@ func (j *Jail) releaseCgroup() error {
 	if cg == nil {
 		return nil
 	}
-	return cg.destroy()
+	return j.m.dropCgroup(cg)
 }
 
 func newID() string {

@@ -56,6 +56,9 @@ func (p *Process) Wait() Result {
 	return Result{Status: StatusSetupError, Reason: ErrUnsupported.Error()}
 }
 
+// Close does nothing.
+func (m *Manager) Close() error { return nil }
+
 // Release does nothing.
 func (m *Manager) Release(*Jail) {}
 

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// spare returns the one cgroup m keeps for reuse, after every release
+// ended; the test fails when there is none.
+func spare(t *testing.T, m *Manager) jailCgroup {
+	t.Helper()
+	m.Wait()
+	m.spares.mu.Lock()
+	defer m.spares.mu.Unlock()
+	if len(m.spares.free) != 1 {
+		t.Fatalf("%d spare cgroups after an execution, want 1", len(m.spares.free))
+	}
+	return m.spares.free[0]
+}
+
+// reusing runs first and then second in the same cgroup, cold and forked,
+// and hands both Results to check.
+func reusing(t *testing.T, first, second string, firstOpts, secondOpts []pyOpt, check func(t *testing.T, a, b Result)) {
+	m, err := New(Config{CgroupParent: testParent, SpareCgroups: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+	})
+	modes := []struct {
+		name string
+		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
+	}{{"cold", runPy}, {"forked", forked(startTemplate(t, m))}}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			a := mode.run(t, m, first, firstOpts...)
+			cg := spare(t, m)
+			b := mode.run(t, m, second, secondOpts...)
+			if spare(t, m) != cg {
+				t.Fatal("the second execution did not run in the first one's cgroup")
+			}
+			check(t, a, b)
+		})
+	}
+}
+
+// TestReusedCgroupMeasuresOnlyItsExecution: an execution in the cgroup of
+// one that allocated 200 MiB and spun the CPU for a second reports its
+// own peak memory and CPU time.
+func TestReusedCgroupMeasuresOnlyItsExecution(t *testing.T) {
+	needJail(t)
+	hog := `import time
+b = b"x" * (200 << 20)
+t = time.process_time()
+while time.process_time() - t < 1: pass
+print(len(b))`
+	big := []pyOpt{withLimits(Limits{MemoryBytes: 512 << 20, WallTime: 20 * time.Second})}
+	reusing(t, hog, "print(1)", big, nil, func(t *testing.T, a, b Result) {
+		if a.Status != StatusOK || a.PeakMemory < 200<<20 || a.CPUTime < 900*time.Millisecond {
+			t.Fatalf("first: status %s, peak %d, cpu %s; want ok, ≥ 200 MiB, ≥ 0.9 s", a.Status, a.PeakMemory, a.CPUTime)
+		}
+		if b.Status != StatusOK || strings.TrimSpace(string(b.Stdout)) != "1" {
+			t.Fatalf("second: status %s (%s), stdout %q", b.Status, b.Reason, b.Stdout)
+		}
+		if b.PeakMemory <= 0 || b.PeakMemory > 64<<20 {
+			t.Errorf("second's peak memory is %d bytes: not its own (the first's was %d)", b.PeakMemory, a.PeakMemory)
+		}
+		if b.CPUTime <= 0 || b.CPUTime > 400*time.Millisecond {
+			t.Errorf("second's CPU time is %s: not its own (the first's was %s)", b.CPUTime, a.CPUTime)
+		}
+	})
+}
+
+// TestReusedCgroupForgetsAnOOMKill: an execution that dies by a signal in
+// the cgroup of one the kernel OOM-killed is not reported as OOM.
+func TestReusedCgroupForgetsAnOOMKill(t *testing.T) {
+	needJail(t)
+	small := []pyOpt{withLimits(Limits{MemoryBytes: 64 << 20, WallTime: 20 * time.Second})}
+	reusing(t, `b = b"x" * (200 << 20)`, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", small, small,
+		func(t *testing.T, a, b Result) {
+			if a.Status != StatusOOM {
+				t.Fatalf("first: status %s (%s), want %s", a.Status, a.Reason, StatusOOM)
+			}
+			if b.Status == StatusOOM || b.Signal != sigKill {
+				t.Errorf("second: status %s (%s), signal %d; want killed by SIGKILL, not OOM", b.Status, b.Reason, b.Signal)
+			}
+		})
+}
+
+// TestReusedCgroupAfterPidsLimit: an execution that hit its task limit
+// leaves none of its tasks to the next one in its cgroup, which starts its
+// threads as in a new cgroup (20 of its 48 tasks; init's threads count too).
+func TestReusedCgroupAfterPidsLimit(t *testing.T) {
+	needJail(t)
+	bomb := `import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+except OSError:
+    print("limit", n)`
+	threads := `import threading
+ev = threading.Event()
+ts = [threading.Thread(target=ev.wait) for _ in range(20)]
+for t in ts: t.start()
+ev.set()
+for t in ts: t.join()
+print("ok")`
+	opts := []pyOpt{withLimits(Limits{Pids: 48, WallTime: 20 * time.Second})}
+	reusing(t, bomb, threads, opts, opts, func(t *testing.T, a, b Result) {
+		if !strings.HasPrefix(string(a.Stdout), "limit") {
+			t.Fatalf("first: status %s (%s), stdout %q; want the fork bomb stopped by the limit", a.Status, a.Reason, a.Stdout)
+		}
+		if b.Status != StatusOK || strings.TrimSpace(string(b.Stdout)) != "ok" {
+			t.Errorf("second: status %s (%s), stdout %q stderr %q; want 20 threads started", b.Status, b.Reason, b.Stdout, b.Stderr)
+		}
+	})
+}
+
+// instanceCgroups lists the cgroup directories of instance's jails below
+// the test parent, in every hierarchy.
+func instanceCgroups(instance string) []string {
+	var out []string
+	for _, c := range jailCgroups() {
+		if strings.HasPrefix(filepath.Base(c), instance+"-") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestSparesRemovedOnClose: the cgroups kept for reuse go when the
+// manager closes.
+func TestSparesRemovedOnClose(t *testing.T) {
+	needJail(t)
+	m, err := New(Config{CgroupParent: testParent, Instance: "sparesclose", SpareCgroups: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPy(t, m, "print(1)")
+	runPy(t, m, "print(2)")
+	m.Wait()
+	if len(instanceCgroups("sparesclose")) == 0 {
+		t.Fatal("no cgroup kept for reuse after two executions")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left := instanceCgroups("sparesclose"); len(left) > 0 {
+		t.Errorf("cgroups left after Close: %v", left)
+	}
+	runPy(t, m, "print(3)")
+	m.Wait()
+	if left := instanceCgroups("sparesclose"); len(left) > 0 {
+		t.Errorf("a closed manager kept a cgroup: %v", left)
+	}
+}
+
+// TestSparesSweptAfterCrash: the spares of a server that died without
+// closing its manager are removed by the next server's sweep.
+func TestSparesSweptAfterCrash(t *testing.T) {
+	needJail(t)
+	crashed, err := New(Config{CgroupParent: testParent, Instance: "sparescrash", SpareCgroups: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPy(t, crashed, "print(1)")
+	crashed.Wait()
+	kept := instanceCgroups("sparescrash")
+	if len(kept) == 0 {
+		t.Fatal("no cgroup kept for reuse")
+	}
+	next, err := New(Config{CgroupParent: testParent, Instance: "sparescrash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := next.Sweep(); err != nil || n != 1 {
+		t.Errorf("the sweep removed %d jails (err %v), want the one spare", n, err)
+	}
+	for _, dir := range kept {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after the sweep (%v)", dir, err)
+		}
+	}
+	// The crashed manager's own state is stale now; closing it must not
+	// trip over the swept directories.
+	if err := crashed.Close(); err != nil {
+		t.Errorf("closing over swept spares: %v", err)
+	}
+}
+
+// TestSweepRemovesOwnSpares: a sweep by the server itself (at start after
+// its test jail, at stop) removes its spares without counting them as a
+// predecessor's, and later jails still get cgroups, kept again after.
+func TestSweepRemovesOwnSpares(t *testing.T) {
+	needJail(t)
+	m, err := New(Config{CgroupParent: testParent, Instance: "sparessweep", SpareCgroups: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	runPy(t, m, "print(1)")
+	m.Wait()
+	if n, err := m.Sweep(); err != nil || n != 0 {
+		t.Errorf("the sweep counted %d jails of a previous run (err %v), want none", n, err)
+	}
+	if left := instanceCgroups("sparessweep"); len(left) > 0 {
+		t.Errorf("spares left after the sweep: %v", left)
+	}
+	if r := runPy(t, m, "print(2)"); r.Status != StatusOK || r.PeakMemory <= 0 {
+		t.Errorf("after the sweep: status %s (%s), peak %d", r.Status, r.Reason, r.PeakMemory)
+	}
+	m.Wait()
+	if len(instanceCgroups("sparessweep")) == 0 {
+		t.Error("no cgroup kept for reuse after the sweep")
+	}
+}
