@@ -65,6 +65,7 @@ if "matplotlib.pyplot" in sys.modules:
 _KEEP = frozenset(sys.modules)
 
 import _thread  # noqa: E402
+import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
@@ -372,6 +373,10 @@ def _reap(pid, req, relay):
     _thread.start_new_thread(_serve_relay, (relay, tags + b"r", fds + [4], done))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The report's encoding, once while the payload runs: its first use
+    # copies shared pages, which would otherwise happen after the payload's
+    # death, on the path to the answer.
+    json.dumps({"kind": "exit", "exit": {"Exited": True, "ExitCode": 0}})
     exit_info = {"Signal": 9}
     while True:
         try:
@@ -393,16 +398,20 @@ def _reap(pid, req, relay):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    try:
-        relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
-    except OSError:
-        pass
-    done.acquire()
-    relay.close()
+    # Every process of the execution is gone: nothing is left to fetch a
+    # pipe from the relay, so the report goes out first, and the relay's
+    # thread ends after it (off the path to the answer). The pipes close
+    # before the report: the server reads them to EOF.
     os.close(3)
     os.close(4)
     try:
         _send(5, {"kind": "exit", "exit": exit_info})
+        try:
+            relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
+        except OSError:
+            pass
+        done.acquire()
+        relay.close()
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
                 pass
@@ -460,7 +469,10 @@ def _payload(req, cfg):
     for kv in req.get("env") or ():
         key, _, value = kv.partition("=")
         os.environ[key] = value
-    _run_driver(req.get("args") or ["--wait-request", "4"])
+    args = req.get("args")
+    if not args:
+        _warm()
+    _run_driver(args or ["--wait-request", "4"])
 
 
 def _landlock(plan):
@@ -524,14 +536,39 @@ def _fresh_state():
     warnings._filters_mutated()
     # Exit callbacks the preloads registered are the fork server's (say,
     # removing a temporary directory of its own /tmp), not the payload's.
-    atexit = sys.modules.get("atexit")
-    if atexit is not None:
-        atexit._clear()
+    atexit._clear()
     for name in list(sys.modules):
         if name not in _KEEP:
             del sys.modules[name]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _warm():
+    # An execution waits for its request; what every request then does
+    # first touches pages this process shares with the fork server, and
+    # each first write copies one (a fault). Done here, before the wait,
+    # with throwaway values, those copies leave the request's path. Nothing
+    # made here survives: no module is imported, no global set, no
+    # descriptor opened. Then everything that exists is frozen, as the fork
+    # server froze its own heap: the exit's walk for unflushed files
+    # (_shutdown) then sees only what the request made.
+    d = _DRIVER_MODULE
+    try:
+        d._parse(["--report-fd", "3", "--", "main.py"])
+        cwd = os.getcwd()
+        d._user_roots(os.path.join(cwd, "main.py"))
+        os.path.abspath("main.py")
+        d._json({"result": None, "error": None, "exit_code": 0, "results": [1.5, "\u00e9"]})
+        d._compile("x = 1\nprint(x)\n", os.path.join(cwd, "main.py"), False)
+        m = type(sys)("__main__")
+        sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", cwd)
+        d._Rich(d._Channel(3, "/", []), d._Opts(), [])
+        del m
+    except BaseException:
+        pass  # only a warm-up: the request path does it all again
+    gc.collect()
+    gc.freeze()
 
 
 def _run_driver(args):
@@ -577,8 +614,7 @@ def _shutdown():
     except BaseException:
         pass
     try:
-        import atexit
-        atexit._run_exitfuncs()
+        atexit._run_exitfuncs()  # the callbacks are the interpreter's, whichever module object registered them
     except BaseException:
         pass
     # An interpreter's finalization closes the files still open (a user's
