@@ -69,6 +69,7 @@ import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
@@ -565,8 +566,13 @@ def _warm():
         sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", cwd)
         d._Rich(d._Channel(3, "/", []), d._Opts(), [])
         del m
+        with open(os.devnull, "rb") as f:  # what reading main.py goes through
+            f.read()
+        # The driver sets this before any user code runs, whatever the request.
+        sys.stdout.reconfigure(line_buffering=True)
     except BaseException:
         pass  # only a warm-up: the request path does it all again
+    _flush_open_files()
     gc.collect()
     gc.freeze()
 
@@ -603,6 +609,23 @@ def _run_driver(args):
     os._exit(code & 0xFF)
 
 
+def _flush_open_files():
+    # An interpreter's finalization closes the files still open (a user's
+    # open(...).write(...) without close); os._exit would lose what they
+    # buffer. The shared heap is frozen, and so is what a forked execution
+    # made before its request (_warm): this walks what the request made.
+    try:
+        for o in gc.get_objects():
+            if isinstance(o, io.IOBase):
+                try:
+                    if not o.closed:
+                        o.flush()
+                except BaseException:
+                    pass
+    except BaseException:
+        pass
+
+
 def _shutdown():
     # What the interpreter does at exit that a user can observe: join
     # non-daemon threads, run atexit callbacks, flush. Not the teardown of
@@ -617,20 +640,7 @@ def _shutdown():
         atexit._run_exitfuncs()  # the callbacks are the interpreter's, whichever module object registered them
     except BaseException:
         pass
-    # An interpreter's finalization closes the files still open (a user's
-    # open(...).write(...) without close); os._exit would lose what they
-    # buffer. The shared heap is frozen, so this walks the payload's objects.
-    try:
-        import io
-        for o in gc.get_objects():
-            if isinstance(o, io.IOBase):
-                try:
-                    if not o.closed:
-                        o.flush()
-                except BaseException:
-                    pass
-    except BaseException:
-        pass
+    _flush_open_files()
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()
