@@ -550,10 +550,12 @@ def _warm():
     # first touches pages this process shares with the fork server, and
     # each first write copies one (a fault). Done here, before the wait,
     # with throwaway values, those copies leave the request's path. Nothing
-    # made here survives: no module is imported, no global set, no
-    # descriptor opened. Then everything that exists is frozen, as the fork
-    # server froze its own heap: the exit's walk for unflushed files
-    # (_shutdown) then sees only what the request made.
+    # made here survives (no module is imported, no global set, no
+    # descriptor left open) but stdout's line buffering, which the driver
+    # sets before any user code anyway. Then everything that exists is
+    # frozen, as the fork server froze its own heap: the exit's walk for
+    # unflushed files (_flush_open_files) then sees only what the request
+    # made. TestForkedExecutionStartsClean (internal/pool) holds this.
     d = _DRIVER_MODULE
     try:
         d._parse(["--report-fd", "3", "--", "main.py"])
@@ -568,7 +570,6 @@ def _warm():
         del m
         with open(os.devnull, "rb") as f:  # what reading main.py goes through
             f.read()
-        # The driver sets this before any user code runs, whatever the request.
         sys.stdout.reconfigure(line_buffering=True)
     except BaseException:
         pass  # only a warm-up: the request path does it all again
@@ -637,7 +638,9 @@ def _shutdown():
     except BaseException:
         pass
     try:
-        atexit._run_exitfuncs()  # the callbacks are the interpreter's, whichever module object registered them
+        # The callbacks are the interpreter's, whichever atexit module
+        # object registered them (a user's import makes a new one).
+        atexit._run_exitfuncs()
     except BaseException:
         pass
     _flush_open_files()
