@@ -162,6 +162,20 @@ func (e *Engine) finish(ran *record) (*record, error) {
 func (e *Engine) recordOutcome(ran *record) (*record, bool, error) {
 	ctx, cancel := storeCtx()
 	defer cancel()
+	if rev := ran.rev; rev != 0 {
+		// ran comes from the running record this engine created at rev:
+		// unless someone wrote it since (a kill, a node taking over), the
+		// outcome replaces it there, with no read first. Once: a conflict,
+		// or a retry after an error, reads the record as below.
+		ran.rev = 0
+		err := e.update(ctx, ran, rev)
+		if err == nil {
+			return ran, true, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, false, err
+		}
+	}
 	madeEnd := false
 	r, _, err := e.transition(ctx, ran.ID, func(cur *record) bool {
 		switch {

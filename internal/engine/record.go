@@ -24,6 +24,10 @@ type record struct {
 	// Output says where stdout and stderr are kept when not in the record
 	// itself (output_once.go).
 	Output *outputRef `json:"output,omitempty"`
+	// rev is the store revision of this record as this engine wrote it (0:
+	// unknown). Not stored: it lets the outcome replace the record this
+	// engine created without reading it back first (recordOutcome).
+	rev uint64
 }
 
 // meta is the index entry of r: what listings filter on.
@@ -119,10 +123,11 @@ func (e *Engine) create(ctx context.Context, r *record) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.st.Create(ctx, r.ID, b, r.meta())
+	rev, err := e.st.Create(ctx, r.ID, b, r.meta())
 	if err != nil && !e.indexLag(r.ID, err) {
 		return fmt.Errorf("engine: creating record: %w", err)
 	}
+	r.rev = rev
 	return nil
 }
 

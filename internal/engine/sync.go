@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 // RunSync runs req and returns its final record. With a free slot it
@@ -91,15 +92,25 @@ func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *re
 	}
 	started := now()
 	r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
-	if err := e.create(sctx, r); err != nil {
+	// The status events go to their stream while the record is written (a
+	// follower finds the execution through its record, so their order does
+	// not show); both are stored before the run's first output event.
+	var events sync.WaitGroup
+	events.Go(func() {
+		_ = e.publishEvents(sctx, r.ID, []Event{ // a failure is logged: events are the live view
+			{Type: EventStatus, Data: string(StatusPending)},
+			{Type: EventStatus, Data: string(StatusRunning)},
+		})
+	})
+	err := e.create(sctx, r)
+	if err == nil {
+		o.running.Store(true)
+	}
+	events.Wait()
+	if err != nil {
 		return nil, err
 	}
-	o.running.Store(true)
-	_ = e.publishEvents(sctx, r.ID, []Event{ // a failure is logged: events are the live view
-		{Type: EventStatus, Data: string(StatusPending)},
-		{Type: EventStatus, Data: string(StatusRunning)},
-	})
-	r, err := e.run(ctx, sctx, o, p, r, true)
+	r, err = e.run(ctx, sctx, o, p, r, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", o.id, err)
 	}

@@ -80,7 +80,9 @@ if _LEAN:
         except Exception:
             pass
 
+import _io  # noqa: E402
 import _thread  # noqa: E402
+import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
@@ -388,6 +390,10 @@ def _reap(pid, req, relay):
     _thread.start_new_thread(_serve_relay, (relay, tags + b"r", fds + [4], done))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The report's encoding, once while the payload runs: its first use
+    # copies shared pages, which would otherwise happen after the payload's
+    # death, on the path to the answer.
+    json.dumps({"kind": "exit", "exit": {"Exited": True, "ExitCode": 0}})
     exit_info = {"Signal": 9}
     while True:
         try:
@@ -409,16 +415,20 @@ def _reap(pid, req, relay):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    try:
-        relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
-    except OSError:
-        pass
-    done.acquire()
-    relay.close()
+    # Every process of the execution is gone: nothing is left to fetch a
+    # pipe from the relay, so the report goes out first, and the relay's
+    # thread ends after it (off the path to the answer). The pipes close
+    # before the report: the server reads them to EOF.
     os.close(3)
     os.close(4)
     try:
         _send(5, {"kind": "exit", "exit": exit_info})
+        try:
+            relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
+        except OSError:
+            pass
+        done.acquire()
+        relay.close()
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
                 pass
@@ -476,7 +486,10 @@ def _payload(req, cfg):
     for kv in req.get("env") or ():
         key, _, value = kv.partition("=")
         os.environ[key] = value
-    _run_driver(req.get("args") or ["--wait-request", "4"])
+    args = req.get("args")
+    if not args:
+        _warm()
+    _run_driver(args or ["--wait-request", "4"])
 
 
 def _landlock(plan):
@@ -540,14 +553,45 @@ def _fresh_state():
     warnings._filters_mutated()
     # Exit callbacks the preloads registered are the fork server's (say,
     # removing a temporary directory of its own /tmp), not the payload's.
-    atexit = sys.modules.get("atexit")
-    if atexit is not None:
-        atexit._clear()
+    atexit._clear()
     for name in list(sys.modules):
         if name not in _KEEP:
             del sys.modules[name]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _warm():
+    # An execution waits for its request; what every request then does
+    # first touches pages this process shares with the fork server, and
+    # each first write copies one (a fault). Done here, before the wait,
+    # with throwaway values, those copies leave the request's path. Nothing
+    # made here survives (no module is imported, no global set, no
+    # descriptor left open) but stdout's line buffering, which the driver
+    # sets before any user code anyway. Then everything that exists is
+    # frozen, as the fork server froze its own heap: the exit's walk for
+    # unflushed files (_flush_open_files) then sees only what the request
+    # made. TestForkedExecutionStartsClean (internal/pool) holds this.
+    d = _DRIVER_MODULE
+    try:
+        d._parse(["--report-fd", "3", "--", "main.py"])
+        cwd = os.getcwd()
+        d._user_roots(os.path.join(cwd, "main.py"))
+        os.path.abspath("main.py")
+        d._json({"result": None, "error": None, "exit_code": 0, "results": [1.5, "\u00e9"]})
+        d._compile("x = 1\nprint(x)\n", os.path.join(cwd, "main.py"), False)
+        m = type(sys)("__main__")
+        sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", cwd)
+        d._Rich(d._Channel(3, "/", []), d._Opts(), [])
+        del m
+        with open(os.devnull, "rb") as f:  # what reading main.py goes through
+            f.read()
+        sys.stdout.reconfigure(line_buffering=True)
+    except BaseException:
+        pass  # only a warm-up: the request path does it all again
+    _flush_open_files()
+    gc.collect()
+    gc.freeze()
 
 
 def _run_driver(args):
@@ -582,6 +626,26 @@ def _run_driver(args):
     os._exit(code & 0xFF)
 
 
+def _flush_open_files():
+    # An interpreter's finalization closes the files still open (a user's
+    # open(...).write(...) without close); os._exit would lose what they
+    # buffer. The shared heap is frozen, and so is what a forked execution
+    # made before its request (_warm): this walks what the request made.
+    # Every file object derives from _io._IOBase: a type check against it
+    # costs nothing, while io.IOBase (an ABC) fills a cache per type seen
+    # (3-5 ms after a pandas snippet, before the execution can end).
+    try:
+        for o in gc.get_objects():
+            if isinstance(o, _io._IOBase):
+                try:
+                    if not o.closed:
+                        o.flush()
+                except BaseException:
+                    pass
+    except BaseException:
+        pass
+
+
 def _shutdown():
     # What the interpreter does at exit that a user can observe: join
     # non-daemon threads, run atexit callbacks, flush. Not the teardown of
@@ -593,27 +657,12 @@ def _shutdown():
     except BaseException:
         pass
     try:
-        import atexit
+        # The callbacks are the interpreter's, whichever atexit module
+        # object registered them (a user's import makes a new one).
         atexit._run_exitfuncs()
     except BaseException:
         pass
-    # An interpreter's finalization closes the files still open (a user's
-    # open(...).write(...) without close); os._exit would lose what they
-    # buffer. The shared heap is frozen, so this walks the payload's objects.
-    # Every file object derives from _io._IOBase: a type check against it
-    # costs nothing, while io.IOBase (an ABC) fills a cache per type seen
-    # (3-5 ms after a pandas snippet, before the execution can end).
-    try:
-        import _io
-        for o in gc.get_objects():
-            if isinstance(o, _io._IOBase):
-                try:
-                    if not o.closed:
-                        o.flush()
-                except BaseException:
-                    pass
-    except BaseException:
-        pass
+    _flush_open_files()
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()

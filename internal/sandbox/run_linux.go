@@ -67,7 +67,7 @@ func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer
 	if err != nil {
 		if ctx.Err() != nil {
 			p.r.end.cancelled = true
-			p.finish(0)
+			p.finish(0, nil)
 			return p, nil
 		}
 		return p.failed(err), nil
@@ -196,10 +196,18 @@ func (p *Process) readExit() {
 func (p *Process) watch() {
 	p.r.wait(p.ctx, p.j, p.exitCh, p.rearm)
 	wall := time.Since(p.startTime())
+	var counted chan cgroupUsage
 	if p.exec.Collect != nil && p.r.exited() {
+		if p.j.reaper != nil {
+			// A forked execution's reaper reports only once every other
+			// process of it has ended: what its cgroup counted is final,
+			// and is read while the workspace is.
+			counted = make(chan cgroupUsage, 1)
+			go func() { counted <- p.j.cgroupUsage() }()
+		}
 		p.col.wait(p.ctx)
 	}
-	p.finish(wall)
+	p.finish(wall, counted)
 }
 
 func (p *Process) startTime() time.Time {
@@ -210,8 +218,9 @@ func (p *Process) startTime() time.Time {
 
 // finish ends the jail and records the Result. Whatever happened, the jail
 // ends now: killing init kills its pid namespace; the pipes then reach EOF
-// and the drains finish.
-func (p *Process) finish(wall time.Duration) {
+// and the drains finish. counted, when not nil, delivers the cgroup's
+// counters read already; else they are read here.
+func (p *Process) finish(wall time.Duration, counted <-chan cgroupUsage) {
 	j := p.j
 	j.kill()
 	// A forked execution's reaper reports the exit only after it killed
@@ -221,7 +230,13 @@ func (p *Process) finish(wall time.Duration) {
 		<-j.initDone
 	}
 	j.waitDrains(&p.drains)
-	res := p.r.result(j, p.stdout, p.stderr, p.channel, wall)
+	var u cgroupUsage
+	if counted != nil {
+		u = <-counted
+	} else {
+		u = j.cgroupUsage()
+	}
+	res := p.r.result(j, u, p.stdout, p.stderr, p.channel, wall)
 	if p.col != nil && p.exec.Collect != nil {
 		<-p.col.done // init is gone: its pipe is at EOF
 		p.r.mu.Lock()
@@ -386,16 +401,41 @@ func (r *runState) currentLimits() Limits {
 }
 
 // result assembles the Result after the jail is gone.
-func (r *runState) result(j *Jail, stdout, stderr, channel *capture, wall time.Duration) Result {
+// cgroupUsage is what a jail's cgroup counted, for its Result.
+type cgroupUsage struct {
+	cpu     time.Duration
+	haveCPU bool
+	peak    int64
+	oom     bool
+	haveMem bool
+}
+
+// cgroupUsage reads the counters of j's cgroup (none without one).
+func (j *Jail) cgroupUsage() cgroupUsage {
+	var u cgroupUsage
+	cg := j.cgroup()
+	if cg == nil {
+		return u
+	}
+	if cpu, err := cg.cpuUsage(); err == nil {
+		u.cpu, u.haveCPU = cpu, true
+	}
+	if peak, oom, err := cg.usage(); err == nil {
+		u.peak, u.oom, u.haveMem = peak, oom, true
+	}
+	return u
+}
+
+func (r *runState) result(j *Jail, u cgroupUsage, stdout, stderr, channel *capture, wall time.Duration) Result {
 	res := Result{WallTime: wall, ExitCode: -1}
-	if cg := j.cgroup(); cg != nil {
-		if cpu, err := cg.cpuUsage(); err == nil {
-			res.CPUTime = cpu
+	if j.cgroup() != nil {
+		if u.haveCPU {
+			res.CPUTime = u.cpu
 		}
-		if peak, oom, err := cg.usage(); err == nil {
-			res.PeakMemory = peak
+		if u.haveMem {
+			res.PeakMemory = u.peak
 			r.mu.Lock()
-			r.end.oomKilled = oom && !(r.end.haveExit && r.end.exit.Exited && r.end.exit.ExitCode == 0)
+			r.end.oomKilled = u.oom && !(r.end.haveExit && r.end.exit.Exited && r.end.exit.ExitCode == 0)
 			r.mu.Unlock()
 		}
 	} else if j.cmd != nil && j.cmd.ProcessState != nil {
