@@ -29,7 +29,26 @@ func newCgroupV2(parent string) (*cgroupV2, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cgroupV2{l: l}, nil
+	d := &cgroupV2{l: l}
+	// Reuse needs the peak reset of Linux 6.12; tried once on the jails'
+	// parent (a reset there only changes what that descriptor reads), so
+	// that an older kernel never keeps a cgroup it cannot reset.
+	if !peakResettable(filepath.Join(v2Mount, l.base)) {
+		d.noPeakReset.Store(true)
+	}
+	return d, nil
+}
+
+// peakResettable reports whether the kernel takes a write to dir's
+// memory.peak.
+func peakResettable(dir string) bool {
+	fd, err := unix.Open(filepath.Join(dir, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte("0"))
+	return err == nil
 }
 
 func (d *cgroupV2) describe() string { return d.l.describe() }
