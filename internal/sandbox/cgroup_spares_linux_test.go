@@ -73,6 +73,9 @@ func fakeV2Jail(t *testing.T) (*v2Jail, func(name, val string)) {
 		"cgroup.procs": "", "cgroup.events": "populated 0\nfrozen 0\n", "pids.current": "0\n",
 		"memory.current": "4096\n", "memory.peak": "300000000\n", "cpu.stat": "usage_usec 2000000\nuser_usec 1500000\n",
 		"memory.events": "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n",
+		// The limits' files exist in a cgroup: writing one must not create
+		// it (mode 0, unreadable to the rootless run of make test-vm).
+		"memory.max": "max\n", "pids.max": "max\n", "cpu.max": "max 100000\n",
 	} {
 		write(name, val)
 	}
