@@ -223,6 +223,12 @@ func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, ba
 			if again {
 				continue
 			}
+			if tpl == nil && s == &f.lean && p.ctx.Err() == nil {
+				// No lean server (--fork-servers leaves no room, or it
+				// failed): lean code forks from the full one, as any.
+				lean = false
+				continue
+			}
 			if tpl == nil {
 				return nil, false
 			}

@@ -152,3 +152,33 @@ func TestLeanCodeForksWhileTheFullServerStarts(t *testing.T) {
 		t.Fatalf("5 lean executions took %v while the full server started", d)
 	}
 }
+
+// TestLeanCodeForksFromTheFullServerAtTheServerLimit: when --fork-servers
+// leaves no room for a lean server, lean code forks from the full server
+// that runs, as it did before there were lean servers, rather than getting
+// warm jails built for it.
+func TestLeanCodeForksFromTheFullServerAtTheServerLimit(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: []string{probeModule}, MaxForkServers: 1})
+	env := preloadEnv(t, "")
+	full := envSpec(env, "import "+probeModule+"\nprint("+probeModule+".LOADED)\n")
+	if res, _ := runForked(t, p, full); string(res.Stdout) != "True\n" {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+	lean := envSpec(env, "print(1)\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		before := p.Stats().ForkedRuns
+		if res := run(t, p, lean); string(res.Stdout) != "1\n" {
+			t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+		}
+		if p.Stats().ForkedRuns > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lean code never forked with the full server running: %+v", p.Stats())
+		}
+	}
+	if st := p.Stats(); st.Templates != 1 {
+		t.Fatalf("want the one fork server the limit allows: %+v", st)
+	}
+}

@@ -169,3 +169,43 @@ func TestV2RemovedSpareKeepsReuseOn(t *testing.T) {
 		t.Error("a removed cgroup switched reuse off")
 	}
 }
+
+// TestV2FailedLimitsAreRewrittenOnReuse (cgroup v2 logic on plain files):
+// when writing limits fails half-way, the next limits are all written: a
+// reused cgroup must not keep a limit of the execution before (here its
+// larger memory.max) because the new value equals one never applied.
+func TestV2FailedLimitsAreRewrittenOnReuse(t *testing.T) {
+	j, _ := fakeV2Jail(t)
+	small := DefaultLimits()
+	if err := j.setLimits(small); err != nil {
+		t.Fatal(err)
+	}
+	// pids.max cannot be written (a directory): memory.max is, before it.
+	pids := filepath.Join(j.dir, "pids.max")
+	if err := os.Remove(pids); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(pids, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := small
+	big.MemoryBytes *= 2
+	big.Pids++
+	if err := j.setLimits(big); err == nil {
+		t.Fatal("setLimits succeeded without pids.max")
+	}
+	if err := os.Remove(pids); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.vacate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.reuse(small); err != nil {
+		t.Fatalf("reuse: %v", err)
+	}
+	defer j.closePeak()
+	want := strconv.FormatInt(small.MemoryBytes, 10)
+	if b, _ := os.ReadFile(filepath.Join(j.dir, "memory.max")); string(b) != want {
+		t.Errorf("memory.max = %q after reuse, want %s", b, want)
+	}
+}

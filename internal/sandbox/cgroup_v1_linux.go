@@ -209,6 +209,7 @@ func (j *v1Jail) setLimits(l Limits) error {
 		}
 		for _, f := range files {
 			if err := os.WriteFile(j.file(cgroup1.Memory, f), []byte(mem), 0); err != nil {
+				j.set = false // what the cgroup holds is unknown: write it all next time
 				return fmt.Errorf("setting cgroup limits: %w", err)
 			}
 		}
@@ -228,6 +229,7 @@ func (j *v1Jail) setLimits(l Limits) error {
 			continue
 		}
 		if err := os.WriteFile(j.file(w.n, w.file), []byte(w.val), 0); err != nil {
+			j.set = false // what the cgroup holds is unknown: write it all next time
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
 	}

@@ -152,6 +152,7 @@ func (j *v2Jail) setLimits(l Limits) error {
 			continue
 		}
 		if err := j.write(w.file, w.val); err != nil {
+			j.set = false // what the cgroup holds is unknown: write it all next time
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
 	}

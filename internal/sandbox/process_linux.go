@@ -65,11 +65,11 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // MemoryUsage is the jail's current memory use in bytes (0 without a
 // cgroup).
 func (p *Process) MemoryUsage() int64 {
-	cg := p.j.cgroup()
-	if cg == nil {
-		return 0
-	}
-	n, _ := cg.current()
+	var n int64
+	_ = p.j.withCgroup(func(cg jailCgroup) error {
+		n, _ = cg.current()
+		return nil
+	})
 	return n
 }
 
@@ -115,10 +115,8 @@ func (p *Process) Retune(l Limits, files []File) error {
 			return err
 		}
 	}
-	if cg := p.j.cgroup(); cg != nil {
-		if err := cg.setLimits(l); err != nil {
-			return err
-		}
+	if err := p.j.withCgroup(func(cg jailCgroup) error { return cg.setLimits(l) }); err != nil {
+		return err
 	}
 	if !p.j.m.cfg.Unsafe {
 		if err := p.j.resizeScratch(l); err != nil {

@@ -450,6 +450,18 @@ func (j *Jail) cgroup() jailCgroup {
 	return j.cg
 }
 
+// withCgroup calls f with the jail's cgroup while it has one (else not),
+// holding the jail's lock: releaseCgroup waits for f, so a cgroup kept for
+// reuse is never given to another jail while f still acts on it.
+func (j *Jail) withCgroup(f func(jailCgroup) error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cg == nil {
+		return nil
+	}
+	return f(j.cg)
+}
+
 // releaseCgroup kills anything left in the jail's cgroup and removes it
 // or keeps it for reuse (Manager.dropCgroup), once; later calls do nothing.
 func (j *Jail) releaseCgroup() error {
