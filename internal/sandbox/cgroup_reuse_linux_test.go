@@ -67,10 +67,6 @@ func reusing(t *testing.T, first, second string, firstOpts, secondOpts []pyOpt, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := m.cgroups.(*cgroupV2); ok && d.noPeakReset.Load() {
-		_ = m.Close()
-		t.Skip("cgroup v2 on a kernel before Linux 6.12 cannot reset memory.peak: cgroups are not reused")
-	}
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
 			t.Errorf("Manager.Close: %v", err)

@@ -19,8 +19,8 @@ import (
 // per execution.
 type cgroupV2 struct {
 	l *v2Layout
-	// noPeakReset is set once the kernel refused to reset memory.peak
-	// (before Linux 6.12): its cgroups are then never reused.
+	// noPeakReset is set when the kernel refused to reset memory.peak, at
+	// start or later (before Linux 6.12): its cgroups are never reused.
 	noPeakReset atomic.Bool
 }
 
