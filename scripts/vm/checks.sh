@@ -66,8 +66,18 @@ user_service() {
   echo "$d"
 }
 in_cgroup() { # dir cmd...: cmd as a process that starts in dir
-  local d=$1
+  local d=$1 f
   shift
+  # A process started there before may have made dir an inner cgroup (its
+  # jails below, itself moved to a leaf): processes may then only join a
+  # leaf, so a second start (a suite's re-run) gets a fresh leaf of dir,
+  # owned as dir is.
+  if [ -n "$(cat "$d/cgroup.subtree_control")" ]; then
+    d=$(mktemp -d "$d/again.XXXX")
+    for f in "$d" "$d"/cgroup.procs "$d"/cgroup.subtree_control "$d"/cgroup.threads; do
+      chown --reference="$(dirname "$d")" "$f"
+    done
+  fi
   (echo $BASHPID > "$d/cgroup.procs" && exec "$@")
 }
 # Wrappers, commands that exec what follows them (so a server keeps its pid):
