@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,12 +70,34 @@ func (term *terminal) typeKeys(keys string) {
 }
 
 // waitFor waits until text has appeared at least n times on the screen.
+// waitTime bounds every wait for the screen: the first prompt follows the
+// base environment's install, minutes under emulation (make test-vm).
+const waitTime = 4 * time.Minute
+
 func (term *terminal) waitFor(text string, n int) {
 	term.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for strings.Count(term.screen.String(), text) < n {
+	term.waitUntil(fmt.Sprintf("%q shown %d times", text, n), func(screen string) bool {
+		return strings.Count(screen, text) >= n
+	})
+}
+
+// waitPromptAfter waits until a prompt is drawn after the last output
+// text: keys typed before it would reach a terminal still in cooked mode,
+// which echoes an arrow key instead of handing it to the line editor.
+func (term *terminal) waitPromptAfter(text string) {
+	term.t.Helper()
+	term.waitUntil(fmt.Sprintf("a prompt after %q", text), func(screen string) bool {
+		i := strings.LastIndex(screen, text)
+		return i >= 0 && strings.Contains(screen[i:], ">>> ")
+	})
+}
+
+func (term *terminal) waitUntil(what string, done func(screen string) bool) {
+	term.t.Helper()
+	deadline := time.Now().Add(waitTime)
+	for !done(term.screen.String()) {
 		if time.Now().After(deadline) {
-			term.t.Fatalf("%q not shown %d times within 90s; the screen:\n%s", text, n, term.screen)
+			term.t.Fatalf("no %s within %s; the screen:\n%s", what, waitTime, term.screen)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -112,6 +135,7 @@ func TestReplOnATerminal(t *testing.T) {
 	term.waitFor("n is 1", 1)
 	term.typeKeys("n += 1; print('n is', n)\r")
 	term.waitFor("n is 2", 1)
+	term.waitPromptAfter("n is 2")
 	term.typeKeys("\x1b[A") // up: the last line again
 	term.typeKeys("\r")
 	term.waitFor("n is 3", 1)
