@@ -184,6 +184,34 @@ func instanceCgroups(instance string) []string {
 	return out
 }
 
+// noticeNoReuse skips a test of the spares' life where m keeps none: a
+// cgroup v2 kernel before Linux 6.12, found at m's start (make test-vm's
+// guest runs 6.1).
+func noticeNoReuse(t *testing.T, m *Manager) {
+	t.Helper()
+	if peakResetRefused(t, m) {
+		_ = m.Close()
+		t.Skip("this kernel cannot reset memory.peak: no cgroup is kept for reuse")
+	}
+}
+
+// runUntilKept runs print(1) in m until a cgroup of instance is kept for
+// reuse, three times at most: vacating gives up on a cgroup whose dead
+// jail's memory the kernel has not freed within 100 ms, which a loaded
+// machine can make happen once.
+func runUntilKept(t *testing.T, m *Manager, instance string) []string {
+	t.Helper()
+	for range 3 {
+		runPy(t, m, "print(1)")
+		m.Wait()
+		if kept := instanceCgroups(instance); len(kept) > 0 {
+			return kept
+		}
+	}
+	t.Fatal("no cgroup kept for reuse after three executions")
+	return nil
+}
+
 // TestSparesRemovedOnClose: the cgroups kept for reuse go when the
 // manager closes.
 func TestSparesRemovedOnClose(t *testing.T) {
@@ -192,11 +220,8 @@ func TestSparesRemovedOnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runPy(t, m, "print(1)")
-	m.Wait()
-	if len(instanceCgroups("sparesclose")) == 0 {
-		t.Fatal("no cgroup kept for reuse after an execution")
-	}
+	noticeNoReuse(t, m)
+	runUntilKept(t, m, "sparesclose")
 	// A second one reuses it (before Linux 6.12 on cgroup v2: removes it).
 	runPy(t, m, "print(2)")
 	m.Wait()
@@ -221,12 +246,8 @@ func TestSparesSweptAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runPy(t, crashed, "print(1)")
-	crashed.Wait()
-	kept := instanceCgroups("sparescrash")
-	if len(kept) == 0 {
-		t.Fatal("no cgroup kept for reuse")
-	}
+	noticeNoReuse(t, crashed)
+	kept := runUntilKept(t, crashed, "sparescrash")
 	next, err := New(Config{CgroupParent: testParent, Instance: "sparescrash"})
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +276,9 @@ func TestSweepRemovesOwnSpares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noticeNoReuse(t, m)
 	t.Cleanup(func() { _ = m.Close() })
-	runPy(t, m, "print(1)")
-	m.Wait()
+	runUntilKept(t, m, "sparessweep")
 	if n, err := m.Sweep(); err != nil || n != 0 {
 		t.Errorf("the sweep counted %d jails of a previous run (err %v), want none", n, err)
 	}
