@@ -203,7 +203,11 @@ func TestEnvironmentsEndToEnd(t *testing.T) {
 // hasInstallEvent replays an execution's events.
 func hasInstallEvent(t *testing.T, eng *Engine, id string) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The execution has ended: its stream ends at the final event, so the
+	// deadline only bounds a broken stream. It is the store's own (a loaded
+	// machine, the parallel packages of make test, once took the stream
+	// more than 5 s to deliver).
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	ch, err := eng.Follow(ctx, tester, id, 0)
 	if err != nil {
