@@ -31,7 +31,9 @@ func TestUnsafeModeRunsWithRlimitsOnly(t *testing.T) {
 	}
 	res, err = m.Run(context.Background(), Spec{
 		Argv:   []string{python, "-c", "import time; print('x', flush=True); time.sleep(30)"},
-		Limits: Limits{WallTime: 500 * time.Millisecond},
+		// Long enough for the interpreter to start and print under
+		// emulation (make test-vm), short against the 30 s sleep.
+		Limits: Limits{WallTime: 5 * time.Second},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
