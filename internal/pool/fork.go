@@ -36,18 +36,18 @@ type forking struct {
 	spec     sandbox.Spec // a warm spec of its first user: what the server is built from
 	uses     int          // kinds and live sessions using it; p.mu guards it
 	lastUsed time.Time    // when a use was last taken or given back; p.mu guards it
-	// bare is set once a server reported that the environment has none of
-	// the preloads: lean code then runs in kinds of the full server.
+	// bare is set when the first of its servers to start reported that
+	// the environment has none of Config.Preload: lean code then forks
+	// from the full server, and runs in kinds of any code. Written under
+	// mu, read without it (a request's kind must not wait for a server
+	// that ends under mu).
 	bare atomic.Bool
 
-	mu   sync.Mutex
-	full server
-	lean server
-	// preloads are what the environment has of Config.Preload, as the
-	// first of its servers to start reported (known).
-	preloads []string
-	known    bool
-	closed   bool // its last user went or the pool closed: start nothing
+	mu     sync.Mutex
+	full   server
+	lean   server
+	known  bool // the first of its servers started and reported (see bare)
+	closed bool // its last user went or the pool closed: start nothing
 	// kernels are session kernels forked ahead, waiting for their session
 	// (see ForkSession); preforking says one is being forked.
 	kernels    []*warmJail
@@ -158,7 +158,7 @@ func (p *Pool) forkNow(k *kind) *warmJail {
 // lean one while the environment may have preloads and the lean one can
 // run, else the full one. f.mu is held.
 func (f *forking) pick(lean bool) *server {
-	if lean && f.lean.off == "" && !(f.known && len(f.preloads) == 0) {
+	if lean && f.lean.off == "" && !f.bare.Load() {
 		return &f.lean
 	}
 	return &f.full
@@ -277,10 +277,10 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	}
 	s.tpl = tpl
 	if !f.known {
-		f.known, f.preloads = true, tpl.Preloads()
-		f.bare.Store(len(f.preloads) == 0)
+		f.known = true
+		f.bare.Store(len(tpl.Preloads()) == 0)
 	}
-	if s == &f.lean && len(f.preloads) == 0 {
+	if s == &f.lean && f.bare.Load() {
 		// The environment has none of the preloads: this server is what
 		// the full one would be, and serves as it; or, when the full one
 		// started meanwhile, it goes and the full one serves lean code.
