@@ -178,63 +178,63 @@ func (f *forking) holding(tpl *sandbox.Template) *server {
 
 // template returns the running fork server of f for lean code or (!lean)
 // any code, replacing a dead one and, with start, starting one (or waiting
-// for the one being started); nil when f does not fork. bare says the
-// server imported none of the preloads. f.mu is not held while a server
-// starts (importing pandas takes seconds): the other server of f goes on
-// forking meanwhile.
+// for the one being started); nil when f does not fork. Lean code that
+// gets no lean server (--fork-servers leaves no room, or it failed) forks
+// from the full one, as any code. bare says the server imported none of
+// the preloads. f.mu is not held while a server starts (importing pandas
+// takes seconds): the other server of f goes on forking meanwhile.
 func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, bare bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for {
-		if f.closed {
-			return nil, false
-		}
+	for !f.closed {
 		s := f.pick(lean)
-		if s.off != "" {
-			return nil, false
-		}
-		if s.tpl != nil {
-			select {
-			case <-s.tpl.Done(): // died: replace it
-				p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
-				p.dropServer(s)
-			default:
-				return s.tpl, f.bareServer(s.tpl)
-			}
-		}
+		tpl, again := p.running(f, s, start)
 		switch {
-		case !start:
-			return nil, false
-		case s.starting != nil:
-			// Started by another: wait for it, then look again (the start
-			// may have found the environment without preloads).
-			ch := s.starting
-			f.mu.Unlock()
-			select {
-			case <-ch:
-			case <-p.ctx.Done():
-			}
-			f.mu.Lock()
-			if p.ctx.Err() != nil {
-				return nil, false
-			}
-		default:
-			tpl, again := p.startServer(f, s)
-			if again {
-				continue
-			}
-			if tpl == nil && s == &f.lean && p.ctx.Err() == nil {
-				// No lean server (--fork-servers leaves no room, or it
-				// failed): lean code forks from the full one, as any.
-				lean = false
-				continue
-			}
-			if tpl == nil {
-				return nil, false
-			}
+		case tpl != nil:
 			return tpl, f.bareServer(tpl)
+		case again:
+		case start && s == &f.lean && p.ctx.Err() == nil:
+			lean = false
+		default:
+			return nil, false
 		}
 	}
+	return nil, false
+}
+
+// running returns f's server s if it runs, replacing it if it died and,
+// with start, starting it; nil when it does not run (again: look again,
+// after waiting for the start another caller made, or because the full
+// server serves instead). f.mu is held, but not while waiting or starting.
+func (p *Pool) running(f *forking, s *server, start bool) (tpl *sandbox.Template, again bool) {
+	if s.off != "" {
+		return nil, false
+	}
+	if s.tpl != nil {
+		select {
+		case <-s.tpl.Done():
+			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
+			p.dropServer(s)
+		default:
+			return s.tpl, false
+		}
+	}
+	switch {
+	case !start:
+		return nil, false
+	case s.starting != nil:
+		// The start may find the environment without preloads: the caller
+		// looks again.
+		ch := s.starting
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.ctx.Done():
+		}
+		f.mu.Lock()
+		return nil, p.ctx.Err() == nil
+	}
+	return p.startServer(f, s)
 }
 
 // bareServer reports whether f's server tpl imported none of the
