@@ -61,6 +61,9 @@ type server struct {
 	off      string        // why its users do without it; "" while forking
 	failures int           // forks failed in a row
 	replaced int           // servers replaced for failing, since the last fork that worked
+	// inUse counts the executions forked from tpl that run (see hold): a
+	// lean server is retired to make room only while it has none.
+	inUse int
 }
 
 // forkingFor returns the fork server of warm spec ws, creating its entry
@@ -204,8 +207,8 @@ func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, ba
 
 // running returns f's server s if it runs, replacing it if it died and,
 // with start, starting it; nil when it does not run (again: look again,
-// after waiting for the start another caller made, or because the full
-// server serves instead). f.mu is held, but not while waiting or starting.
+// after waiting for the start another caller made, because the full
+// server serves instead, or because a lean server made room). f.mu is held, but not while waiting or starting.
 func (p *Pool) running(f *forking, s *server, start bool) (tpl *sandbox.Template, again bool) {
 	if s.off != "" {
 		return nil, false
@@ -246,13 +249,14 @@ func (f *forking) bareServer(tpl *sandbox.Template) bool {
 
 // startServer starts the fork server s of f, with f.mu held on entry and
 // return but not in between; nil when it could not, or, with again, when
-// f's full server serves instead (see below).
+// f's full server serves instead (see below) or a lean server was retired
+// to make room for it (see retireLean).
 func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bool) {
 	// At most MaxForkServers run at once: a kind beyond them builds warm
-	// jails until one ends.
+	// jails until one ends, or a lean server makes room for a full one.
 	if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
 		p.forkServers.Add(-1)
-		return nil, false
+		return nil, s == &f.full && p.retireLean(f)
 	}
 	ch := make(chan struct{})
 	s.starting = ch
@@ -293,14 +297,78 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	return tpl, false
 }
 
+// retireLean ends a lean fork server that runs no execution, f's own or
+// another environment's, to make room for f's full one: pandas code then
+// forks, and that lean server's code forks from its full server. It
+// reports whether one ended. f.mu is held on entry and return, not in
+// between.
+func (p *Pool) retireLean(f *forking) bool {
+	f.mu.Unlock()
+	defer f.mu.Lock()
+	p.mu.Lock()
+	all := []*forking{f}
+	for _, g := range p.forks {
+		if g != f {
+			all = append(all, g)
+		}
+	}
+	p.mu.Unlock()
+	for _, g := range all {
+		g.mu.Lock()
+		idle := g.lean.tpl != nil && g.lean.inUse == 0
+		if idle {
+			p.cfg.Logger.Info("ending an idle lean fork server to make room for a full one", "python", describe(f.spec), "lean", describe(g.spec))
+			p.dropServer(&g.lean)
+		}
+		g.mu.Unlock()
+		if idle {
+			return true
+		}
+	}
+	return false
+}
+
 // dropServer ends the fork server s; its forking's mu is held.
 func (p *Pool) dropServer(s *server) {
 	if s.tpl == nil {
 		return
 	}
 	s.tpl.Close()
-	s.tpl = nil
+	s.tpl, s.inUse = nil, 0
 	p.forkServers.Add(-1)
+}
+
+// hold counts w, about to run, as an execution of the fork server of f it
+// was forked from, until unhold: that server is not retired under it. It
+// reports false, and lets w go, when that server ended already (w ends
+// with it).
+func (p *Pool) hold(f *forking, w *warmJail) bool {
+	if w.tpl == nil {
+		return true
+	}
+	f.mu.Lock()
+	s := f.holding(w.tpl)
+	if s != nil {
+		s.inUse++
+	}
+	f.mu.Unlock()
+	if s == nil {
+		w.proc.Kill()
+		p.jails.Release(w.jail)
+	}
+	return s != nil
+}
+
+// unhold ends what hold counted.
+func (p *Pool) unhold(f *forking, w *warmJail) {
+	if w.tpl == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.holding(w.tpl); s != nil {
+		s.inUse--
+	}
 }
 
 // forkWarm forks one warm execution of k from tpl (bare: a server that

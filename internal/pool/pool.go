@@ -215,11 +215,15 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	if w == nil {
 		w = p.forkNow(k)
 	}
+	if w != nil && !p.hold(k.fork, w) {
+		w = nil // its fork server was retired meanwhile
+	}
 	if w == nil {
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
 	defer p.jails.Release(w.jail)
+	defer p.unhold(k.fork, w)
 	res, err := w.run(ctx, spec, request, out)
 	if errors.Is(err, errHandOff) {
 		// It died waiting (its fork server ended, say): the execution
