@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -79,5 +80,49 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 				t.Errorf("the end was reported %d times, want once", n)
 			}
 		})
+	}
+}
+
+// refusingStore fails the creation of every record, once the execution's
+// first events are stored.
+type refusingStore struct {
+	*store.NATS
+	refused atomic.Value // the id of the record refused last
+}
+
+func (s *refusingStore) Create(ctx context.Context, key string, value []byte, m store.Meta) (uint64, error) {
+	s.refused.Store(key)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if seq, err := s.LastEvent(ctx, key); err != nil || seq > 0 {
+			break
+		}
+	}
+	return 0, context.DeadlineExceeded
+}
+
+// TestFailedCreateLeavesNoEvents: a synchronous execution whose record
+// cannot be written fails, and leaves no status events of a record that
+// does not exist.
+func TestFailedCreateLeavesNoEvents(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	refusing := &refusingStore{NATS: e.st}
+	eng, err := New(Config{Node: "refusing"}, Deps{Store: refusing, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	if x, err := eng.RunSync(ctx, script("print:lost\n")); err == nil {
+		t.Fatalf("RunSync succeeded (%s) with no record written", x.Status)
+	}
+	id, _ := refusing.refused.Load().(string)
+	if id == "" {
+		t.Fatal("no record was created")
+	}
+	if seq, err := refusing.LastEvent(ctx, id); err != nil || seq != 0 {
+		t.Fatalf("events of %s left at sequence %d (err %v), want none", id, seq, err)
 	}
 }
