@@ -32,6 +32,23 @@ func (s *lossyStore) Update(ctx context.Context, key string, value []byte, rev u
 	return s.NATS.Update(ctx, key, value, rev, m)
 }
 
+// engineOver starts an engine of node over st (a test's store standing
+// in front of another engine's) with a fake runner, closed when the test
+// ends; onFinish may be nil.
+func engineOver(t *testing.T, node string, st Store, onFinish func(Finished)) *Engine {
+	t.Helper()
+	eng, err := New(Config{Node: node}, Deps{Store: st, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
+		OnFinish: onFinish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(context.Background()) })
+	return eng
+}
+
 // TestOutcomeSurvivesAFailedWrite checks that a failed write of the
 // outcome is retried: the result is recorded, followers get one final
 // status event, and the end is reported once.
@@ -42,16 +59,8 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 			e := start(t, t.TempDir(), Config{}, nil)
 			lossy := &lossyStore{NATS: e.st, stored: stored}
 			var finished atomic.Int32
-			eng, err := New(Config{Node: "lossy"}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
-				OnFinish: func(Finished) { finished.Add(1) }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			eng := engineOver(t, "lossy", lossy, func(Finished) { finished.Add(1) })
 			ctx := context.Background()
-			if err := eng.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close(ctx)
 
 			x, err := eng.RunSync(ctx, script("print:kept\n"))
 			if err != nil {
@@ -106,15 +115,8 @@ func (s *refusingStore) Create(ctx context.Context, key string, value []byte, m 
 func TestFailedCreateLeavesNoEvents(t *testing.T) {
 	e := start(t, t.TempDir(), Config{}, nil)
 	refusing := &refusingStore{NATS: e.st}
-	eng, err := New(Config{Node: "refusing"}, Deps{Store: refusing, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := engineOver(t, "refusing", refusing, nil)
 	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(ctx)
 	if x, err := eng.RunSync(ctx, script("print:lost\n")); err == nil {
 		t.Fatalf("RunSync succeeded (%s) with no record written", x.Status)
 	}
