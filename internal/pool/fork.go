@@ -208,7 +208,8 @@ func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, ba
 // running returns f's server s if it runs, replacing it if it died and,
 // with start, starting it; nil when it does not run (again: look again,
 // after waiting for the start another caller made, because the full
-// server serves instead, or because a lean server made room). f.mu is held, but not while waiting or starting.
+// server serves instead, or because a lean server made room). f.mu is
+// held, but not while waiting or starting.
 func (p *Pool) running(f *forking, s *server, start bool) (tpl *sandbox.Template, again bool) {
 	if s.off != "" {
 		return nil, false

@@ -60,7 +60,8 @@ type Config struct {
 	Preload []string
 	// MaxForkServers bounds the fork servers running at once, all kinds
 	// together (default 4): each holds an interpreter and its preloads
-	// (20–120 MiB). A kind beyond them builds warm jails.
+	// (20–120 MiB). A kind beyond them builds warm jails; a full server
+	// beyond them takes the place of a lean one that runs no execution.
 	MaxForkServers int
 	// Logger receives refill failures; nil discards.
 	Logger *slog.Logger
