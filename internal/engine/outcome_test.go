@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -31,6 +32,23 @@ func (s *lossyStore) Update(ctx context.Context, key string, value []byte, rev u
 	return s.NATS.Update(ctx, key, value, rev, m)
 }
 
+// engineOver starts an engine of node over st (a test's store standing
+// in front of another engine's) with a fake runner, closed when the test
+// ends; onFinish may be nil.
+func engineOver(t *testing.T, node string, st Store, onFinish func(Finished)) *Engine {
+	t.Helper()
+	eng, err := New(Config{Node: node}, Deps{Store: st, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
+		OnFinish: onFinish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(context.Background()) })
+	return eng
+}
+
 // TestOutcomeSurvivesAFailedWrite checks that a failed write of the
 // outcome is retried: the result is recorded, followers get one final
 // status event, and the end is reported once.
@@ -41,16 +59,8 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 			e := start(t, t.TempDir(), Config{}, nil)
 			lossy := &lossyStore{NATS: e.st, stored: stored}
 			var finished atomic.Int32
-			eng, err := New(Config{Node: "lossy"}, Deps{Store: lossy, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
-				OnFinish: func(Finished) { finished.Add(1) }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			eng := engineOver(t, "lossy", lossy, func(Finished) { finished.Add(1) })
 			ctx := context.Background()
-			if err := eng.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close(ctx)
 
 			x, err := eng.RunSync(ctx, script("print:kept\n"))
 			if err != nil {
@@ -79,5 +89,42 @@ func TestOutcomeSurvivesAFailedWrite(t *testing.T) {
 				t.Errorf("the end was reported %d times, want once", n)
 			}
 		})
+	}
+}
+
+// refusingStore fails the creation of every record, once the execution's
+// first events are stored.
+type refusingStore struct {
+	*store.NATS
+	refused atomic.Value // the id of the record refused last
+}
+
+func (s *refusingStore) Create(ctx context.Context, key string, value []byte, m store.Meta) (uint64, error) {
+	s.refused.Store(key)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if seq, err := s.LastEvent(ctx, key); err != nil || seq > 0 {
+			break
+		}
+	}
+	return 0, context.DeadlineExceeded
+}
+
+// TestFailedCreateLeavesNoEvents: a synchronous execution whose record
+// cannot be written fails, and leaves no status events of a record that
+// does not exist.
+func TestFailedCreateLeavesNoEvents(t *testing.T) {
+	e := start(t, t.TempDir(), Config{}, nil)
+	refusing := &refusingStore{NATS: e.st}
+	eng := engineOver(t, "refusing", refusing, nil)
+	ctx := context.Background()
+	if x, err := eng.RunSync(ctx, script("print:lost\n")); err == nil {
+		t.Fatalf("RunSync succeeded (%s) with no record written", x.Status)
+	}
+	id, _ := refusing.refused.Load().(string)
+	if id == "" {
+		t.Fatal("no record was created")
+	}
+	if seq, err := refusing.LastEvent(ctx, id); err != nil || seq != 0 {
+		t.Fatalf("events of %s left at sequence %d (err %v), want none", id, seq, err)
 	}
 }

@@ -94,7 +94,8 @@ func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *re
 	r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
 	// The status events go to their stream while the record is written (a
 	// follower finds the execution through its record, so their order does
-	// not show); both are stored before the run's first output event.
+	// not show); both are stored before the run's first output event. If
+	// the record cannot be written, its events are removed.
 	var events sync.WaitGroup
 	events.Go(func() {
 		_ = e.publishEvents(sctx, r.ID, []Event{ // a failure is logged: events are the live view
@@ -108,6 +109,7 @@ func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *re
 	}
 	events.Wait()
 	if err != nil {
+		e.purgeEvents(r.ID)
 		return nil, err
 	}
 	r, err = e.run(ctx, sctx, o, p, r, true)
@@ -116,6 +118,17 @@ func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *re
 	}
 	*final = r.Status
 	return &r.Execution, nil
+}
+
+// purgeEvents removes the events of an execution whose record could not
+// be created (a failure is logged: they belong to nothing a follower can
+// find).
+func (e *Engine) purgeEvents(id string) {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if err := e.st.PurgeEvents(ctx, id); err != nil {
+		e.log.Warn("removing the events of an execution not recorded", "execution_id", id, "err", err)
+	}
 }
 
 // admitted reports whether t holds its slot already, without waiting.

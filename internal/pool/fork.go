@@ -36,18 +36,18 @@ type forking struct {
 	spec     sandbox.Spec // a warm spec of its first user: what the server is built from
 	uses     int          // kinds and live sessions using it; p.mu guards it
 	lastUsed time.Time    // when a use was last taken or given back; p.mu guards it
-	// bare is set once a server reported that the environment has none of
-	// the preloads: lean code then runs in kinds of the full server.
+	// bare is set when the first of its servers to start reported that
+	// the environment has none of Config.Preload: lean code then forks
+	// from the full server, and runs in kinds of any code. Written under
+	// mu, read without it (a request's kind must not wait for a server
+	// that ends under mu).
 	bare atomic.Bool
 
-	mu   sync.Mutex
-	full server
-	lean server
-	// preloads are what the environment has of Config.Preload, as the
-	// first of its servers to start reported (known).
-	preloads []string
-	known    bool
-	closed   bool // its last user went or the pool closed: start nothing
+	mu     sync.Mutex
+	full   server
+	lean   server
+	known  bool // the first of its servers started and reported (see bare)
+	closed bool // its last user went or the pool closed: start nothing
 	// kernels are session kernels forked ahead, waiting for their session
 	// (see ForkSession); preforking says one is being forked.
 	kernels    []*warmJail
@@ -61,6 +61,9 @@ type server struct {
 	off      string        // why its users do without it; "" while forking
 	failures int           // forks failed in a row
 	replaced int           // servers replaced for failing, since the last fork that worked
+	// inUse counts the executions forked from tpl that run (see hold): a
+	// lean server is retired to make room only while it has none.
+	inUse int
 }
 
 // forkingFor returns the fork server of warm spec ws, creating its entry
@@ -158,7 +161,7 @@ func (p *Pool) forkNow(k *kind) *warmJail {
 // lean one while the environment may have preloads and the lean one can
 // run, else the full one. f.mu is held.
 func (f *forking) pick(lean bool) *server {
-	if lean && f.lean.off == "" && !(f.known && len(f.preloads) == 0) {
+	if lean && f.lean.off == "" && !f.bare.Load() {
 		return &f.lean
 	}
 	return &f.full
@@ -178,63 +181,64 @@ func (f *forking) holding(tpl *sandbox.Template) *server {
 
 // template returns the running fork server of f for lean code or (!lean)
 // any code, replacing a dead one and, with start, starting one (or waiting
-// for the one being started); nil when f does not fork. bare says the
-// server imported none of the preloads. f.mu is not held while a server
-// starts (importing pandas takes seconds): the other server of f goes on
-// forking meanwhile.
+// for the one being started); nil when f does not fork. Lean code that
+// gets no lean server (--fork-servers leaves no room, or it failed) forks
+// from the full one, as any code. bare says the server imported none of
+// the preloads. f.mu is not held while a server starts (importing pandas
+// takes seconds): the other server of f goes on forking meanwhile.
 func (p *Pool) template(f *forking, lean, start bool) (tpl *sandbox.Template, bare bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for {
-		if f.closed {
-			return nil, false
-		}
+	for !f.closed {
 		s := f.pick(lean)
-		if s.off != "" {
-			return nil, false
-		}
-		if s.tpl != nil {
-			select {
-			case <-s.tpl.Done(): // died: replace it
-				p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
-				p.dropServer(s)
-			default:
-				return s.tpl, f.bareServer(s.tpl)
-			}
-		}
+		tpl, again := p.running(f, s, start)
 		switch {
-		case !start:
-			return nil, false
-		case s.starting != nil:
-			// Started by another: wait for it, then look again (the start
-			// may have found the environment without preloads).
-			ch := s.starting
-			f.mu.Unlock()
-			select {
-			case <-ch:
-			case <-p.ctx.Done():
-			}
-			f.mu.Lock()
-			if p.ctx.Err() != nil {
-				return nil, false
-			}
-		default:
-			tpl, again := p.startServer(f, s)
-			if again {
-				continue
-			}
-			if tpl == nil && s == &f.lean && p.ctx.Err() == nil {
-				// No lean server (--fork-servers leaves no room, or it
-				// failed): lean code forks from the full one, as any.
-				lean = false
-				continue
-			}
-			if tpl == nil {
-				return nil, false
-			}
+		case tpl != nil:
 			return tpl, f.bareServer(tpl)
+		case again:
+		case start && s == &f.lean && p.ctx.Err() == nil:
+			lean = false
+		default:
+			return nil, false
 		}
 	}
+	return nil, false
+}
+
+// running returns f's server s if it runs, replacing it if it died and,
+// with start, starting it; nil when it does not run (again: look again,
+// after waiting for the start another caller made, because the full
+// server serves instead, or because a lean server made room). f.mu is
+// held, but not while waiting or starting.
+func (p *Pool) running(f *forking, s *server, start bool) (tpl *sandbox.Template, again bool) {
+	if s.off != "" {
+		return nil, false
+	}
+	if s.tpl != nil {
+		select {
+		case <-s.tpl.Done():
+			p.cfg.Logger.Warn("fork server ended; starting a new one", "python", describe(f.spec), "lean", s == &f.lean)
+			p.dropServer(s)
+		default:
+			return s.tpl, false
+		}
+	}
+	switch {
+	case !start:
+		return nil, false
+	case s.starting != nil:
+		// The start may find the environment without preloads: the caller
+		// looks again.
+		ch := s.starting
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-p.ctx.Done():
+		}
+		f.mu.Lock()
+		return nil, p.ctx.Err() == nil
+	}
+	return p.startServer(f, s)
 }
 
 // bareServer reports whether f's server tpl imported none of the
@@ -246,13 +250,14 @@ func (f *forking) bareServer(tpl *sandbox.Template) bool {
 
 // startServer starts the fork server s of f, with f.mu held on entry and
 // return but not in between; nil when it could not, or, with again, when
-// f's full server serves instead (see below).
+// f's full server serves instead (see below) or a lean server was retired
+// to make room for it (see retireLean).
 func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bool) {
 	// At most MaxForkServers run at once: a kind beyond them builds warm
-	// jails until one ends.
+	// jails until one ends, or a lean server makes room for a full one.
 	if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
 		p.forkServers.Add(-1)
-		return nil, false
+		return nil, s == &f.full && p.retireLean(f)
 	}
 	ch := make(chan struct{})
 	s.starting = ch
@@ -277,10 +282,10 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	}
 	s.tpl = tpl
 	if !f.known {
-		f.known, f.preloads = true, tpl.Preloads()
-		f.bare.Store(len(f.preloads) == 0)
+		f.known = true
+		f.bare.Store(len(tpl.Preloads()) == 0)
 	}
-	if s == &f.lean && len(f.preloads) == 0 {
+	if s == &f.lean && f.bare.Load() {
 		// The environment has none of the preloads: this server is what
 		// the full one would be, and serves as it; or, when the full one
 		// started meanwhile, it goes and the full one serves lean code.
@@ -293,14 +298,78 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	return tpl, false
 }
 
+// retireLean ends a lean fork server that runs no execution, f's own or
+// another environment's, to make room for f's full one: pandas code then
+// forks, and that lean server's code forks from its full server. It
+// reports whether one ended. f.mu is held on entry and return, not in
+// between.
+func (p *Pool) retireLean(f *forking) bool {
+	f.mu.Unlock()
+	defer f.mu.Lock()
+	p.mu.Lock()
+	all := []*forking{f}
+	for _, g := range p.forks {
+		if g != f {
+			all = append(all, g)
+		}
+	}
+	p.mu.Unlock()
+	for _, g := range all {
+		g.mu.Lock()
+		idle := g.lean.tpl != nil && g.lean.inUse == 0
+		if idle {
+			p.cfg.Logger.Info("ending an idle lean fork server to make room for a full one", "python", describe(f.spec), "lean", describe(g.spec))
+			p.dropServer(&g.lean)
+		}
+		g.mu.Unlock()
+		if idle {
+			return true
+		}
+	}
+	return false
+}
+
 // dropServer ends the fork server s; its forking's mu is held.
 func (p *Pool) dropServer(s *server) {
 	if s.tpl == nil {
 		return
 	}
 	s.tpl.Close()
-	s.tpl = nil
+	s.tpl, s.inUse = nil, 0
 	p.forkServers.Add(-1)
+}
+
+// hold counts w, about to run, as an execution of the fork server of f it
+// was forked from, until unhold: that server is not retired under it. It
+// reports false, and lets w go, when that server ended already (w ends
+// with it).
+func (p *Pool) hold(f *forking, w *warmJail) bool {
+	if w.tpl == nil {
+		return true
+	}
+	f.mu.Lock()
+	s := f.holding(w.tpl)
+	if s != nil {
+		s.inUse++
+	}
+	f.mu.Unlock()
+	if s == nil {
+		w.proc.Kill()
+		p.jails.Release(w.jail)
+	}
+	return s != nil
+}
+
+// unhold ends what hold counted.
+func (p *Pool) unhold(f *forking, w *warmJail) {
+	if w.tpl == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.holding(w.tpl); s != nil {
+		s.inUse--
+	}
 }
 
 // forkWarm forks one warm execution of k from tpl (bare: a server that

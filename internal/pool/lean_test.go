@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,5 +181,46 @@ func TestLeanCodeForksFromTheFullServerAtTheServerLimit(t *testing.T) {
 	}
 	if st := p.Stats(); st.Templates != 1 {
 		t.Fatalf("want the one fork server the limit allows: %+v", st)
+	}
+}
+
+// TestLeanServerMakesRoomForTheFullServer: when a lean server holds the
+// last --fork-servers place, code that imports a preload still comes to
+// fork: the lean server is ended once it runs nothing (an execution it
+// runs meanwhile is not cut short), and lean code forks from the full
+// server after.
+func TestLeanServerMakesRoomForTheFullServer(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: []string{probeModule}, MaxForkServers: 1})
+	env := preloadEnv(t, "")
+	lean := envSpec(env, "print(1)\n")
+	if _, ok := runForked(t, p, lean); !ok {
+		t.Fatalf("not lean: %+v", p.Stats())
+	}
+	type outcome struct {
+		res sandbox.Result
+		err error
+	}
+	slow := make(chan outcome, 1)
+	go func() {
+		res, err := p.Run(context.Background(), envSpec(env, "import time\ntime.sleep(3)\nprint('slept')\n"), nil)
+		slow <- outcome{res, err}
+	}()
+	time.Sleep(time.Second) // it runs, forked from the lean server
+	// Its kind wants the full server now, and the lean one is busy.
+	full := envSpec(env, "import "+probeModule+"\nprint("+probeModule+".LOADED)\n")
+	if res := run(t, p, full); string(res.Stdout) != "True\n" {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+	if o := <-slow; o.err != nil || o.res.Status != sandbox.StatusOK || string(o.res.Stdout) != "slept\n" {
+		t.Fatalf("the lean execution running meanwhile: err %v status %s (%s) stdout %q", o.err, o.res.Status, o.res.Reason, o.res.Stdout)
+	}
+	if res, _ := runForked(t, p, full); string(res.Stdout) != "True\n" {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+	if res, isLean := runForked(t, p, lean); isLean || string(res.Stdout) != "1\n" {
+		t.Fatalf("lean code after: lean %v stdout %q, want forked from the full server: %+v", isLean, res.Stdout, p.Stats())
+	}
+	if st := p.Stats(); st.Templates != 1 {
+		t.Fatalf("want the full server alone: %+v", st)
 	}
 }

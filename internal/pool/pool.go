@@ -60,7 +60,8 @@ type Config struct {
 	Preload []string
 	// MaxForkServers bounds the fork servers running at once, all kinds
 	// together (default 4): each holds an interpreter and its preloads
-	// (20–120 MiB). A kind beyond them builds warm jails.
+	// (20–120 MiB). A kind beyond them builds warm jails; a full server
+	// beyond them takes the place of a lean one that runs no execution.
 	MaxForkServers int
 	// Logger receives refill failures; nil discards.
 	Logger *slog.Logger
@@ -215,11 +216,15 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	if w == nil {
 		w = p.forkNow(k)
 	}
+	if w != nil && !p.hold(k.fork, w) {
+		w = nil // its fork server was retired meanwhile
+	}
 	if w == nil {
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
 	defer p.jails.Release(w.jail)
+	defer p.unhold(k.fork, w)
 	res, err := w.run(ctx, spec, request, out)
 	if errors.Is(err, errHandOff) {
 		// It died waiting (its fork server ended, say): the execution

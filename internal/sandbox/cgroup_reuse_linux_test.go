@@ -58,12 +58,11 @@ func noSpares(t *testing.T, m *Manager) {
 	}
 }
 
-// reusing runs first and then second in the same cgroup, cold and forked,
-// and hands both Results to check. Where the kernel cannot reset
-// memory.peak, second runs in a new cgroup (reuse is off) and check must
-// pass all the same.
-func reusing(t *testing.T, first, second string, firstOpts, secondOpts []pyOpt, check func(t *testing.T, a, b Result)) {
-	m, err := New(Config{CgroupParent: testParent, SpareCgroups: 1})
+// spareManager starts a manager of instance ("": the default) that keeps
+// up to n cgroups for reuse, closed when the test ends.
+func spareManager(t *testing.T, instance string, n int) *Manager {
+	t.Helper()
+	m, err := New(Config{CgroupParent: testParent, Instance: instance, SpareCgroups: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +71,15 @@ func reusing(t *testing.T, first, second string, firstOpts, secondOpts []pyOpt, 
 			t.Errorf("Manager.Close: %v", err)
 		}
 	})
+	return m
+}
+
+// reusing runs first and then second in the same cgroup, cold and forked,
+// and hands both Results to check. Where the kernel cannot reset
+// memory.peak, second runs in a new cgroup (reuse is off) and check must
+// pass all the same.
+func reusing(t *testing.T, first, second string, firstOpts, secondOpts []pyOpt, check func(t *testing.T, a, b Result)) {
+	m := spareManager(t, "", 1)
 	modes := []struct {
 		name string
 		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
@@ -184,15 +192,19 @@ func instanceCgroups(instance string) []string {
 	return out
 }
 
-// noticeNoReuse skips a test of the spares' life where m keeps none: a
-// cgroup v2 kernel before Linux 6.12, found at m's start (make test-vm's
-// guest runs 6.1).
-func noticeNoReuse(t *testing.T, m *Manager) {
+// keptSpare starts a manager of instance that keeps spares, for a test of
+// their life, and runs print(1) in it until a cgroup is kept: it returns
+// the manager and that cgroup's directories. It skips the test where no
+// cgroup is kept: a cgroup v2 kernel before Linux 6.12, found at the
+// manager's start (make test-vm's guest runs 6.1).
+func keptSpare(t *testing.T, instance string) (*Manager, []string) {
 	t.Helper()
+	needJail(t)
+	m := spareManager(t, instance, 2)
 	if peakResetRefused(t, m) {
-		_ = m.Close()
 		t.Skip("this kernel cannot reset memory.peak: no cgroup is kept for reuse")
 	}
+	return m, runUntilKept(t, m, instance)
 }
 
 // runUntilKept runs print(1) in m until a cgroup of instance is kept for
@@ -215,13 +227,7 @@ func runUntilKept(t *testing.T, m *Manager, instance string) []string {
 // TestSparesRemovedOnClose: the cgroups kept for reuse go when the
 // manager closes.
 func TestSparesRemovedOnClose(t *testing.T) {
-	needJail(t)
-	m, err := New(Config{CgroupParent: testParent, Instance: "sparesclose", SpareCgroups: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	noticeNoReuse(t, m)
-	runUntilKept(t, m, "sparesclose")
+	m, _ := keptSpare(t, "sparesclose")
 	// A second one reuses it (before Linux 6.12 on cgroup v2: removes it).
 	runPy(t, m, "print(2)")
 	m.Wait()
@@ -241,13 +247,7 @@ func TestSparesRemovedOnClose(t *testing.T) {
 // TestSparesSweptAfterCrash: the spares of a server that died without
 // closing its manager are removed by the next server's sweep.
 func TestSparesSweptAfterCrash(t *testing.T) {
-	needJail(t)
-	crashed, err := New(Config{CgroupParent: testParent, Instance: "sparescrash", SpareCgroups: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	noticeNoReuse(t, crashed)
-	kept := runUntilKept(t, crashed, "sparescrash")
+	crashed, kept := keptSpare(t, "sparescrash")
 	next, err := New(Config{CgroupParent: testParent, Instance: "sparescrash"})
 	if err != nil {
 		t.Fatal(err)
@@ -271,14 +271,7 @@ func TestSparesSweptAfterCrash(t *testing.T) {
 // its test jail, at stop) removes its spares without counting them as a
 // predecessor's, and later jails still get cgroups, kept again after.
 func TestSweepRemovesOwnSpares(t *testing.T) {
-	needJail(t)
-	m, err := New(Config{CgroupParent: testParent, Instance: "sparessweep", SpareCgroups: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	noticeNoReuse(t, m)
-	t.Cleanup(func() { _ = m.Close() })
-	runUntilKept(t, m, "sparessweep")
+	m, _ := keptSpare(t, "sparessweep")
 	if n, err := m.Sweep(); err != nil || n != 0 {
 		t.Errorf("the sweep counted %d jails of a previous run (err %v), want none", n, err)
 	}
