@@ -122,7 +122,7 @@ func (e *Engine) liveOutputs(out sandbox.OutputFunc, publish func(EventType, str
 		return out, e.deps.Driver.Parse
 	}
 	dec := live.Live(func(o Output) {
-		b, err := json.Marshal(o)
+		b, err := json.Marshal(fastOutput{Type: o.Type, Data: FastData(o.Data), Metadata: o.Metadata})
 		if err == nil {
 			publish(EventDisplay, string(b))
 		}
