@@ -37,12 +37,24 @@ func plainString(v json.RawMessage) (string, bool) {
 	}
 	inner := v[1 : len(v)-1]
 	for _, c := range inner {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainByte[c] {
 			return "", false
 		}
 	}
 	return string(inner), true
 }
+
+// plainByte says which bytes plainString accepts: printable ASCII but the
+// quote, the backslash and the three characters HTML escaping replaces.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = false
+	}
+	return t
+}()
 
 // fastOutput is an Output as encoding/json writes it quickly; its fields
 // and their order are Output's.
