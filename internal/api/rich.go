@@ -27,9 +27,9 @@ func (o richOptions) apply(req *engine.Request) {
 
 // Output is one rich output of an execution, a Jupyter-style MIME bundle.
 type Output struct {
-	Type     string                     `json:"type" enum:"display,result" doc:"display: display(obj) or a matplotlib figure; result: the value of the last expression"`
-	Data     map[string]json.RawMessage `json:"data" doc:"MIME type → content: a string for text types (text/plain, text/html, image/svg+xml...), base64 for image/png and image/jpeg, any JSON value for application/json" example:"{\"text/plain\":\"<Figure size 640x480 with 1 Axes>\",\"image/png\":\"iVBORw0KGgo...\"}"`
-	Metadata json.RawMessage            `json:"metadata,omitempty" doc:"Per-type details the object gave with its reprs (Jupyter's metadata)"`
+	Type     string          `json:"type" enum:"display,result" doc:"display: display(obj) or a matplotlib figure; result: the value of the last expression"`
+	Data     map[string]any  `json:"data" doc:"MIME type → content: a string for text types (text/plain, text/html, image/svg+xml...), base64 for image/png and image/jpeg, any JSON value for application/json" example:"{\"text/plain\":\"<Figure size 640x480 with 1 Axes>\",\"image/png\":\"iVBORw0KGgo...\"}"`
+	Metadata json.RawMessage `json:"metadata,omitempty" doc:"Per-type details the object gave with its reprs (Jupyter's metadata)"`
 }
 
 // FileInfo describes one file an execution produced, downloadable at
@@ -49,7 +49,7 @@ func newOutputs(in []engine.Output) []Output {
 	}
 	out := make([]Output, len(in))
 	for i, o := range in {
-		out[i] = Output{Type: o.Type, Data: o.Data, Metadata: o.Metadata}
+		out[i] = Output{Type: o.Type, Data: engine.FastData(o.Data), Metadata: o.Metadata}
 	}
 	return out
 }

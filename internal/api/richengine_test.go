@@ -57,11 +57,21 @@ func evalJSON(t *testing.T, ts *httptest.Server, req map[string]any) ExecutionRe
 	return decode[ExecutionResult](t, resp)
 }
 
+// rawOf is the JSON of mime's value in an output.
+func rawOf(t *testing.T, o Output, mime string) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(o.Data[mime])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // textOf is the string content of mime in an output.
 func textOf(t *testing.T, o Output, mime string) string {
 	t.Helper()
 	var s string
-	if err := json.Unmarshal(o.Data[mime], &s); err != nil {
+	if err := json.Unmarshal(rawOf(t, o, mime), &s); err != nil {
 		t.Fatalf("%s of a %s output: %v (bundle has %v)", mime, o.Type, err, keys(o.Data))
 	}
 	return s
@@ -110,12 +120,12 @@ func TestRichOverHTTP(t *testing.T) {
 					TotalRows int              `json:"total_rows"`
 					Truncated bool             `json:"truncated"`
 				}
-				if err := json.Unmarshal(o.Data["application/json"], &table); err != nil {
+				if err := json.Unmarshal(rawOf(t, o, "application/json"), &table); err != nil {
 					t.Fatal(err)
 				}
 				if len(table.Records) != 2 || table.Records[1]["city"] != "Lima" || table.TotalRows != 3 || !table.Truncated ||
 					strings.Join(table.Columns, ",") != "city,temp" {
-					t.Errorf("application/json = %s", o.Data["application/json"])
+					t.Errorf("application/json = %s", rawOf(t, o, "application/json"))
 				}
 			}},
 		{name: "display of two objects yields two outputs in order",

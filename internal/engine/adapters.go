@@ -17,14 +17,29 @@ func (RunnerDriver) Argv(python, entrypoint string, opts DriverOptions) []string
 		FigureFormat: opts.FigureFormat, MaxRows: opts.MaxRows, DataFrames: opts.DataFrames})
 }
 
-// LiveOutputs decodes the driver's outputs as the channel streams them.
-func (RunnerDriver) LiveOutputs(emit func(Output)) func([]byte) {
-	return runner.NewOutputScanner(func(o runner.Output) { emit(Output(o)) }).Write
+// Live decodes the driver's outputs as the channel streams them, and its
+// report from those outputs and the report's own line.
+func (RunnerDriver) Live(emit func(Output)) LiveDecoder {
+	s := runner.NewOutputScanner(func(o runner.Output) { emit(Output(o)) })
+	return liveScanner{s}
+}
+
+// liveScanner is the LiveDecoder of RunnerDriver.
+type liveScanner struct{ s *runner.OutputScanner }
+
+func (l liveScanner) Write(chunk []byte) { l.s.Write(chunk) }
+
+func (l liveScanner) Report(channel []byte) (Report, error) {
+	return report(l.s.Report(channel))
 }
 
 // Parse decodes the driver's report.
 func (RunnerDriver) Parse(b []byte) (Report, error) {
-	rep, err := runner.ParseReport(b)
+	return report(runner.ParseReport(b))
+}
+
+// report adapts the runner's report.
+func report(rep runner.Report, err error) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}

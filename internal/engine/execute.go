@@ -71,9 +71,10 @@ func (e *Engine) run(ctx, sctx context.Context, o *owner, p *plan, r *record, ke
 		eg = e.startEgress(sctx, o, p, &netEvents)
 		spec.Egress = eg
 	}
-	res, runErr := e.deps.Runner.Run(ctx, spec, e.liveOutputs(out.write, func(t EventType, d string) {
+	live, parse := e.liveOutputs(out.write, func(t EventType, d string) {
 		e.publishEvent(sctx, o.id, t, d)
-	}))
+	})
+	res, runErr := e.deps.Runner.Run(ctx, spec, live)
 	if eg != nil {
 		// The payload is gone: closing cuts what is left and emits the
 		// last events before the record is made.
@@ -90,7 +91,7 @@ func (e *Engine) run(ctx, sctx context.Context, o *owner, p *plan, r *record, ke
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)
 	}
-	e.outcome(&ran, p, res, runErr, cause)
+	e.outcome(&ran, p, res, runErr, cause, parse)
 	published.settle(&ran, res.Stdout, res.Stderr)
 	if !keepOutput {
 		// Recording the outcome may wait on a busy store: let the output

@@ -31,8 +31,9 @@ const (
 
 // outcome fills the final fields of r from how the run ended, all but
 // stdout and stderr (publishedOutput.settle). cause is context.Cause of
-// the run's context (nil if it was not cancelled).
-func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause error) {
+// the run's context (nil if it was not cancelled); parse decodes the
+// driver's report.
+func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause error, parse func([]byte) (Report, error)) {
 	r.FinishedAt = ptr(now())
 	r.StdoutTruncated, r.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	r.CPUTimeMs = res.CPUTime.Milliseconds()
@@ -56,12 +57,12 @@ func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause e
 	case cause != nil:
 		markKilled(r, msgCallerGone)
 	default:
-		e.classify(r, p, res)
+		e.classify(r, p, res, parse)
 	}
 }
 
 // classify maps a run that ended by itself.
-func (e *Engine) classify(r *record, p *plan, res sandbox.Result) {
+func (e *Engine) classify(r *record, p *plan, res sandbox.Result, parse func([]byte) (Report, error)) {
 	switch res.Status {
 	case sandbox.StatusOK, sandbox.StatusError:
 		// A Python exception is a completed execution with a non-zero
@@ -70,7 +71,7 @@ func (e *Engine) classify(r *record, p *plan, res sandbox.Result) {
 			return
 		}
 		r.Status = StatusCompleted
-		e.applyReport(r, res.Channel)
+		e.applyReport(r, res.Channel, parse)
 	case sandbox.StatusTimeout:
 		code := exitTimeout
 		if res.Signal == 0 && res.ExitCode != 0 {
@@ -94,11 +95,11 @@ func (e *Engine) classify(r *record, p *plan, res sandbox.Result) {
 // applyReport maps the driver's structured report. The payload can write
 // fd 3 itself, so a report that does not parse is ignored: the exit code
 // and output still tell the story.
-func (e *Engine) applyReport(r *record, channel []byte) {
+func (e *Engine) applyReport(r *record, channel []byte, parse func([]byte) (Report, error)) {
 	if len(channel) == 0 {
 		return
 	}
-	rep, err := e.deps.Driver.Parse(channel)
+	rep, err := parse(channel)
 	if err != nil {
 		e.log.Debug("ignoring unparsable driver report", "execution_id", r.ID, "err", err)
 		return

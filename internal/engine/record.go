@@ -44,7 +44,13 @@ func (r *record) encode() ([]byte, error) {
 		c.Stdout, c.Stderr = "", ""
 		v = &c
 	}
-	b, err := json.Marshal(v)
+	// The outputs are written in their fast form (rich_encode.go): the
+	// field at the outer level hides Execution's (it moves to the end of
+	// the object, which decoding does not mind).
+	b, err := json.Marshal(struct {
+		*record
+		Outputs []fastOutput `json:"outputs,omitempty"`
+	}{v, fastOutputs(v.Outputs)})
 	if err != nil {
 		return nil, fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
 	}

@@ -33,12 +33,22 @@ type Output struct {
 }
 
 // LiveDriver is a Driver whose outputs can be decoded while the payload
-// runs; the engine then publishes them as display events. The returned
-// function receives the result channel's bytes in chunks, in order, from
-// one goroutine.
+// runs; the engine then publishes them as display events. Live returns
+// the decoder of one run.
 type LiveDriver interface {
 	Driver
-	LiveOutputs(emit func(Output)) func(chunk []byte)
+	Live(emit func(Output)) LiveDecoder
+}
+
+// LiveDecoder decodes one run's result channel as it streams. Write
+// receives the channel's bytes in chunks, in order, from one goroutine,
+// and calls emit for each output as soon as it is complete. Once the run
+// is over, Report decodes the report as Driver.Parse does, reusing the
+// outputs it already decoded: the bytes of a large output (a figure) are
+// decoded once per run, not twice.
+type LiveDecoder interface {
+	Write(chunk []byte)
+	Report(channel []byte) (Report, error)
 }
 
 // Figure formats of Request.FigureFormat.
@@ -102,25 +112,26 @@ func keepOutputs(outs []Output) ([]Output, bool) {
 	return outs, false
 }
 
-// liveOutputs returns the jail's OutputFunc for a run: stdout and stderr go
-// to out, the result channel to the driver's live decoder (when it has
-// one), whose outputs become display events.
-func (e *Engine) liveOutputs(out sandbox.OutputFunc, publish func(EventType, string)) sandbox.OutputFunc {
+// liveOutputs returns the jail's OutputFunc for a run and the decoder of
+// its report: stdout and stderr go to out, the result channel to the
+// driver's live decoder (when it has one), whose outputs become display
+// events and then the report's outputs.
+func (e *Engine) liveOutputs(out sandbox.OutputFunc, publish func(EventType, string)) (sandbox.OutputFunc, func([]byte) (Report, error)) {
 	live, ok := e.deps.Driver.(LiveDriver)
 	if !ok {
-		return out
+		return out, e.deps.Driver.Parse
 	}
-	feed := live.LiveOutputs(func(o Output) {
-		b, err := json.Marshal(o)
+	dec := live.Live(func(o Output) {
+		b, err := json.Marshal(fastOutput{Type: o.Type, Data: FastData(o.Data), Metadata: o.Metadata})
 		if err == nil {
 			publish(EventDisplay, string(b))
 		}
 	})
 	return func(s sandbox.Stream, p []byte) {
 		if s == sandbox.Channel {
-			feed(p)
+			dec.Write(p)
 			return
 		}
 		out(s, p)
-	}
+	}, dec.Report
 }

@@ -275,3 +275,68 @@ func TestRichRequestValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestFigureIsTheSameEverywhere: a figure's PNG reaches the caller of a
+// synchronous run, the stored record and the event stream as the same
+// bytes, with the outputs around it in the order they happened.
+func TestFigureIsTheSameEverywhere(t *testing.T) {
+	eng := richEngine(t)
+	ctx := context.Background()
+	req := script("import matplotlib.pyplot as plt\ndisplay('<first> & café')\n" +
+		"plt.figure(figsize=(2, 1), dpi=50)\nplt.plot([1, 3, 2])\nplt.show()\ndisplay('last')\n")
+	x, err := eng.RunSync(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != StatusCompleted {
+		t.Fatalf("status %s (%s), stderr:\n%s", x.Status, x.Error, x.Stderr)
+	}
+	stored, err := eng.Get(ctx, tester, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := eng.Follow(ctx, tester, x.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []Output
+	for ev := range events {
+		if ev.Type == EventDisplay {
+			var o Output
+			if err := json.Unmarshal([]byte(ev.Data), &o); err != nil {
+				t.Fatalf("display event %.200q: %v", ev.Data, err)
+			}
+			live = append(live, o)
+		}
+	}
+	// What each view shows: the texts in order, and the PNG's bytes.
+	view := func(outs []Output) (texts []string, png []byte) {
+		for _, o := range outs {
+			if _, ok := o.Data["image/png"]; ok {
+				b, err := base64.StdEncoding.DecodeString(mimeText(t, o, "image/png"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				png = b
+				texts = append(texts, "<figure>")
+				continue
+			}
+			texts = append(texts, mimeText(t, o, "text/plain"))
+		}
+		return texts, png
+	}
+	wantTexts, wantPNG := view(x.Outputs)
+	if want := []string{"'<first> & café'", "<figure>", "'last'"}; !slices.Equal(wantTexts, want) {
+		t.Fatalf("sync outputs %q, want %q", wantTexts, want)
+	}
+	if w, h := runnertest.PNGSize(t, base64.StdEncoding.EncodeToString(wantPNG)); w != 100 || h != 50 {
+		t.Errorf("PNG is %dx%d, want 100x50", w, h)
+	}
+	for name, outs := range map[string][]Output{"record": stored.Outputs, "events": live} {
+		texts, png := view(outs)
+		if !slices.Equal(texts, wantTexts) || !bytes.Equal(png, wantPNG) {
+			t.Errorf("%s: outputs %q with a %d-byte PNG, want %q with the sync run's %d bytes",
+				name, texts, len(png), wantTexts, len(wantPNG))
+		}
+	}
+}

@@ -95,19 +95,33 @@ func ParseOutput(line []byte) (Output, error) {
 // ignored. An empty channel yields ErrNoReport, anything else that does
 // not decode to a plausible report ErrMalformedReport.
 func ParseReport(b []byte) (Report, error) {
-	b = bytes.TrimRight(b, " \t\r\n")
-	if len(b) == 0 {
-		return Report{}, ErrNoReport
+	before, last, err := splitReport(b)
+	if err != nil {
+		return Report{}, err
 	}
 	var outputs []Output
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		for line := range bytes.Lines(b[:i]) {
-			if o, err := ParseOutput(line); err == nil {
-				outputs = append(outputs, o)
-			}
+	for line := range bytes.Lines(before) {
+		if o, err := ParseOutput(line); err == nil {
+			outputs = append(outputs, o)
 		}
-		b = b[i+1:]
 	}
+	return parseLast(last, outputs)
+}
+
+// splitReport cuts a channel's bytes into the lines before the report and
+// the report's own line.
+func splitReport(b []byte) (before, last []byte, err error) {
+	b = bytes.TrimRight(b, " \t\r\n")
+	if len(b) == 0 {
+		return nil, nil, ErrNoReport
+	}
+	i := bytes.LastIndexByte(b, '\n')
+	return b[:i+1], b[i+1:], nil
+}
+
+// parseLast decodes the report's line; outputs are the outputs of the
+// lines before it.
+func parseLast(b []byte, outputs []Output) (Report, error) {
 	var wire struct {
 		Result           *string         `json:"result"`
 		ResultTruncated  bool            `json:"result_truncated"`

@@ -391,6 +391,49 @@ func TestOutputScanner(t *testing.T) {
 	}
 }
 
+// TestScannerReportMatchesParseReport: the report a scanner builds from
+// the outputs it already decoded is the report of the whole channel, in
+// any chunking, including a report line that also looks like an output
+// (not one of the outputs) and a channel other than what was streamed.
+func TestScannerReportMatchesParseReport(t *testing.T) {
+	out := func(text string) string {
+		return `{"output":{"type":"display","data":{"text/plain":"` + text + `"}}}` + "\n"
+	}
+	channels := map[string]string{
+		"outputs and user bytes": out("1") + "user bytes\n" + out("2") + `{"result":"2","error":null,"exit_code":0}` + "\n",
+		"no outputs":             `{"result":null,"error":null,"exit_code":0}` + "\n",
+		"report without newline": out("1") + `{"result":null,"error":null,"exit_code":3}`,
+		"report that is also an output": out("1") +
+			`{"output":{"type":"display","data":{"text/plain":"x"}},"result":null,"error":null,"exit_code":0}` + "\n",
+		"output last, no report": out("1") + out("2"),
+		"empty":                  "",
+		"blank lines after":      out("1") + `{"result":null,"error":null,"exit_code":0}` + "\n\n \n",
+	}
+	for name, channel := range channels {
+		want, wantErr := ParseReport([]byte(channel))
+		for _, size := range []int{1, 5, len(channel) + 1} {
+			s := NewOutputScanner(func(Output) {})
+			for b := []byte(channel); len(b) > 0; {
+				n := min(size, len(b))
+				s.Write(b[:n])
+				b = b[n:]
+			}
+			got, err := s.Report([]byte(channel))
+			if !reflect.DeepEqual(got, want) || (err == nil) != (wantErr == nil) {
+				t.Errorf("%s, chunks of %d: report %+v (%v), want %+v (%v)", name, size, got, err, want, wantErr)
+			}
+		}
+	}
+	// A capture that kept other bytes than were streamed is decoded whole.
+	s := NewOutputScanner(func(Output) {})
+	s.Write([]byte(out("1")))
+	channel := out("1") + out("2") + `{"result":null,"error":null,"exit_code":0}` + "\n"
+	rep, err := s.Report([]byte(channel))
+	if err != nil || len(rep.Outputs) != 2 {
+		t.Errorf("report of a longer channel: %d outputs (%v), want 2", len(rep.Outputs), err)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	cases := []struct {
 		name string
