@@ -37,24 +37,22 @@ func plainString(v json.RawMessage) (string, bool) {
 	}
 	inner := v[1 : len(v)-1]
 	for _, c := range inner {
-		if !plainByte[c] {
+		if !plainByte(c) {
 			return "", false
 		}
 	}
 	return string(inner), true
 }
 
-// plainByte says which bytes plainString accepts: printable ASCII but the
+// plainByte says whether plainString accepts c: printable ASCII but the
 // quote, the backslash and the three characters HTML escaping replaces.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = true
+func plainByte(c byte) bool {
+	switch c {
+	case '"', '\\', '<', '>', '&':
+		return false
 	}
-	for _, c := range `"\<>&` {
-		t[c] = false
-	}
-	return t
-}()
+	return c >= 0x20 && c < 0x7f
+}
 
 // fastOutput is an Output as encoding/json writes it quickly; its fields
 // and their order are Output's.
