@@ -104,9 +104,12 @@ func (p *Pool) idleForks() []*forking {
 // cfg.Preload (lean: after finding out which of them the environment has).
 func templateSpec(k sandbox.Spec, cfg Config, lean bool) sandbox.Spec {
 	s := k
-	if lean {
+	switch {
+	case lean:
 		s.Argv = runner.LeanForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
-	} else {
+	case cfg.PrecopyProbe != 0:
+		s.Argv = runner.ProbingForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.PrecopyProbe, cfg.Preload)
+	default:
 		s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
 	}
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
@@ -276,6 +279,11 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 		return nil, false
 	}
 	s.tpl = tpl
+	if n, off := tpl.Precopy(); off != "" {
+		p.cfg.Logger.Warn("fork server: its executions copy nothing ahead", "python", describe(f.spec), "reason", off)
+	} else if n > 0 {
+		p.cfg.Logger.Info("fork server: each execution copies ahead what executions write", "python", describe(f.spec), "bytes", n)
+	}
 	if !f.known {
 		f.known, f.preloads = true, tpl.Preloads()
 		f.bare.Store(len(f.preloads) == 0)

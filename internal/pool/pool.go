@@ -62,6 +62,13 @@ type Config struct {
 	// together (default 4): each holds an interpreter and its preloads
 	// (20–120 MiB). A kind beyond them builds warm jails.
 	MaxForkServers int
+	// PrecopyProbe bounds the probe a fork server with preloads runs at
+	// its start to learn which pages its executions write, which each
+	// execution then copies while it waits for its request (see
+	// runner.ProbingForkServerArgv); 0 means 20 s, less than 0 no probe
+	// and no copying ahead. A probe that fails leaves the server serving,
+	// without copying ahead.
+	PrecopyProbe time.Duration
 	// Logger receives refill failures; nil discards.
 	Logger *slog.Logger
 }
