@@ -108,8 +108,8 @@ type forkReply struct {
 	// (the probe failed).
 	Precopy    int64  `json:"precopy,omitempty"`
 	PrecopyOff string `json:"precopy_off,omitempty"`
-	Pid      int      `json:"pid,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // templateStartTimeout bounds a fork server's start-up, preloading
