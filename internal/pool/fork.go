@@ -136,13 +136,14 @@ func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
 	if tpl == nil {
 		return nil, false, nil
 	}
-	return p.forkWarm(k, tpl, bare)
+	return p.forkWarm(k, tpl, bare, !k.lean)
 }
 
 // forkNow forks an execution of k at once if its fork server is running:
 // what a request that found no warm execution ready gets instead of a cold
-// jail.
-func (p *Pool) forkNow(k *kind) *warmJail {
+// jail. copyAhead: it copies ahead what executions of its server write, as
+// k's warm executions do (never for lean code).
+func (p *Pool) forkNow(k *kind, copyAhead bool) *warmJail {
 	if k.fork == nil {
 		return nil
 	}
@@ -150,7 +151,7 @@ func (p *Pool) forkNow(k *kind) *warmJail {
 	if tpl == nil {
 		return nil
 	}
-	w, _, err := p.forkWarm(k, tpl, bare)
+	w, _, err := p.forkWarm(k, tpl, bare, copyAhead && !k.lean)
 	if err != nil {
 		return nil
 	}
@@ -301,6 +302,23 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	return tpl, false
 }
 
+// copiesTooMuchFor reports whether k's warm executions copy ahead more
+// than an execution with memory limit mem may hold before its code runs
+// (sandbox.PrecopyShare): handing one such a limit could end it at once.
+func (p *Pool) copiesTooMuchFor(k *kind, mem int64) bool {
+	if k.fork == nil || k.lean {
+		return false
+	}
+	f := k.fork
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.full.tpl == nil {
+		return false
+	}
+	n, _ := f.full.tpl.Precopy()
+	return n > 0 && mem/sandbox.PrecopyShare < n
+}
+
 // dropServer ends the fork server s; its forking's mu is held.
 func (p *Pool) dropServer(s *server) {
 	if s.tpl == nil {
@@ -312,13 +330,18 @@ func (p *Pool) dropServer(s *server) {
 }
 
 // forkWarm forks one warm execution of k from tpl (bare: a server that
-// imported none of the preloads).
-func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare bool) (*warmJail, bool, error) {
+// imported none of the preloads); copyAhead: one that copies ahead what
+// executions of tpl write (see sandbox.Template.Fork).
+func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare, copyAhead bool) (*warmJail, bool, error) {
 	r := &relay{}
 	var j *sandbox.Jail
 	var proc *sandbox.Process
+	fork := tpl.ForkBare
+	if copyAhead {
+		fork = tpl.Fork
+	}
 	err := p.countFork(k.fork, tpl, func() (err error) {
-		j, proc, err = tpl.Fork(p.ctx, k.spec, r.out)
+		j, proc, err = fork(p.ctx, k.spec, r.out)
 		return err
 	})
 	if err != nil {

@@ -215,12 +215,20 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	lean := p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
-	w, later := p.take(k)
-	if later {
-		defer kick(k.refill)
-	}
-	if w == nil {
-		w = p.forkNow(k)
+	var w *warmJail
+	if p.copiesTooMuchFor(k, spec.Limits.WithDefaults().MemoryBytes) {
+		// Its warm executions hold the pages they copied ahead, too much
+		// of this one's memory limit: one that copies nothing is forked.
+		w = p.forkNow(k, false)
+	} else {
+		var later bool
+		w, later = p.take(k)
+		if later {
+			defer kick(k.refill)
+		}
+		if w == nil {
+			w = p.forkNow(k, true)
+		}
 	}
 	if w == nil {
 		p.misses.Add(1)

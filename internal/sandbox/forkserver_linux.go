@@ -308,8 +308,19 @@ func (t *Template) Close() error {
 // execution's actual limits and files, from Process.HandOff. spec's limits
 // are the ceilings the execution starts with; spec's mounts and network
 // must be the template's. The returned Jail is Released by the caller.
+//
+// While it waits, the execution copies the pages the server's probe found
+// executions write (see Precopy), when they take at most 1/PrecopyShare of
+// spec's memory limit.
 func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (*Jail, *Process, error) {
-	return t.fork(ctx, spec, out, nil, nil)
+	return t.fork(ctx, spec, out, nil, nil, true)
+}
+
+// ForkBare is Fork for an execution that copies nothing ahead: one whose
+// code uses none of the preloads, or whose memory limit, once handed off,
+// leaves no room for the copies.
+func (t *Template) ForkBare(ctx context.Context, spec Spec, out OutputFunc) (*Jail, *Process, error) {
+	return t.fork(ctx, spec, out, nil, nil, false)
 }
 
 // ForkKernel starts a long-lived payload from the fork server: the driver
@@ -323,10 +334,10 @@ func (t *Template) ForkKernel(ctx context.Context, spec Spec, out OutputFunc, ar
 	if len(args) == 0 {
 		return nil, nil, fmt.Errorf("%w: a kernel needs the driver's arguments", ErrInvalidSpec)
 	}
-	return t.fork(ctx, spec, out, args, env)
+	return t.fork(ctx, spec, out, args, env, false)
 }
 
-func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, env []string) (_ *Jail, _ *Process, retErr error) {
+func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, env []string, copyAhead bool) (_ *Jail, _ *Process, retErr error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -362,8 +373,10 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	}
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
-		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env,
-		PrecopyBudget: l.MemoryBytes / PrecopyShare}
+		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env}
+	if copyAhead {
+		req.PrecopyBudget = l.MemoryBytes / PrecopyShare
+	}
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.
