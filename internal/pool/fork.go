@@ -347,7 +347,9 @@ func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare, copyAhead bool) (*
 	if err != nil {
 		return nil, true, err
 	}
-	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare}, true, nil
+	n, _ := tpl.Precopy()
+	precopied := copyAhead && n > 0 && k.spec.Limits.WithDefaults().MemoryBytes/sandbox.PrecopyShare >= n
+	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare, precopied: precopied}, true, nil
 }
 
 // countFork runs fork, one fork from f's server tpl, and keeps that

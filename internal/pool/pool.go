@@ -135,6 +135,11 @@ type Stats struct {
 	WarmMemory int64 // bytes those jails hold
 	Forked     int   // of Warm, executions forked from a fork server
 	ForkMemory int64 // of WarmMemory, what those forked executions hold
+	// Precopied are, of Forked, executions that copied ahead the pages
+	// their fork server's probe found executions write (servers with
+	// preloads); PrecopyMemory is, of ForkMemory, what they hold.
+	Precopied     int
+	PrecopyMemory int64
 	Templates  int   // fork servers running
 	// TemplateMemory is what the fork servers hold: interpreters with
 	// their preloads, shared copy-on-write with every forked execution.
@@ -180,6 +185,10 @@ func (p *Pool) Stats() Stats {
 		if w.tpl != nil {
 			s.Forked++
 			s.ForkMemory += mem
+		}
+		if w.precopied {
+			s.Precopied++
+			s.PrecopyMemory += mem
 		}
 	}
 	for _, f := range forks {
