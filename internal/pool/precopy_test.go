@@ -204,3 +204,35 @@ func TestFailedProbeLeavesTheServerServing(t *testing.T) {
 		t.Fatalf("the log does not say why nothing is copied ahead:\n%s", got)
 	}
 }
+
+// TestCopyingAheadLeavesNothingBehind: what an execution copied ahead is
+// pages, nothing else: its code sees the same modules, globals and
+// descriptors as an execution of a server that copies nothing ahead.
+func TestCopyingAheadLeavesNothingBehind(t *testing.T) {
+	s := richSpec(t, `import os, sys, pandas
+print(sorted(sys.modules))
+print(sorted(globals()))
+print(sorted(os.listdir("/proc/self/fd")))
+print(sys.stdout.line_buffering, sys.argv)
+`)
+	seen := map[bool]string{}
+	for _, ahead := range []bool{false, true} {
+		cfg := Config{ForkServer: true, Preload: richPreload}
+		if !ahead {
+			cfg.PrecopyProbe = -1
+		}
+		p := newPool(t, cfg)
+		runForked(t, p, s)
+		res, _ := runForked(t, p, s)
+		if res.Status != sandbox.StatusOK || res.ExitCode != 0 {
+			t.Fatalf("status %s exit %d stderr %s", res.Status, res.ExitCode, res.Stderr)
+		}
+		if n, _ := copiedAhead(p); ahead != (n > 0) {
+			t.Fatalf("copying ahead %v, but the server copies %d bytes", ahead, n)
+		}
+		seen[ahead] = string(res.Stdout)
+	}
+	if seen[true] != seen[false] {
+		t.Fatalf("copying ahead, the code sees another interpreter:\ncopying %s\nwithout %s", seen[true], seen[false])
+	}
+}
