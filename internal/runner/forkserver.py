@@ -204,7 +204,10 @@ def _serve():
     # at a time on the request's path.
     cfg["precopy"] = []
     if _PRELOADED and not _LEAN and _PROBE_SECONDS > 0:
-        cfg["precopy"], why = _probe(_PROBE_SECONDS)
+        try:
+            cfg["precopy"], why = _probe(_PROBE_SECONDS)
+        except Exception as e:  # only speed: never the server's end
+            why = "probe: %s: %s" % (type(e).__name__, e)
         if why:
             ready["precopy_off"] = why
         else:

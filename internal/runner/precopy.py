@@ -19,7 +19,8 @@ MADV_POPULATE_WRITE = 23  # Linux 5.14
 _PROBE_MAX_RANGES = 4096
 _PROBE_MAX_BYTES = 256 << 20
 # Pages apart that still make one range: a copy of a page nobody writes
-# costs memory, each range an madvise call.
+# costs memory, each range an madvise call. Bridging gaps of 1-16 pages
+# copied 3-28 MiB more for the pandas server and saved no faults.
 _PROBE_GAP_PAGES = 0
 # What an execution with preloads typically does, per module; each step is
 # on its own (a library whose API differs just warms less).
@@ -36,7 +37,7 @@ _PROBE_WORK = (
 
 def _probe(timeout):
     # The ranges an execution of this server writes, as [(address,
-    # length)], and "" — or [] and why not. Never raises.
+    # length)], and "" — or [] and why not.
     r, w = os.pipe()
     try:
         pid = os.fork()
