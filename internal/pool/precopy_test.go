@@ -236,3 +236,26 @@ print(sys.stdout.line_buffering, sys.argv)
 		t.Fatalf("copying ahead, the code sees another interpreter:\ncopying %s\nwithout %s", seen[true], seen[false])
 	}
 }
+
+// TestSmallMemoryLimitGetsAnExecutionThatCopiedNothing: a request whose
+// memory limit leaves no room for the pages executions copy ahead is not
+// handed one that holds them (lowering its limit below them would end
+// it): it runs forked all the same, in an execution that copied nothing.
+func TestSmallMemoryLimitGetsAnExecutionThatCopiedNothing(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, Preload: richPreload})
+	runForked(t, p, richSpec(t, "import pandas\n"))
+	waitForked(t, p)
+	copied, off := copiedAhead(p)
+	if copied == 0 {
+		t.Fatalf("the server with preloads copies nothing ahead: %q", off)
+	}
+	s := richSpec(t, "import pandas as pd\nprint(pd.Series([1, 2]).sum())\n"+privateDirty)
+	s.Limits.MemoryBytes = copied * 3 / 4
+	res, _ := runForked(t, p, s)
+	if got := number(t, res, "private"); int64(got) >= copied {
+		t.Fatalf("with a limit of %d bytes, it held %d of its own as it started", s.Limits.MemoryBytes, got)
+	}
+	if !strings.HasPrefix(string(res.Stdout), "3\n") {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
