@@ -140,7 +140,7 @@ type Stats struct {
 	// preloads); PrecopyMemory is, of ForkMemory, what they hold.
 	Precopied     int
 	PrecopyMemory int64
-	Templates  int   // fork servers running
+	Templates     int // fork servers running
 	// TemplateMemory is what the fork servers hold: interpreters with
 	// their preloads, shared copy-on-write with every forked execution.
 	TemplateMemory int64
