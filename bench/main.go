@@ -142,6 +142,20 @@ func run() int {
 	return 0
 }
 
+// copiedAhead is what an idle forked execution that copied ahead holds
+// of its own, each, or why there is no number.
+func copiedAhead(ctx context.Context, srv *server) string {
+	t, err := srv.metric(ctx, "pyexec_pool_forked_precopy_memory_bytes")
+	if err != nil {
+		return "none (" + err.Error() + ")"
+	}
+	c, err := srv.metric(ctx, "pyexec_pool_forked_precopy_ready")
+	if err != nil || c == 0 {
+		return fmt.Sprintf("none ready (%v)", err)
+	}
+	return fmt.Sprintf("%.1f MiB each (%.1f MiB over %.0f)", t/c/(1<<20), t/(1<<20), c)
+}
+
 // memory reports the server's idle RSS, what an idle warm jail holds and
 // what a fork server and each execution forked from it hold (the cgroup
 // charge: a forked execution shares the server's pages copy-on-write and
@@ -179,6 +193,7 @@ func memory(ctx context.Context, s servers, idleRSS int64) ([]string, error) {
 		fmt.Sprintf("server RSS idle %s, after the run %s", mib(float64(idleRSS)), mib(float64(afterRSS))),
 		"idle pooled warm jail (--fork-server=false): " + warm,
 		"idle forked execution, own pages: " + child,
+		"… of those, one that copied ahead (a server with preloads: the pandas kind): " + copiedAhead(ctx, s.fork),
 		"fork server (interpreter + preloads, shared by its executions): " + tpl,
 	}, nil
 }

@@ -262,6 +262,15 @@ func runP2(ctx context.Context, s servers, n int) int {
 			fmt.Println("target: " + t)
 		}
 	}
+	// The pandas kind's executions, ready again after the run: what each
+	// holds of its own (the pages it copied ahead, mostly).
+	time.Sleep(2 * time.Second)
+	fmt.Println("\nidle forked execution that copied ahead (the pandas kind), own pages: " + copiedAhead(ctx, s.fork))
+	if all, err := s.fork.metric(ctx, "pyexec_pool_forked_memory_bytes"); err == nil {
+		if c, err := s.fork.metric(ctx, "pyexec_pool_forked_ready"); err == nil && c > 0 {
+			fmt.Printf("idle forked executions of every kind, own pages: %.1f MiB each (%.1f MiB over %.0f)\n", all/c/(1<<20), all/(1<<20), c)
+		}
+	}
 	fmt.Println("\ncommand: " + strings.Join(os.Args, " "))
 	return 0
 }

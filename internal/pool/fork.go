@@ -107,9 +107,12 @@ func (p *Pool) idleForks() []*forking {
 // cfg.Preload (lean: after finding out which of them the environment has).
 func templateSpec(k sandbox.Spec, cfg Config, lean bool) sandbox.Spec {
 	s := k
-	if lean {
+	switch {
+	case lean:
 		s.Argv = runner.LeanForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
-	} else {
+	case cfg.PrecopyProbe != 0:
+		s.Argv = runner.ProbingForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.PrecopyProbe, cfg.Preload)
+	default:
 		s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
 	}
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
@@ -136,12 +139,13 @@ func (p *Pool) fork(k *kind) (w *warmJail, ok bool, err error) {
 	if tpl == nil {
 		return nil, false, nil
 	}
-	return p.forkWarm(k, tpl, bare)
+	return p.forkWarm(k, tpl, bare, !k.lean)
 }
 
 // forkNow forks an execution of k at once if its fork server is running:
 // what a request that found no warm execution ready gets instead of a cold
-// jail.
+// jail. It copies nothing ahead: a request waits for it, and the copies
+// would only move onto that request's path.
 func (p *Pool) forkNow(k *kind) *warmJail {
 	if k.fork == nil {
 		return nil
@@ -150,7 +154,7 @@ func (p *Pool) forkNow(k *kind) *warmJail {
 	if tpl == nil {
 		return nil
 	}
-	w, _, err := p.forkWarm(k, tpl, bare)
+	w, _, err := p.forkWarm(k, tpl, bare, false)
 	if err != nil {
 		return nil
 	}
@@ -281,6 +285,11 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 		return nil, false
 	}
 	s.tpl = tpl
+	if n, off := tpl.Precopy(); off != "" {
+		p.cfg.Logger.Warn("fork server: its executions copy nothing ahead", "python", describe(f.spec), "reason", off)
+	} else if n > 0 {
+		p.cfg.Logger.Info("fork server: each execution copies ahead what executions write", "python", describe(f.spec), "bytes", n)
+	}
 	if !f.known {
 		f.known = true
 		f.bare.Store(len(tpl.Preloads()) == 0)
@@ -329,6 +338,23 @@ func (p *Pool) retireLean(f *forking) bool {
 	return false
 }
 
+// copiesTooMuchFor reports whether k's warm executions copy ahead more
+// than an execution with memory limit mem may hold before its code runs
+// (sandbox.PrecopyShare): handing one such a limit could end it at once.
+func (p *Pool) copiesTooMuchFor(k *kind, mem int64) bool {
+	if k.fork == nil || k.lean {
+		return false
+	}
+	f := k.fork
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.full.tpl == nil {
+		return false
+	}
+	n, _ := f.full.tpl.Precopy()
+	return n > 0 && mem/sandbox.PrecopyShare < n
+}
+
 // dropServer ends the fork server s; its forking's mu is held.
 func (p *Pool) dropServer(s *server) {
 	if s.tpl == nil {
@@ -373,19 +399,26 @@ func (p *Pool) unhold(f *forking, w *warmJail) {
 }
 
 // forkWarm forks one warm execution of k from tpl (bare: a server that
-// imported none of the preloads).
-func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare bool) (*warmJail, bool, error) {
+// imported none of the preloads); copyAhead: one that copies ahead what
+// executions of tpl write (see sandbox.Template.Fork).
+func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare, copyAhead bool) (*warmJail, bool, error) {
 	r := &relay{}
 	var j *sandbox.Jail
 	var proc *sandbox.Process
+	fork := tpl.ForkBare
+	if copyAhead {
+		fork = tpl.Fork
+	}
 	err := p.countFork(k.fork, tpl, func() (err error) {
-		j, proc, err = tpl.Fork(p.ctx, k.spec, r.out)
+		j, proc, err = fork(p.ctx, k.spec, r.out)
 		return err
 	})
 	if err != nil {
 		return nil, true, err
 	}
-	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare}, true, nil
+	n, _ := tpl.Precopy()
+	precopied := copyAhead && n > 0 && k.spec.Limits.WithDefaults().MemoryBytes/sandbox.PrecopyShare >= n
+	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare, precopied: precopied}, true, nil
 }
 
 // countFork runs fork, one fork from f's server tpl, and keeps that

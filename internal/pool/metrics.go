@@ -15,6 +15,8 @@ var (
 	descFailed   = prometheus.NewDesc("pyexec_pool_build_failures_total", "Warm jails that failed to build.", nil, nil)
 	descForked   = prometheus.NewDesc("pyexec_pool_forked_ready", "Of the warm jails ready, executions forked from a fork server.", nil, nil)
 	descForkMem  = prometheus.NewDesc("pyexec_pool_forked_memory_bytes", "Memory of their own held by forked executions waiting for work.", nil, nil)
+	descPrecopy  = prometheus.NewDesc("pyexec_pool_forked_precopy_ready", "Of the forked executions ready, those that copied ahead the pages executions of their fork server (one with preloads) write.", nil, nil)
+	descPreMem   = prometheus.NewDesc("pyexec_pool_forked_precopy_memory_bytes", "Memory of their own held by those forked executions that copied ahead.", nil, nil)
 	descTpl      = prometheus.NewDesc("pyexec_pool_fork_servers", "Fork servers running.", nil, nil)
 	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads, and lean ones without).", nil, nil)
 	descForkRuns = prometheus.NewDesc("pyexec_pool_forked_executions_total", "Executions served by an execution forked from a fork server.", nil, nil)
@@ -24,7 +26,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descTpl, descTplMem, descForkRuns, descLeanRuns, descSess, descSessMem} {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descPrecopy, descPreMem, descTpl, descTplMem, descForkRuns, descLeanRuns, descSess, descSessMem} {
 		ch <- d
 	}
 }
@@ -40,6 +42,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, float64(s.BuildFailed))
 	ch <- prometheus.MustNewConstMetric(descForked, prometheus.GaugeValue, float64(s.Forked))
 	ch <- prometheus.MustNewConstMetric(descForkMem, prometheus.GaugeValue, float64(s.ForkMemory))
+	ch <- prometheus.MustNewConstMetric(descPrecopy, prometheus.GaugeValue, float64(s.Precopied))
+	ch <- prometheus.MustNewConstMetric(descPreMem, prometheus.GaugeValue, float64(s.PrecopyMemory))
 	ch <- prometheus.MustNewConstMetric(descTpl, prometheus.GaugeValue, float64(s.Templates))
 	ch <- prometheus.MustNewConstMetric(descTplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
 	ch <- prometheus.MustNewConstMetric(descForkRuns, prometheus.CounterValue, float64(s.ForkedRuns))

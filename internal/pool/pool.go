@@ -63,6 +63,13 @@ type Config struct {
 	// (20–120 MiB). A kind beyond them builds warm jails; a full server
 	// beyond them takes the place of a lean one that runs no execution.
 	MaxForkServers int
+	// PrecopyProbe bounds the probe a fork server with preloads runs at
+	// its start to learn which pages its executions write, which each
+	// execution then copies while it waits for its request (see
+	// runner.ProbingForkServerArgv); 0 means 20 s, less than 0 no probe
+	// and no copying ahead. A probe that fails leaves the server serving,
+	// without copying ahead.
+	PrecopyProbe time.Duration
 	// Logger receives refill failures; nil discards.
 	Logger *slog.Logger
 }
@@ -129,7 +136,12 @@ type Stats struct {
 	WarmMemory int64 // bytes those jails hold
 	Forked     int   // of Warm, executions forked from a fork server
 	ForkMemory int64 // of WarmMemory, what those forked executions hold
-	Templates  int   // fork servers running
+	// Precopied are, of Forked, executions that copied ahead the pages
+	// their fork server's probe found executions write (servers with
+	// preloads); PrecopyMemory is, of ForkMemory, what they hold.
+	Precopied     int
+	PrecopyMemory int64
+	Templates     int // fork servers running
 	// TemplateMemory is what the fork servers hold: interpreters with
 	// their preloads, shared copy-on-write with every forked execution.
 	TemplateMemory int64
@@ -175,6 +187,10 @@ func (p *Pool) Stats() Stats {
 			s.Forked++
 			s.ForkMemory += mem
 		}
+		if w.precopied {
+			s.Precopied++
+			s.PrecopyMemory += mem
+		}
 	}
 	for _, f := range forks {
 		mem, running := f.memory()
@@ -209,11 +225,18 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	lean := p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
-	w, later := p.take(k)
-	if later {
-		defer kick(k.refill)
+	var w *warmJail
+	if !p.copiesTooMuchFor(k, spec.Limits.WithDefaults().MemoryBytes) {
+		var later bool
+		w, later = p.take(k)
+		if later {
+			defer kick(k.refill)
+		}
 	}
 	if w == nil {
+		// None ready, or its warm executions hold the pages they copied
+		// ahead, too much of this one's memory limit: one that copies
+		// nothing is forked for it.
 		w = p.forkNow(k)
 	}
 	if w != nil && !p.hold(k.fork, w) {

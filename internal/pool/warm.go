@@ -19,6 +19,8 @@ type warmJail struct {
 	// the preloads.
 	tpl  *sandbox.Template
 	bare bool
+	// precopied says it copied ahead what executions of tpl write.
+	precopied bool
 }
 
 // relay forwards the payload's output to whoever holds the jail now:

@@ -34,10 +34,18 @@ import os
 import sys
 
 _DRIVER = sys.argv[1]
-# A lean server ("--lean" before the modules) imports none of them: it only
-# finds out which ones its environment has.
-_LEAN = sys.argv[2:3] == ["--lean"]
-_PRELOAD = sys.argv[3:] if _LEAN else sys.argv[2:]
+# Options before the modules. A lean server ("--lean") imports none of
+# them: it only finds out which ones its environment has. "--probe=SECONDS"
+# bounds the probe that learns which pages executions write (_probe); 0
+# runs none, and executions then copy nothing ahead.
+_LEAN, _PROBE_SECONDS = False, 20.0
+_PRELOAD = sys.argv[2:]
+while _PRELOAD and _PRELOAD[0].startswith("--"):
+    _opt = _PRELOAD.pop(0)
+    if _opt == "--lean":
+        _LEAN = True
+    elif _opt.startswith("--probe="):
+        _PROBE_SECONDS = float(_opt[len("--probe="):])
 del sys.argv[1:]
 _PRELOADED = []  # reported when ready: what the environment has of _PRELOAD
 for _name in [] if _LEAN else _PRELOAD:
@@ -88,6 +96,7 @@ import fcntl  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
+import select  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import struct  # noqa: E402
@@ -189,8 +198,22 @@ def _serve():
     # Everything loaded so far is shared with every execution: the garbage
     # collector of an execution must not walk (and so copy) those pages.
     gc.freeze()
+    ready = {"ready": True, "preloads": _PRELOADED}
+    # The pages executions write, learned once (precopy.py): only where
+    # modules were preloaded, whose heap they would otherwise copy a page
+    # at a time on the request's path.
+    cfg["precopy"] = []
+    if _PRELOADED and not _LEAN and _PROBE_SECONDS > 0:
+        try:
+            cfg["precopy"], why = _probe(_PROBE_SECONDS)
+        except Exception as e:  # only speed: never the server's end
+            why = "probe: %s: %s" % (type(e).__name__, e)
+        if why:
+            ready["precopy_off"] = why
+        else:
+            ready["precopy"] = sum(n for _, n in cfg["precopy"])
     signal.signal(signal.SIGCHLD, _reap_children)
-    sock.send(json.dumps({"ready": True, "preloads": _PRELOADED}).encode())
+    sock.send(json.dumps(ready).encode())
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 8)
@@ -474,8 +497,8 @@ def _payload(req, cfg):
             _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
         _verify(cfg)
         os.chdir(req["dir"])
-        # Fully confined: tell the server, which then moves us into the
-        # execution's cgroup before it sends the request.
+        # Fully confined (and in the execution's cgroup since birth): tell
+        # the server, which then hands us the request.
         _send(5, {"kind": "started", "started": {"pid": os.getpid()}})
     except _Fail as e:
         _report_failure(5, e.step, e.message)
@@ -488,7 +511,7 @@ def _payload(req, cfg):
         os.environ[key] = value
     args = req.get("args")
     if not args:
-        _warm()
+        _warm(cfg["precopy"], req.get("precopy_budget", 0))
     _run_driver(args or ["--wait-request", "4"])
 
 
@@ -561,7 +584,7 @@ def _fresh_state():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _warm():
+def _warm(precopy, budget):
     # An execution waits for its request; what every request then does
     # first touches pages this process shares with the fork server, and
     # each first write copies one (a fault). Done here, before the wait,
@@ -571,7 +594,10 @@ def _warm():
     # sets before any user code anyway. Then everything that exists is
     # frozen, as the fork server froze its own heap: the exit's walk for
     # unflushed files (_flush_open_files) then sees only what the request
-    # made. TestForkedExecutionStartsClean (internal/pool) holds this.
+    # made. Last, the pages the fork server's probe found executions write
+    # are copied (precopy.py), up to budget bytes: the payload is in its
+    # execution's cgroup already (born there), which they are charged to.
+    # TestForkedExecutionStartsClean (internal/pool) holds this.
     d = _DRIVER_MODULE
     try:
         d._parse(["--report-fd", "3", "--", "main.py"])
@@ -592,6 +618,7 @@ def _warm():
     _flush_open_files()
     gc.collect()
     gc.freeze()
+    _precopy(precopy, budget)
 
 
 def _run_driver(args):

@@ -48,6 +48,10 @@ type Template struct {
 	// preloads are the modules the server's environment has of those its
 	// command line names, as it reported when ready.
 	preloads []string
+	// precopy is how many bytes each execution copies ahead (its probe's
+	// list); precopyOff why none, when its probe failed.
+	precopy    int64
+	precopyOff string
 
 	mu sync.Mutex // one fork request and its reply at a time on conn
 }
@@ -83,15 +87,29 @@ type forkRequest struct {
 	// additions to the server's environment, set before the driver runs.
 	Args []string `json:"args,omitempty"`
 	Env  []string `json:"env,omitempty"`
+	// PrecopyBudget is how many bytes of the pages the server's probe
+	// listed the execution may copy while it waits (all or none).
+	PrecopyBudget int64 `json:"precopy_budget"`
 }
+
+// PrecopyShare is the share of an execution's memory limit that copying
+// ahead may take: a forked execution copies the pages its fork server's
+// probe listed only when they are at most 1/PrecopyShare of the memory
+// limit it starts with, so that the copies never bring an execution near
+// its limit before its code ran.
+const PrecopyShare = 4
 
 // forkReply answers the configuration (Ready) and each fork request (Pid,
 // with a pidfd of the reaper attached).
 type forkReply struct {
 	Ready    bool     `json:"ready,omitempty"`
 	Preloads []string `json:"preloads,omitempty"` // with Ready
-	Pid      int      `json:"pid,omitempty"`
-	Error    string   `json:"error,omitempty"`
+	// With Ready: the bytes each execution copies ahead, or why none
+	// (the probe failed).
+	Precopy    int64  `json:"precopy,omitempty"`
+	PrecopyOff string `json:"precopy_off,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // templateStartTimeout bounds a fork server's start-up, preloading
@@ -177,6 +195,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 		return nil, fmt.Errorf("%w: fork server: %s", ErrUnsupported, reply.Error)
 	}
 	t.preloads = reply.Preloads
+	t.precopy, t.precopyOff = reply.Precopy, reply.PrecopyOff
 	return t, nil
 }
 
@@ -261,6 +280,12 @@ func (t *Template) died(doing string, err error) error {
 // modify them.
 func (t *Template) Preloads() []string { return t.preloads }
 
+// Precopy is how many bytes each execution forked from the server copies
+// while it waits for its request (the pages its probe found executions
+// write), if its memory limit allows (PrecopyShare); 0 with the reason
+// when its probe failed, 0 and "" when it ran none (no preloads).
+func (t *Template) Precopy() (bytes int64, off string) { return t.precopy, t.precopyOff }
+
 // Done is closed when the fork server has ended; it must then be replaced.
 func (t *Template) Done() <-chan struct{} { return t.proc.Done() }
 
@@ -283,8 +308,19 @@ func (t *Template) Close() error {
 // execution's actual limits and files, from Process.HandOff. spec's limits
 // are the ceilings the execution starts with; spec's mounts and network
 // must be the template's. The returned Jail is Released by the caller.
+//
+// While it waits, the execution copies the pages the server's probe found
+// executions write (see Precopy), when they take at most 1/PrecopyShare of
+// spec's memory limit.
 func (t *Template) Fork(ctx context.Context, spec Spec, out OutputFunc) (*Jail, *Process, error) {
-	return t.fork(ctx, spec, out, nil, nil)
+	return t.fork(ctx, spec, out, nil, nil, true)
+}
+
+// ForkBare is Fork for an execution that copies nothing ahead: one whose
+// code uses none of the preloads, or whose memory limit, once handed off,
+// leaves no room for the copies.
+func (t *Template) ForkBare(ctx context.Context, spec Spec, out OutputFunc) (*Jail, *Process, error) {
+	return t.fork(ctx, spec, out, nil, nil, false)
 }
 
 // ForkKernel starts a long-lived payload from the fork server: the driver
@@ -298,10 +334,10 @@ func (t *Template) ForkKernel(ctx context.Context, spec Spec, out OutputFunc, ar
 	if len(args) == 0 {
 		return nil, nil, fmt.Errorf("%w: a kernel needs the driver's arguments", ErrInvalidSpec)
 	}
-	return t.fork(ctx, spec, out, args, env)
+	return t.fork(ctx, spec, out, args, env, false)
 }
 
-func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, env []string) (_ *Jail, _ *Process, retErr error) {
+func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, env []string, copyAhead bool) (_ *Jail, _ *Process, retErr error) {
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -338,6 +374,9 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
 		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env}
+	if copyAhead {
+		req.PrecopyBudget = l.MemoryBytes / PrecopyShare
+	}
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.
