@@ -42,6 +42,11 @@ type forking struct {
 	// mu, read without it (a request's kind must not wait for a server
 	// that ends under mu).
 	bare atomic.Bool
+	// precopy is how many bytes each execution of the full server copies
+	// ahead (sandbox.Template.Precopy), as its latest start reported.
+	// Written under mu, read without it, as bare: a request must not wait
+	// for a server that ends under mu to learn it.
+	precopy atomic.Int64
 
 	mu     sync.Mutex
 	full   server
@@ -285,7 +290,11 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 		return nil, false
 	}
 	s.tpl = tpl
-	if n, off := tpl.Precopy(); off != "" {
+	n, off := tpl.Precopy()
+	if s == &f.full {
+		f.precopy.Store(n)
+	}
+	if off != "" {
 		p.cfg.Logger.Warn("fork server: its executions copy nothing ahead", "python", describe(f.spec), "reason", off)
 	} else if n > 0 {
 		p.cfg.Logger.Info("fork server: each execution copies ahead what executions write", "python", describe(f.spec), "bytes", n)
@@ -345,13 +354,7 @@ func (p *Pool) copiesTooMuchFor(k *kind, mem int64) bool {
 	if k.fork == nil || k.lean {
 		return false
 	}
-	f := k.fork
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.full.tpl == nil {
-		return false
-	}
-	n, _ := f.full.tpl.Precopy()
+	n := k.fork.precopy.Load()
 	return n > 0 && mem/sandbox.PrecopyShare < n
 }
 

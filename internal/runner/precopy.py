@@ -184,12 +184,15 @@ def _touched(maps):
 def _precopy(ranges, budget):
     # In a payload waiting for its request: copy the pages of ranges now,
     # unless they would take more than budget bytes. A kernel without
-    # MADV_POPULATE_WRITE (EINVAL), or a range no longer mapped, ends it:
-    # this is only speed.
+    # MADV_POPULATE_WRITE (EINVAL), a range no longer mapped, or any
+    # exception ends it: this is only speed, never the execution's end.
     if not ranges or sum(n for _, n in ranges) > budget:
         return
-    madvise = _libc.madvise
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    for addr, n in ranges:
-        if madvise(addr, n, MADV_POPULATE_WRITE) != 0:
-            return
+    try:
+        madvise = _libc.madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        for addr, n in ranges:
+            if madvise(addr, n, MADV_POPULATE_WRITE) != 0:
+                return
+    except Exception:
+        pass
