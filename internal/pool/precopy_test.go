@@ -3,6 +3,8 @@ package pool
 import (
 	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -257,5 +259,42 @@ func TestSmallMemoryLimitGetsAnExecutionThatCopiedNothing(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(res.Stdout), "3\n") {
 		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
+
+// TestProbeRunsWithAnExecutionsCredentials: the libraries the probe drives
+// are the environment's (a request's requirements may choose them), so it
+// drives them as an execution would run: not as root, without
+// capabilities, with no_new_privs and the seccomp filter. Here the
+// environment's numpy says, when the probe calls it, what it runs with.
+func TestProbeRunsWithAnExecutionsCredentials(t *testing.T) {
+	env := preloadEnv(t, "")
+	sites, err := filepath.Glob(filepath.Join(env, "lib", "python3*", "site-packages"))
+	if err != nil || len(sites) != 1 {
+		t.Fatalf("the venv's site-packages: %v %v", sites, err)
+	}
+	fake := `import os, sys
+def arange(*args, **kwargs):
+    f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+    sys.stderr.write("probe-creds uid=%d capeff=%s nnp=%s seccomp=%s\n" % (
+        os.getuid(), f["CapEff"].strip(), f["NoNewPrivs"].strip(), f["Seccomp"].strip()))
+    sys.stderr.flush()
+    raise RuntimeError("not numpy")
+`
+	if err := os.WriteFile(filepath.Join(sites[0], "numpy.py"), []byte(fake), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	p := newPool(t, Config{ForkServer: true, Preload: []string{"numpy"},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if res, _ := runForked(t, p, envSpec(env, "import numpy\nprint(1)\n")); string(res.Stdout) != "1\n" {
+		t.Fatalf("stdout %q stderr %s", res.Stdout, res.Stderr)
+	}
+	m := regexp.MustCompile(`probe-creds uid=(\d+) capeff=([0-9a-f]+) nnp=(\d) seccomp=(\d)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("the probe did not call the environment's numpy:\n%s", logs.String())
+	}
+	if m[1] == "0" || strings.Trim(m[2], "0") != "" || m[3] != "1" || m[4] != "2" {
+		t.Fatalf("the probe drove the environment's libraries with uid %s, capabilities %s, no_new_privs %s, seccomp mode %s", m[1], m[2], m[3], m[4])
 	}
 }

@@ -205,7 +205,7 @@ def _serve():
     cfg["precopy"] = []
     if _PRELOADED and not _LEAN and _PROBE_SECONDS > 0:
         try:
-            cfg["precopy"], why = _probe(_PROBE_SECONDS)
+            cfg["precopy"], why = _probe(_PROBE_SECONDS, cfg)
         except Exception as e:  # only speed: never the server's end
             why = "probe: %s: %s" % (type(e).__name__, e)
         if why:

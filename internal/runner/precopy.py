@@ -10,8 +10,10 @@
 # start, which pages those are: it forks a probe that does what executions
 # of such modules do and then lists the pages it made its own. Each
 # execution copies them (MADV_POPULATE_WRITE) while it waits for its
-# request. The probe runs no user code and takes no input: all it can
-# change is that list, which only decides what an execution copies ahead.
+# request. The probe takes no input and runs no request's code, but the
+# environment's libraries, with an execution's credentials and seccomp
+# filter (_probe_confine): all it can change is that list, which only
+# decides what an execution copies ahead, within its own memory.
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14
 # Bounds of the list: ranges, and bytes an execution may copy (a fraction
@@ -35,9 +37,10 @@ _PROBE_WORK = (
 )
 
 
-def _probe(timeout):
+def _probe(timeout, cfg):
     # The ranges an execution of this server writes, as [(address,
-    # length)], and "" — or [] and why not.
+    # length)], and "" — or [] and why not. cfg is the server's
+    # configuration: the probe drops to an execution's credentials.
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -46,7 +49,7 @@ def _probe(timeout):
         os.close(w)
         return [], "fork: %s" % e
     if pid == 0:
-        _probe_child(w)  # never returns
+        _probe_child(w, cfg)  # never returns
     os.close(w)
     data, why = bytearray(), ""
     limit = 16 * (_PROBE_MAX_RANGES + 1)
@@ -88,7 +91,7 @@ def _time():
     return os.times().elapsed
 
 
-def _probe_child(w):
+def _probe_child(w, cfg):
     code = 1
     try:
         # Nothing of the server's but the list's pipe, stdout and stderr
@@ -101,8 +104,12 @@ def _probe_child(w):
                     pass
         _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)
         maps = _writable_mappings()
+        # Opened while the probe may (pagemap is its owner's alone once
+        # the uid changes); read after the work.
+        pagemap = os.open("/proc/self/pagemap", os.O_RDONLY)
+        _probe_confine(cfg)
         _probe_work()
-        os.write(w, b"".join(struct.pack("QQ", a, n) for a, n in _touched(maps)))
+        os.write(w, b"".join(struct.pack("QQ", a, n) for a, n in _touched(maps, pagemap)))
         code = 0
     except BaseException as e:
         try:
@@ -110,6 +117,25 @@ def _probe_child(w):
         except BaseException:
             pass
     os._exit(code)
+
+
+def _probe_confine(cfg):
+    # The libraries the probe drives are the environment's, which a
+    # request's requirements may have chosen: they run with what an
+    # execution has (its uid and gid, no capabilities, no_new_privs, its
+    # seccomp filter), not with the fork server's privileges. Its mounts
+    # and namespaces stay the server's: it only reads and computes.
+    for cap in cfg["bounding"]:
+        _prctl("capabilities", PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+    os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+    _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+    _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if cfg["seccomp_prog"]:
+        prog = ctypes.create_string_buffer(cfg["seccomp_prog"][1])
+        _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
 
 
 def _writable_mappings():
@@ -150,14 +176,14 @@ def _probe_work():
     gc.collect()
 
 
-def _touched(maps):
+def _touched(maps, fd):
     # The pages of maps now present and mapped by this process alone
-    # (/proc/self/pagemap: bits 63 and 56), i.e. copied or first touched
-    # since the fork, as ranges that bridge gaps of _PROBE_GAP_PAGES.
+    # (/proc/self/pagemap, open as fd: bits 63 and 56), i.e. copied or
+    # first touched since the fork, as ranges that bridge gaps of
+    # _PROBE_GAP_PAGES. It closes fd.
     page = resource.getpagesize()
     present_alone = (1 << 63) | (1 << 56)
     ranges = []
-    fd = os.open("/proc/self/pagemap", os.O_RDONLY)
     try:
         for start, end in maps:
             first = start // page
