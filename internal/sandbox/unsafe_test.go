@@ -30,7 +30,7 @@ func TestUnsafeModeRunsWithRlimitsOnly(t *testing.T) {
 		t.Fatalf("status %s (%s) stdout %q stderr %s", res.Status, res.Reason, res.Stdout, res.Stderr)
 	}
 	res, err = m.Run(context.Background(), Spec{
-		Argv:   []string{python, "-c", "import time; print('x', flush=True); time.sleep(30)"},
+		Argv: []string{python, "-c", "import time; print('x', flush=True); time.sleep(30)"},
 		// Long enough for the interpreter to start and print under
 		// emulation (make test-vm), short against the 30 s sleep.
 		Limits: Limits{WallTime: 5 * time.Second},
