@@ -111,7 +111,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	s.closers = append(s.closers, func(context.Context) error { return jails.Close() })
 	var runner engine.Runner = jails
 	if cfg.WarmPool && !cfg.UnsafeNoIsolation && cfg.PoolMaxWarm > 0 {
-		s.pool = pool.New(jails, poolConfig(cfg, log))
+		pc := poolConfig(cfg, log)
+		pc.TrustedMount = s.trustedMount
+		s.pool = pool.New(jails, pc)
 		s.closers = append(s.closers, func(context.Context) error { return s.pool.Close() }) // closed after the engine
 		runner = s.pool
 	}
@@ -205,6 +207,14 @@ func poolConfig(cfg config.Config, log *slog.Logger) pool.Config {
 		Preload:        cfg.Preload,
 		Logger:         log.With("component", "pool"),
 	}
+}
+
+// trustedMount reports whether a jail's mount dir is a base environment,
+// whose packages the operator chose: only code whose mounts all are may
+// fork from a fork server (pool.Config.TrustedMount). The environments
+// are set up after the pool, before any request.
+func (s *stack) trustedMount(dir string) bool {
+	return s.envs != nil && s.envs.IsBase(dir)
 }
 
 // checkIsolation refuses to run on a host that lacks a required layer.

@@ -40,7 +40,7 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	k, ok := p.kinds[key]
 	if !ok {
 		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, refill: make(chan struct{}, 1)}
-		if p.cfg.ForkServer {
+		if p.cfg.ForkServer && p.forkable(spec) {
 			k.fork = p.forkingFor(spec)
 		}
 		p.kinds[key] = k

@@ -58,6 +58,14 @@ type Config struct {
 	// Preload are the modules a fork server imports once, where its
 	// environment has them (serve's default: numpy, pandas, matplotlib).
 	Preload []string
+	// TrustedMount reports whether the directory a jail mounts holds only
+	// what the operator chose (the base environment). A fork server runs
+	// its environment's site hooks (.pth files) and preloads as root with
+	// capabilities and no seccomp filter, before any execution's
+	// confinement: code with any other mount (an environment a request's
+	// requirements built) gets warm jails, whose interpreter starts
+	// confined. nil: only code without mounts forks.
+	TrustedMount func(dir string) bool
 	// MaxForkServers bounds the fork servers running at once, all kinds
 	// together (default 4): each holds an interpreter and its preloads
 	// (20–120 MiB). A kind beyond them builds warm jails; a full server
@@ -264,6 +272,17 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		}
 	}
 	return res, err
+}
+
+// forkable reports whether executions of spec may fork from a fork
+// server: every directory it mounts is trusted (Config.TrustedMount).
+func (p *Pool) forkable(spec sandbox.Spec) bool {
+	for _, m := range spec.Mounts {
+		if p.cfg.TrustedMount == nil || !p.cfg.TrustedMount(m.Source) {
+			return false
+		}
+	}
+	return true
 }
 
 // leanCode reports whether spec's execution may fork from a server that

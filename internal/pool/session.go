@@ -32,11 +32,11 @@ type sessionFork struct {
 // lets the fork server go when nothing else uses it.
 //
 // A nil jail and a nil error say that spec does not fork here (fork
-// servers off, unavailable or not running without start, network,
-// environment additions a running interpreter cannot take): the caller
-// starts the kernel cold.
+// servers off, unavailable or not running without start, network, a
+// mount that is not trusted (Config.TrustedMount), environment additions
+// a running interpreter cannot take): the caller starts the kernel cold.
 func (p *Pool) ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc, start bool) (*sandbox.Jail, *sandbox.Process, func(), error) {
-	if !p.cfg.ForkServer || spec.Network || len(spec.Argv) == 0 {
+	if !p.cfg.ForkServer || spec.Network || len(spec.Argv) == 0 || !p.forkable(spec) {
 		return nil, nil, nil, nil
 	}
 	args, extra, ok := runner.ForkedSession(spec.Argv, spec.Env, p.cfg.BaseEnv)

@@ -294,6 +294,16 @@ func (l *Lease) Release() {
 	})
 }
 
+// IsBase reports whether dir is the directory of a base environment (of
+// any interpreter): one whose packages the operator chose, not a request.
+func (m *Environments) IsBase(dir string) bool {
+	if len(m.base) == 0 || filepath.Dir(filepath.Clean(dir)) != filepath.Clean(envsDir(m.cfg)) {
+		return false
+	}
+	env, err := m.readEnv(filepath.Base(dir))
+	return err == nil && env.Key == m.Key(Interpreter{Path: env.PythonPath, Full: env.Python}, m.base)
+}
+
 // BaseSet returns the base environment's requirements.
 func (m *Environments) BaseSet() Set { return slices.Clone(m.base) }
 

@@ -37,6 +37,12 @@ func TestEnvironmentLayerOverBase(t *testing.T) {
 	if l.Env.BaseKey != base.Key || !slices.Equal(l.Dirs(), []string{l.Env.Dir, base.Dir}) {
 		t.Fatalf("base key %q, dirs %v: want a layer over %s", l.Env.BaseKey, l.Dirs(), base.Key)
 	}
+	// Only the base environment is the operator's choice (what may have a
+	// fork server): not a layer over it, nor anything outside the store.
+	if !m.IsBase(base.Dir) || m.IsBase(l.Env.Dir) || m.IsBase(filepath.Dir(base.Dir)) || m.IsBase(t.TempDir()) {
+		t.Errorf("IsBase: base %v, layer %v, the store %v, elsewhere %v; want only the base",
+			m.IsBase(base.Dir), m.IsBase(l.Env.Dir), m.IsBase(filepath.Dir(base.Dir)), m.IsBase(t.TempDir()))
+	}
 	own, err := installedDists(l.Env.Dir)
 	if err != nil {
 		t.Fatal(err)
