@@ -22,7 +22,9 @@ type server struct {
 // startServer starts `pyexec serve` with extra flags (e.g.
 // --fork-server=false) on a free loopback port.
 func startServer(ctx context.Context, binary string, extra ...string) (*server, error) {
-	flags := append([]string{"--queue-size", "1000", "--log-level", "warn", "--prepare-base=false"}, extra...)
+	// The pandas environment the rich scenarios ask for is the base
+	// environment: only those fork (pool.Config.TrustedMount).
+	flags := append([]string{"--queue-size", "1000", "--log-level", "warn", "--prepare-base=false", "--base-packages", "pandas,matplotlib"}, extra...)
 	s, err := benchserver.Run(ctx, binary, "pyexec-bench-", cgroupParent(), flags...)
 	if err != nil {
 		return nil, err

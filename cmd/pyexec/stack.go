@@ -209,12 +209,12 @@ func poolConfig(cfg config.Config, log *slog.Logger) pool.Config {
 	}
 }
 
-// trustedMount reports whether a jail's mount dir is a base environment,
-// whose packages the operator chose: only code whose mounts all are may
-// fork from a fork server (pool.Config.TrustedMount). The environments
-// are set up after the pool, before any request.
+// trustedMount reports whether a jail's mount dir holds only what the
+// operator chose (a base environment, an interpreter): only code whose
+// mounts all do may fork from a fork server (pool.Config.TrustedMount).
+// The environments are set up after the pool, before any request.
 func (s *stack) trustedMount(dir string) bool {
-	return s.envs != nil && s.envs.IsBase(dir)
+	return s.envs != nil && s.envs.OperatorChosen(dir)
 }
 
 // checkIsolation refuses to run on a host that lacks a required layer.

@@ -40,7 +40,7 @@ func newSessionEnvServer(t *testing.T) *httptest.Server {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, "tinyreq")}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, envs.OperatorChosen, "tinyreq")}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail", Heartbeat: 50 * time.Millisecond})
 	if err != nil {
@@ -162,7 +162,7 @@ func TestSessionWithPandasFromPyPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, "pandas")}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}, Forker: forker(t, jails, envs.OperatorChosen, "pandas")}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail"})
 	if err != nil {

@@ -23,7 +23,7 @@ func newSessionServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 64 << 20}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			return engine.Deps{Jails: jails, Forker: forker(t, jails)}
+			return engine.Deps{Jails: jails, Forker: forker(t, jails, nil)}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail",
 		Collectors: []prometheus.Collector{SessionCollector(eng.SessionStats)}})
@@ -36,11 +36,12 @@ func newSessionServer(t *testing.T) *httptest.Server {
 }
 
 // forker is a pool whose fork servers preload preload, for an engine's
-// session kernels to fork from as a server's do. It is closed after the
-// engine (cleanups run last first).
-func forker(t *testing.T, jails *sandbox.Manager, preload ...string) *pool.Pool {
+// session kernels to fork from as a server's do; trusted says which
+// mounts may fork (serve's: the base environments). It is closed after
+// the engine (cleanups run last first).
+func forker(t *testing.T, jails *sandbox.Manager, trusted func(string) bool, preload ...string) *pool.Pool {
 	t.Helper()
-	p := pool.New(jails, pool.Config{ForkServer: true, BaseEnv: engine.BaseEnv(), Preload: preload})
+	p := pool.New(jails, pool.Config{ForkServer: true, BaseEnv: engine.BaseEnv(), Preload: preload, TrustedMount: trusted})
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("closing the pool: %v", err)

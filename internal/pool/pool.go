@@ -59,12 +59,12 @@ type Config struct {
 	// environment has them (serve's default: numpy, pandas, matplotlib).
 	Preload []string
 	// TrustedMount reports whether the directory a jail mounts holds only
-	// what the operator chose (the base environment). A fork server runs
-	// its environment's site hooks (.pth files) and preloads as root with
-	// capabilities and no seccomp filter, before any execution's
-	// confinement: code with any other mount (an environment a request's
-	// requirements built) gets warm jails, whose interpreter starts
-	// confined. nil: only code without mounts forks.
+	// what the operator chose (an interpreter, the base environment). A
+	// fork server runs its environment's site hooks (.pth files) and
+	// preloads as root with capabilities and no seccomp filter, before any
+	// execution's confinement: code with any other mount (an environment
+	// a request's requirements built) gets warm jails, whose interpreter
+	// starts confined. nil: only code without mounts forks.
 	TrustedMount func(dir string) bool
 	// MaxForkServers bounds the fork servers running at once, all kinds
 	// together (default 4): each holds an interpreter and its preloads

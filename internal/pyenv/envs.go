@@ -294,13 +294,23 @@ func (l *Lease) Release() {
 	})
 }
 
-// IsBase reports whether dir is the directory of a base environment (of
-// any interpreter): one whose packages the operator chose, not a request.
-func (m *Environments) IsBase(dir string) bool {
-	if len(m.base) == 0 || filepath.Dir(filepath.Clean(dir)) != filepath.Clean(envsDir(m.cfg)) {
+// OperatorChosen reports whether dir, a directory a jail mounts, holds
+// only what the operator chose: anything outside the environment store
+// (an interpreter's installation, say) or a base environment — not an
+// environment built for a request's requirements or detected imports.
+func (m *Environments) OperatorChosen(dir string) bool {
+	store, err1 := filepath.Abs(envsDir(m.cfg))
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
 		return false
 	}
-	env, err := m.readEnv(filepath.Base(dir))
+	if d != store && !strings.HasPrefix(d, store+string(filepath.Separator)) {
+		return true
+	}
+	if len(m.base) == 0 || filepath.Dir(d) != store {
+		return false
+	}
+	env, err := m.readEnv(filepath.Base(d))
 	return err == nil && env.Key == m.Key(Interpreter{Path: env.PythonPath, Full: env.Python}, m.base)
 }
 

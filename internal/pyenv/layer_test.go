@@ -37,11 +37,14 @@ func TestEnvironmentLayerOverBase(t *testing.T) {
 	if l.Env.BaseKey != base.Key || !slices.Equal(l.Dirs(), []string{l.Env.Dir, base.Dir}) {
 		t.Fatalf("base key %q, dirs %v: want a layer over %s", l.Env.BaseKey, l.Dirs(), base.Key)
 	}
-	// Only the base environment is the operator's choice (what may have a
-	// fork server): not a layer over it, nor anything outside the store.
-	if !m.IsBase(base.Dir) || m.IsBase(l.Env.Dir) || m.IsBase(filepath.Dir(base.Dir)) || m.IsBase(t.TempDir()) {
-		t.Errorf("IsBase: base %v, layer %v, the store %v, elsewhere %v; want only the base",
-			m.IsBase(base.Dir), m.IsBase(l.Env.Dir), m.IsBase(filepath.Dir(base.Dir)), m.IsBase(t.TempDir()))
+	// Of the store, only the base environment is the operator's choice
+	// (what may have a fork server): not a layer over it, nor the store
+	// itself; what lies outside the store (interpreters) is the operator's.
+	store := filepath.Dir(base.Dir)
+	if !m.OperatorChosen(base.Dir) || m.OperatorChosen(l.Env.Dir) || m.OperatorChosen(store) ||
+		m.OperatorChosen(filepath.Join(store, "..", "envs", filepath.Base(l.Env.Dir))) || !m.OperatorChosen(t.TempDir()) {
+		t.Errorf("OperatorChosen: base %v, layer %v, the store %v, elsewhere %v; want the base and elsewhere",
+			m.OperatorChosen(base.Dir), m.OperatorChosen(l.Env.Dir), m.OperatorChosen(store), m.OperatorChosen(t.TempDir()))
 	}
 	own, err := installedDists(l.Env.Dir)
 	if err != nil {
