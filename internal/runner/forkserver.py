@@ -479,22 +479,11 @@ def _payload(req, cfg):
                 resource.setrlimit(res, (soft, hard))
             except (OSError, ValueError) as e:
                 raise _Fail("rlimit " + step, str(e))
-        # The fork server's bounding set holds only what it was started
-        # with (cfg["bounding"]); _verify checks that it ends up empty.
-        for cap in cfg["bounding"]:
-            _prctl("capabilities", PR_CAPBSET_DROP, cap, 0, 0, 0)
-        _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-        os.setgroups([])
-        os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
-        os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
-        _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+        _become_user(cfg)
         plan = cfg.get("landlock")
         if plan and plan["abi"]:
             _landlock(plan)
-        _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        if cfg["seccomp_prog"]:
-            prog = ctypes.create_string_buffer(cfg["seccomp_prog"][1])
-            _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
+        _seal(cfg)
         _verify(cfg)
         os.chdir(req["dir"])
         # Fully confined (and in the execution's cgroup since birth): tell
@@ -513,6 +502,27 @@ def _payload(req, cfg):
     if not args:
         _warm(cfg["precopy"], req.get("precopy_budget", 0))
     _run_driver(args or ["--wait-request", "4"])
+
+
+def _become_user(cfg):
+    # The sandbox user's credentials and no capability: the fork server's
+    # bounding set holds only what it was started with (cfg["bounding"]),
+    # which _verify checks ends up empty.
+    for cap in cfg["bounding"]:
+        _prctl("capabilities", PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+    os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+    _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
+
+
+def _seal(cfg):
+    # No privilege gained by exec from here on, and the seccomp filter.
+    _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if cfg["seccomp_prog"]:
+        prog = ctypes.create_string_buffer(cfg["seccomp_prog"][1])
+        _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
 
 
 def _landlock(plan):

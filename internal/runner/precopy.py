@@ -124,18 +124,10 @@ def _probe_confine(cfg):
     # request's requirements may have chosen: they run with what an
     # execution has (its uid and gid, no capabilities, no_new_privs, its
     # seccomp filter), not with the fork server's privileges. Its mounts
-    # and namespaces stay the server's: it only reads and computes.
-    for cap in cfg["bounding"]:
-        _prctl("capabilities", PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _prctl("capabilities", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    os.setgroups([])
-    os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
-    os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
-    _prctl("pdeathsig", PR_SET_PDEATHSIG, signal.SIGKILL)  # the uid change cleared it
-    _prctl("no_new_privs", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    if cfg["seccomp_prog"]:
-        prog = ctypes.create_string_buffer(cfg["seccomp_prog"][1])
-        _prctl("seccomp", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
+    # and namespaces stay the server's: it only reads and computes. The
+    # payload's own steps (forkserver.py), without Landlock.
+    _become_user(cfg)
+    _seal(cfg)
 
 
 def _writable_mappings():
