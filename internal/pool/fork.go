@@ -349,13 +349,13 @@ func (p *Pool) retireLean(f *forking) bool {
 
 // copiesTooMuchFor reports whether k's warm executions copy ahead more
 // than an execution with memory limit mem may hold before its code runs
-// (sandbox.PrecopyShare): handing one such a limit could end it at once.
+// (sandbox.PrecopyFits): handing one such a limit could end it at once.
 func (p *Pool) copiesTooMuchFor(k *kind, mem int64) bool {
 	if k.fork == nil || k.lean {
 		return false
 	}
 	n := k.fork.precopy.Load()
-	return n > 0 && mem/sandbox.PrecopyShare < n
+	return n > 0 && !sandbox.PrecopyFits(n, mem)
 }
 
 // dropServer ends the fork server s; its forking's mu is held.
@@ -420,7 +420,7 @@ func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare, copyAhead bool) (*
 		return nil, true, err
 	}
 	n, _ := tpl.Precopy()
-	precopied := copyAhead && n > 0 && k.spec.Limits.WithDefaults().MemoryBytes/sandbox.PrecopyShare >= n
+	precopied := copyAhead && sandbox.PrecopyFits(n, k.spec.Limits.WithDefaults().MemoryBytes)
 	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare, precopied: precopied}, true, nil
 }
 

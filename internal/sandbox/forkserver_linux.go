@@ -99,6 +99,11 @@ type forkRequest struct {
 // its limit before its code ran.
 const PrecopyShare = 4
 
+// PrecopyFits reports whether an execution with memory limit mem copies
+// ahead the bytes its fork server's probe listed (Template.Precopy): some,
+// and at most 1/PrecopyShare of mem.
+func PrecopyFits(bytes, mem int64) bool { return bytes > 0 && bytes <= mem/PrecopyShare }
+
 // forkReply answers the configuration (Ready) and each fork request (Pid,
 // with a pidfd of the reaper attached).
 type forkReply struct {
