@@ -7,10 +7,12 @@
 // not a test: nothing here gates CI.
 //
 //	make bench            # or: go run ./bench -pyexec bin/pyexec -n 100
+//	go run ./bench -floor -python python3.12 -n 300   # P3's budget against the jail's kernel floor
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,6 +30,8 @@ func run() int {
 	total := flag.Int("requests", 200, "requests per throughput level")
 	onlyP6 := flag.Bool("p6", false, "run only the session scenarios of P6 (create, first cell, memory)")
 	onlyP2 := flag.Bool("p2", false, "run only the pandas + PNG scenario of P2 (-n iterations)")
+	floor := flag.Bool("floor", false, "run only the kernel's floor under a forked execution against P3's budget (root; no server)")
+	floorPython := flag.String("python", "python3", "interpreter for -floor")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -35,6 +39,12 @@ func run() int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
+	}
+	if *floor {
+		if os.Geteuid() != 0 {
+			return fail(errors.New("-floor makes namespaces and mounts: run it as root"))
+		}
+		return runFloor(ctx, *floorPython, 10, max(10, *n/10))
 	}
 	var s servers
 	defer removeCgroupParent() // deferred first: runs after every server's stop
