@@ -89,7 +89,6 @@ if _LEAN:
             pass
 
 import _io  # noqa: E402
-import _thread  # noqa: E402
 import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import fcntl  # noqa: E402
@@ -311,7 +310,8 @@ def _listen_relay(path):
     # sandbox/relay_linux.go). It is in the execution's own /dev/shm,
     # root's, in a sticky directory: the payload can connect to it but not
     # remove or replace it.
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Non-blocking: the reaper accepts only what its poll saw waiting.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
     try:
         s.bind(path)
         os.chmod(path, 0o666)
@@ -320,26 +320,6 @@ def _listen_relay(path):
         s.close()
         raise _Fail("relay", str(e))
     return s
-
-
-def _serve_relay(lst, tags, fds, done):
-    # Every connection gets fds, tagged by tags, until lst is shut down. It
-    # never reads from a client, so no client can hold it up.
-    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
-    try:
-        while True:
-            try:
-                conn, _ = lst.accept()
-            except OSError:
-                return
-            try:
-                conn.sendmsg([tags], rights, socket.MSG_NOSIGNAL)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-    finally:
-        done.release()
 
 
 def _report_failure(status, step, message):
@@ -402,33 +382,42 @@ def _own_cgroup_namespace():
 
 
 def _reap(pid, req, relay):
-    # PID 1 of the execution: serve the payload's pipes, wait for it,
-    # reaping what is re-parented to us, then kill everything left, close
-    # the pipes and report.
+    # PID 1 of the execution, on its one thread: serve the payload's pipes
+    # on the relay and reap whatever ends (the payload, and what is
+    # re-parented to us) as it ends; once the payload has, kill everything
+    # left, reap it, close the pipes and report.
     for fd in range(3):
         os.close(fd)
-    tags, fds = (b"c", [3]) if req["channel"] else (b"", [])
-    done = _thread.allocate_lock()
-    done.acquire()
-    _thread.start_new_thread(_serve_relay, (relay, tags + b"r", fds + [4], done))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # The report's encoding, once while the payload runs: its first use
     # copies shared pages, which would otherwise happen after the payload's
     # death, on the path to the answer.
     json.dumps({"kind": "exit", "exit": {"Exited": True, "ExitCode": 0}})
-    exit_info = {"Signal": 9}
-    while True:
-        try:
-            got, ws = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if got == pid:
-            if os.WIFEXITED(ws):
-                exit_info = {"Exited": True, "ExitCode": os.WEXITSTATUS(ws)}
-            else:
-                exit_info = {"Signal": os.WTERMSIG(ws)}
-            break
+    tags, fds = (b"cr", [3, 4]) if req["channel"] else (b"r", [4])
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
+    # A child's end wakes the loop below through a pipe: the interpreter's
+    # own signal handler writes to it (set_wakeup_fd), ours does nothing.
+    # Made after the payload's fork, so the payload holds neither end; a
+    # child that ended before is found by the first pass of _reaped.
+    wake, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _woken)
+    poller = select.poll()
+    poller.register(relay, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    exit_info = _reaped(pid)
+    while exit_info is None:
+        for fd, _ in poller.poll():
+            if fd == wake:
+                os.read(wake, 4096)
+                exit_info = _reaped(pid)
+            elif not _hand_out(relay, tags, rights):
+                # The relay cannot accept any more: its clients are refused
+                # from now on instead of waiting for an answer.
+                poller.unregister(relay)
+                relay.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -438,25 +427,61 @@ def _reap(pid, req, relay):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    # Every process of the execution is gone: nothing is left to fetch a
-    # pipe from the relay, so the report goes out first, and the relay's
-    # thread ends after it (off the path to the answer). The pipes close
-    # before the report: the server reads them to EOF.
+    # Every process of the execution is gone, so nothing is left to fetch
+    # a pipe from the relay. The pipes close before the report: the server
+    # reads them to EOF.
     os.close(3)
     os.close(4)
     try:
         _send(5, {"kind": "exit", "exit": exit_info})
-        try:
-            relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
-        except OSError:
-            pass
-        done.acquire()
-        relay.close()
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
                 pass
     finally:
         os._exit(0)
+
+
+def _woken(signum, frame):
+    pass  # SIGCHLD: the wake-up pipe has been written to already
+
+
+def _reaped(payload):
+    # Reaps every child that has ended; once the payload is among them, its
+    # exit (whatever else is left is killed next).
+    while True:
+        try:
+            got, ws = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return {"Signal": 9}
+        if got == 0:
+            return None
+        if got == payload:
+            if os.WIFEXITED(ws):
+                return {"Exited": True, "ExitCode": os.WEXITSTATUS(ws)}
+            return {"Signal": os.WTERMSIG(ws)}
+
+
+def _hand_out(relay, tags, rights):
+    # Every connection waiting on the relay gets the pipes (rights, tagged
+    # by tags) and is closed; false once the relay cannot accept. Nothing
+    # is read from a client and the send never waits (a fresh socket's
+    # buffer takes a message this small; MSG_DONTWAIT says so), so no
+    # client can hold the reaper up.
+    while True:
+        try:
+            conn, _ = relay.accept()
+        except BlockingIOError:
+            return True
+        except ConnectionAbortedError:
+            continue
+        except OSError:
+            return False
+        try:
+            conn.sendmsg([tags], rights, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+        except OSError:
+            pass  # the client went away: its loss
+        finally:
+            conn.close()
 
 
 # --- one execution: the payload -------------------------------------------
