@@ -77,6 +77,10 @@ if "matplotlib.pyplot" in sys.modules:
 # What a payload may keep of sys.modules: what the interpreter and the
 # preloads loaded, not the machinery below.
 _KEEP = frozenset(sys.modules)
+# The import system's finders, which remember the template's directories: a
+# payload starts a cache of its own (_fresh_state), and this reference keeps
+# the template's from being freed there.
+_TEMPLATE_IMPORTER_CACHE = sys.path_importer_cache
 
 if _LEAN:
     import importlib.machinery  # noqa: E402
@@ -406,10 +410,6 @@ def _reap(pid, req, relay):
         os.close(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # The report's encoding, once while the payload runs: its first use
-    # copies shared pages, which would otherwise happen after the payload's
-    # death, on the path to the answer.
-    json.dumps({"kind": "exit", "exit": {"Exited": True, "ExitCode": 0}})
     tags, fds = (b"cr", [3, 4]) if req["channel"] else (b"r", [4])
     rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
     # A child's end wakes the loop below through a pipe: the interpreter's
@@ -422,12 +422,12 @@ def _reap(pid, req, relay):
     poller = select.poll()
     poller.register(relay, select.POLLIN)
     poller.register(wake, select.POLLIN)
-    exit_info = _reaped(pid)
-    while exit_info is None:
+    report = _reaped(pid)
+    while report is None:
         for fd, _ in poller.poll():
             if fd == wake:
                 os.read(wake, 4096)
-                exit_info = _reaped(pid)
+                report = _reaped(pid)
             elif not _hand_out(relay, tags, rights):
                 # The relay cannot accept any more: its clients are refused
                 # from now on instead of waiting for an answer.
@@ -449,7 +449,7 @@ def _reap(pid, req, relay):
     os.close(3)
     os.close(4)
     try:
-        _send(5, {"kind": "exit", "exit": exit_info})
+        os.write(5, report)
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
                 pass
@@ -463,18 +463,20 @@ def _woken(signum, frame):
 
 def _reaped(payload):
     # Reaps every child that has ended; once the payload is among them, its
-    # exit (whatever else is left is killed next).
+    # exit report (whatever else is left is killed next). Formatted, not
+    # encoded: the reaper never uses the JSON encoder, whose first use in a
+    # process copies the pages it touches of the fork server's.
     while True:
         try:
             got, ws = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return {"Signal": 9}
+            return b'{"kind": "exit", "exit": {"Signal": 9}}\n'
         if got == 0:
             return None
         if got == payload:
             if os.WIFEXITED(ws):
-                return {"Exited": True, "ExitCode": os.WEXITSTATUS(ws)}
-            return {"Signal": os.WTERMSIG(ws)}
+                return b'{"kind": "exit", "exit": {"Exited": true, "ExitCode": %d}}\n' % os.WEXITSTATUS(ws)
+            return b'{"kind": "exit", "exit": {"Signal": %d}}\n' % os.WTERMSIG(ws)
 
 
 def _hand_out(relay, tags, rights):
@@ -635,7 +637,10 @@ def _fresh_state():
     tf = sys.modules.get("tempfile")
     if tf is not None:
         tf._name_sequence = None
-    sys.path_importer_cache.clear()
+    # A new cache rather than the template's cleared: clearing it would
+    # free its finders and their directory listings, writing to (so
+    # copying) every page they are on, ≈ 100 faults per execution.
+    sys.path_importer_cache = {}
     warnings.filters[:] = _WARNING_FILTERS
     warnings._filters_mutated()
     # Exit callbacks the preloads registered are the fork server's (say,
