@@ -77,6 +77,10 @@ if "matplotlib.pyplot" in sys.modules:
 # What a payload may keep of sys.modules: what the interpreter and the
 # preloads loaded, not the machinery below.
 _KEEP = frozenset(sys.modules)
+# The import system's finders, which remember the template's directories: a
+# payload starts a cache of its own (_fresh_state), and this reference keeps
+# the template's from being freed there.
+_TEMPLATE_IMPORTER_CACHE = sys.path_importer_cache
 
 if _LEAN:
     import importlib.machinery  # noqa: E402
@@ -89,9 +93,9 @@ if _LEAN:
             pass
 
 import _io  # noqa: E402
-import _thread  # noqa: E402
 import atexit  # noqa: E402
 import ctypes  # noqa: E402
+import errno  # noqa: E402
 import fcntl  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
@@ -112,6 +116,11 @@ _DRIVER_MODULE = type(sys)("pyexec_driver")
 _DRIVER_MODULE.__dict__["__builtins__"] = sys.modules["builtins"]
 exec(compile(_DRIVER, "<string>", "exec"), _DRIVER_MODULE.__dict__)
 _libc = ctypes.CDLL(None, use_errno=True)
+# ctypes makes a function object on a function's first use and caches it
+# in the library object: done here once, every execution shares them
+# instead of making its own (and copying the pages the cache is on).
+for _fn in ("mount", "umount2", "sethostname", "unshare", "setns", "prctl", "syscall"):
+    getattr(_libc, _fn)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -125,9 +134,12 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-# landlock_create_ruleset, _add_rule and _restrict_self: 444-446 on both.
+# landlock_create_ruleset, _add_rule and _restrict_self: 444-446, and
+# close_range 436, on both.
 SYS_LANDLOCK_CREATE_RULESET, LANDLOCK_ARCHES = 444, ("x86_64", "aarch64")
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
+SYS_CLOSE_RANGE = 436
+_ARCH = os.uname().machine  # once: the machine does not change under us
+SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK = 0x8914, 1, 8
 
 
 class _Fail(Exception):
@@ -284,13 +296,10 @@ def _child(sock, req, fds, cfg):
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (stdin, stdout, stderr, chan, reqfd, st, ctl)]
         for i, fd in enumerate(high):
             os.dup2(fd, i, inheritable=i < 5)
-        # Every other descriptor goes, whatever its number.
-        for fd in [int(f) for f in os.listdir("/proc/self/fd")]:
-            if fd >= 7:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass  # the listing's own descriptor
+        # Every other descriptor goes, whatever its number, in one call
+        # (Linux 5.9+; pyexec needs 5.12).
+        if _libc.syscall(ctypes.c_long(SYS_CLOSE_RANGE), 7, ctypes.c_uint(0xFFFFFFFF), 0) != 0:
+            raise _Fail("descriptors", "close_range: " + os.strerror(ctypes.get_errno()))
         _isolate(req, cfg)
         relay = _listen_relay(cfg["relay"])
         _own_cgroup_namespace()
@@ -311,7 +320,8 @@ def _listen_relay(path):
     # sandbox/relay_linux.go). It is in the execution's own /dev/shm,
     # root's, in a sticky directory: the payload can connect to it but not
     # remove or replace it.
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Non-blocking: the reaper accepts only what its poll saw waiting.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
     try:
         s.bind(path)
         os.chmod(path, 0o666)
@@ -320,26 +330,6 @@ def _listen_relay(path):
         s.close()
         raise _Fail("relay", str(e))
     return s
-
-
-def _serve_relay(lst, tags, fds, done):
-    # Every connection gets fds, tagged by tags, until lst is shut down. It
-    # never reads from a client, so no client can hold it up.
-    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
-    try:
-        while True:
-            try:
-                conn, _ = lst.accept()
-            except OSError:
-                return
-            try:
-                conn.sendmsg([tags], rights, socket.MSG_NOSIGNAL)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-    finally:
-        done.release()
 
 
 def _report_failure(status, step, message):
@@ -358,11 +348,11 @@ def _isolate(req, cfg):
     host = cfg["hostname"].encode()
     _sys("sethostname", _libc.sethostname, host, len(host))
     if not cfg["network"]:
+        # A new namespace's loopback has IFF_LOOPBACK, which the kernel
+        # keeps whatever is set, and no other flag: nothing to read first.
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
-            ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
-            up = struct.unpack("16sH14x", ifr)[1] | IFF_UP
-            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", up))
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_LOOPBACK))
         except OSError as e:
             raise _Fail("loopback", str(e))
         finally:
@@ -376,15 +366,25 @@ def _isolate(req, cfg):
     # A /proc of the new pid namespace, masked like a cold jail's.
     _sys("umount /proc", _libc.umount2, b"/proc", MNT_DETACH)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # An entry this kernel lacks has nothing to hide. Mounted without
+    # looking first: only a mount that fails is checked (_mount_unless_missing).
     for name in cfg["proc_masked"]:
-        p = "/proc/" + name
-        if os.path.lexists(p):
-            _mount("/dev/null", p, None, MS_BIND)
+        _mount_unless_missing("/dev/null", "/proc/" + name, MS_BIND)
     for name in cfg["proc_read_only"]:
         p = "/proc/" + name
-        if os.path.lexists(p):
-            _mount(p, p, None, MS_BIND | MS_REC)
+        if _mount_unless_missing(p, p, MS_BIND | MS_REC):
             _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def _mount_unless_missing(src, target, flags):
+    # A bind mount of src onto target; false if target does not exist. Any
+    # other failure fails, a missing src among them.
+    if _libc.mount(_c(src), _c(target), None, ctypes.c_ulong(flags), None) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ENOENT and not os.path.lexists(target):
+        return False
+    raise _Fail("mount " + target, os.strerror(err))
 
 
 def _own_cgroup_namespace():
@@ -402,33 +402,38 @@ def _own_cgroup_namespace():
 
 
 def _reap(pid, req, relay):
-    # PID 1 of the execution: serve the payload's pipes, wait for it,
-    # reaping what is re-parented to us, then kill everything left, close
-    # the pipes and report.
+    # PID 1 of the execution, on its one thread: serve the payload's pipes
+    # on the relay and reap whatever ends (the payload, and what is
+    # re-parented to us) as it ends; once the payload has, kill everything
+    # left, reap it, close the pipes and report.
     for fd in range(3):
         os.close(fd)
-    tags, fds = (b"c", [3]) if req["channel"] else (b"", [])
-    done = _thread.allocate_lock()
-    done.acquire()
-    _thread.start_new_thread(_serve_relay, (relay, tags + b"r", fds + [4], done))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # The report's encoding, once while the payload runs: its first use
-    # copies shared pages, which would otherwise happen after the payload's
-    # death, on the path to the answer.
-    json.dumps({"kind": "exit", "exit": {"Exited": True, "ExitCode": 0}})
-    exit_info = {"Signal": 9}
-    while True:
-        try:
-            got, ws = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if got == pid:
-            if os.WIFEXITED(ws):
-                exit_info = {"Exited": True, "ExitCode": os.WEXITSTATUS(ws)}
-            else:
-                exit_info = {"Signal": os.WTERMSIG(ws)}
-            break
+    tags, fds = (b"cr", [3, 4]) if req["channel"] else (b"r", [4])
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))]
+    # A child's end wakes the loop below through a pipe: the interpreter's
+    # own signal handler writes to it (set_wakeup_fd), ours does nothing.
+    # Made after the payload's fork, so the payload holds neither end; a
+    # child that ended before is found by the first pass of _reaped.
+    wake, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, _woken)
+    poller = select.poll()
+    poller.register(relay, select.POLLIN)
+    poller.register(wake, select.POLLIN)
+    report = _reaped(pid)
+    while report is None:
+        for fd, _ in poller.poll():
+            if fd == wake:
+                os.read(wake, 4096)
+                report = _reaped(pid)
+            elif not _hand_out(relay, tags, rights):
+                # The relay cannot accept any more: its clients are refused
+                # from now on instead of waiting for an answer.
+                poller.unregister(relay)
+                relay.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -438,25 +443,63 @@ def _reap(pid, req, relay):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
-    # Every process of the execution is gone: nothing is left to fetch a
-    # pipe from the relay, so the report goes out first, and the relay's
-    # thread ends after it (off the path to the answer). The pipes close
-    # before the report: the server reads them to EOF.
+    # Every process of the execution is gone, so nothing is left to fetch
+    # a pipe from the relay. The pipes close before the report: the server
+    # reads them to EOF.
     os.close(3)
     os.close(4)
     try:
-        _send(5, {"kind": "exit", "exit": exit_info})
-        try:
-            relay.shutdown(socket.SHUT_RDWR)  # wakes its accept
-        except OSError:
-            pass
-        done.acquire()
-        relay.close()
+        os.write(5, report)
         if req["collect"]:
             while os.read(6, 4096):  # the server reads /work, then closes
                 pass
     finally:
         os._exit(0)
+
+
+def _woken(signum, frame):
+    pass  # SIGCHLD: the wake-up pipe has been written to already
+
+
+def _reaped(payload):
+    # Reaps every child that has ended; once the payload is among them, its
+    # exit report (whatever else is left is killed next). Formatted, not
+    # encoded: the reaper never uses the JSON encoder, whose first use in a
+    # process copies the pages it touches of the fork server's.
+    while True:
+        try:
+            got, ws = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return b'{"kind": "exit", "exit": {"Signal": 9}}\n'
+        if got == 0:
+            return None
+        if got == payload:
+            if os.WIFEXITED(ws):
+                return b'{"kind": "exit", "exit": {"Exited": true, "ExitCode": %d}}\n' % os.WEXITSTATUS(ws)
+            return b'{"kind": "exit", "exit": {"Signal": %d}}\n' % os.WTERMSIG(ws)
+
+
+def _hand_out(relay, tags, rights):
+    # Every connection waiting on the relay gets the pipes (rights, tagged
+    # by tags) and is closed; false once the relay cannot accept. Nothing
+    # is read from a client and the send never waits (a fresh socket's
+    # buffer takes a message this small; MSG_DONTWAIT says so), so no
+    # client can hold the reaper up.
+    while True:
+        try:
+            conn, _ = relay.accept()
+        except BlockingIOError:
+            return True
+        except ConnectionAbortedError:
+            continue
+        except OSError:
+            return False
+        try:
+            conn.sendmsg([tags], rights, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+        except OSError:
+            pass  # the client went away: its loss
+        finally:
+            conn.close()
 
 
 # --- one execution: the payload -------------------------------------------
@@ -526,7 +569,7 @@ def _seal(cfg):
 
 
 def _landlock(plan):
-    if os.uname().machine not in LANDLOCK_ARCHES:
+    if _ARCH not in LANDLOCK_ARCHES:
         raise _Fail("landlock", "unknown architecture")
     nr = SYS_LANDLOCK_CREATE_RULESET
     attr = ctypes.create_string_buffer(struct.pack("QQQ", plan["handled_fs"], 0, plan["scoped"]))
@@ -552,8 +595,21 @@ def _landlock(plan):
 
 def _verify(cfg):
     # Fail closed: the kernel's view of this process must be a cold jail's.
-    with open("/proc/self/status") as f:
-        st = dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = b""
+        while True:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            raw += chunk
+    finally:
+        os.close(fd)
+    st = {}
+    for line in raw.decode().split("\n"):
+        key, tab, value = line.partition(":\t")
+        if tab:
+            st[key] = value
     want = {"CapInh": "0" * 16, "CapPrm": "0" * 16, "CapEff": "0" * 16, "CapBnd": "0" * 16, "CapAmb": "0" * 16,
             "NoNewPrivs": "1"}
     if cfg["seccomp_prog"]:
@@ -581,7 +637,10 @@ def _fresh_state():
     tf = sys.modules.get("tempfile")
     if tf is not None:
         tf._name_sequence = None
-    sys.path_importer_cache.clear()
+    # A new cache rather than the template's cleared: clearing it would
+    # free its finders and their directory listings, writing to (so
+    # copying) every page they are on, ≈ 100 faults per execution.
+    sys.path_importer_cache = {}
     warnings.filters[:] = _WARNING_FILTERS
     warnings._filters_mutated()
     # Exit callbacks the preloads registered are the fork server's (say,

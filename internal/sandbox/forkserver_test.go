@@ -268,3 +268,63 @@ func TestBrokenForkServerSaysWhy(t *testing.T) {
 		t.Fatalf("StartTemplate with a broken driver: %v", err)
 	}
 }
+
+// TestReaperServesAndReapsWhileThePayloadRuns: a forked execution's
+// reaper reaps an orphan that ends while the payload still runs (it is no
+// zombie the payload can see), and neither relay clients that never read
+// (the payload's own, and a double-forked sleeper's) nor the sleeper
+// itself delay the exit report: the run ends at once, and nothing of it is
+// left.
+func TestReaperServesAndReapsWhileThePayloadRuns(t *testing.T) {
+	m := needJail(t)
+	run := forked(startTemplate(t, m))
+	before := jailProcesses()
+	r := run(t, m, `import os, socket, time
+RELAY = "/dev/shm/.pyexec-relay"
+def connect():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(RELAY)
+    return s  # never read from
+held = [connect() for _ in range(50)]
+def orphan(then):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            then()
+            os._exit(0)
+        os.write(w, b"%d" % pid)
+        os._exit(0)
+    os.close(w)
+    os.wait()
+    pid = int(os.read(r, 16))
+    os.close(r)
+    return pid
+def sleep_holding_the_relay():
+    os.setsid()
+    os.close(1); os.close(2)
+    s = connect()
+    time.sleep(600)
+quick = orphan(lambda: None)
+orphan(sleep_holding_the_relay)
+deadline = time.monotonic() + 10
+while os.path.exists("/proc/%d" % quick) and time.monotonic() < deadline:
+    time.sleep(0.01)
+if os.path.exists("/proc/%d" % quick):
+    print("orphan left:", open("/proc/%d/stat" % quick).read())
+else:
+    print("orphan reaped")`, withLimits(Limits{WallTime: time.Minute}))
+	if r.Status != StatusOK || string(r.Stdout) != "orphan reaped\n" {
+		t.Fatalf("status %s (%s), stdout %q, stderr %s", r.Status, r.Reason, r.Stdout, r.Stderr)
+	}
+	// A client or a sleeper that held the reaper up would end the run at
+	// its one-minute wall time instead.
+	if r.WallTime > 15*time.Second {
+		t.Errorf("the run took %s", r.WallTime)
+	}
+	if left := processesLeft(before); len(left) > 0 {
+		t.Errorf("processes outlived the run: %v", left)
+	}
+}

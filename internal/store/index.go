@@ -1,6 +1,7 @@
 package store
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,10 @@ type index struct {
 	async map[string]map[string]int
 	// changed is closed and replaced whenever an entry changes.
 	changed chan struct{}
+	// queue holds every key by the earliest time it was written (see
+	// expiries), for pruneExpired; pruned is when that last ran.
+	queue  expiries
+	pruned time.Time
 }
 
 func newIndex(ttl time.Duration) *index {
@@ -102,6 +107,9 @@ func (ix *index) put(key string, m Meta, rev uint64, updated time.Time) {
 		return
 	}
 	ix.entries[key] = indexEntry{Meta: m, rev: max(rev, old.rev), updated: updated}
+	if !ok || updated.Before(old.updated) {
+		heap.Push(&ix.queue, expiry{key, updated}) // a later time is queued when the earlier one is due
+	}
 	if ok && old.Meta == m {
 		return
 	}
@@ -199,25 +207,70 @@ func (ix *index) oldest(sel string, n int) []string {
 	return slices.Clone(l[:min(n, len(l))])
 }
 
-// pruneExpired drops the entries older than the TTL.
+// pruneGap is the least time between two prunes: the eviction loop asks
+// for one up to ten times a second on a busy server, and each prune that
+// finds something due rewrites the key lists. An expired entry lingers
+// that long at most; listings skip it already.
+const pruneGap = time.Minute
+
+// pruneExpired drops the entries older than the TTL. It looks only at
+// the keys queued as that old (see expiries), and takes them
+// out of each list in one pass: its cost grows with what expires and the
+// lists' tails, not with a walk of every entry. A key written again since
+// goes back into the queue at its last write.
 func (ix *index) pruneExpired() {
-	cutoff := time.Now().Add(-ix.ttl)
+	now := time.Now()
+	cutoff := now.Add(-ix.ttl)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for k, e := range ix.entries {
-		if !e.updated.After(cutoff) {
-			delete(ix.entries, k)
+	if now.Sub(ix.pruned) < pruneGap {
+		return
+	}
+	ix.pruned = now
+	gone := make(map[string][]string) // selector → expired keys
+	for _, x := range ix.queue.due(cutoff) {
+		e, ok := ix.entries[x.key]
+		switch {
+		case !ok:
+			// removed since; a later write queued it again
+		case e.updated.After(cutoff):
+			heap.Push(&ix.queue, expiry{x.key, e.updated})
+		default:
+			delete(ix.entries, x.key)
 			ix.count(e.Meta, -1)
+			for _, sel := range selectorsOf(e.Meta) {
+				gone[sel] = append(gone[sel], x.key)
+			}
 		}
 	}
-	for sel, l := range ix.lists {
-		l = slices.DeleteFunc(l, func(k string) bool { _, ok := ix.entries[k]; return !ok })
-		if len(l) == 0 {
+	for sel, keys := range gone {
+		slices.Sort(keys)
+		if l := without(ix.lists[sel], keys); len(l) == 0 {
 			delete(ix.lists, sel)
 		} else {
 			ix.lists[sel] = l
 		}
 	}
+}
+
+// without removes the keys of gone from l, both ascending, in place, in
+// one pass from where the first of them would be.
+func without(l, gone []string) []string {
+	from, _ := slices.BinarySearch(l, gone[0])
+	w := from
+	for _, k := range l[from:] {
+		for len(gone) > 0 && gone[0] < k {
+			gone = gone[1:]
+		}
+		if len(gone) > 0 && gone[0] == k {
+			gone = gone[1:]
+			continue
+		}
+		l[w] = k
+		w++
+	}
+	clear(l[w:])
+	return l[:w]
 }
 
 func (s *NATS) openIndex(ctx context.Context) error {
