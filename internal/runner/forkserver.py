@@ -195,6 +195,7 @@ def _serve():
         buf = ctypes.create_string_buffer(raw, len(raw))
         cfg["seccomp_prog"] = (buf, struct.pack("HxxxxxxP", len(raw) // 8, ctypes.addressof(buf)))
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _release_free_memory()
     # Everything loaded so far is shared with every execution: the garbage
     # collector of an execution must not walk (and so copy) those pages.
     gc.freeze()
@@ -258,6 +259,19 @@ def _serve():
             socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
         finally:
             os.close(pidfd)
+
+
+def _release_free_memory():
+    # Compiling the driver and this program, importing and warming up the
+    # preloads leave freed chunks all over the C heap. Every fork copies
+    # the page tables of every page still mapped and every exit unmaps them
+    # again, twice per execution (reaper and payload): the pages no live
+    # object uses go back to the kernel here (glibc's malloc_trim; other
+    # C libraries keep them), before the probe learns the final layout.
+    gc.collect()
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def _reap_children(signum, frame):
