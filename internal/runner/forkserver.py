@@ -1,7 +1,9 @@
 # pyexec fork server.
 #
 # A jail's init starts this as
-#     python -B -c <this source> <driver source> [--lean] [MODULE ...]
+#     python -B -c <boot> [--lean] [MODULE ...]
+# whose boot (runner.ForkServerArgv) reads this source and the driver's on
+# stdin and runs this with the driver's as _DRIVER,
 # as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
 # NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
 # fd 4. It imports MODULEs (those the environment has; with --lean none, for
@@ -33,13 +35,12 @@
 import os
 import sys
 
-_DRIVER = sys.argv[1]
 # Options before the modules. A lean server ("--lean") imports none of
 # them: it only finds out which ones its environment has. "--probe=SECONDS"
 # bounds the probe that learns which pages executions write (_probe); 0
 # runs none, and executions then copy nothing ahead.
 _LEAN, _PROBE_SECONDS = False, 20.0
-_PRELOAD = sys.argv[2:]
+_PRELOAD = sys.argv[1:]
 while _PRELOAD and _PRELOAD[0].startswith("--"):
     _opt = _PRELOAD.pop(0)
     if _opt == "--lean":
@@ -111,6 +112,7 @@ warnings.filterwarnings("ignore", message=".*fork", category=DeprecationWarning)
 _DRIVER_MODULE = type(sys)("pyexec_driver")
 _DRIVER_MODULE.__dict__["__builtins__"] = sys.modules["builtins"]
 exec(compile(_DRIVER, "<string>", "exec"), _DRIVER_MODULE.__dict__)
+del _DRIVER
 _libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
