@@ -22,7 +22,8 @@ var precopySource string
 // NUL between them, and runs the first. On the command line they would
 // stay in the interpreter's copies of argv (4 bytes a character, several
 // times over) for the server's life, and so in every fork of it.
-const forkServerBoot = `import os
+const forkServerBoot = `# pyexec fork server. Its program follows on standard input.
+import os
 _src = []
 while True:
     _chunk = os.read(0, 1 << 16)
