@@ -2,8 +2,8 @@
 #
 # A jail's init starts this as
 #     python -B -c <boot> [--lean] [MODULE ...]
-# whose boot (runner.ForkServerArgv) reads this source and the driver's on
-# stdin and runs this with the driver's as _DRIVER,
+# (the boot, runner.ForkServerArgv, reads this source and the driver's on
+# stdin and runs this with the driver's as _DRIVER)
 # as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
 # NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
 # fd 4. It imports MODULEs (those the environment has; with --lean none, for

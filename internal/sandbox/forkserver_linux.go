@@ -123,8 +123,8 @@ const templateStartTimeout = 3 * time.Minute
 
 // StartTemplate starts a fork server running spec (its Argv and Stdin are
 // the server's program, see runner.ForkServerArgv; Stdin is closed once
-// written). out receives what the
-// server itself prints. Executions are then Forked from it until Close.
+// written). out receives what the server itself prints. Executions are
+// then Forked from it until Close.
 func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) (_ *Template, retErr error) {
 	if m.cfg.Unsafe || m.userns || m.cfg.UID == 0 {
 		return nil, fmt.Errorf("%w: a fork server needs isolation and a server running as root", ErrUnsupported)
