@@ -114,12 +114,13 @@ func templateSpec(k sandbox.Spec, cfg Config, lean bool) sandbox.Spec {
 	s := k
 	switch {
 	case lean:
-		s.Argv = runner.LeanForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+		s.Argv = runner.LeanForkServerArgv(k.Argv[0], cfg.Preload)
 	case cfg.PrecopyProbe != 0:
-		s.Argv = runner.ProbingForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.PrecopyProbe, cfg.Preload)
+		s.Argv = runner.ProbingForkServerArgv(k.Argv[0], cfg.PrecopyProbe, cfg.Preload)
 	default:
-		s.Argv = runner.ForkServerArgv(k.Argv[0], runner.DriverSource(), cfg.Preload)
+		s.Argv = runner.ForkServerArgv(k.Argv[0], cfg.Preload)
 	}
+	s.Stdin = runner.ForkServerStdin(runner.DriverSource())
 	s.Requests, s.ResultChannel, s.StreamChannel, s.Collect = false, false, false, nil
 	// It lives as long as its users, and its executions die with it: no
 	// time limit may end it mid-execution. Each fork counts against its

@@ -1,7 +1,9 @@
 # pyexec fork server.
 #
 # A jail's init starts this as
-#     python -B -c <this source> <driver source> [--lean] [MODULE ...]
+#     python -B -c <boot> [--lean] [MODULE ...]
+# (the boot, runner.ForkServerArgv, reads this source and the driver's on
+# stdin and runs this with the driver's as _DRIVER)
 # as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
 # NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
 # fd 4. It imports MODULEs (those the environment has; with --lean none, for
@@ -33,13 +35,12 @@
 import os
 import sys
 
-_DRIVER = sys.argv[1]
 # Options before the modules. A lean server ("--lean") imports none of
 # them: it only finds out which ones its environment has. "--probe=SECONDS"
 # bounds the probe that learns which pages executions write (_probe); 0
 # runs none, and executions then copy nothing ahead.
 _LEAN, _PROBE_SECONDS = False, 20.0
-_PRELOAD = sys.argv[2:]
+_PRELOAD = sys.argv[1:]
 while _PRELOAD and _PRELOAD[0].startswith("--"):
     _opt = _PRELOAD.pop(0)
     if _opt == "--lean":
@@ -115,6 +116,7 @@ warnings.filterwarnings("ignore", message=".*fork", category=DeprecationWarning)
 _DRIVER_MODULE = type(sys)("pyexec_driver")
 _DRIVER_MODULE.__dict__["__builtins__"] = sys.modules["builtins"]
 exec(compile(_DRIVER, "<string>", "exec"), _DRIVER_MODULE.__dict__)
+del _DRIVER
 _libc = ctypes.CDLL(None, use_errno=True)
 # ctypes makes a function object on a function's first use and caches it
 # in the library object: done here once, every execution shares them
@@ -207,6 +209,7 @@ def _serve():
         buf = ctypes.create_string_buffer(raw, len(raw))
         cfg["seccomp_prog"] = (buf, struct.pack("HxxxxxxP", len(raw) // 8, ctypes.addressof(buf)))
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _release_free_memory()
     # Everything loaded so far is shared with every execution: the garbage
     # collector of an execution must not walk (and so copy) those pages.
     gc.freeze()
@@ -270,6 +273,19 @@ def _serve():
             socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
         finally:
             os.close(pidfd)
+
+
+def _release_free_memory():
+    # Compiling the driver and this program, importing and warming up the
+    # preloads leave freed chunks all over the C heap. Every fork copies
+    # the page tables of every page still mapped and every exit unmaps them
+    # again, twice per execution (reaper and payload): the pages no live
+    # object uses go back to the kernel here (glibc's malloc_trim; other
+    # C libraries keep them), before the probe learns the final layout.
+    gc.collect()
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def _reap_children(signum, frame):

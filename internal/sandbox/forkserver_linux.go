@@ -121,9 +121,10 @@ type forkReply struct {
 // included (numpy, pandas and matplotlib take seconds on a cold cache).
 const templateStartTimeout = 3 * time.Minute
 
-// StartTemplate starts a fork server running spec (its Argv is the
-// server's program, see runner.ForkServerArgv). out receives what the
-// server itself prints. Executions are then Forked from it until Close.
+// StartTemplate starts a fork server running spec (its Argv and Stdin are
+// the server's program, see runner.ForkServerArgv; Stdin is closed once
+// written). out receives what the server itself prints. Executions are
+// then Forked from it until Close.
 func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) (_ *Template, retErr error) {
 	if m.cfg.Unsafe || m.userns || m.cfg.UID == 0 {
 		return nil, fmt.Errorf("%w: a fork server needs isolation and a server running as root", ErrUnsupported)
@@ -160,6 +161,9 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 		j.Close()
 		return nil, err
 	}
+	// Its program (runner.ForkServerStdin), read before anything else; the
+	// writer ends when the server has read it all or died.
+	go p.feedStdin(spec.Stdin)
 	t := &Template{m: m, base: base, jail: j, proc: p, said: said}
 	defer func() {
 		if retErr != nil {

@@ -263,7 +263,7 @@ func TestBrokenForkServerSaysWhy(t *testing.T) {
 	m := needJail(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, "raise SystemExit('no driver here')", nil), Env: testEnv}, nil)
+	_, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, nil), Stdin: runner.ForkServerStdin("raise SystemExit('no driver here')"), Env: testEnv}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no driver here") {
 		t.Fatalf("StartTemplate with a broken driver: %v", err)
 	}

@@ -171,7 +171,7 @@ func startTemplate(t testing.TB, m *Manager, preload ...string) *Template {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tpl, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, silentWaiter, preload), Env: testEnv,
+	tpl, err := m.StartTemplate(ctx, Spec{Argv: runner.ForkServerArgv(python, preload), Stdin: runner.ForkServerStdin(silentWaiter), Env: testEnv,
 		Limits: Limits{WallTime: 24 * time.Hour, CPUTime: 24 * time.Hour}}, nil)
 	if err != nil {
 		t.Fatalf("StartTemplate: %v", err)
