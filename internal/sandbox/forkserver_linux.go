@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -385,8 +384,8 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.
-	for _, f := range child {
-		f.Close()
+	for _, fd := range child {
+		unix.Close(fd)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -467,14 +466,10 @@ func (j *Jail) payloadPid(nsPid int) (int, error) {
 
 // request sends one fork request with the execution's descriptors and
 // returns the pidfd of its reaper.
-func (t *Template) request(ctx context.Context, req forkRequest, fds [7]*os.File) (int, error) {
+func (t *Template) request(ctx context.Context, req forkRequest, fds [7]int) (int, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return -1, err
-	}
-	raw := make([]int, len(fds))
-	for i, f := range fds {
-		raw[i] = int(f.Fd())
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -488,7 +483,7 @@ func (t *Template) request(ctx context.Context, req forkRequest, fds [7]*os.File
 		deadline = d
 	}
 	_ = t.conn.SetDeadline(deadline)
-	if _, _, err := t.conn.WriteMsgUnix(b, unix.UnixRights(raw...), nil); err != nil {
+	if _, _, err := t.conn.WriteMsgUnix(b, unix.UnixRights(fds[:]...), nil); err != nil {
 		return -1, t.died("sending to the fork server", err)
 	}
 	reply, fd, err := t.readReply()
