@@ -59,6 +59,9 @@ func (c *ctlFiles) with(key ctlKey, f func(fd int) error) error {
 		path := key.dir + "/" + key.name
 		var err error
 		fd, err = unix.Open(path, key.flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		for err == unix.EINTR {
+			fd, err = unix.Open(path, key.flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		}
 		if err != nil {
 			return &os.PathError{Op: "open", Path: path, Err: err}
 		}
@@ -79,6 +82,9 @@ func (c *ctlFiles) write(dir, name, val string) error {
 func (c *ctlFiles) writeVia(key ctlKey, val string) error {
 	return c.with(key, func(fd int) error {
 		n, err := unix.Pwrite(fd, []byte(val), 0)
+		for err == unix.EINTR {
+			n, err = unix.Pwrite(fd, []byte(val), 0)
+		}
 		if err == nil && n < len(val) {
 			err = io.ErrShortWrite
 		}
@@ -94,6 +100,9 @@ func (c *ctlFiles) readVia(key ctlKey, parse func([]byte) error) error {
 	return c.with(key, func(fd int) error {
 		var buf [ctlReadMax]byte
 		n, err := unix.Pread(fd, buf[:], 0)
+		for err == unix.EINTR {
+			n, err = unix.Pread(fd, buf[:], 0)
+		}
 		switch {
 		case err != nil:
 			return &os.PathError{Op: "read", Path: key.dir + "/" + key.name, Err: err}
