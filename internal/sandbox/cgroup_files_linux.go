@@ -59,7 +59,7 @@ func (c *ctlFiles) with(key ctlKey, f func(fd int) error) error {
 		path := key.dir + "/" + key.name
 		var err error
 		fd, err = unix.Open(path, key.flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-		for err == unix.EINTR {
+		for errors.Is(err, unix.EINTR) {
 			fd, err = unix.Open(path, key.flag|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		}
 		if err != nil {
@@ -82,7 +82,7 @@ func (c *ctlFiles) write(dir, name, val string) error {
 func (c *ctlFiles) writeVia(key ctlKey, val string) error {
 	return c.with(key, func(fd int) error {
 		n, err := unix.Pwrite(fd, []byte(val), 0)
-		for err == unix.EINTR {
+		for errors.Is(err, unix.EINTR) {
 			n, err = unix.Pwrite(fd, []byte(val), 0)
 		}
 		if err == nil && n < len(val) {
@@ -100,7 +100,7 @@ func (c *ctlFiles) readVia(key ctlKey, parse func([]byte) error) error {
 	return c.with(key, func(fd int) error {
 		var buf [ctlReadMax]byte
 		n, err := unix.Pread(fd, buf[:], 0)
-		for err == unix.EINTR {
+		for errors.Is(err, unix.EINTR) {
 			n, err = unix.Pread(fd, buf[:], 0)
 		}
 		switch {

@@ -229,3 +229,46 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestReuseKeepsItsDescriptors (cgroup v2 logic on plain files): a cgroup
+// reused again and again opens no further descriptor after its first
+// execution: memory.peak is reset through the one it was reset through
+// before, and every other file through its own.
+func TestReuseKeepsItsDescriptors(t *testing.T) {
+	j, write := fakeV2Jail(t)
+	small, large := DefaultLimits(), DefaultLimits()
+	large.MemoryBytes, large.Pids, large.CPUs = 1<<30, 256, 2
+	cycle := func(l Limits) {
+		t.Helper()
+		if err := j.vacate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.reuse(large); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.add(4321); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.setLimits(l); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.cpuUsage(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := j.usage(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(small)
+	before := openFds(&j.files)
+	for _, l := range []Limits{large, small, large, small} {
+		cycle(l)
+	}
+	write("memory.peak", "7000000\n") // what the kernel would show at the end
+	if after := openFds(&j.files); len(after) != len(before) {
+		t.Errorf("%d descriptors after five reuses, %d after the first: one opened per reuse", len(after), len(before))
+	}
+	if peak, _, err := j.usage(); err != nil || peak != 7000000 {
+		t.Errorf("peak %d (%v) through the reset descriptor, want what memory.peak holds", peak, err)
+	}
+}
