@@ -53,6 +53,9 @@ type Template struct {
 	precopyOff string
 
 	mu sync.Mutex // one fork request and its reply at a time on conn
+	// replyBuf is what replies are read into, under mu (or before the
+	// template is shared): one datagram, which must fit whole.
+	replyBuf []byte
 }
 
 // forkConfig is the first message a fork server receives: what every
@@ -226,7 +229,10 @@ func (t *Template) config() (forkConfig, error) {
 // comes with it, if any (-1).
 func (t *Template) readReply() (forkReply, int, error) {
 	var reply forkReply
-	buf := make([]byte, 64<<10)
+	if t.replyBuf == nil {
+		t.replyBuf = make([]byte, 64<<10)
+	}
+	buf := t.replyBuf
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := t.conn.ReadMsgUnix(buf, oob)
 	if err != nil {

@@ -26,6 +26,19 @@ type Manager struct {
 	log      *slog.Logger
 	releases sync.WaitGroup
 	spares   cgroupSpares // vacated cgroups for the next jails
+	// chunks are the output captures' read buffers, reused across
+	// executions (OutputFunc gets a slice valid during its call only).
+	chunks sync.Pool
+}
+
+// chunk returns a capture's read buffer; the caller puts it back in
+// m.chunks once its capture has drained.
+func (m *Manager) chunk() *[]byte {
+	if b, ok := m.chunks.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, captureChunk)
+	return &b
 }
 
 var _ Runner = (*Manager)(nil)
