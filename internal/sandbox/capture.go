@@ -26,9 +26,12 @@ type capture struct {
 	truncated bool
 }
 
-// drain reads r until EOF. It runs in its own goroutine, owned by the run.
-func (c *capture) drain(r io.Reader) {
-	chunk := make([]byte, 32<<10)
+// captureChunk is the size of the buffer a capture reads its pipe into.
+const captureChunk = 32 << 10
+
+// drain reads r until EOF into chunk (any size; captureChunk from the
+// Manager's pool). It runs in its own goroutine, owned by the run.
+func (c *capture) drain(r io.Reader, chunk []byte) {
 	for {
 		n, err := r.Read(chunk)
 		if n > 0 {

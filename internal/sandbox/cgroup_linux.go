@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -98,32 +97,6 @@ func cpuQuota(cpus float64) (quota int64, period uint64) {
 	return q, p
 }
 
-// readInt reads a file holding one decimal integer.
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// readKey reads "key value" lines (memory.events, cpu.stat, oom_control)
-// and returns the value of key; missing keys read as 0.
-func readKey(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, nil
-}
-
 // waitEmpty polls a cgroup.procs file until no task is left or the
 // deadline passes. After init is killed the kernel tears the pid namespace
 // down asynchronously, so rmdir right away would fail with EBUSY.
@@ -141,15 +114,15 @@ func waitEmpty(procsFile string, timeout time.Duration) error {
 	}
 }
 
-// vacated returns nil once a cgroup's pids.current reads 0 — no task is
+// vacated returns nil once a cgroup's pids.current (read by pids) reads 0 — no task is
 // charged to it, a zombie not yet reaped included — waiting up to timeout
 // for the last ones to be reaped, polling less often as it waits. Unlike
 // waitEmpty, a file it cannot read is an error: the cgroup is then not
 // reused.
-func vacated(pidsCurrent string, timeout time.Duration) error {
+func vacated(pids func() (int64, error), timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for pause := time.Millisecond; ; pause = min(2*pause, 8*time.Millisecond) {
-		n, err := readInt(pidsCurrent)
+		n, err := pids()
 		switch {
 		case err != nil:
 			return err
@@ -175,13 +148,13 @@ func noProcs(procsFile string) error {
 }
 
 // chargeFree checks that at most spareMaxCharge bytes are charged to a
-// cgroup, given the file holding its memory use. The kernel frees a dead
+// cgroup, given how to read its memory use. The kernel frees a dead
 // jail's kernel memory (task stacks, page tables) in RCU callbacks some
 // milliseconds after its tasks were reaped: it waits up to timeout.
-func chargeFree(usageFile string, timeout time.Duration) error {
+func chargeFree(usage func() (int64, error), timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		n, err := readInt(usageFile)
+		n, err := usage()
 		switch {
 		case err != nil:
 			return err

@@ -79,7 +79,9 @@ func fakeV2Jail(t *testing.T) (*v2Jail, func(name, val string)) {
 	} {
 		write(name, val)
 	}
-	return &v2Jail{d: &cgroupV2{l: &v2Layout{}}, dir: dir, fd: -1, peakFD: -1}, write
+	j := &v2Jail{d: &cgroupV2{l: &v2Layout{}}, dir: dir, fd: -1}
+	t.Cleanup(j.files.close)
+	return j, write
 }
 
 // TestV2ReuseCountsFromTheTake (cgroup v2 logic on plain files): after
@@ -97,7 +99,6 @@ func TestV2ReuseCountsFromTheTake(t *testing.T) {
 	if err := j.reuse(l); err != nil {
 		t.Fatalf("reuse: %v", err)
 	}
-	defer j.closePeak()
 	if b, _ := os.ReadFile(filepath.Join(j.dir, "memory.max")); string(b) != strconv.FormatInt(l.MemoryBytes, 10) {
 		t.Errorf("memory.max = %q after reuse, want the new limit", b)
 	}
@@ -175,35 +176,28 @@ func TestV2RemovedSpareKeepsReuseOn(t *testing.T) {
 // reused cgroup must not keep a limit of the execution before (here its
 // larger memory.max) because the new value equals one never applied.
 func TestV2FailedLimitsAreRewrittenOnReuse(t *testing.T) {
-	j, _ := fakeV2Jail(t)
+	j, write := fakeV2Jail(t)
 	small := DefaultLimits()
 	if err := j.setLimits(small); err != nil {
 		t.Fatal(err)
 	}
-	// pids.max cannot be written (a directory): memory.max is, before it.
-	pids := filepath.Join(j.dir, "pids.max")
-	if err := os.Remove(pids); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(pids, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// pids.max cannot be written (its descriptor is read-only now):
+	// memory.max is, before it.
+	pids := breakCtlFile(t, &j.files, j.dir, "pids.max")
 	big := small
 	big.MemoryBytes *= 2
 	big.Pids++
 	if err := j.setLimits(big); err == nil {
 		t.Fatal("setLimits succeeded without pids.max")
 	}
-	if err := os.Remove(pids); err != nil {
-		t.Fatal(err)
-	}
+	pids()
 	if err := j.vacate(); err != nil {
 		t.Fatal(err)
 	}
+	write("memory.max", "") // what reuse writes shows alone
 	if err := j.reuse(small); err != nil {
 		t.Fatalf("reuse: %v", err)
 	}
-	defer j.closePeak()
 	want := strconv.FormatInt(small.MemoryBytes, 10)
 	if b, _ := os.ReadFile(filepath.Join(j.dir, "memory.max")); string(b) != want {
 		t.Errorf("memory.max = %q after reuse, want %s", b, want)

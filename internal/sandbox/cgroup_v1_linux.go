@@ -98,7 +98,7 @@ func (d *cgroupV1) describe() string {
 }
 
 func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
-	j := &v1Jail{d: d, id: id}
+	j := d.jail(id)
 	for _, dir := range j.dirs() {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			j.destroy()
@@ -112,7 +112,7 @@ func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
 	// Without swap accounting, at least keep the kernel from swapping the
 	// jail out instead of OOM-killing it at its limit.
 	if !d.swap {
-		_ = os.WriteFile(j.file(cgroup1.Memory, "memory.swappiness"), []byte("0"), 0)
+		_ = os.WriteFile(filepath.Join(j.mem, "memory.swappiness"), []byte("0"), 0)
 	}
 	return j, nil
 }
@@ -138,7 +138,7 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 	n := 0
 	var errs []error
 	for _, name := range names {
-		j := &v1Jail{d: d, id: name}
+		j := d.jail(name)
 		if err := j.destroy(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -150,24 +150,32 @@ func (d *cgroupV1) sweep(prefix string) (int, error) {
 
 // v1Jail is one jail's directory in each hierarchy, written directly: the
 // per-execution cost of containerd's walks over every hierarchy was more
-// than the rest of a forked execution.
+// than the rest of a forked execution. The files read or written on every
+// execution stay open (files) until destroy.
 type v1Jail struct {
-	d       *cgroupV1
-	id      string
-	applied Limits   // what setLimits last wrote
-	set     bool     // whether it wrote anything yet
-	base    baseline // counters when it was last reused
+	d                    *cgroupV1
+	id                   string
+	mem, pids, cpu, acct string   // its directory in each hierarchy
+	files                ctlFiles // its open control files
+	applied              Limits   // what setLimits last wrote
+	set                  bool     // whether it wrote anything yet
+	base                 baseline // counters when it was last reused
 	// partial is set when a task was added to some hierarchies only: it
 	// may then be in one whose emptiness vacate does not read.
 	partial bool
+}
+
+// jail is the v1Jail named id (its directories are not made here).
+func (d *cgroupV1) jail(id string) *v1Jail {
+	dir := func(n cgroup1.Name) string { return filepath.Join(d.mounts[n], d.base[n], id) }
+	return &v1Jail{d: d, id: id, mem: dir(cgroup1.Memory), pids: dir(cgroup1.Pids), cpu: dir(cgroup1.Cpu), acct: dir(cgroup1.Cpuacct)}
 }
 
 // dirs are the jail's directories, one per hierarchy (cpu and cpuacct may
 // be one).
 func (j *v1Jail) dirs() []string {
 	var out []string
-	for _, n := range v1Controllers {
-		dir := filepath.Join(j.d.mounts[n], j.d.base[n], j.id)
+	for _, dir := range []string{j.mem, j.pids, j.cpu, j.acct} {
 		if !slices.Contains(out, dir) {
 			out = append(out, dir)
 		}
@@ -175,16 +183,12 @@ func (j *v1Jail) dirs() []string {
 	return out
 }
 
-func (j *v1Jail) file(n cgroup1.Name, name string) string {
-	return filepath.Join(j.d.mounts[n], j.d.base[n], j.id, name)
-}
-
 func (j *v1Jail) intoFD() int { return -1 }
 
 func (j *v1Jail) add(pid int) error {
-	b := []byte(strconv.Itoa(pid))
+	s := strconv.Itoa(pid)
 	for _, dir := range j.dirs() {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0); err != nil {
+		if err := j.files.write(dir, "cgroup.procs", s); err != nil {
 			j.partial = true
 			return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
 		}
@@ -208,7 +212,7 @@ func (j *v1Jail) setLimits(l Limits) error {
 			}
 		}
 		for _, f := range files {
-			if err := os.WriteFile(j.file(cgroup1.Memory, f), []byte(mem), 0); err != nil {
+			if err := j.files.write(j.mem, f, mem); err != nil {
 				j.set = false // what the cgroup holds is unknown: write it all next time
 				return fmt.Errorf("setting cgroup limits: %w", err)
 			}
@@ -217,18 +221,17 @@ func (j *v1Jail) setLimits(l Limits) error {
 	quota, period := cpuQuota(l.CPUs)
 	oldQuota, _ := cpuQuota(j.applied.CPUs)
 	for _, w := range []struct {
-		n         cgroup1.Name
-		file, val string
-		changed   bool
+		dir, file, val string
+		changed        bool
 	}{
-		{cgroup1.Pids, "pids.max", strconv.FormatInt(l.Pids, 10), l.Pids != j.applied.Pids},
-		{cgroup1.Cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10), false},
-		{cgroup1.Cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10), quota != oldQuota},
+		{j.pids, "pids.max", strconv.FormatInt(l.Pids, 10), l.Pids != j.applied.Pids},
+		{j.cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10), false},
+		{j.cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10), quota != oldQuota},
 	} {
 		if j.set && !w.changed {
 			continue
 		}
-		if err := os.WriteFile(j.file(w.n, w.file), []byte(w.val), 0); err != nil {
+		if err := j.files.write(w.dir, w.file, w.val); err != nil {
 			j.set = false // what the cgroup holds is unknown: write it all next time
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
@@ -238,20 +241,20 @@ func (j *v1Jail) setLimits(l Limits) error {
 }
 
 func (j *v1Jail) cpuUsage() (time.Duration, error) {
-	ns, err := readInt(j.file(cgroup1.Cpuacct, "cpuacct.usage"))
+	ns, err := j.files.readInt(j.acct, "cpuacct.usage")
 	return j.base.cpuSince(time.Duration(ns)), err
 }
 
 func (j *v1Jail) current() (int64, error) {
-	return readInt(j.file(cgroup1.Memory, "memory.usage_in_bytes"))
+	return j.files.readInt(j.mem, "memory.usage_in_bytes")
 }
 
 func (j *v1Jail) usage() (int64, bool, error) {
-	peak, err := readInt(j.file(cgroup1.Memory, "memory.max_usage_in_bytes"))
+	peak, err := j.files.readInt(j.mem, "memory.max_usage_in_bytes")
 	if err != nil {
 		return 0, false, err
 	}
-	kills, err := readKey(j.file(cgroup1.Memory, "memory.oom_control"), "oom_kill")
+	kills, err := j.files.readKey(j.mem, "memory.oom_control", "oom_kill")
 	return peak, j.base.oomSince(kills), err
 }
 
@@ -265,27 +268,27 @@ func (j *v1Jail) vacate() error {
 	// so what is charged is at most a zombie its parent reaps in a moment;
 	// only when the counter does not drop is the pid list read (costly on
 	// v1: the kernel builds it) to kill what is left.
-	pids := j.file(cgroup1.Pids, "pids.current")
+	pids := func() (int64, error) { return j.files.readInt(j.pids, "pids.current") }
 	if vacated(pids, 10*time.Millisecond) != nil {
-		killProcs(j.file(cgroup1.Pids, "cgroup.procs"))
+		killProcs(filepath.Join(j.pids, "cgroup.procs"))
 		if err := vacated(pids, time.Second); err != nil {
 			return err
 		}
 	}
-	return chargeFree(j.file(cgroup1.Memory, "memory.usage_in_bytes"), 100*time.Millisecond)
+	return chargeFree(j.current, 100*time.Millisecond)
 }
 
 func (j *v1Jail) reuse(l Limits) error {
 	// Writing 0 sets the peak to the memory in use now, at most
 	// spareMaxCharge (vacate).
-	if err := os.WriteFile(j.file(cgroup1.Memory, "memory.max_usage_in_bytes"), []byte("0"), 0); err != nil {
+	if err := j.files.write(j.mem, "memory.max_usage_in_bytes", "0"); err != nil {
 		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
 	}
-	ns, err := readInt(j.file(cgroup1.Cpuacct, "cpuacct.usage"))
+	ns, err := j.files.readInt(j.acct, "cpuacct.usage")
 	if err != nil {
 		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
 	}
-	kills, err := readKey(j.file(cgroup1.Memory, "memory.oom_control"), "oom_kill")
+	kills, err := j.files.readKey(j.mem, "memory.oom_control", "oom_kill")
 	if err != nil {
 		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
 	}
@@ -294,10 +297,11 @@ func (j *v1Jail) reuse(l Limits) error {
 }
 
 func (j *v1Jail) destroy() error {
+	j.files.close()
 	// Every task of a jail is in all its hierarchies: once the pids one is
 	// empty, so are the others (each read of a v1 cgroup.procs costs the
 	// kernel a pid list: they are kept few).
-	procs := j.file(cgroup1.Pids, "cgroup.procs")
+	procs := filepath.Join(j.pids, "cgroup.procs")
 	killProcs(procs)
 	if err := waitEmpty(procs, 5*time.Second); err != nil {
 		return err

@@ -58,7 +58,7 @@ func (d *cgroupV2) create(id string, initial Limits) (jailCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup: %w", err)
 	}
-	j := &v2Jail{d: d, dir: dir, fd: -1, peakFD: -1}
+	j := &v2Jail{d: d, dir: dir, fd: -1}
 	// The whole cgroup is killed when the kernel OOM-kills in it: no
 	// half-killed jail goes on running.
 	if err := j.write("memory.oom.group", "1"); err != nil {
@@ -98,7 +98,7 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
 			continue
 		}
-		j := &v2Jail{d: d, dir: filepath.Join(v2Mount, d.l.base, e.Name()), fd: -1, peakFD: -1}
+		j := &v2Jail{d: d, dir: filepath.Join(v2Mount, d.l.base, e.Name()), fd: -1}
 		if err := j.destroy(); err != nil {
 			errs = append(errs, err)
 			continue
@@ -108,20 +108,27 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// v2Jail is one jail's cgroup directory.
+// v2Jail is one jail's cgroup directory. The files read or written on
+// every execution stay open (files) until destroy.
 type v2Jail struct {
 	d       *cgroupV2
 	dir     string
 	fd      int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
+	files   ctlFiles // its open control files
 	applied Limits   // what setLimits last wrote
 	set     bool     // whether it wrote anything yet
 	base    baseline // counters when it was last reused
-	// peakFD is the memory.peak file through which reuse reset the peak:
-	// the reset holds for reads through that descriptor only. -1 on a new
-	// cgroup, whose peak is its own.
-	peakFD int
+	// peakReset is set once reuse reset the peak through peakKey's
+	// descriptor: the reset holds for reads through that descriptor only.
+	// A new cgroup's peak is its own.
+	peakReset bool
 }
 
+// peakKey is the memory.peak descriptor that resets and reads the peak of
+// a reused cgroup; each write through it starts the peak again.
+func (j *v2Jail) peakKey() ctlKey { return ctlKey{j.dir, "memory.peak", unix.O_RDWR} }
+
+// write writes a file written once in the cgroup's life, by path.
 func (j *v2Jail) write(file, val string) error {
 	return os.WriteFile(filepath.Join(j.dir, file), []byte(val), 0)
 }
@@ -129,7 +136,7 @@ func (j *v2Jail) write(file, val string) error {
 func (j *v2Jail) intoFD() int { return j.fd }
 
 func (j *v2Jail) add(pid int) error {
-	if err := j.write("cgroup.procs", strconv.Itoa(pid)); err != nil {
+	if err := j.files.write(j.dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
 	}
 	return nil
@@ -151,7 +158,7 @@ func (j *v2Jail) setLimits(l Limits) error {
 		if j.set && !w.changed {
 			continue
 		}
-		if err := j.write(w.file, w.val); err != nil {
+		if err := j.files.write(j.dir, w.file, w.val); err != nil {
 			j.set = false // what the cgroup holds is unknown: write it all next time
 			return fmt.Errorf("setting cgroup limits: %w", err)
 		}
@@ -161,38 +168,28 @@ func (j *v2Jail) setLimits(l Limits) error {
 }
 
 func (j *v2Jail) cpuUsage() (time.Duration, error) {
-	us, err := readKey(filepath.Join(j.dir, "cpu.stat"), "usage_usec")
+	us, err := j.files.readKey(j.dir, "cpu.stat", "usage_usec")
 	return j.base.cpuSince(time.Duration(us) * time.Microsecond), err
 }
 
 func (j *v2Jail) current() (int64, error) {
-	return readInt(filepath.Join(j.dir, "memory.current"))
+	return j.files.readInt(j.dir, "memory.current")
 }
 
 func (j *v2Jail) usage() (int64, bool, error) {
 	var peak int64
 	var err error
-	if j.peakFD >= 0 {
-		peak, err = preadInt(j.peakFD)
+	if j.peakReset {
+		peak, err = j.files.readIntVia(j.peakKey())
 	} else {
 		// memory.peak exists since Linux 5.19; older kernels report 0.
-		peak, err = readInt(filepath.Join(j.dir, "memory.peak"))
+		peak, err = j.files.readInt(j.dir, "memory.peak")
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, false, err
 	}
-	kills, err := readKey(filepath.Join(j.dir, "memory.events"), "oom_kill")
+	kills, err := j.files.readKey(j.dir, "memory.events", "oom_kill")
 	return peak, j.base.oomSince(kills), err
-}
-
-// preadInt reads the decimal integer an open cgroup file holds.
-func preadInt(fd int) (int64, error) {
-	var b [32]byte
-	n, err := unix.Pread(fd, b[:], 0)
-	if err != nil {
-		return 0, os.NewSyscallError("pread", err)
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b[:n])), 10, 64)
 }
 
 func (j *v2Jail) vacate() error {
@@ -202,57 +199,45 @@ func (j *v2Jail) vacate() error {
 	// populated counts the tasks of the cgroup and of its descendants
 	// (a jail has none); pids.current also the zombies not yet reaped.
 	// Usually none is left and nothing needs killing.
-	events := filepath.Join(j.dir, "cgroup.events")
-	if n, err := readKey(events, "populated"); err != nil || n != 0 {
+	populated := func() (int64, error) { return j.files.readKey(j.dir, "cgroup.events", "populated") }
+	if n, err := populated(); err != nil || n != 0 {
 		if err := j.killAll(); err != nil {
 			return err
 		}
-		if n, err := readKey(events, "populated"); err != nil || n != 0 {
+		if n, err := populated(); err != nil || n != 0 {
 			return fmt.Errorf("cgroup %s is still populated (%v)", j.dir, err)
 		}
 	}
-	if err := vacated(filepath.Join(j.dir, "pids.current"), 100*time.Millisecond); err != nil {
+	pids := func() (int64, error) { return j.files.readInt(j.dir, "pids.current") }
+	if err := vacated(pids, 100*time.Millisecond); err != nil {
 		return err
 	}
-	return chargeFree(filepath.Join(j.dir, "memory.current"), 100*time.Millisecond)
+	return chargeFree(j.current, 100*time.Millisecond)
 }
 
 func (j *v2Jail) reuse(l Limits) error {
-	j.closePeak()
 	// Since Linux 6.12 a write to memory.peak restarts the peak from the
 	// memory in use now (at most spareMaxCharge), for reads through the
-	// same descriptor.
-	fd, err := unix.Open(filepath.Join(j.dir, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err == nil {
-		if _, err = unix.Write(fd, []byte("0")); err != nil {
-			_ = unix.Close(fd)
-		}
-	}
-	if err != nil {
+	// same descriptor; a later write through it restarts it again.
+	j.peakReset = false
+	if err := j.files.writeVia(j.peakKey(), "0"); err != nil {
 		if _, serr := os.Stat(j.dir); serr == nil {
 			// The kernel refused, not a cgroup removed meanwhile (Sweep).
 			j.d.noPeakReset.Store(true)
 		}
 		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
 	}
-	j.peakFD = fd
-	us, err := readKey(filepath.Join(j.dir, "cpu.stat"), "usage_usec")
+	j.peakReset = true
+	us, err := j.files.readKey(j.dir, "cpu.stat", "usage_usec")
 	if err != nil {
 		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
 	}
-	kills, err := readKey(filepath.Join(j.dir, "memory.events"), "oom_kill")
+	kills, err := j.files.readKey(j.dir, "memory.events", "oom_kill")
 	if err != nil {
 		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
 	}
 	j.base = baseline{cpu: time.Duration(us) * time.Microsecond, ooms: kills}
 	return j.setLimits(l)
-}
-
-func (j *v2Jail) closePeak() {
-	if j.peakFD >= 0 {
-		_ = unix.Close(j.peakFD)
-		j.peakFD = -1
-	}
 }
 
 // destroy kills every task of the jail and removes its cgroup.
@@ -261,7 +246,7 @@ func (j *v2Jail) destroy() error {
 		_ = unix.Close(j.fd)
 		j.fd = -1
 	}
-	j.closePeak()
+	j.files.close()
 	if err := j.killAll(); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -54,6 +53,9 @@ type Template struct {
 	precopyOff string
 
 	mu sync.Mutex // one fork request and its reply at a time on conn
+	// replyBuf is what replies are read into, under mu (or before the
+	// template is shared): one datagram, which must fit whole.
+	replyBuf []byte
 }
 
 // forkConfig is the first message a fork server receives: what every
@@ -231,7 +233,10 @@ func (t *Template) config() (forkConfig, error) {
 // comes with it, if any (-1).
 func (t *Template) readReply() (forkReply, int, error) {
 	var reply forkReply
-	buf := make([]byte, 64<<10)
+	if t.replyBuf == nil {
+		t.replyBuf = make([]byte, 64<<10)
+	}
+	buf := t.replyBuf
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := t.conn.ReadMsgUnix(buf, oob)
 	if err != nil {
@@ -389,8 +394,8 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	pidfd, err := t.request(ctx, req, child)
 	// The fork server has its copies (or failed): ours must go now, or the
 	// status pipe would never reach EOF if the execution dies.
-	for _, f := range child {
-		f.Close()
+	for _, fd := range child {
+		unix.Close(fd)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -471,14 +476,10 @@ func (j *Jail) payloadPid(nsPid int) (int, error) {
 
 // request sends one fork request with the execution's descriptors and
 // returns the pidfd of its reaper.
-func (t *Template) request(ctx context.Context, req forkRequest, fds [7]*os.File) (int, error) {
+func (t *Template) request(ctx context.Context, req forkRequest, fds [7]int) (int, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return -1, err
-	}
-	raw := make([]int, len(fds))
-	for i, f := range fds {
-		raw[i] = int(f.Fd())
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -492,7 +493,7 @@ func (t *Template) request(ctx context.Context, req forkRequest, fds [7]*os.File
 		deadline = d
 	}
 	_ = t.conn.SetDeadline(deadline)
-	if _, _, err := t.conn.WriteMsgUnix(b, unix.UnixRights(raw...), nil); err != nil {
+	if _, _, err := t.conn.WriteMsgUnix(b, unix.UnixRights(fds[:]...), nil); err != nil {
 		return -1, t.died("sending to the fork server", err)
 	}
 	reply, fd, err := t.readReply()

@@ -125,7 +125,9 @@ func (p *Process) drain() {
 		p.drains.Add(1)
 		go func() {
 			defer p.drains.Done()
-			d.c.drain(d.f)
+			buf := p.j.m.chunk()
+			defer p.j.m.chunks.Put(buf)
+			d.c.drain(d.f, *buf)
 		}()
 	}
 }

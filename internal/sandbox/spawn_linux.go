@@ -26,6 +26,19 @@ type Manager struct {
 	log      *slog.Logger
 	releases sync.WaitGroup
 	spares   cgroupSpares // vacated cgroups for the next jails
+	// chunks are the output captures' read buffers, reused across
+	// executions (OutputFunc gets a slice valid during its call only).
+	chunks sync.Pool
+}
+
+// chunk returns a capture's read buffer; the caller puts it back in
+// m.chunks once its capture has drained.
+func (m *Manager) chunk() *[]byte {
+	if b, ok := m.chunks.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, captureChunk)
+	return &b
 }
 
 var _ Runner = (*Manager)(nil)
@@ -234,7 +247,10 @@ func (j *Jail) start(withForkSock bool) error {
 	if err != nil {
 		return err
 	}
-	child := pipes[:] // init's ends, in fd order from fdControl
+	child := make([]*os.File, 0, len(pipes)+1) // init's ends, in fd order from fdControl
+	for _, fd := range pipes {
+		child = append(child, os.NewFile(uintptr(fd), "pipe"))
+	}
 	defer func() {
 		for _, f := range child {
 			f.Close() // init has its own copies now
@@ -308,8 +324,11 @@ func (j *Jail) initPid() int {
 
 // makePipes creates the pipes between the parent and a jail's PID 1 and
 // returns the jail's ends in the order of init's descriptors fdControl to
-// fdRequests; the caller closes them once PID 1 has its copies.
-func (j *Jail) makePipes() (child [7]*os.File, err error) {
+// fdRequests; the caller closes them once PID 1 has its copies. The
+// jail's ends are bare descriptors, close-on-exec and blocking, as PID 1
+// gets them: only the parent's ends are made non-blocking and given to
+// the runtime's poller (os.Pipe would register and unregister both).
+func (j *Jail) makePipes() (child [7]int, err error) {
 	pipes := []struct {
 		parentIsWriter bool
 		parent         **os.File
@@ -318,18 +337,25 @@ func (j *Jail) makePipes() (child [7]*os.File, err error) {
 		{false, &j.stdoutR}, {false, &j.stderrR}, {false, &j.chanR}, {true, &j.reqW},
 	}
 	for i, p := range pipes {
-		r, w, perr := os.Pipe()
-		if perr != nil {
-			for _, f := range child[:i] {
-				f.Close()
+		var fds [2]int
+		err := unix.Pipe2(fds[:], unix.O_CLOEXEC)
+		if err == nil {
+			ours, theirs := fds[0], fds[1]
+			if p.parentIsWriter {
+				ours, theirs = theirs, ours
 			}
-			return child, fmt.Errorf("creating pipe: %w", perr)
+			if err = unix.SetNonblock(ours, true); err == nil {
+				// Non-blocking: os.NewFile makes it pollable.
+				*p.parent, child[i] = os.NewFile(uintptr(ours), "pipe"), theirs
+				continue
+			}
+			unix.Close(fds[0])
+			unix.Close(fds[1])
 		}
-		if p.parentIsWriter {
-			*p.parent, child[i] = w, r
-		} else {
-			*p.parent, child[i] = r, w
+		for _, fd := range child[:i] {
+			unix.Close(fd)
 		}
+		return child, fmt.Errorf("creating pipe: %w", os.NewSyscallError("pipe2", err))
 	}
 	return child, nil
 }

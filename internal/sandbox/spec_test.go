@@ -115,7 +115,7 @@ func TestCaptureCapsAndReportsOnce(t *testing.T) {
 		live:    func(s Stream, p []byte) { mu.Lock(); live = append(live, p...); mu.Unlock() },
 		onLimit: func(s Stream) { limits = append(limits, s) },
 	}
-	c.drain(strings.NewReader("0123456789abcdef"))
+	c.drain(strings.NewReader("0123456789abcdef"), make([]byte, captureChunk))
 	c.add([]byte("more"))
 	buf, trunc := c.result()
 	if string(buf) != "0123456789" || !trunc {
@@ -131,7 +131,7 @@ func TestCaptureCapsAndReportsOnce(t *testing.T) {
 
 func TestCaptureUnderLimit(t *testing.T) {
 	c := &capture{stream: Stdout, limit: 100}
-	c.drain(strings.NewReader("hello"))
+	c.drain(strings.NewReader("hello"), make([]byte, captureChunk))
 	buf, trunc := c.result()
 	if string(buf) != "hello" || trunc {
 		t.Fatalf("kept %q truncated=%v", buf, trunc)

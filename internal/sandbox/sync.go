@@ -123,8 +123,11 @@ type wire struct {
 	w io.Writer
 }
 
+// newWire reads through a buffer of bufio's default size: every message is
+// one short JSON line (ReadBytes joins a longer one across refills), and a
+// larger buffer was a large-object allocation per execution.
 func newWire(r io.Reader, w io.Writer) *wire {
-	return &wire{r: bufio.NewReaderSize(r, 64<<10), w: w}
+	return &wire{r: bufio.NewReader(r), w: w}
 }
 
 func (c *wire) send(m message) error {
