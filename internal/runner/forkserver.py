@@ -140,6 +140,9 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 # close_range 436, on both.
 SYS_LANDLOCK_CREATE_RULESET, LANDLOCK_ARCHES = 444, ("x86_64", "aarch64")
 SYS_CLOSE_RANGE = 436
+# How many relay connections the reaper serves between two looks at its
+# children (_hand_out).
+_RELAY_BATCH = 8
 _ARCH = os.uname().machine  # once: the machine does not change under us
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK = 0x8914, 1, 8
 
@@ -496,12 +499,14 @@ def _reaped(payload):
 
 
 def _hand_out(relay, tags, rights):
-    # Every connection waiting on the relay gets the pipes (rights, tagged
-    # by tags) and is closed; false once the relay cannot accept. Nothing
-    # is read from a client and the send never waits (a fresh socket's
-    # buffer takes a message this small; MSG_DONTWAIT says so), so no
-    # client can hold the reaper up.
-    while True:
+    # The connections waiting on the relay, at most _RELAY_BATCH of them,
+    # each get the pipes (rights, tagged by tags) and are closed; false
+    # once the relay cannot accept. Nothing is read from a client and the
+    # send never waits (a fresh socket's buffer takes a message this small;
+    # MSG_DONTWAIT says so), so no client can hold the reaper up; and the
+    # batch is bounded, so that processes connecting without end cannot
+    # keep it from its poll, and so from seeing the payload's exit.
+    for _ in range(_RELAY_BATCH):
         try:
             conn, _ = relay.accept()
         except BlockingIOError:
@@ -516,6 +521,7 @@ def _hand_out(relay, tags, rights):
             pass  # the client went away: its loss
         finally:
             conn.close()
+    return True
 
 
 # --- one execution: the payload -------------------------------------------

@@ -328,3 +328,41 @@ else:
 		t.Errorf("processes outlived the run: %v", left)
 	}
 }
+
+// TestReaperReportsThroughARelayFlood: orphans that connect to the relay
+// as fast as they can, forever, do not keep the reaper from seeing the
+// payload's exit: the run ends with the payload's exit code at once, not
+// at its wall time, and the flooders are gone with it.
+func TestReaperReportsThroughARelayFlood(t *testing.T) {
+	m := needJail(t)
+	run := forked(startTemplate(t, m))
+	before := jailProcesses()
+	r := run(t, m, `import os, socket, sys, time
+def flood():
+    while True:
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect("/dev/shm/.pyexec-relay")
+            s.close()
+        except OSError:
+            pass
+for _ in range(40):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os.close(1); os.close(2)
+            flood()
+        os._exit(0)
+    os.wait()
+time.sleep(1)
+print("flooding")
+sys.exit(3)`, withLimits(Limits{WallTime: 40 * time.Second, CPUTime: time.Minute, Pids: 64, CPUs: 2}))
+	if r.Status != StatusError || r.ExitCode != 3 || string(r.Stdout) != "flooding\n" {
+		t.Fatalf("status %s (%s), exit %d, stdout %q, stderr %s", r.Status, r.Reason, r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if r.WallTime > 10*time.Second {
+		t.Errorf("the run took %s", r.WallTime)
+	}
+	if left := processesLeft(before); len(left) > 0 {
+		t.Errorf("processes outlived the run: %v", left)
+	}
+}
