@@ -54,7 +54,8 @@ type Egress struct {
 	udpSeen   map[string]bool
 
 	active            atomic.Int64 // TCP connections open or being dialled
-	dnsFlows          atomic.Int64 // DNS flows being served
+	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
+	dnsLingering      atomic.Int64 // DNS flows waiting for another query
 	bytesOut, bytesIn atomic.Int64
 	events, dropped   atomic.Int64
 	limited           atomic.Bool
