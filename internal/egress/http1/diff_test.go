@@ -181,7 +181,7 @@ func TestDifferential(t *testing.T) {
 		fmt.Sscan(s, &seed)
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
-	const cases = 60000
+	const cases = 40000
 	budget := time.Now().Add(15 * time.Second)
 	accepted, bad := map[string]bool{}, 0
 	n := 0
