@@ -170,16 +170,20 @@ func TestNameRulesFailClosed(t *testing.T) {
 	}
 }
 
-// clients is the payload of TestOrdinaryClients: ordinary clients of the
-// standard library and the system, through names only.
-const clients = pyTLS + `
-import json, subprocess, sys, urllib.request
-CA = "/work/ca.pem"
+// pyProbe is Python that prints name=outcome of a probe, or its error.
+const pyProbe = `
 def probe(name, f):
     try:
         print(f"{name}={f()}")
     except Exception as e:
         print(f"{name}=ERR {type(e).__name__} {e}")
+`
+
+// clients is the payload of TestOrdinaryClients: ordinary clients of the
+// standard library and the system, through names only.
+const clients = pyTLS + pyProbe + `
+import subprocess, sys, urllib.request
+CA = "/work/ca.pem"
 def urlopen(url, data=None):
     ctx = ssl.create_default_context(cafile=CA)
     return urllib.request.urlopen(url, data=data, timeout=10, context=ctx).read().decode()
@@ -240,14 +244,9 @@ func TestOrdinaryClients(t *testing.T) {
 }
 
 // pyRequests is the payload of TestRequestsAndHTTPX.
-const pyRequests = `
+const pyRequests = pyProbe + `
 import ssl, requests, httpx
 CA = "/work/ca.pem"
-def probe(name, f):
-    try:
-        print(f"{name}={f()}")
-    except Exception as e:
-        print(f"{name}=ERR {type(e).__name__} {e}")
 def session():
     with requests.Session() as s:
         return "|".join(s.get("http://allowed.test:8000/").text for _ in range(3))
