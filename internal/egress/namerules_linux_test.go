@@ -213,7 +213,7 @@ probe("curl_http", lambda: run("curl", "-sS", "http://allowed.test/"))
 probe("curl_https", lambda: run("curl", "-sS", "--cacert", CA, "https://allowed.test/"))
 def pip():
     r = run(sys.executable, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
-        "--index-url", "http://allowed.test:8080/simple/", "--target", "/work/site", "` + egresstest.IndexProject + `")
+        "--index-url", "http://allowed.test:8080/simple/", "--trusted-host", "allowed.test", "--target", "/work/site", "` + egresstest.IndexProject + `")
     if r.startswith("exit"):
         return r
     return run(sys.executable, "-c", "import sys; sys.path.insert(0, '/work/site'); import egress_probe; print(egress_probe.VALUE)")
