@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -26,7 +27,7 @@ const (
 // is durably queued. Errors are ErrInvalid, ErrOverloaded, ErrClosed or a
 // store failure.
 func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
-	p, err := e.prepare(ctx, req)
+	p, err := e.planner.Prepare(ctx, req)
 	if err != nil {
 		return "", err
 	}
@@ -40,7 +41,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
 // The caller reserved its place (admission.reserveAsync): enqueue ends
 // that count once the record is in the index, which counts it from then
 // on (or when it fails before), so that it is never counted twice.
-func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, error) {
+func (e *Engine) enqueue(ctx context.Context, req Request, p *run.Plan) (string, error) {
 	counted := false
 	count := func() {
 		if !counted {
@@ -68,7 +69,7 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *plan) (string, err
 	e.publishEvent(ctx, id, EventStatus, string(StatusPending))
 	if err := e.st.Enqueue(ctx, req.Caller, id); err != nil {
 		if _, ferr := e.endUnstarted(id, func(r *record) {
-			fail(r, ReasonSetupError, "the execution could not be queued", exitNoRun)
+			run.Fail(&r.Execution, ReasonSetupError, "the execution could not be queued", run.ExitNoRun)
 		}); ferr != nil {
 			e.log.Error("recording a failed enqueue", "execution_id", id, "err", ferr)
 		}
@@ -201,7 +202,7 @@ func (e *Engine) runJob(job store.Job, t *ticket) {
 
 	p, err := e.loadPlan(sctx, id)
 	if err != nil {
-		r, ferr := e.endUnstarted(id, func(r *record) { fail(r, ReasonSetupError, err.Error(), exitNoRun) })
+		r, ferr := e.endUnstarted(id, func(r *record) { run.Fail(&r.Execution, ReasonSetupError, err.Error(), run.ExitNoRun) })
 		if ferr != nil {
 			e.log.Error("recording an unrunnable job", "execution_id", id, "err", ferr)
 			return
@@ -231,7 +232,7 @@ func (e *Engine) runJob(job store.Job, t *ticket) {
 
 // loadPlan reads a queued request back and prepares it again (the
 // interpreter may have gone since it was submitted).
-func (e *Engine) loadPlan(ctx context.Context, id string) (*plan, error) {
+func (e *Engine) loadPlan(ctx context.Context, id string) (*run.Plan, error) {
 	body, err := e.st.GetRequest(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("the queued request is gone: %w", err)
@@ -240,7 +241,7 @@ func (e *Engine) loadPlan(ctx context.Context, id string) (*plan, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("the queued request is unreadable: %w", err)
 	}
-	p, err := e.prepare(ctx, req)
+	p, err := e.planner.Prepare(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("the queued request can no longer run: %w", err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"time"
 )
 
@@ -29,7 +30,7 @@ type auditRecord struct {
 // operator rather than failing the execution.
 func (e *Engine) appendAudit(ctx context.Context, r *record) {
 	b, err := json.Marshal(auditRecord{
-		Time:            now(),
+		Time:            run.Now(),
 		Action:          actionEnd,
 		ExecutionID:     r.ID,
 		auditInfo:       r.Audit,

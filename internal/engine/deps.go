@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 
@@ -14,52 +13,6 @@ import (
 // must stop the payload promptly once ctx is cancelled.
 type Runner interface {
 	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
-}
-
-// Interpreter is a Python installation that jails can run.
-type Interpreter struct {
-	Version string   // e.g. "3.12.4"
-	Path    string   // absolute path of the python binary
-	Mounts  []string // host paths the jail must bind read-only (the prefix)
-}
-
-// Interpreters resolves the python_version of a request. Lookup("") is the
-// server's default interpreter; an unknown version yields an error whose
-// message lists the versions available (the engine reports it as
-// ErrInvalid).
-type Interpreters interface {
-	Lookup(version string) (Interpreter, error)
-}
-
-// DriverOptions tell the driver how to run the entrypoint.
-type DriverOptions struct {
-	Args         []string // the script's arguments
-	EvalLastExpr bool     // report the repr of a trailing expression
-	FigureFormat string   // "png" or "svg"; empty: png
-	MaxRows      int      // DataFrame rows kept in outputs; 0: the driver's default
-	// DataFrames are loaded before the code runs: variable → workspace file.
-	DataFrames map[string]string
-}
-
-// Report is what the driver wrote on the result channel (fd 3).
-type Report struct {
-	ErrorType string  // e.g. "NameError"
-	ErrorLine int     // line in the user's file, 0 if unknown
-	Error     string  // the exception message
-	Result    *string // repr of the last expression when asked for
-	Outputs   []Output
-	// OutputsTruncated says the driver left outputs out (its budget).
-	OutputsTruncated bool
-	Results          json.RawMessage // the script's `results` dict, nil without one
-}
-
-// Driver is the Python-side runner: it wraps the user's entrypoint so that
-// exceptions and the last expression come back as a structured report.
-type Driver interface {
-	Argv(python, entrypoint string, opts DriverOptions) []string
-	// Parse decodes the report. The payload can write to fd 3 itself, so
-	// the bytes are untrusted.
-	Parse(report []byte) (Report, error)
 }
 
 // Store is the shared state the engine runs on; *store.NATS implements it.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -17,6 +18,9 @@ type Engine struct {
 	st   Store
 	log  *slog.Logger
 	adm  *admission
+	// planner turns requests into plans; lim are the limits it applies.
+	planner *run.Planner
+	lim     run.Limits
 
 	// base is cancelled (with errShutdown) when Close gives up waiting;
 	// async runs derive from it.
@@ -63,6 +67,16 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
+	lim := run.Limits{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
+		DefaultMemoryBytes: cfg.DefaultMemoryBytes, MaxMemoryBytes: cfg.MaxMemoryBytes,
+		DefaultDiskBytes: cfg.DefaultDiskBytes, MaxDiskBytes: cfg.MaxDiskBytes,
+		DefaultCPUs: cfg.DefaultCPUs, MinCPUs: cfg.MinCPUs, OutputBytes: cfg.OutputBytes}
+	planner, err := run.NewPlanner(run.Config{Limits: lim, AllowNetwork: cfg.AllowNetwork, Network: cfg.Network,
+		Collect: deps.Artifacts != nil, MaxFiles: cfg.MaxFiles, MaxFileBytes: cfg.MaxFileBytes},
+		run.Deps{Interpreters: deps.Interpreters, Driver: deps.Driver, Envs: deps.Envs, Linter: deps.Linter})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -75,6 +89,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		cfg:        cfg,
 		deps:       deps,
 		st:         deps.Store,
+		planner:    planner,
+		lim:        lim,
 		log:        log,
 		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey, tallyView{deps.Store}),
 		base:       base,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/egress"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -28,10 +29,10 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // returned record is the final one as stored, with stdout and stderr only
 // if keepOutput: a caller that does not answer with them (an async worker)
 // spares a copy of the whole output.
-func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(), keepOutput bool) (*record, error) {
+func (e *Engine) execute(ctx context.Context, o *owner, p *run.Plan, onRunning func(), keepOutput bool) (*record, error) {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	started := now()
+	started := run.Now()
 	r, ok, err := e.transition(sctx, o.id, func(r *record) bool {
 		if r.Status != StatusPending || !o.begin() {
 			return false
@@ -55,7 +56,7 @@ func (e *Engine) execute(ctx context.Context, o *owner, p *plan, onRunning func(
 
 // run runs the execution whose record r says running, and records its
 // outcome (see execute). sctx bounds the store writes made while it runs.
-func (e *Engine) run(ctx, sctx context.Context, o *owner, p *plan, r *record, keepOutput bool) (*record, error) {
+func (e *Engine) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *record, keepOutput bool) (*record, error) {
 	published := newPublishedOutput()
 	out := newOutputEvents(e.cfg.FlushInterval, e.cfg.FlushBytes, func(evs []Event) {
 		published.publish(sctx, e, o.id, evs)
@@ -215,7 +216,7 @@ func (e *Engine) endUnstarted(id string, change func(*record)) (*record, error) 
 		}
 		change(r)
 		if r.FinishedAt == nil {
-			r.FinishedAt = ptr(now())
+			r.FinishedAt = ptr(run.Now())
 		}
 		return true
 	})
@@ -234,7 +235,7 @@ func stoppedWaiting(cause error) func(*record) {
 	return func(r *record) {
 		switch {
 		case errors.Is(cause, errShutdown):
-			fail(r, ReasonNodeLost, msgNodeLost, exitKilled)
+			run.Fail(&r.Execution, ReasonNodeLost, msgNodeLost, run.ExitKilled)
 		case errors.Is(cause, errKilled):
 			markKilled(r, msgKilledQueued)
 		default:
@@ -250,7 +251,7 @@ func stoppedWaiting(cause error) func(*record) {
 // and the audit record go to different streams: both are written at once,
 // and both are stored when ended returns.
 func (e *Engine) ended(ctx context.Context, r *record) {
-	at := now()
+	at := run.Now()
 	if r.FinishedAt != nil {
 		at = *r.FinishedAt
 	}

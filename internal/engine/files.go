@@ -14,33 +14,11 @@ import (
 	"github.com/pyexec/pyexec/internal/store"
 )
 
-// ErrFileNotFound: the execution exists but has no such file (404).
-var ErrFileNotFound = errors.New("file not found")
-
 // Inlining of small images in FileInfo.Content.
 const (
 	maxInlineImage = 64 << 10
 	maxInlineTotal = 256 << 10
 )
-
-// FileInfo describes one file an execution produced (an artifact).
-type FileInfo struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	MIME   string `json:"mime"`
-	// Content is the base64 of a small image, inlined in the record.
-	Content string `json:"content,omitempty"`
-}
-
-// collectSpec is what the jail collects for req; nil when this engine has
-// nowhere to store files.
-func (e *Engine) collectSpec(req Request) *sandbox.Collect {
-	if e.deps.Artifacts == nil {
-		return nil
-	}
-	return &sandbox.Collect{Globs: req.Collect, MaxFiles: e.cfg.MaxFiles, MaxBytes: e.cfg.MaxFileBytes}
-}
 
 // saveFiles stores what the jail collected and returns the listing for the
 // record. A file that cannot be stored is left out of the listing (and

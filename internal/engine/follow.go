@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -128,7 +129,7 @@ func (f *follower) endedSilently(ctx context.Context) bool {
 	if err != nil || !r.Status.Final() || f.eventsAhead(ctx) {
 		return false
 	}
-	t := now()
+	t := run.Now()
 	if r.FinishedAt != nil {
 		t = *r.FinishedAt
 	}

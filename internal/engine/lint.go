@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pyenv"
 )
 
@@ -17,7 +18,7 @@ func (e *Engine) Lint(ctx context.Context, files []File, rules pyenv.LintRules) 
 	if e.stopping.Err() != nil {
 		return nil, ErrClosed
 	}
-	if err := linterReady(e.deps.Linter); err != nil {
+	if err := run.LinterReady(e.deps.Linter); err != nil {
 		return nil, err
 	}
 	// The jail must not outlive the engine.

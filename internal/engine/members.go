@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -96,7 +97,7 @@ func (e *Engine) heartbeat() NodeInfo {
 	st := e.Stats()
 	info := NodeInfo{
 		Name: e.cfg.Node, Instance: e.mem.instance, Version: e.cfg.Version,
-		StartedAt: e.mem.startedAt, HeartbeatAt: now(), Draining: e.mem.draining.Load(),
+		StartedAt: e.mem.startedAt, HeartbeatAt: run.Now(), Draining: e.mem.draining.Load(),
 		Capacity: st.Capacity, Running: st.Running, Queued: st.Queued, QueueSize: st.QueueSize,
 		Sessions: e.liveSessions(), SessionCapacity: e.cfg.Sessions.Max,
 		CPUs: runtime.NumCPU(), Load1: loadAverage(),
@@ -137,7 +138,7 @@ func loadAverage() float64 {
 // that is still alive keeps it, and Start fails with ErrNodeNameInUse; the
 // entry of one that died (a crash, then this restart) is taken over.
 func (e *Engine) join(ctx context.Context) error {
-	e.mem.startedAt = now()
+	e.mem.startedAt = run.Now()
 	b, err := json.Marshal(e.heartbeat())
 	if err != nil {
 		return fmt.Errorf("encoding heartbeat: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -346,7 +347,7 @@ func TestRecoveryLeavesLiveNodesAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: node, CreatedAt: now(), StartedAt: ptr(now())},
+		r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: node, CreatedAt: run.Now(), StartedAt: ptr(run.Now())},
 			Audit: auditInfo{Caller: tester.Name}}
 		if err := b.eng.create(ctx, r); err != nil {
 			t.Fatal(err)
@@ -387,7 +388,7 @@ func TestAbandonedClaimIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: "a", CreatedAt: now(), StartedAt: ptr(now())},
+	r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: "a", CreatedAt: run.Now(), StartedAt: ptr(run.Now())},
 		Audit: auditInfo{Caller: tester.Name}}
 	if err := b.eng.create(ctx, r); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -48,7 +49,7 @@ func TestNodeSilentLongerThanEntryTTLIsDeclaredLost(t *testing.T) {
 
 	// Node a's last heartbeat, and the execution it was running when it
 	// died.
-	beat, err := json.Marshal(NodeInfo{Name: "a", Instance: "dead", StartedAt: now(), HeartbeatAt: now()})
+	beat, err := json.Marshal(NodeInfo{Name: "a", Instance: "dead", StartedAt: run.Now(), HeartbeatAt: run.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestNodeSilentLongerThanEntryTTLIsDeclaredLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: "a", CreatedAt: now(), StartedAt: ptr(now())},
+	r := &record{Execution: Execution{ID: id, Status: StatusRunning, Node: "a", CreatedAt: run.Now(), StartedAt: ptr(run.Now())},
 		Audit: auditInfo{Caller: tester.Name}}
 	if err := eng.create(ctx, r); err != nil {
 		t.Fatal(err)

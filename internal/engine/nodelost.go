@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -276,8 +277,8 @@ func (e *Engine) settleOne(node, id string) (bool, error) {
 		if r.Status.Final() || r.Node != node {
 			return false
 		}
-		fail(r, ReasonNodeLost, msg, exitKilled)
-		r.FinishedAt = ptr(now())
+		run.Fail(&r.Execution, ReasonNodeLost, msg, run.ExitKilled)
+		r.FinishedAt = ptr(run.Now())
 		return true
 	})
 	if errors.Is(err, ErrNotFound) {

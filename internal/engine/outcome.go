@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -11,14 +12,6 @@ import (
 var (
 	errKilled   = errors.New("killed on request")
 	errShutdown = errors.New("server shutting down")
-)
-
-// Exit codes of executions that did not end on their own, as a shell would
-// report them.
-const (
-	exitTimeout = 124
-	exitKilled  = 137
-	exitNoRun   = 1 // the payload never ran
 )
 
 // Wire error messages of the ends the payload did not choose.
@@ -33,8 +26,8 @@ const (
 // stdout and stderr (publishedOutput.settle). cause is context.Cause of
 // the run's context (nil if it was not cancelled); parse decodes the
 // driver's report.
-func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause error, parse func([]byte) (Report, error)) {
-	r.FinishedAt = ptr(now())
+func (e *Engine) outcome(r *record, p *run.Plan, res sandbox.Result, runErr, cause error, parse func([]byte) (Report, error)) {
+	r.FinishedAt = ptr(run.Now())
 	r.StdoutTruncated, r.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	r.CPUTimeMs = res.CPUTime.Milliseconds()
 	r.PeakMemoryBytes = res.PeakMemory
@@ -47,13 +40,13 @@ func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause e
 	var netLimit *networkLimitError
 	switch {
 	case runErr != nil:
-		fail(r, ReasonSetupError, "sandbox rejected the execution: "+runErr.Error(), exitNoRun)
+		run.Fail(&r.Execution, ReasonSetupError, "sandbox rejected the execution: "+runErr.Error(), run.ExitNoRun)
 	case errors.Is(cause, errShutdown):
-		fail(r, ReasonNodeLost, msgNodeLost, exitKilled)
+		run.Fail(&r.Execution, ReasonNodeLost, msgNodeLost, run.ExitKilled)
 	case errors.Is(cause, errKilled):
 		markKilled(r, msgKilled)
 	case errors.As(cause, &netLimit):
-		fail(r, ReasonNetworkLimit, netLimit.Error(), exitKilled)
+		run.Fail(&r.Execution, ReasonNetworkLimit, netLimit.Error(), run.ExitKilled)
 	case cause != nil:
 		markKilled(r, msgCallerGone)
 	default:
@@ -62,7 +55,7 @@ func (e *Engine) outcome(r *record, p *plan, res sandbox.Result, runErr, cause e
 }
 
 // classify maps a run that ended by itself.
-func (e *Engine) classify(r *record, p *plan, res sandbox.Result, parse func([]byte) (Report, error)) {
+func (e *Engine) classify(r *record, p *run.Plan, res sandbox.Result, parse func([]byte) (Report, error)) {
 	switch res.Status {
 	case sandbox.StatusOK, sandbox.StatusError:
 		// A Python exception is a completed execution with a non-zero
@@ -73,22 +66,22 @@ func (e *Engine) classify(r *record, p *plan, res sandbox.Result, parse func([]b
 		r.Status = StatusCompleted
 		e.applyReport(r, res.Channel, parse)
 	case sandbox.StatusTimeout:
-		code := exitTimeout
+		code := run.ExitTimeout
 		if res.Signal == 0 && res.ExitCode != 0 {
 			code = res.ExitCode
 		}
-		fail(r, ReasonTimeout, timeoutMessage(p.timeout), code)
+		run.Fail(&r.Execution, ReasonTimeout, run.TimeoutMessage(p.Timeout), code)
 		r.TimedOut = true
 	case sandbox.StatusOOM:
-		fail(r, ReasonOOM, "out of memory: "+res.Reason, res.ExitCode)
+		run.Fail(&r.Execution, ReasonOOM, "out of memory: "+res.Reason, res.ExitCode)
 	case sandbox.StatusOutputLimit:
-		fail(r, ReasonOutputLimit, "output limit exceeded: "+res.Reason, res.ExitCode)
+		run.Fail(&r.Execution, ReasonOutputLimit, "output limit exceeded: "+res.Reason, res.ExitCode)
 	case sandbox.StatusSetupError:
-		fail(r, ReasonSetupError, "sandbox setup failed: "+res.Reason, exitNoRun)
+		run.Fail(&r.Execution, ReasonSetupError, "sandbox setup failed: "+res.Reason, run.ExitNoRun)
 	default:
 		// StatusKilled without a kill from us: the jail went away under
 		// the payload.
-		fail(r, ReasonSetupError, "the sandbox ended unexpectedly: "+res.Reason, exitKilled)
+		run.Fail(&r.Execution, ReasonSetupError, "the sandbox ended unexpectedly: "+res.Reason, run.ExitKilled)
 	}
 }
 
@@ -105,23 +98,15 @@ func (e *Engine) applyReport(r *record, channel []byte, parse func([]byte) (Repo
 		return
 	}
 	r.ErrorType, r.ErrorLine, r.Error, r.Result = rep.ErrorType, rep.ErrorLine, rep.Error, rep.Result
-	r.Outputs, r.OutputsTruncated = keepOutputs(rep.Outputs)
+	r.Outputs, r.OutputsTruncated = run.KeepOutputs(rep.Outputs)
 	r.OutputsTruncated = r.OutputsTruncated || rep.OutputsTruncated
 	r.Results = rep.Results
 }
 
-func fail(r *record, reason, msg string, code int) {
-	r.Status, r.Reason, r.Error = StatusFailed, reason, msg
-	if code == 0 {
-		code = exitNoRun
-	}
-	r.ExitCode = code
-}
-
 func markKilled(r *record, msg string) {
-	r.Status, r.Reason, r.Error, r.ExitCode = StatusKilled, ReasonKilled, msg, exitKilled
+	r.Status, r.Reason, r.Error, r.ExitCode = StatusKilled, ReasonKilled, msg, run.ExitKilled
 	if r.FinishedAt == nil {
-		r.FinishedAt = ptr(now())
+		r.FinishedAt = ptr(run.Now())
 	}
 }
 

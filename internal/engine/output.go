@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -192,7 +193,7 @@ func (e *Engine) publishEvents(ctx context.Context, id string, evs []Event) erro
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	data := make([][]byte, 0, len(evs))
-	t := now()
+	t := run.Now()
 	for _, ev := range evs {
 		b, err := encodeEvent(ev.Type, ev.Data, t)
 		if err != nil {
@@ -211,7 +212,7 @@ func (e *Engine) publishEvents(ctx context.Context, id string, evs []Event) erro
 // publishEvent appends one event of an execution. Events are the live view;
 // the record is the truth, so a failed publish is logged, not fatal.
 func (e *Engine) publishEvent(ctx context.Context, id string, typ EventType, data string) {
-	e.publishEventAt(ctx, id, typ, data, now())
+	e.publishEventAt(ctx, id, typ, data, run.Now())
 }
 
 // publishEventAt is publishEvent for an event that happened at t.

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -49,8 +49,8 @@ func (r *record) encode() ([]byte, error) {
 	// the object, which decoding does not mind).
 	b, err := json.Marshal(struct {
 		*record
-		Outputs []fastOutput `json:"outputs,omitempty"`
-	}{v, fastOutputs(v.Outputs)})
+		Outputs []run.FastOutput `json:"outputs,omitempty"`
+	}{v, run.FastOutputs(v.Outputs)})
 	if err != nil {
 		return nil, fmt.Errorf("engine: encoding record %s: %w", r.ID, err)
 	}
@@ -59,24 +59,11 @@ func (r *record) encode() ([]byte, error) {
 
 // auditInfo is the request side of an audit record.
 type auditInfo struct {
-	Caller     string      `json:"caller,omitempty"`
-	ClientAddr string      `json:"client_addr,omitempty"`
-	CodeSHA256 string      `json:"code_sha256"`
-	Limits     auditLimits `json:"limits"`
+	Caller     string          `json:"caller,omitempty"`
+	ClientAddr string          `json:"client_addr,omitempty"`
+	CodeSHA256 string          `json:"code_sha256"`
+	Limits     run.AuditLimits `json:"limits"`
 }
-
-// auditLimits are the limits an execution ran with.
-type auditLimits struct {
-	TimeoutMs   int64   `json:"timeout_ms"`
-	MemoryBytes int64   `json:"memory_bytes"`
-	DiskBytes   int64   `json:"disk_bytes"`
-	CPUs        float64 `json:"cpus"`
-	Network     bool    `json:"network"`
-}
-
-// now is the engine's clock: UTC, truncated to microseconds so that the
-// wire form never has more than 6 fractional digits.
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // newID returns "exe_" + a UUIDv7. Version 7 ids sort by creation time,
 // which is what lets the store list records newest first by key.
@@ -105,21 +92,21 @@ func wellFormedID(id string) bool {
 }
 
 // newRecord is a pending execution of req.
-func newRecord(id string, req Request, p *plan, async bool) *record {
+func newRecord(id string, req Request, p *run.Plan, async bool) *record {
 	return &record{
 		Execution: Execution{
 			ID:            id,
 			Status:        StatusPending,
-			PythonVersion: p.interpreter.Version,
-			Warnings:      p.env.warnings,
-			CreatedAt:     now(),
+			PythonVersion: p.Interpreter.Version,
+			Warnings:      p.Env.Warnings,
+			CreatedAt:     run.Now(),
 		},
 		Async: async,
 		Audit: auditInfo{
 			Caller:     req.Caller,
 			ClientAddr: req.ClientAddr,
 			CodeSHA256: codeHash(req.Files),
-			Limits:     p.limits,
+			Limits:     p.Limits,
 		},
 	}
 }

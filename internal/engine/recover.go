@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -97,8 +98,8 @@ func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[st
 	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {
 		return err
 	}
-	fail(&r, ReasonNodeLost, msgNodeLost, exitKilled)
-	r.FinishedAt = ptr(now())
+	run.Fail(&r.Execution, ReasonNodeLost, msgNodeLost, run.ExitKilled)
+	r.FinishedAt = ptr(run.Now())
 	err := e.update(ctx, &r, ent.Revision)
 	if errors.Is(err, store.ErrConflict) {
 		return nil // changed meanwhile: whoever changed it owns it

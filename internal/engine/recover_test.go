@@ -65,7 +65,7 @@ func TestRestartRunsQueuedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := script("print:orphan")
-	p, err := first.eng.prepare(context.Background(), req)
+	p, err := first.eng.planner.Prepare(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -50,16 +51,16 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 	}
 	s.count++
 	n := s.count
-	s.busy, s.last = true, now()
+	s.busy, s.last = true, run.Now()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.busy, s.last = false, now()
+		s.busy, s.last = false, run.Now()
 		s.mu.Unlock()
 	}()
 
 	c := newCellRun(n, e.cfg.OutputBytes)
-	started := now()
+	started := run.Now()
 	res := CellResult{SessionID: s.id, ExecutionCount: n,
 		Execution: Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
 	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
@@ -69,7 +70,7 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 	}
 	timedOut := e.awaitCell(ctx, k, c, timeout)
 	k.finish(c)
-	finished := now()
+	finished := run.Now()
 	res.FinishedAt, res.DurationMs = &finished, finished.Sub(started).Milliseconds()
 
 	k.mu.Lock()
@@ -82,7 +83,7 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 	case rep == nil && timedOut:
 		k.stop()
 		e.cellEnded(s, k, &res, msgNoYield)
-		failCell(&res.Execution, ReasonTimeout, timeoutMessage(timeout)+"; "+msgNoYield, exitTimeout)
+		run.Fail(&res.Execution, ReasonTimeout, run.TimeoutMessage(timeout)+"; "+msgNoYield, run.ExitTimeout)
 		res.TimedOut = true
 	case rep == nil:
 		e.cellEnded(s, k, &res, msgSessionDied)
@@ -92,11 +93,11 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 			res.ExitCode = 1
 		}
 		res.ErrorType, res.ErrorLine, res.Error, res.Result = rep.ErrorType, rep.ErrorLine, rep.Error, rep.Result
-		res.Outputs, res.OutputsTruncated = keepOutputs(outputs)
+		res.Outputs, res.OutputsTruncated = run.KeepOutputs(outputs)
 		res.OutputsTruncated = res.OutputsTruncated || rep.OutputsTruncated
 		res.Results = rep.Results
 		if timedOut {
-			failCell(&res.Execution, ReasonTimeout, timeoutMessage(timeout), exitTimeout)
+			run.Fail(&res.Execution, ReasonTimeout, run.TimeoutMessage(timeout), run.ExitTimeout)
 			res.TimedOut = true
 		}
 	}
@@ -135,17 +136,17 @@ func (e *Engine) cellEnded(s *session, k *kernel, res *CellResult, msg string) {
 	s.mu.Unlock()
 	if replaced {
 		res.SessionEnded = false
-		failCell(&res.Execution, ReasonKilled, msgCellRestart, exitKilled)
+		run.Fail(&res.Execution, ReasonKilled, msgCellRestart, run.ExitKilled)
 		return
 	}
 	kr := k.res
 	switch kr.Status {
 	case sandbox.StatusOOM:
-		failCell(&res.Execution, ReasonOOM, "out of memory: "+kr.Reason+"; the session ended", kr.ExitCode)
+		run.Fail(&res.Execution, ReasonOOM, "out of memory: "+kr.Reason+"; the session ended", kr.ExitCode)
 	case sandbox.StatusTimeout:
-		failCell(&res.Execution, ReasonTimeout, "the session reached its lifetime: "+kr.Reason, kr.ExitCode)
+		run.Fail(&res.Execution, ReasonTimeout, "the session reached its lifetime: "+kr.Reason, kr.ExitCode)
 	default:
-		failCell(&res.Execution, ReasonKilled, msg, kr.ExitCode)
+		run.Fail(&res.Execution, ReasonKilled, msg, kr.ExitCode)
 	}
 	e.endSession(s, msg)
 }
@@ -167,13 +168,4 @@ func (e *Engine) InterruptSession(_ context.Context, id string, caller Caller) e
 		return fmt.Errorf("engine: interrupting session %s: %w", id, err)
 	}
 	return nil
-}
-
-// failCell marks a cell's result failed.
-func failCell(x *Execution, reason, msg string, code int) {
-	x.Status, x.Reason, x.Error = StatusFailed, reason, msg
-	if code == 0 {
-		code = exitNoRun
-	}
-	x.ExitCode = code
 }

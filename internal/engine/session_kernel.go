@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -204,7 +205,7 @@ func (k *kernel) report(n int, r runner.Report) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if c := k.cur; c != nil && c.n == n && c.report == nil {
-		rep := reportOf(r)
+		rep := run.ReportOf(r)
 		c.report = &rep
 		k.check(c)
 		if !c.finished {
@@ -246,12 +247,3 @@ func (k *kernel) stop() {
 // markerGrace bounds how long a cell whose report arrived waits for its end
 // markers: user code that closed fd 1 or 2 never lets them through.
 const markerGrace = 200 * time.Millisecond
-
-// reportOf converts the runner's report to the engine's.
-func reportOf(r runner.Report) Report {
-	out := Report{Result: r.Result, Results: r.Results, OutputsTruncated: r.OutputsDropped > 0}
-	if r.Error != nil {
-		out.ErrorType, out.ErrorLine, out.Error = r.Error.Name, r.Error.Line, r.Error.Value
-	}
-	return out
-}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"slices"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ func (e *Engine) RestartSession(ctx context.Context, id string, caller Caller) (
 		e.watchKernel(k)
 		return Session{}, fmt.Errorf("%w: %s", ErrSessionEnded, id)
 	}
-	s.k, s.count, s.last = k, 0, now()
+	s.k, s.count, s.last = k, 0, run.Now()
 	s.restarts++
 	s.mu.Unlock()
 	e.watchKernel(k)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -116,7 +117,7 @@ func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session
 	}
 	s.mu.Lock()
 	gone := s.gone
-	s.k, s.last = k, now() // idle from when it can take a cell
+	s.k, s.last = k, run.Now() // idle from when it can take a cell
 	s.mu.Unlock()
 	e.watchKernel(k)
 	if gone { // deleted or shut down while it started
@@ -139,7 +140,7 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	env, err := buildEnv(req.Env)
+	env, err := run.BuildEnv(req.Env)
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
@@ -147,7 +148,7 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 	if mem == 0 {
 		mem = min(e.cfg.Sessions.DefaultMemoryBytes, e.cfg.MaxMemoryBytes)
 	}
-	limits, err := e.limits(Request{MemoryBytes: mem, DiskBytes: req.DiskBytes, CPUShares: req.CPUShares})
+	limits, err := e.lim.For(Request{MemoryBytes: mem, DiskBytes: req.DiskBytes, CPUShares: req.CPUShares})
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
@@ -170,7 +171,7 @@ func (e *Engine) sessionSpec(ctx context.Context, req SessionRequest, life time.
 	for _, d := range release.dirs {
 		mounts = append(mounts, sandbox.Mount{Source: d})
 	}
-	now := now()
+	now := run.Now()
 	s := &session{
 		caller: req.Caller, python: interp.Version, release: release.release, startForks: !release.layered, created: now, last: now,
 		expires: now.Add(life),

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"sync"
 )
 
@@ -14,7 +15,7 @@ import (
 // execution (it ends killed). Errors are ErrInvalid, ErrOverloaded,
 // ErrClosed or a store failure.
 func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
-	p, err := e.prepare(ctx, req)
+	p, err := e.planner.Prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +86,12 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 // turn a pending record running right after. Followers see the same status
 // events as for any execution, pending then running, published together.
 // final receives the status it ended with.
-func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *plan, r *record, t *ticket, final *Status) (*Execution, error) {
+func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, r *record, t *ticket, final *Status) (*Execution, error) {
 	defer t.release()
 	if !o.begin() {
 		return nil, ErrClosed // Close came first: nothing was recorded
 	}
-	started := now()
+	started := run.Now()
 	r.Status, r.StartedAt, r.Node = StatusRunning, &started, e.cfg.Node
 	// The status events go to their stream while the record is written (a
 	// follower finds the execution through its record, so their order does

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"time"
 )
 
@@ -15,7 +16,7 @@ import (
 // final record. The answer is what a local run returns. Cancelling ctx
 // stops the execution as it would stop a local one: killed before it
 // starts (the caller went away), or killed wherever it runs.
-func (e *Engine) runQueued(ctx context.Context, req Request, p *plan) (*Execution, error) {
+func (e *Engine) runQueued(ctx context.Context, req Request, p *run.Plan) (*Execution, error) {
 	if err := e.adm.reserveAsync(req.Caller); err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func (e *Engine) stopQueued(id string, cause error) (*record, error) {
 			return false
 		}
 		stoppedWaiting(cause)(r)
-		r.FinishedAt = ptr(now())
+		r.FinishedAt = ptr(run.Now())
 		return true
 	})
 	if err != nil {

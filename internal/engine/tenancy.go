@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"time"
 )
 
@@ -81,7 +82,7 @@ type actionRecord struct {
 // appendAction writes an action to the audit trail. Like appendAudit, a
 // failure is logged at error level rather than failing what was done.
 func (e *Engine) appendAction(ctx context.Context, a actionRecord) {
-	a.Time = now()
+	a.Time = run.Now()
 	b, err := json.Marshal(a)
 	if err == nil {
 		err = e.st.AppendAudit(ctx, b)

@@ -1,19 +1,13 @@
-package engine
+package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/pyenv"
 )
-
-// ErrUnavailable: what the request needs is still being set up (ruff
-// being downloaded at first start); the same request succeeds later. The
-// API answers 503 with Retry-After.
-var ErrUnavailable = errors.New("not available yet")
 
 // LateLinter is the Linter of a server whose ruff arrives after start-up
 // (fetched in the background). A lint request that comes before waits for
@@ -102,9 +96,9 @@ func (x *LateLinter) Lint(ctx context.Context, files []File, rules pyenv.LintRul
 	return l.Lint(ctx, files, rules)
 }
 
-// linterReady reports why l cannot lint, if it cannot and will not soon:
+// LinterReady reports why l cannot lint, if it cannot and will not soon:
 // a LateLinter still waiting for ruff passes (its Lint waits).
-func linterReady(l Linter) error {
+func LinterReady(l Linter) error {
 	if l == nil {
 		return fmt.Errorf("%w: lint is not available on this server (ruff is not installed)", ErrInvalid)
 	}

@@ -1,4 +1,4 @@
-package engine
+package run
 
 import "encoding/json"
 
@@ -54,22 +54,22 @@ func plainByte(c byte) bool {
 	return c >= 0x20 && c < 0x7f
 }
 
-// fastOutput is an Output as encoding/json writes it quickly; its fields
+// FastOutput is an Output as encoding/json writes it quickly; its fields
 // and their order are Output's.
-type fastOutput struct {
+type FastOutput struct {
 	Type     string          `json:"type"`
 	Data     map[string]any  `json:"data"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
-// fastOutputs converts outs to fastOutputs.
-func fastOutputs(outs []Output) []fastOutput {
+// FastOutputs converts outs to FastOutputs.
+func FastOutputs(outs []Output) []FastOutput {
 	if outs == nil {
 		return nil
 	}
-	f := make([]fastOutput, len(outs))
+	f := make([]FastOutput, len(outs))
 	for i, o := range outs {
-		f[i] = fastOutput{Type: o.Type, Data: FastData(o.Data), Metadata: o.Metadata}
+		f[i] = FastOutput{Type: o.Type, Data: FastData(o.Data), Metadata: o.Metadata}
 	}
 	return f
 }

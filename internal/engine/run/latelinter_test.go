@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"context"
@@ -21,8 +21,8 @@ func TestLateLinter(t *testing.T) {
 	t.Run("a request waits for the linter", func(t *testing.T) {
 		x := NewLateLinter("ruff is being fetched", time.Minute)
 		time.AfterFunc(50*time.Millisecond, func() { x.Set(oneDiag{}) })
-		if x.State() != "starting" || linterReady(x) != nil {
-			t.Errorf("before Set: state %s, ready %v", x.State(), linterReady(x))
+		if x.State() != "starting" || LinterReady(x) != nil {
+			t.Errorf("before Set: state %s, ready %v", x.State(), LinterReady(x))
 		}
 		d, err := x.Lint(context.Background(), files, pyenv.LintRules{})
 		if err != nil || len(d) != 1 || x.State() != "ready" {
@@ -41,8 +41,8 @@ func TestLateLinter(t *testing.T) {
 		if _, err := x.Lint(context.Background(), files, pyenv.LintRules{}); !errors.Is(err, ErrInvalid) || x.State() != "unavailable" {
 			t.Errorf("err = %v, state %s", err, x.State())
 		}
-		if !errors.Is(linterReady(x), ErrInvalid) {
-			t.Errorf("linterReady = %v", linterReady(x))
+		if !errors.Is(LinterReady(x), ErrInvalid) {
+			t.Errorf("LinterReady = %v", LinterReady(x))
 		}
 	})
 }
