@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -31,14 +32,14 @@ func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := e.adm.reserveAsync(req.Caller); err != nil {
+	if err := e.adm.ReserveAsync(req.Caller); err != nil {
 		return "", err
 	}
 	return e.enqueue(ctx, req, p)
 }
 
 // enqueue stores the request and the pending record, then queues the job.
-// The caller reserved its place (admission.reserveAsync): enqueue ends
+// The caller reserved its place (admission.Gate.ReserveAsync): enqueue ends
 // that count once the record is in the index, which counts it from then
 // on (or when it fails before), so that it is never counted twice.
 func (e *Engine) enqueue(ctx context.Context, req Request, p *run.Plan) (string, error) {
@@ -46,7 +47,7 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *run.Plan) (string,
 	count := func() {
 		if !counted {
 			counted = true
-			e.adm.submitted(req.Caller)
+			e.adm.Submitted(req.Caller)
 		}
 	}
 	defer count()
@@ -76,12 +77,12 @@ func (e *Engine) enqueue(ctx context.Context, req Request, p *run.Plan) (string,
 		e.dropRequest(id)
 		return "", err
 	}
-	e.adm.queued()
+	e.adm.Queued()
 	return id, nil
 }
 
 // dispatch runs queued jobs until ctx ends. Whenever this node has a
-// free slot (see admission.claim) it takes one job, from the first caller
+// free slot (see admission.Gate.Claim) it takes one job, from the first caller
 // in turn that has one available; an empty fetch moves on to the next
 // caller. It never takes a job it cannot start at once, so the fleet's
 // queued jobs go to nodes with free slots. With no slot, or no job to
@@ -90,7 +91,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 	retry := firstRetry
 	for {
 		indexChanged := e.st.IndexChanged()
-		keys, slotsChanged := e.adm.claim()
+		keys, slotsChanged := e.adm.Claim()
 		var pause <-chan time.Time
 		if len(keys) > 0 {
 			took, err := e.takeOne(ctx, keys)
@@ -108,7 +109,7 @@ func (e *Engine) dispatch(ctx context.Context) {
 				retry = min(2*retry, lastRetry)
 			}
 		}
-		e.adm.poke()
+		e.adm.Poke()
 		select {
 		case <-indexChanged:
 		case <-slotsChanged:
@@ -125,7 +126,7 @@ func (e *Engine) takeOne(ctx context.Context, keys []string) (took bool, err err
 	for _, key := range keys {
 		job, err := e.st.TakeJob(ctx, key)
 		if err != nil {
-			e.adm.unclaim()
+			e.adm.Unclaim()
 			return false, err
 		}
 		if job == nil {
@@ -135,16 +136,16 @@ func (e *Engine) takeOne(ctx context.Context, keys []string) (took bool, err err
 			e.nak(job)
 			break
 		}
-		t := e.adm.startAsync(key)
+		t := e.adm.StartAsync(key)
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			defer t.release()
+			defer t.Release()
 			e.runJob(job, t)
 		}()
 		return true, nil
 	}
-	e.adm.unclaim()
+	e.adm.Unclaim()
 	return false, nil
 }
 
@@ -160,7 +161,7 @@ func (e *Engine) nak(job store.Job) {
 // record says running: from then on the record, not the queue, owns the
 // execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
-func (e *Engine) runJob(job store.Job, t *ticket) {
+func (e *Engine) runJob(job store.Job, t *admission.Ticket) {
 	id := job.ID()
 	sctx, cancel := storeCtx()
 	defer cancel()
@@ -212,7 +213,7 @@ func (e *Engine) runJob(job store.Job, t *ticket) {
 		return
 	}
 	r, err = e.execute(runCtx, o, p, func() {
-		t.recorded() // the index stops counting it as queued
+		t.Recorded() // the index stops counting it as queued
 		ack()
 	}, false)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -17,7 +18,7 @@ type Engine struct {
 	deps Deps
 	st   Store
 	log  *slog.Logger
-	adm  *admission
+	adm  *admission.Gate
 	// planner turns requests into plans; lim are the limits it applies.
 	planner *run.Planner
 	lim     run.Limits
@@ -50,12 +51,7 @@ type Engine struct {
 }
 
 // Stats is a snapshot of this node's load.
-type Stats struct {
-	Running   int // executions running now
-	Queued    int // admitted, not yet running (sync waiters + async jobs)
-	Capacity  int // Config.Concurrency
-	QueueSize int // Config.QueueSize
-}
+type Stats = admission.Stats
 
 // New validates cfg and deps and returns an engine that does nothing until
 // Start.
@@ -77,6 +73,11 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
+	adm, err := admission.New(admission.Config{Concurrency: cfg.Concurrency, QueueSize: cfg.QueueSize,
+		MaxRunningPerKey: cfg.MaxRunningPerKey, MaxQueuedPerKey: cfg.MaxQueuedPerKey}, tallyView{deps.Store})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -92,7 +93,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		planner:    planner,
 		lim:        lim,
 		log:        log,
-		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey, tallyView{deps.Store}),
+		adm:        adm,
 		base:       base,
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
@@ -194,7 +195,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	started := e.started
 	e.mu.Unlock()
-	e.adm.close()
+	e.adm.Close()
 	e.stop()
 	if started {
 		// Said at once: the other nodes stop sending work here while
@@ -252,14 +253,11 @@ func (e *Engine) hold() (func(), error) {
 // tallyView reads the fleet's counts from the store's index.
 type tallyView struct{ st store.Tally }
 
-func (v tallyView) running(key string) int { return v.st.Count(string(StatusRunning), key) }
-func (v tallyView) pending(key string) int { return v.st.Count(string(StatusPending), key) }
-func (v tallyView) queuedAsync() ([]string, int) {
+func (v tallyView) Running(key string) int { return v.st.Count(string(StatusRunning), key) }
+func (v tallyView) Pending(key string) int { return v.st.Count(string(StatusPending), key) }
+func (v tallyView) QueuedAsync() ([]string, int) {
 	return v.st.AsyncOwners(string(StatusPending))
 }
 
 // Stats reports this node's load.
-func (e *Engine) Stats() Stats {
-	running, queued := e.adm.stats()
-	return Stats{Running: running, Queued: queued, Capacity: e.cfg.Concurrency, QueueSize: e.cfg.QueueSize}
-}
+func (e *Engine) Stats() Stats { return e.adm.Stats() }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"sync"
 )
@@ -19,27 +20,27 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	var t *ticket
+	var t *admission.Ticket
 	if e.cfg.Fleet {
-		if t, err = e.adm.trySync(req.Caller); err == nil && t == nil {
+		if t, err = e.adm.TrySync(req.Caller); err == nil && t == nil {
 			return e.runQueued(ctx, req, p)
 		}
 	} else {
-		t, err = e.adm.enterSync(req.Caller)
+		t, err = e.adm.EnterSync(req.Caller)
 	}
 	if err != nil {
 		return nil, err
 	}
 	id, err := newID()
 	if err != nil {
-		t.abandon()
+		t.Abandon()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	o, err := e.own(id, cancel)
 	if err != nil {
-		t.abandon()
+		t.Abandon()
 		return nil, err
 	}
 	final := StatusFailed
@@ -49,16 +50,16 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 	r.Node = e.cfg.Node
 	sctx, scancel := storeCtx()
 	defer scancel()
-	if t.admitted() {
+	if t.Admitted() {
 		return e.runAdmitted(runCtx, sctx, o, p, r, t, &final)
 	}
 	if err := e.create(sctx, r); err != nil {
-		t.abandon()
+		t.Abandon()
 		return nil, err
 	}
 	e.publishEvent(sctx, id, EventStatus, string(StatusPending))
 
-	if err := t.wait(runCtx); err != nil {
+	if err := t.Wait(runCtx); err != nil {
 		r, err := e.endUnstarted(id, stoppedWaiting(context.Cause(runCtx)))
 		if err != nil {
 			return nil, err
@@ -66,7 +67,7 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 		final = r.Status
 		return &r.Execution, nil
 	}
-	defer t.release()
+	defer t.Release()
 	r, err = e.execute(runCtx, o, p, func() {}, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)
@@ -86,8 +87,8 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 // turn a pending record running right after. Followers see the same status
 // events as for any execution, pending then running, published together.
 // final receives the status it ended with.
-func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, r *record, t *ticket, final *Status) (*Execution, error) {
-	defer t.release()
+func (e *Engine) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, r *record, t *admission.Ticket, final *Status) (*Execution, error) {
+	defer t.Release()
 	if !o.begin() {
 		return nil, ErrClosed // Close came first: nothing was recorded
 	}
@@ -129,15 +130,5 @@ func (e *Engine) purgeEvents(id string) {
 	defer cancel()
 	if err := e.st.PurgeEvents(ctx, id); err != nil {
 		e.log.Warn("removing the events of an execution not recorded", "execution_id", id, "err", err)
-	}
-}
-
-// admitted reports whether t holds its slot already, without waiting.
-func (t *ticket) admitted() bool {
-	select {
-	case <-t.granted:
-		return true
-	default:
-		return false
 	}
 }

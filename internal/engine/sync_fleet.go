@@ -17,7 +17,7 @@ import (
 // stops the execution as it would stop a local one: killed before it
 // starts (the caller went away), or killed wherever it runs.
 func (e *Engine) runQueued(ctx context.Context, req Request, p *run.Plan) (*Execution, error) {
-	if err := e.adm.reserveAsync(req.Caller); err != nil {
+	if err := e.adm.ReserveAsync(req.Caller); err != nil {
 		return nil, err
 	}
 	id, err := e.enqueue(ctx, req, p)

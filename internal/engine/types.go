@@ -6,27 +6,25 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
 var (
-	ErrNotFound     = run.ErrNotFound                     // 404
-	ErrOverloaded   = errors.New("server is at capacity") // 429 + Retry-After
-	ErrInvalid      = run.ErrInvalid                      // 400; wrapped with the detail
-	ErrClosed       = run.ErrClosed                       // 503
-	ErrFileNotFound = run.ErrFileNotFound                 // 404
-	ErrUnavailable  = run.ErrUnavailable                  // 503 + Retry-After
+	ErrNotFound     = run.ErrNotFound         // 404
+	ErrOverloaded   = admission.ErrOverloaded // 429 + Retry-After
+	ErrInvalid      = run.ErrInvalid          // 400; wrapped with the detail
+	ErrClosed       = run.ErrClosed           // 503
+	ErrFileNotFound = run.ErrFileNotFound     // 404
+	ErrUnavailable  = run.ErrUnavailable      // 503 + Retry-After
 )
 
 // ErrKeyOverloaded is ErrOverloaded for one caller: it has as many
-// executions waiting as one API key may (429 + Retry-After); wrapped with
-// the key, the count and the flag.
-var ErrKeyOverloaded = fmt.Errorf("%w for this API key", ErrOverloaded)
+// executions waiting as one API key may (429 + Retry-After).
+var ErrKeyOverloaded = admission.ErrKeyOverloaded
 
 // The vocabulary of one run (internal/engine/run).
 type (

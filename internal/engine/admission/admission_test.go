@@ -1,4 +1,4 @@
-package engine
+package admission
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // granted reports whether t's slot is its caller's.
-func granted(t *ticket) bool {
+func granted(t *Ticket) bool {
 	select {
 	case <-t.granted:
 		return true
@@ -19,7 +19,7 @@ func granted(t *ticket) bool {
 	}
 }
 
-// fakeFleet is a fleetView whose counts the test sets.
+// fakeFleet is a Counts whose counts the test sets.
 type fakeFleet struct {
 	run, pend map[string]int
 	async     map[string]int // queued async jobs per key
@@ -29,9 +29,9 @@ func newFakeFleet() *fakeFleet {
 	return &fakeFleet{run: map[string]int{}, pend: map[string]int{}, async: map[string]int{}}
 }
 
-func (f *fakeFleet) running(key string) int { return f.run[key] }
-func (f *fakeFleet) pending(key string) int { return f.pend[key] }
-func (f *fakeFleet) queuedAsync() ([]string, int) {
+func (f *fakeFleet) Running(key string) int { return f.run[key] }
+func (f *fakeFleet) Pending(key string) int { return f.pend[key] }
+func (f *fakeFleet) QueuedAsync() ([]string, int) {
 	var keys []string
 	total := 0
 	for k, n := range f.async {
@@ -47,32 +47,32 @@ func (f *fakeFleet) queuedAsync() ([]string, int) {
 // A key with many sync callers waiting delays another key by one slot,
 // not by its whole line: freed slots go to the keys in turn.
 func TestAdmissionServesKeysInTurn(t *testing.T) {
-	a := newAdmission(1, 100, 0, 0, newFakeFleet())
-	first, err := a.enterSync("a")
+	a := newGate(1, 100, 0, 0, newFakeFleet())
+	first, err := a.EnterSync("a")
 	if err != nil || !granted(first) {
 		t.Fatalf("first execution on an idle node: granted %v, err %v", first != nil && granted(first), err)
 	}
-	var flood []*ticket
+	var flood []*Ticket
 	for range 10 {
-		w, err := a.enterSync("a")
+		w, err := a.EnterSync("a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		flood = append(flood, w)
 	}
-	b, err := a.enterSync("b")
+	b, err := a.EnterSync("b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.release()
+	first.Release()
 	if !granted(flood[0]) || granted(b) {
 		t.Fatalf("after the first slot frees: a's next granted %v, b granted %v; want a's turn first", granted(flood[0]), granted(b))
 	}
-	flood[0].release()
+	flood[0].Release()
 	if !granted(b) || granted(flood[1]) {
 		t.Fatalf("after the second slot frees: b granted %v, a's next granted %v; want b's turn", granted(b), granted(flood[1]))
 	}
-	b.release()
+	b.Release()
 	if !granted(flood[1]) {
 		t.Fatal("a's line is not served once b's is empty")
 	}
@@ -85,24 +85,24 @@ func TestAdmissionServesKeysInTurn(t *testing.T) {
 // and other keys take them; once the fleet's count drops it runs.
 func TestAdmissionRunningPerKey(t *testing.T) {
 	fleet := newFakeFleet()
-	a := newAdmission(3, 10, 1, 0, fleet)
-	a1, _ := a.enterSync("a")
-	a2, err := a.enterSync("a")
+	a := newGate(3, 10, 1, 0, fleet)
+	a1, _ := a.EnterSync("a")
+	a2, err := a.EnterSync("a")
 	if err != nil || !granted(a1) || granted(a2) {
 		t.Fatalf("a's second execution with --max-running-per-key 1: granted %v err %v, want waiting", granted(a2), err)
 	}
-	b1, _ := a.enterSync("b")
+	b1, _ := a.EnterSync("b")
 	if !granted(b1) {
 		t.Fatal("b does not get a free slot while a is at its limit")
 	}
 	// a's execution here ends, but another node runs one of a's now.
 	fleet.run["a"] = 1
-	a1.release()
+	a1.Release()
 	if granted(a2) {
 		t.Fatal("a's waiting execution starts while a runs one on another node")
 	}
 	fleet.run["a"] = 0
-	a.poke()
+	a.Poke()
 	if !granted(a2) {
 		t.Fatal("a's waiting execution does not start once a runs nothing fleet-wide")
 	}
@@ -112,34 +112,34 @@ func TestAdmissionRunningPerKey(t *testing.T) {
 // message naming the flag; other keys are still admitted.
 func TestAdmissionQueuedPerKey(t *testing.T) {
 	fleet := newFakeFleet()
-	a := newAdmission(1, 10, 0, 2, fleet)
-	if _, err := a.enterSync("a"); err != nil {
+	a := newGate(1, 10, 0, 2, fleet)
+	if _, err := a.EnterSync("a"); err != nil {
 		t.Fatal(err)
 	}
 	// One of a's jobs is queued by another node, one is being submitted here.
 	fleet.pend["a"], fleet.async["a"] = 1, 1
-	if err := a.reserveAsync("a"); err != nil {
+	if err := a.ReserveAsync("a"); err != nil {
 		t.Fatal(err)
 	}
-	err := a.reserveAsync("a")
+	err := a.ReserveAsync("a")
 	if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "--max-queued-per-key") || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("a's third queued execution: %v, want ErrOverloaded naming the key and --max-queued-per-key", err)
 	}
-	if _, err := a.enterSync("a"); !errors.Is(err, ErrOverloaded) {
+	if _, err := a.EnterSync("a"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a's sync execution over its queued limit: %v, want ErrOverloaded", err)
 	}
-	if err := a.reserveAsync("b"); err != nil {
+	if err := a.ReserveAsync("b"); err != nil {
 		t.Fatalf("b is refused while only a is at its limit: %v", err)
 	}
 	// The submission here is recorded: the fleet counts it now.
 	fleet.pend["a"], fleet.async["a"] = 2, 2
-	a.submitted("a")
-	if err := a.reserveAsync("a"); !errors.Is(err, ErrOverloaded) {
+	a.Submitted("a")
+	if err := a.ReserveAsync("a"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a's recorded job must still count: %v", err)
 	}
 	// One of a's queued jobs starts somewhere: a may queue one more.
 	fleet.pend["a"], fleet.async["a"] = 1, 1
-	if err := a.reserveAsync("a"); err != nil {
+	if err := a.ReserveAsync("a"); err != nil {
 		t.Fatalf("a is refused after one of its queued jobs went: %v", err)
 	}
 }
@@ -148,33 +148,33 @@ func TestAdmissionQueuedPerKey(t *testing.T) {
 // waits here; a claimed slot given back goes to a sync caller.
 func TestAdmissionClaimYieldsToSyncCallers(t *testing.T) {
 	fleet := newFakeFleet()
-	a := newAdmission(1, 10, 0, 0, fleet)
-	if keys, _ := a.claim(); keys != nil {
+	a := newGate(1, 10, 0, 0, fleet)
+	if keys, _ := a.Claim(); keys != nil {
 		t.Fatalf("claimed a slot for %v with nothing queued", keys)
 	}
 	fleet.async["q"] = 3
-	if keys, _ := a.claim(); fmt.Sprint(keys) != "[q]" {
+	if keys, _ := a.Claim(); fmt.Sprint(keys) != "[q]" {
 		t.Fatalf("claim with q's jobs queued on an idle node = %v, want [q]", keys)
 	}
-	s, err := a.enterSync("s")
+	s, err := a.EnterSync("s")
 	if err != nil || granted(s) {
 		t.Fatalf("sync caller while the only slot is claimed: granted %v err %v, want waiting", granted(s), err)
 	}
-	a.unclaim()
+	a.Unclaim()
 	if !granted(s) {
 		t.Fatal("the sync caller does not get the slot the dispatcher gave back")
 	}
-	keys, changed := a.claim()
+	keys, changed := a.Claim()
 	if keys != nil {
 		t.Fatal("claimed a slot while the only one runs a sync caller")
 	}
-	s.release()
+	s.Release()
 	select {
 	case <-changed:
 	default:
 		t.Fatal("the dispatcher is not woken when a slot frees")
 	}
-	if keys, _ := a.claim(); keys == nil {
+	if keys, _ := a.Claim(); keys == nil {
 		t.Fatal("no slot claimed once the sync caller is done")
 	}
 }
@@ -184,25 +184,25 @@ func TestAdmissionClaimYieldsToSyncCallers(t *testing.T) {
 // running limit are left out.
 func TestAdmissionAsyncOrder(t *testing.T) {
 	fleet := newFakeFleet()
-	a := newAdmission(4, 100, 2, 0, fleet)
+	a := newGate(4, 100, 2, 0, fleet)
 	fleet.async = map[string]int{"a": 50, "b": 1, "c": 3, "d": 2}
 	fleet.run = map[string]int{"a": 1, "b": 1, "c": 0, "d": 2}
 	order := func() string {
-		keys, _ := a.claim()
-		a.unclaim()
+		keys, _ := a.Claim()
+		a.Unclaim()
 		return fmt.Sprint(keys)
 	}
 	if got := order(); got != "[c a b]" {
 		t.Errorf("order = %s, want [c a b] (fewest running first; d at its limit)", got)
 	}
-	a.claim()
-	a.startAsync("a").release()
+	a.Claim()
+	a.StartAsync("a").Release()
 	if got := order(); got != "[c b a]" {
 		t.Errorf("order after a was served = %s, want [c b a]", got)
 	}
 	fleet.run["c"] = 1
-	a.claim()
-	a.startAsync("b").release()
+	a.Claim()
+	a.StartAsync("b").Release()
 	if got := order(); got != "[c a b]" {
 		t.Errorf("order after b was served, all running one = %s, want [c a b]", got)
 	}
@@ -214,26 +214,26 @@ func TestAdmissionAsyncOrder(t *testing.T) {
 // A slot goes to the key running the fewest executions, even when
 // another key's line has waited longer.
 func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
-	a := newAdmission(2, 100, 0, 0, newFakeFleet())
-	r1, _ := a.enterSync("a")
-	r2, _ := a.enterSync("a")
-	var flood []*ticket
+	a := newGate(2, 100, 0, 0, newFakeFleet())
+	r1, _ := a.EnterSync("a")
+	r2, _ := a.EnterSync("a")
+	var flood []*Ticket
 	for range 5 {
-		w, _ := a.enterSync("a")
+		w, _ := a.EnterSync("a")
 		flood = append(flood, w)
 	}
-	b, _ := a.enterSync("b")
-	r1.release()
+	b, _ := a.EnterSync("b")
+	r1.Release()
 	if !granted(b) || granted(flood[0]) {
 		t.Fatalf("a slot frees while a runs one and b none: b granted %v, a's next granted %v; want b", granted(b), granted(flood[0]))
 	}
-	r2.release()
+	r2.Release()
 	if !granted(flood[0]) {
 		t.Fatal("a's line is not served when it runs the fewest")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := flood[1].wait(ctx); err == nil {
+	if err := flood[1].Wait(ctx); err == nil {
 		t.Fatal("wait on a cancelled context succeeded")
 	}
 	if _, queued := a.stats(); queued != 3 {
@@ -248,25 +248,25 @@ func TestAdmissionPrefersKeyRunningFewest(t *testing.T) {
 func TestAdmissionCountsATakenJobOnce(t *testing.T) {
 	f := newFakeFleet()
 	f.async["a"] = 2
-	a := newAdmission(2, 2, 0, 0, f)
-	var taken []*ticket
+	a := newGate(2, 2, 0, 0, f)
+	var taken []*Ticket
 	for range 2 {
-		keys, _ := a.claim()
+		keys, _ := a.Claim()
 		if len(keys) != 1 {
 			t.Fatalf("claim: %v", keys)
 		}
-		taken = append(taken, a.startAsync("a"))
+		taken = append(taken, a.StartAsync("a"))
 	}
-	if keys, _ := a.claim(); len(keys) != 0 {
+	if keys, _ := a.Claim(); len(keys) != 0 {
 		t.Fatalf("claim with every queued job taken here: %v, want none", keys)
 	}
 	// The index still counts both taken jobs as queued: two more fit.
 	for i := range 2 {
-		if err := a.reserveAsync("b"); err != nil {
+		if err := a.ReserveAsync("b"); err != nil {
 			t.Fatalf("submission %d with two jobs taken and nothing else queued: %v", i, err)
 		}
 	}
-	if err := a.reserveAsync("b"); !errors.Is(err, ErrOverloaded) {
+	if err := a.ReserveAsync("b"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a fifth execution on capacity 2 + queue 2: %v, want ErrOverloaded", err)
 	}
 	if running, queued := a.stats(); running != 2 || queued != 2 {
@@ -274,13 +274,13 @@ func TestAdmissionCountsATakenJobOnce(t *testing.T) {
 	}
 	// Recorded running, the index no longer counts them as queued.
 	for _, tk := range taken {
-		tk.recorded()
+		tk.Recorded()
 	}
 	f.async["a"] = 0
 	if running, queued := a.stats(); running != 2 || queued != 2 {
 		t.Errorf("stats after the records say running: running %d queued %d, want 2 and 2", running, queued)
 	}
-	taken[0].release()
+	taken[0].Release()
 	if running, _ := a.stats(); running != 1 {
 		t.Errorf("stats after one ended: running %d, want 1", running)
 	}

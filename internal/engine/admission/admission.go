@@ -1,21 +1,95 @@
-package engine
+// Package admission decides when an execution may run on this node: it
+// holds the node's slots and shares them fairly among callers (API keys),
+// on this node and across the fleet, and it enforces the node's queue
+// bound and the per-key quotas.
+//
+// It owns counting, lines and turns, nothing else: it never stores,
+// runs or reads an execution, knows nothing of records, callers' rights
+// or the store, and learns the fleet's counts only through Counts. The
+// executions package asks it for slots (Gate.EnterSync, Gate.Claim...).
+package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
-// admission bounds what this node runs and shares its slots fairly among
+// ErrOverloaded: the node's queue is full (429 + Retry-After).
+var ErrOverloaded = errors.New("server is at capacity")
+
+// ErrKeyOverloaded is ErrOverloaded for one caller: it has as many
+// executions waiting as one API key may (429 + Retry-After); wrapped with
+// the key, the count and the flag.
+var ErrKeyOverloaded = fmt.Errorf("%w for this API key", ErrOverloaded)
+
+// ErrClosed is the engine's: the gate was closed (503).
+var ErrClosed = run.ErrClosed
+
+// Config bounds a node's executions. Zero fields take the defaults
+// documented on each.
+type Config struct {
+	// Concurrency bounds the executions running at once on this node.
+	// Default: runtime.NumCPU().
+	Concurrency int
+	// QueueSize bounds the executions admitted but not yet running (sync
+	// callers waiting for a slot plus queued async jobs). Default: 4 ×
+	// Concurrency. Beyond Concurrency+QueueSize, requests get ErrOverloaded.
+	QueueSize int
+	// MaxRunningPerKey bounds the executions of one caller (API key)
+	// running at once across the fleet, MaxQueuedPerKey those waiting for
+	// a slot; beyond the latter, ErrOverloaded. Zero: no bound beyond
+	// Concurrency and QueueSize. Slots go to callers in turn either way.
+	MaxRunningPerKey, MaxQueuedPerKey int
+}
+
+// WithDefaults fills the zero fields of c with their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = runtime.NumCPU()
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = 4 * c.Concurrency
+	}
+	return c
+}
+
+// Stats is a snapshot of this node's load.
+type Stats struct {
+	Running   int // executions running now
+	Queued    int // admitted, not yet running (sync waiters + async jobs)
+	Capacity  int // Config.Concurrency
+	QueueSize int // Config.QueueSize
+}
+
+// New applies the defaults to cfg, checks it and returns the node's gate.
+func New(cfg Config, counts Counts) (*Gate, error) {
+	cfg = cfg.WithDefaults()
+	switch {
+	case cfg.Concurrency < 1:
+		return nil, errors.New("concurrency must be at least 1")
+	case cfg.QueueSize < 0:
+		return nil, errors.New("queue size must not be negative")
+	case cfg.MaxRunningPerKey < 0 || cfg.MaxQueuedPerKey < 0:
+		return nil, errors.New("per-key limits must not be negative")
+	}
+	return newGate(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey, counts), nil
+}
+
+// Gate bounds what this node runs and shares its slots fairly among
 // callers (API keys), on this node and across the fleet.
 //
 // Running executions take one of capacity slots (a local bound). A sync
 // caller that finds no free slot waits in its caller's line on this node
-// (in a fleet it goes through the queue instead, see runQueued);
-// a free slot goes to the line of the caller running the fewest
-// executions, round-robin among equals. Async jobs wait in the fleet's
-// queue, one queue per caller; the dispatcher (async.go) claims a slot
+// (in a fleet it goes through the queue instead, see executions'
+// runQueued); a free slot goes to the line of the caller running the
+// fewest executions, round-robin among equals. Async jobs wait in the
+// fleet's queue, one queue per caller; the dispatcher claims a slot
 // only when one is free and no sync caller waits here (they hold a
 // connection open), then takes a job from the caller running the fewest
 // executions fleet-wide, round-robin among equals. Nothing is fetched
@@ -28,14 +102,14 @@ import (
 // perKeyQueued wait fleet-wide; beyond, ErrOverloaded naming the
 // caller's limit. Zero means no per-caller limit beyond the node's.
 //
-// Fleet-wide counts come from view, this node's copy of the index. It
+// Fleet-wide counts come from view (Counts), this node's copy of the index. It
 // lags other nodes' writes by the index watch (milliseconds), so two
 // nodes admitting at the same moment may overshoot a per-caller limit by
 // about one execution each.
-type admission struct {
+type Gate struct {
 	capacity, queueSize         int
 	perKeyRunning, perKeyQueued int
-	view                        fleetView
+	view                        Counts
 
 	mu         sync.Mutex
 	running    int // slots in use on this node
@@ -54,37 +128,38 @@ type admission struct {
 	changed         chan struct{} // closed and replaced when the dispatcher may act
 }
 
-// fleetView counts the executions of the whole fleet.
-type fleetView interface {
-	// running and pending count key's executions with that status.
-	running(key string) int
-	pending(key string) int
-	// queuedAsync returns the callers with async jobs waiting, and how
+// Counts counts the executions of the whole fleet; the engine reads them
+// from the store's index.
+type Counts interface {
+	// Running and Pending count key's executions with that status.
+	Running(key string) int
+	Pending(key string) int
+	// QueuedAsync returns the callers with async jobs waiting, and how
 	// many jobs wait in all.
-	queuedAsync() (keys []string, total int)
+	QueuedAsync() (keys []string, total int)
 }
 
 // keyLine is one caller's share of this node.
 type keyLine struct {
 	running    int // slots of this node
 	submitting int
-	line       []*ticket // sync callers waiting here
+	line       []*Ticket // sync callers waiting here
 }
 
-// ticket is one execution's slot, or its place in its caller's line.
-type ticket struct {
-	adm     *admission
+// Ticket is one execution's slot, or its place in its caller's line.
+type Ticket struct {
+	adm     *Gate
 	key     string
-	granted chan struct{} // closed when the slot is the ticket's
-	taking  bool          // an async job's slot, counted in admission.taking
+	granted chan struct{} // closed when the slot is the Ticket's
+	taking  bool          // an async job's slot, counted in Gate.taking
 }
 
-func newAdmission(capacity, queueSize, perKeyRunning, perKeyQueued int, view fleetView) *admission {
-	return &admission{capacity: capacity, queueSize: queueSize, perKeyRunning: perKeyRunning,
+func newGate(capacity, queueSize, perKeyRunning, perKeyQueued int, view Counts) *Gate {
+	return &Gate{capacity: capacity, queueSize: queueSize, perKeyRunning: perKeyRunning,
 		perKeyQueued: perKeyQueued, view: view, keys: make(map[string]*keyLine), changed: make(chan struct{})}
 }
 
-func (a *admission) lineLocked(key string) *keyLine {
+func (a *Gate) lineLocked(key string) *keyLine {
 	k := a.keys[key]
 	if k == nil {
 		k = &keyLine{}
@@ -94,22 +169,22 @@ func (a *admission) lineLocked(key string) *keyLine {
 }
 
 // forgetLocked drops a caller's entry once nothing of it is left.
-func (a *admission) forgetLocked(key string) {
+func (a *Gate) forgetLocked(key string) {
 	if k := a.keys[key]; k != nil && k.running == 0 && k.submitting == 0 && len(k.line) == 0 {
 		delete(a.keys, key)
 	}
 }
 
 // wakeLocked tells the dispatcher that something changed.
-func (a *admission) wakeLocked() {
+func (a *Gate) wakeLocked() {
 	close(a.changed)
 	a.changed = make(chan struct{})
 }
 
 // runningLocked is how many executions of key run: the fleet's count, or
 // this node's if higher (a slot is taken before its record says running).
-func (a *admission) runningLocked(key string) int {
-	n := a.view.running(key)
+func (a *Gate) runningLocked(key string) int {
+	n := a.view.Running(key)
 	if k := a.keys[key]; k != nil {
 		n = max(n, k.running)
 	}
@@ -118,21 +193,21 @@ func (a *admission) runningLocked(key string) int {
 
 // queuedLocked is how many executions of key wait fleet-wide, counting
 // this node's admissions not yet recorded.
-func (a *admission) queuedLocked(key string) int {
-	n := a.view.pending(key)
+func (a *Gate) queuedLocked(key string) int {
+	n := a.view.Pending(key)
 	if k := a.keys[key]; k != nil {
 		n = max(n, len(k.line)) + k.submitting
 	}
 	return n
 }
 
-func (a *admission) underRunCap(key string) bool {
+func (a *Gate) underRunCap(key string) bool {
 	return a.perKeyRunning == 0 || a.runningLocked(key) < a.perKeyRunning
 }
 
 // admitLocked checks the node's and key's limits for one more waiting
 // execution of key.
-func (a *admission) admitLocked(key string) error {
+func (a *Gate) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
@@ -146,9 +221,9 @@ func (a *admission) admitLocked(key string) error {
 	return nil
 }
 
-// enterSync admits a sync execution of key. The slot may be granted at
-// once or later; wait for it with ticket.wait.
-func (a *admission) enterSync(key string) (*ticket, error) {
+// EnterSync admits a sync execution of key. The slot may be granted at
+// once or later; wait for it with Ticket.wait.
+func (a *Gate) EnterSync(key string) (*Ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -157,7 +232,7 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	if t := a.grantLocked(key); t != nil {
 		return t, nil
 	}
-	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
+	t := &Ticket{adm: a, key: key, granted: make(chan struct{})}
 	if err := a.admitLocked(key); err != nil {
 		return nil, err
 	}
@@ -171,9 +246,9 @@ func (a *admission) enterSync(key string) (*ticket, error) {
 	return t, nil
 }
 
-// trySync grants key a slot for a sync execution if one is free for it
+// TrySync grants key a slot for a sync execution if one is free for it
 // now, and returns nil (taking nothing) otherwise.
-func (a *admission) trySync(key string) (*ticket, error) {
+func (a *Gate) TrySync(key string) (*Ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -184,11 +259,11 @@ func (a *admission) trySync(key string) (*ticket, error) {
 
 // grantLocked gives key a slot if one is free for it and no sync caller
 // waits, else returns nil.
-func (a *admission) grantLocked(key string) *ticket {
+func (a *Gate) grantLocked(key string) *Ticket {
 	if a.running >= a.capacity || a.waiting > 0 || !a.underRunCap(key) {
 		return nil
 	}
-	t := &ticket{adm: a, key: key, granted: make(chan struct{})}
+	t := &Ticket{adm: a, key: key, granted: make(chan struct{})}
 	a.lineLocked(key).running++
 	a.running++
 	close(t.granted)
@@ -200,7 +275,7 @@ func (a *admission) grantLocked(key string) *ticket {
 // in the turn order among equals; the served line goes to the back. A
 // line whose caller is at its running limit is skipped and keeps its
 // turn.
-func (a *admission) scheduleLocked() {
+func (a *Gate) scheduleLocked() {
 	for a.running < a.capacity {
 		pick, fewest := -1, 0
 		for i, key := range a.order {
@@ -229,30 +304,30 @@ func (a *admission) scheduleLocked() {
 	}
 }
 
-// poke grants what the fleet's counts allow now (another node's
+// Poke grants what the fleet's counts allow now (another node's
 // execution of a capped caller ended).
-func (a *admission) poke() {
+func (a *Gate) Poke() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.scheduleLocked()
 }
 
-// wait blocks until the slot is granted or ctx ends. On success the caller
+// Wait blocks until the slot is granted or ctx ends. On success the caller
 // owns a slot and must call release.
-func (t *ticket) wait(ctx context.Context) error {
+func (t *Ticket) Wait(ctx context.Context) error {
 	select {
 	case <-t.granted:
 		return nil
 	case <-ctx.Done():
 	}
 	// Granted or not, the caller will not run: hand back what it holds.
-	t.abandon()
+	t.Abandon()
 	return context.Cause(ctx)
 }
 
-// abandon gives the ticket back without running: the slot if it was
+// Abandon gives the Ticket back without running: the slot if it was
 // granted, else the place in line.
-func (t *ticket) abandon() {
+func (t *Ticket) Abandon() {
 	a := t.adm
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -272,7 +347,7 @@ func (t *ticket) abandon() {
 	a.releaseLocked(t.key)
 }
 
-func (a *admission) dropTurnLocked(key string) {
+func (a *Gate) dropTurnLocked(key string) {
 	for i, o := range a.order {
 		if o == key {
 			a.order = append(a.order[:i], a.order[i+1:]...)
@@ -281,8 +356,8 @@ func (a *admission) dropTurnLocked(key string) {
 	}
 }
 
-// release frees the ticket's slot for the next line in turn.
-func (t *ticket) release() {
+// Release frees the Ticket's slot for the next line in turn.
+func (t *Ticket) Release() {
 	a := t.adm
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -290,16 +365,16 @@ func (t *ticket) release() {
 	a.releaseLocked(t.key)
 }
 
-// recorded ends the double count of an async job's slot (taking) once
+// Recorded ends the double count of an async job's slot (taking) once
 // its record says running, or when it ends without.
-func (t *ticket) recorded() {
+func (t *Ticket) Recorded() {
 	a := t.adm
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t.recordedLocked()
 }
 
-func (t *ticket) recordedLocked() {
+func (t *Ticket) recordedLocked() {
 	if t.taking {
 		t.taking = false
 		t.adm.taking--
@@ -309,12 +384,12 @@ func (t *ticket) recordedLocked() {
 // queuedAsyncLocked is how many async jobs wait fleet-wide, less the ones
 // this node has taken whose records still say pending (already counted in
 // running).
-func (a *admission) queuedAsyncLocked() int {
-	_, async := a.view.queuedAsync()
+func (a *Gate) queuedAsyncLocked() int {
+	_, async := a.view.QueuedAsync()
 	return max(0, async-a.taking)
 }
 
-func (a *admission) releaseLocked(key string) {
+func (a *Gate) releaseLocked(key string) {
 	a.keys[key].running--
 	a.running--
 	a.forgetLocked(key)
@@ -322,8 +397,8 @@ func (a *admission) releaseLocked(key string) {
 	a.wakeLocked()
 }
 
-// reserveAsync counts a job of key about to be recorded and queued.
-func (a *admission) reserveAsync(key string) error {
+// ReserveAsync counts a job of key about to be recorded and queued.
+func (a *Gate) ReserveAsync(key string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.admitLocked(key); err != nil {
@@ -334,9 +409,9 @@ func (a *admission) reserveAsync(key string) error {
 	return nil
 }
 
-// submitted ends the count of reserveAsync: the job's record is in the
+// Submitted ends the count of ReserveAsync: the job's record is in the
 // index, which counts it from now on, or it was refused.
-func (a *admission) submitted(key string) {
+func (a *Gate) Submitted(key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.submitting--
@@ -344,24 +419,24 @@ func (a *admission) submitted(key string) {
 	a.forgetLocked(key)
 }
 
-// queued wakes the dispatcher for a job just queued here.
-func (a *admission) queued() {
+// Queued wakes the dispatcher for a job just queued here.
+func (a *Gate) Queued() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.wakeLocked()
 }
 
-// claim takes a free slot for an async job when no sync caller waits
+// Claim takes a free slot for an async job when no sync caller waits
 // here and some caller has jobs queued, and returns the callers to try in
 // order (see asyncOrderLocked). It returns none, and takes no slot, when
 // there is nothing to do; changed is closed once that may be different.
-func (a *admission) claim() (keys []string, changed <-chan struct{}) {
+func (a *Gate) Claim() (keys []string, changed <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed || a.running >= a.capacity || a.waiting > 0 {
 		return nil, a.changed
 	}
-	if _, total := a.view.queuedAsync(); total <= a.taking {
+	if _, total := a.view.QueuedAsync(); total <= a.taking {
 		return nil, a.changed // the queued jobs listed are the ones taken here
 	}
 	keys = a.asyncOrderLocked()
@@ -372,8 +447,8 @@ func (a *admission) claim() (keys []string, changed <-chan struct{}) {
 	return keys, a.changed
 }
 
-// unclaim gives back a claimed slot no job was taken for.
-func (a *admission) unclaim() {
+// Unclaim gives back a claimed slot no job was taken for.
+func (a *Gate) Unclaim() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.running--
@@ -385,8 +460,8 @@ func (a *admission) unclaim() {
 // slot, in the order to try them: fewest running fleet-wide first, then
 // round-robin after the caller served last. Callers at their running
 // limit are left out.
-func (a *admission) asyncOrderLocked() []string {
-	keys, _ := a.view.queuedAsync()
+func (a *Gate) asyncOrderLocked() []string {
+	keys, _ := a.view.QueuedAsync()
 	keys = slices.DeleteFunc(keys, func(k string) bool { return !a.underRunCap(k) })
 	// keys are in name order: rotate to start after the last served.
 	i, found := slices.BinarySearch(keys, a.lastAsync)
@@ -402,32 +477,48 @@ func (a *admission) asyncOrderLocked() []string {
 	return keys
 }
 
-// startAsync makes a claimed slot key's, whose job was taken.
-func (a *admission) startAsync(key string) *ticket {
+// StartAsync makes a claimed slot key's, whose job was taken.
+func (a *Gate) StartAsync(key string) *Ticket {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lineLocked(key).running++
 	a.claimed--
 	a.taking++
 	a.lastAsync = key
-	t := &ticket{adm: a, key: key, granted: make(chan struct{}), taking: true}
+	t := &Ticket{adm: a, key: key, granted: make(chan struct{}), taking: true}
 	close(t.granted)
 	return t
 }
 
-// close refuses new admissions and claims. Callers already waiting are
+// Close refuses new admissions and claims. Callers already waiting are
 // stopped by the engine through their context.
-func (a *admission) close() {
+func (a *Gate) Close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
 	a.wakeLocked()
 }
 
+// Stats reports this node's load.
+func (a *Gate) Stats() Stats {
+	running, queued := a.stats()
+	return Stats{Running: running, Queued: queued, Capacity: a.capacity, QueueSize: a.queueSize}
+}
+
 // stats returns this node's running executions and the executions
 // waiting: its sync callers and the fleet's queued async jobs.
-func (a *admission) stats() (running, queued int) {
+func (a *Gate) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.running - a.claimed, a.waiting + a.submitting + a.queuedAsyncLocked()
+}
+
+// Admitted reports whether t holds its slot already, without waiting.
+func (t *Ticket) Admitted() bool {
+	select {
+	case <-t.granted:
+		return true
+	default:
+		return false
+	}
 }
