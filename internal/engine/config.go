@@ -4,6 +4,7 @@ import (
 	"github.com/pyexec/pyexec/internal/egress"
 
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"regexp"
 	"runtime"
 	"time"
@@ -80,7 +81,7 @@ type Config struct {
 
 	// Node names this server in a fleet, unique among the nodes that
 	// share a store; the record of every execution it runs says so
-	// (Execution.Node), and its heartbeat is stored under it (members.go).
+	// (Execution.Node), and its heartbeat is stored under it (internal/engine/fleet).
 	// Default "local".
 	Node string
 	// Version is the build's version, told in the node's heartbeat.
@@ -91,9 +92,6 @@ type Config struct {
 	// interval (2s).
 	NodeLostAfter time.Duration
 }
-
-// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
-const DefaultNodeLostAfter = 10 * time.Second
 
 // nodeName is what a node name may be: a key of the nodes bucket.
 var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
@@ -166,7 +164,7 @@ func (c Config) validate() error {
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
 		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
 		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-' or '_'"},
-		{c.NodeLostAfter < 2*heartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
+		{c.NodeLostAfter < 2*fleet.HeartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -55,7 +55,7 @@ type Deps struct {
 	// node's heartbeat. It is called every heartbeat and must be cheap.
 	WarmJails func() int
 	// OnNodeLost, if set, is told the name of a node that this node
-	// declared lost, after its executions were settled (nodelost.go). Of
+	// declared lost, after its executions were settled. Of
 	// the surviving nodes exactly one is told about each loss.
 	OnNodeLost func(node string)
 	// OnSessionEnd, if set, is told the id of every session of this node

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )
@@ -45,8 +46,9 @@ type Engine struct {
 	sess   *sessions // this node's live sessions (session*.go)
 	gauge  *storeGauge
 	// mem is this node's heartbeat and its view of the other nodes
-	// (members.go); started says Start succeeded, so Close leaves.
-	mem     *membership
+	// (internal/engine/fleet); started says Start succeeded, so Close
+	// leaves.
+	mem     *fleet.Membership
 	started bool
 }
 
@@ -84,7 +86,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	base, cancel := context.WithCancelCause(context.Background())
 	stopping, stop := context.WithCancel(context.Background())
-	return &Engine{
+	e := &Engine{
 		stopping:   stopping,
 		stop:       stop,
 		cfg:        cfg,
@@ -100,14 +102,31 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		peeks:      make(chan struct{}, maxPeeks),
 		sess:       newSessions(),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
-		mem:        newMembership(),
-	}, nil
+	}
+	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
+		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.settleLost, OnLost: deps.OnNodeLost, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	return e, nil
 }
 
-// Start joins the fleet (members.go: ErrNodeNameInUse when a live node
-// has this node's name), recovers what a previous run of the server left
-// behind (see recover.go) and starts taking async jobs from the queue and
-// watching the other nodes (nodelost.go).
+// nodeLoad is this node's work, for its heartbeat.
+func (e *Engine) nodeLoad() fleet.Load {
+	st := e.Stats()
+	l := fleet.Load{Capacity: st.Capacity, Running: st.Running, Queued: st.Queued, QueueSize: st.QueueSize,
+		Sessions: e.LiveSessions(), SessionCapacity: e.cfg.Sessions.Max}
+	if e.deps.WarmJails != nil {
+		n := e.deps.WarmJails()
+		l.WarmJails = &n
+	}
+	return l
+}
+
+// Start joins the fleet (fleet.Membership.Join: ErrNodeNameInUse when a
+// live node has this node's name), recovers what a previous run of the
+// server left behind (see recover.go) and starts taking async jobs from
+// the queue and watching the other nodes.
 func (e *Engine) Start(ctx context.Context) (err error) {
 	// Records of a data directory older than the index get their entries
 	// first: recovery and listings find records through the index.
@@ -125,43 +144,23 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 	} else if n > 0 {
 		e.log.Info("moved queued jobs of an earlier version to their keys' queues", "count", n)
 	}
-	if err := e.answerPings(); err != nil {
-		return fmt.Errorf("engine: answering on this node's control subject: %w", err)
+	if err := e.mem.Join(ctx); err != nil {
+		return err
 	}
-	if err := e.join(ctx); err != nil {
-		_ = e.mem.unping()
-		return fmt.Errorf("engine: joining the fleet as node %q: %w", e.cfg.Node, err)
-	}
-	e.startBeating()
-	var unwatch context.CancelFunc
 	defer func() {
 		if err != nil {
-			if unwatch != nil {
-				unwatch()
-			}
-			e.leave()
+			e.mem.Stop()
+			e.mem.Leave()
 		}
 	}()
-	watch, unwatch, err := e.watchMembers(ctx)
-	if err != nil {
-		return fmt.Errorf("engine: watching the nodes' heartbeats: %w", err)
-	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
-	e.wg.Add(5)
-	go func() {
-		defer e.wg.Done()
-		defer unwatch()
-		e.followMembers(watch)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.watchSilence(e.stopping)
-	}()
+	e.mem.Run()
+	e.wg.Add(3)
 	go func() {
 		defer e.wg.Done()
 		e.dispatch(e.stopping)
@@ -185,7 +184,7 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 // Close returns once every execution it owned has its final record and
 // every jail it started (sessions' included) is gone. Meanwhile the node's
 // heartbeat says it is draining; at the end its entry is removed, so the
-// other nodes drop it at once instead of declaring it lost (members.go).
+// other nodes drop it at once instead of declaring it lost.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -197,11 +196,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.adm.Close()
 	e.stop()
+	e.mem.Stop()
 	if started {
 		// Said at once: the other nodes stop sending work here while
 		// this node finishes what it runs; then it leaves.
-		e.drain()
-		defer e.leave()
+		e.mem.Drain()
+		defer e.mem.Leave()
 	}
 	// Executions that have not begun are stopped now: sync callers still
 	// waiting for a slot fail (node_lost), async jobs stay in the queue
@@ -217,6 +217,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		// Nothing is added once closed is set: own and hold refuse, and
 		// every other Add happens in a goroutine already counted.
 		e.wg.Wait()
+		e.mem.Wait()
 		e.owners.Wait()
 		close(done)
 	}()

@@ -30,7 +30,7 @@ const pingWait = 2 * time.Second
 //   - An execution another node runs (record.Node) is left alone while
 //     that node is alive (its heartbeat is in the nodes bucket): the
 //     other nodes watch it and settle its executions if it dies
-//     (nodelost.go).
+//     (internal/engine/fleet, settle.go).
 //   - Any other pending or running execution (one of a previous run of
 //     this node, of a node that is gone, or of an older version that did
 //     not record its node) is alive only if some node still owns it,
@@ -92,7 +92,7 @@ func (e *Engine) recoverOne(ctx context.Context, ent store.Entry, inQueue map[st
 		e.log.Info("re-queueing an execution whose job was lost", "execution_id", r.ID)
 		return e.st.Enqueue(ctx, r.Owner(), r.ID)
 	}
-	if r.Node != "" && r.Node != e.cfg.Node && e.nodeAlive(r.Node) {
+	if r.Node != "" && r.Node != e.cfg.Node && e.mem.NodeAlive(r.Node) {
 		return nil
 	}
 	if owned, err := e.ownedAnywhere(ctx, r.ID); err != nil || owned {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
@@ -75,6 +76,20 @@ const (
 	FigurePNG          = run.FigurePNG
 	FigureSVG          = run.FigureSVG
 )
+
+// Fleet membership (internal/engine/fleet).
+type NodeInfo = fleet.NodeInfo
+
+// ErrNodeNameInUse is returned by Start when a live node already has
+// Config.Node as its name.
+var ErrNodeNameInUse = fleet.ErrNodeNameInUse
+
+// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
+const DefaultNodeLostAfter = fleet.DefaultNodeLostAfter
+
+// Nodes lists the nodes this node knows to be alive, itself included, by
+// name: those whose heartbeat it saw within Config.NodeLostAfter.
+func (e *Engine) Nodes() []NodeInfo { return e.mem.Nodes() }
 
 // BaseEnv is the payload's environment before the request's additions.
 func BaseEnv() []string { return run.BaseEnv() }
