@@ -136,7 +136,6 @@ func (c Config) withDefaults() Config {
 		c.Node = "local"
 	}
 	setDur(&c.NodeLostAfter, DefaultNodeLostAfter)
-	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
 
@@ -170,9 +169,6 @@ func (c Config) validate() error {
 		if ch.bad {
 			return fmt.Errorf("engine config: %s", ch.msg)
 		}
-	}
-	if err := c.Sessions.validate(); err != nil {
-		return fmt.Errorf("engine config: %w", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -43,7 +44,7 @@ type Engine struct {
 	mu     sync.Mutex
 	owned  map[string]*owner // executions this node runs or holds
 	closed bool
-	sess   *sessions // this node's live sessions (session*.go)
+	sess   *sessions.Service // this node's live sessions
 	gauge  *storeGauge
 	// mem is this node's heartbeat and its view of the other nodes
 	// (internal/engine/fleet); started says Start succeeded, so Close
@@ -100,8 +101,12 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		cancelBase: cancel,
 		owned:      make(map[string]*owner),
 		peeks:      make(chan struct{}, maxPeeks),
-		sess:       newSessions(),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
+	}
+	e.sess, err = sessions.New(cfg.Sessions, lim, sessions.Deps{Jails: deps.Jails, Forker: deps.Forker,
+		Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, OnEnd: deps.OnSessionEnd})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
 		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.settleLost, OnLost: deps.OnNodeLost, Logger: log})
@@ -160,7 +165,8 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 	e.started = true
 	e.mu.Unlock()
 	e.mem.Run()
-	e.wg.Add(3)
+	e.sess.Run()
+	e.wg.Add(2)
 	go func() {
 		defer e.wg.Done()
 		e.dispatch(e.stopping)
@@ -168,10 +174,6 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 	go func() {
 		defer e.wg.Done()
 		e.evictLoop(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.reapSessions(e.stopping)
 	}()
 	return nil
 }
@@ -196,6 +198,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.adm.Close()
 	e.stop()
+	e.sess.Close()
 	e.mem.Stop()
 	if started {
 		// Said at once: the other nodes stop sending work here while
@@ -217,6 +220,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		// Nothing is added once closed is set: own and hold refuse, and
 		// every other Add happens in a goroutine already counted.
 		e.wg.Wait()
+		e.sess.Wait()
 		e.mem.Wait()
 		e.owners.Wait()
 		close(done)
@@ -224,10 +228,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		e.cancelBase(errShutdown)
+		e.sess.Abort()
 		return nil
 	case <-ctx.Done():
 	}
 	e.cancelBase(errShutdown)
+	e.sess.Abort()
 	e.mu.Lock()
 	for _, o := range e.owned {
 		o.cancel(errShutdown)

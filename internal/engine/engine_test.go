@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -156,7 +157,7 @@ func TestInvalidRequestsAreRefused(t *testing.T) {
 			}
 		})
 	}
-	if n := e.runner.runs.Load(); n != 0 {
+	if n := e.runner.Runs.Load(); n != 0 {
 		t.Errorf("the runner ran %d times for invalid requests", n)
 	}
 }
@@ -177,7 +178,7 @@ func TestOverloadWithConcurrencyOneQueueOne(t *testing.T) {
 			results[i] = x
 		}()
 		want := Stats{Running: 1, Queued: i, Capacity: 1, QueueSize: 1}
-		waitFor(t, "admission", func() bool { return e.eng.Stats() == want })
+		runtest.WaitFor(t, "admission", func() bool { return e.eng.Stats() == want })
 	}
 	if _, err := e.eng.RunSync(context.Background(), script("print:x")); !errors.Is(err, ErrOverloaded) {
 		t.Errorf("third sync request: got %v, want ErrOverloaded", err)
@@ -246,7 +247,7 @@ func TestKillQueuedJobNeverRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocker to run", func() bool { return statusOf(t, e.eng, blocker) == StatusRunning })
+	runtest.WaitFor(t, "the blocker to run", func() bool { return statusOf(t, e.eng, blocker) == StatusRunning })
 	queued, err := e.eng.Submit(ctx, script("print:never"))
 	if err != nil {
 		t.Fatal(err)
@@ -260,11 +261,11 @@ func TestKillQueuedJobNeverRuns(t *testing.T) {
 	if st, err := e.eng.Kill(ctx, tester, blocker); err != nil || st != StatusKilled {
 		t.Fatalf("Kill(blocker) = %s, %v", st, err)
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	runtest.WaitFor(t, "the queue to drain", func() bool {
 		d, err := e.st.QueueDepth(ctx)
 		return err == nil && d == 0 && e.eng.Stats().Running == 0
 	})
-	if n := e.runner.runs.Load(); n != 1 {
+	if n := e.runner.Runs.Load(); n != 1 {
 		t.Errorf("runner ran %d times, want 1 (the killed job must not run)", n)
 	}
 	x, _ := e.eng.Get(ctx, tester, queued)

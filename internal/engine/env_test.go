@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/store"
@@ -17,7 +18,7 @@ import (
 // loopback index and the ruff linter.
 func envEngine(t *testing.T) (*Engine, *pyenv.Environments) {
 	t.Helper()
-	run := jailRunner(t)
+	run := runtest.Jails(t)
 	uv, ruff := pyenvtest.Tools(t)
 	ix := pyenvtest.NewIndex(t,
 		pyenvtest.Wheel{Name: "PyYAML", Version: "6.0.99", Files: map[string]string{"yaml/__init__.py": "def safe_load(s):\n    return {'yaml': s}\n"}},

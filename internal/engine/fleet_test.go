@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -46,9 +47,9 @@ func startFleet(t *testing.T, cfg Config, n int) []*env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runner := &fakeRunner{}
+		runner := &runtest.Runner{}
 		cfg.Node = fmt.Sprintf("node%d", i) // a fleet's nodes have names of their own
-		eng, err := New(cfg, Deps{Store: st, Runner: runner, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
+		eng, err := New(cfg, Deps{Store: st, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +107,7 @@ func TestFleetFloodDoesNotDelayOtherKey(t *testing.T) {
 	}
 	t.Logf("b's job behind a's flood of 50 on a fleet of two: done in %s", time.Since(start))
 	for i, n := range nodes {
-		if runs := n.runner.runs.Load(); runs < 2 {
+		if runs := n.runner.Runs.Load(); runs < 2 {
 			t.Errorf("node %d ran %d jobs of the flood, want its share (both nodes have free slots)", i+1, runs)
 		}
 	}
@@ -123,9 +124,9 @@ func TestFleetJobGoesToFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocker to run", func() bool { return statusOf(t, nodes[0].eng, block) == StatusRunning })
+	runtest.WaitFor(t, "the blocker to run", func() bool { return statusOf(t, nodes[0].eng, block) == StatusRunning })
 	blocked := nodes[0]
-	if nodes[1].runner.runs.Load() == 1 {
+	if nodes[1].runner.Runs.Load() == 1 {
 		blocked = nodes[1]
 	}
 	free := nodes[0]
@@ -138,12 +139,12 @@ func TestFleetJobGoesToFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job on the free node", func() bool { return statusOf(t, blocked.eng, id) == StatusCompleted })
+	runtest.WaitFor(t, "the job on the free node", func() bool { return statusOf(t, blocked.eng, id) == StatusCompleted })
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a job took %s to start on the idle node, want well under a second", took)
 	}
-	if free.runner.runs.Load() != 1 || blocked.runner.runs.Load() != 1 {
-		t.Errorf("runs: busy node %d, free node %d; want 1 each", blocked.runner.runs.Load(), free.runner.runs.Load())
+	if free.runner.Runs.Load() != 1 || blocked.runner.Runs.Load() != 1 {
+		t.Errorf("runs: busy node %d, free node %d; want 1 each", blocked.runner.Runs.Load(), free.runner.Runs.Load())
 	}
 	// Both full: the next job waits in the queue, then runs where a slot
 	// frees first.
@@ -151,7 +152,7 @@ func TestFleetJobGoesToFreeSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second blocker to run", func() bool { return statusOf(t, free.eng, block2) == StatusRunning })
+	runtest.WaitFor(t, "the second blocker to run", func() bool { return statusOf(t, free.eng, block2) == StatusRunning })
 	waiting, err := free.eng.Submit(ctx, script("print:y"))
 	if err != nil {
 		t.Fatal(err)
@@ -163,9 +164,9 @@ func TestFleetJobGoesToFreeSlot(t *testing.T) {
 	if st, err := free.eng.Kill(ctx, tester, block); err != nil || st != StatusKilled {
 		t.Fatalf("Kill(first blocker) = %s, %v", st, err)
 	}
-	waitFor(t, "the waiting job", func() bool { return statusOf(t, free.eng, waiting) == StatusCompleted })
-	if blocked.runner.runs.Load() != 2 {
-		t.Errorf("the waiting job did not run on the node whose slot freed (its runs: %d)", blocked.runner.runs.Load())
+	runtest.WaitFor(t, "the waiting job", func() bool { return statusOf(t, free.eng, waiting) == StatusCompleted })
+	if blocked.runner.Runs.Load() != 2 {
+		t.Errorf("the waiting job did not run on the node whose slot freed (its runs: %d)", blocked.runner.Runs.Load())
 	}
 	if st, err := blocked.eng.Kill(ctx, tester, block2); err != nil || st != StatusKilled {
 		t.Fatalf("Kill(second blocker) via the other node = %s, %v", st, err)
@@ -183,7 +184,7 @@ func TestFleetCloseLeavesQueuedJobsToOthers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a blocker to run", func() bool { return statusOf(t, nodes[i].eng, id) == StatusRunning })
+		runtest.WaitFor(t, "a blocker to run", func() bool { return statusOf(t, nodes[i].eng, id) == StatusRunning })
 		blockers = append(blockers, id)
 	}
 	var queued []string
@@ -204,12 +205,12 @@ func TestFleetCloseLeavesQueuedJobsToOthers(t *testing.T) {
 	}
 	start := time.Now()
 	for _, id := range queued {
-		waitFor(t, "a queued job on the remaining node", func() bool { return statusOf(t, nodes[1].eng, id) == StatusCompleted })
+		runtest.WaitFor(t, "a queued job on the remaining node", func() bool { return statusOf(t, nodes[1].eng, id) == StatusCompleted })
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("the remaining node ran the queued jobs in %s, want well under the ack wait (10 s)", took)
 	}
-	if runs := nodes[0].runner.runs.Load(); runs != 1 {
+	if runs := nodes[0].runner.Runs.Load(); runs != 1 {
 		t.Errorf("the closed node ran %d executions, want only its blocker", runs)
 	}
 }
@@ -225,9 +226,9 @@ func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
 	if err != nil || local.Status != StatusCompleted || local.Stdout != "here" {
 		t.Fatalf("sync on an idle node: %+v, %v", local, err)
 	}
-	if nodes[0].runner.runs.Load() != 1 {
+	if nodes[0].runner.Runs.Load() != 1 {
 		t.Fatalf("a sync request with a free slot here did not run here (runs: %d and %d)",
-			nodes[0].runner.runs.Load(), nodes[1].runner.runs.Load())
+			nodes[0].runner.Runs.Load(), nodes[1].runner.Runs.Load())
 	}
 	blockCtx, stopBlock := context.WithCancel(ctx)
 	blocked := make(chan *Execution, 1)
@@ -235,7 +236,7 @@ func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
 		x, _ := nodes[0].eng.RunSync(blockCtx, script("block"))
 		blocked <- x
 	}()
-	waitFor(t, "node 1's slot to be taken", func() bool { return nodes[0].eng.Stats().Running == 1 })
+	runtest.WaitFor(t, "node 1's slot to be taken", func() bool { return nodes[0].eng.Stats().Running == 1 })
 
 	start := time.Now()
 	moved, err := nodes[0].eng.RunSync(ctx, script("print:there"))
@@ -245,8 +246,8 @@ func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the sync request took %s through the queue to the free node, want well under a second", took)
 	}
-	if nodes[1].runner.runs.Load() != 1 {
-		t.Errorf("the free node ran %d executions, want the one the busy node could not start", nodes[1].runner.runs.Load())
+	if nodes[1].runner.Runs.Load() != 1 {
+		t.Errorf("the free node ran %d executions, want the one the busy node could not start", nodes[1].runner.Runs.Load())
 	}
 	stored, err := nodes[1].eng.Get(ctx, tester, moved.ID)
 	if err != nil || stored.Stdout != moved.Stdout || stored.Status != moved.Status || stored.ExitCode != moved.ExitCode {
@@ -259,7 +260,7 @@ func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "node 2's slot to be taken", func() bool { return statusOf(t, nodes[1].eng, block2) == StatusRunning })
+	runtest.WaitFor(t, "node 2's slot to be taken", func() bool { return statusOf(t, nodes[1].eng, block2) == StatusRunning })
 	gone, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	x, err := nodes[0].eng.RunSync(gone, script("print:never"))
@@ -273,11 +274,11 @@ func TestFleetSyncRunsWhereASlotIsFree(t *testing.T) {
 	if _, err := nodes[1].eng.Kill(ctx, tester, block2); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	runtest.WaitFor(t, "the queue to drain", func() bool {
 		d, err := nodes[0].st.QueueDepth(ctx)
 		return err == nil && d == 0
 	})
-	if runs := nodes[0].runner.runs.Load() + nodes[1].runner.runs.Load(); runs != 4 {
+	if runs := nodes[0].runner.Runs.Load() + nodes[1].runner.Runs.Load(); runs != 4 {
 		t.Errorf("%d executions ran, want 4 (the one whose caller left must not run)", runs)
 	}
 }

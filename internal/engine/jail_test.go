@@ -2,38 +2,19 @@ package engine
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
-
-const hostPython = "/usr/bin/python3"
-
-// jailRunner returns the real jail, or skips the test with the reason.
-func jailRunner(t *testing.T) *sandbox.Manager {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the jail builds namespaces, cgroups and mounts")
-	}
-	if _, err := os.Stat(hostPython); err != nil {
-		t.Skipf("needs %s: %v", hostPython, err)
-	}
-	m, err := sandbox.New(sandbox.Config{})
-	if err != nil {
-		t.Fatalf("sandbox.New: %v", err)
-	}
-	return m
-}
 
 func py(code string) Request {
 	return Request{Files: []File{{Path: "main.py", Data: []byte(code)}}, Entrypoint: "main.py", Caller: tester.Name}
 }
 
 func TestRealJail(t *testing.T) {
-	e := start(t, t.TempDir(), Config{}, jailRunner(t))
+	e := start(t, t.TempDir(), Config{}, runtest.Jails(t))
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -72,7 +53,7 @@ func TestRealJail(t *testing.T) {
 		})
 	}
 	t.Run("with the runner driver", func(t *testing.T) {
-		d, err := New(Config{}, Deps{Store: e.st, Runner: e.eng.deps.Runner, Interpreters: fakeInterpreters{}, Driver: RunnerDriver{}})
+		d, err := New(Config{}, Deps{Store: e.st, Runner: e.eng.deps.Runner, Interpreters: runtest.Interpreters{}, Driver: RunnerDriver{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -136,8 +137,8 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 		time.Sleep(200 * time.Millisecond)
 	}
 	n := &fleetNode{name: name, nc: nc, st: st}
-	n.eng, err = New(Config{Node: name}, Deps{Store: st, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{},
-		Driver: plainDriver{}, OnNodeLost: func(string) { n.lost.Add(1) }})
+	n.eng, err = New(Config{Node: name}, Deps{Store: st, Runner: &runtest.Runner{}, Interpreters: runtest.Interpreters{},
+		Driver: runtest.PlainDriver{}, OnNodeLost: func(string) { n.lost.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestNodesSeeEachOther(t *testing.T) {
 	b := mustStartNode(t, url, "b", 1)
 	c := mustStartNode(t, url, "c", 1)
 	for _, n := range []*fleetNode{a, b, c} {
-		waitFor(t, n.name+" to see every node", func() bool { return sameNames(n.eng.Nodes(), "a", "b", "c") })
+		runtest.WaitFor(t, n.name+" to see every node", func() bool { return sameNames(n.eng.Nodes(), "a", "b", "c") })
 	}
 	for _, info := range a.eng.Nodes() {
 		if info.Instance == "" || info.Capacity < 1 || info.QueueSize < 1 || info.HeartbeatAt.IsZero() || info.StartedAt.IsZero() ||
@@ -208,7 +209,7 @@ func TestNodesSeeEachOther(t *testing.T) {
 	if err := c.eng.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "c to be dropped", func() bool {
+	runtest.WaitFor(t, "c to be dropped", func() bool {
 		return sameNames(a.eng.Nodes(), "a", "b") && sameNames(b.eng.Nodes(), "a", "b")
 	})
 	if d := time.Since(stopped); d > time.Second {
@@ -255,7 +256,7 @@ func TestLostNodeIsDeclaredOnce(t *testing.T) {
 	nodes := []*fleetNode{mustStartNode(t, urls[0], "a", 3), mustStartNode(t, urls[1], "b", 3), mustStartNode(t, urls[2], "c", 3)}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	for _, n := range nodes {
-		waitFor(t, n.name+" to see every node", func() bool { return sameNames(n.eng.Nodes(), "a", "b", "c") })
+		runtest.WaitFor(t, n.name+" to see every node", func() bool { return sameNames(n.eng.Nodes(), "a", "b", "c") })
 	}
 
 	ctx := context.Background()
@@ -271,7 +272,7 @@ func TestLostNodeIsDeclaredOnce(t *testing.T) {
 		}()
 	}
 	var onA, onB string
-	waitFor(t, "an execution running on a and one on b", func() bool {
+	runtest.WaitFor(t, "an execution running on a and one on b", func() bool {
 		onA, onB = runningOn(t, c.eng, "a"), runningOn(t, c.eng, "b")
 		return onA != "" && onB != ""
 	})
@@ -282,7 +283,7 @@ func TestLostNodeIsDeclaredOnce(t *testing.T) {
 
 	a.crash(t)
 	crashed := time.Now()
-	waitFor(t, "a's execution to be settled", func() bool { return statusOf(t, b.eng, onA).Final() })
+	runtest.WaitFor(t, "a's execution to be settled", func() bool { return statusOf(t, b.eng, onA).Final() })
 	took := time.Since(crashed)
 	x, err := c.eng.Get(ctx, tester, onA)
 	if err != nil {
@@ -302,7 +303,7 @@ func TestLostNodeIsDeclaredOnce(t *testing.T) {
 	if last.Type != EventStatus || last.Data != string(StatusFailed) {
 		t.Errorf("a follower of a's execution ended on %+v, want status failed", last)
 	}
-	waitFor(t, "a to be dropped", func() bool {
+	runtest.WaitFor(t, "a to be dropped", func() bool {
 		return sameNames(b.eng.Nodes(), "b", "c") && sameNames(c.eng.Nodes(), "b", "c")
 	})
 	time.Sleep(time.Second) // a slower survivor would have claimed by now
@@ -410,7 +411,7 @@ func TestAbandonedClaimIsTakenOver(t *testing.T) {
 	if x.Status != StatusFailed || x.Reason != ReasonNodeLost {
 		t.Errorf("the lost node's execution: %s/%q, want failed/node_lost", x.Status, x.Reason)
 	}
-	waitFor(t, "the mark to be removed", func() bool {
+	runtest.WaitFor(t, "the mark to be removed", func() bool {
 		_, err := b.st.GetMember(ctx, "a")
 		return errors.Is(err, store.ErrNotFound)
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -33,8 +34,8 @@ func TestNodeSilentLongerThanEntryTTLIsDeclaredLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	lostAfter := store.MemberTTL + 3*time.Second
-	eng, err := New(Config{Node: "b", NodeLostAfter: lostAfter}, Deps{Store: st, Runner: &fakeRunner{},
-		Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
+	eng, err := New(Config{Node: "b", NodeLostAfter: lostAfter}, Deps{Store: st, Runner: &runtest.Runner{},
+		Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestNodeSilentLongerThanEntryTTLIsDeclaredLost(t *testing.T) {
 	if err := eng.create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to see a", func() bool { return sameNames(eng.Nodes(), "a", "b") })
+	runtest.WaitFor(t, "b to see a", func() bool { return sameNames(eng.Nodes(), "a", "b") })
 
 	deadline := time.Now().Add(lostAfter + 5*time.Second)
 	for statusOf(t, eng, id) == StatusRunning {

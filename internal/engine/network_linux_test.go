@@ -12,6 +12,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/egress/egresstest"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
 // TestNetworkEgress runs executions with network through the engine in a
@@ -42,7 +43,7 @@ func TestNetworkEgress(t *testing.T) {
 	}
 	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
 		Limits: egress.Limits{BytesIn: 1 << 20, ConnectTimeout: 3 * time.Second}}
-	e := start(t, t.TempDir(), Config{AllowNetwork: true, Network: netCfg}, jailRunner(t))
+	e := start(t, t.TempDir(), Config{AllowNetwork: true, Network: netCfg}, runtest.Jails(t))
 	ctx := context.Background()
 	get := func(host, path string) Request {
 		r := py("import urllib.request\ntry:\n    print(urllib.request.urlopen('http://" + host + path + "', timeout=10).read()[:40].decode())\n" +

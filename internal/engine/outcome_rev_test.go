@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -33,8 +34,8 @@ func startCounting(t *testing.T) (*env, *readCounter) {
 		t.Fatal(err)
 	}
 	rc := &readCounter{Store: st}
-	runner := &fakeRunner{}
-	eng, err := New(Config{}, Deps{Store: rc, Runner: runner, Interpreters: fakeInterpreters{}, Driver: plainDriver{}})
+	runner := &runtest.Runner{}
+	eng, err := New(Config{}, Deps{Store: rc, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestSyncOutcomeYieldsToAnotherWriter(t *testing.T) {
 		done <- x
 	}()
 	var id string
-	waitFor(t, "the running record", func() bool {
+	runtest.WaitFor(t, "the running record", func() bool {
 		page, _, err := e.eng.List(ctx, ListOptions{Limit: 1, Owner: tester.Name})
 		if err != nil || len(page) == 0 || page[0].Status != StatusRunning {
 			return false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -37,7 +38,7 @@ func (s *lossyStore) Update(ctx context.Context, key string, value []byte, rev u
 // ends; onFinish may be nil.
 func engineOver(t *testing.T, node string, st Store, onFinish func(Finished)) *Engine {
 	t.Helper()
-	eng, err := New(Config{Node: node}, Deps{Store: st, Runner: &fakeRunner{}, Interpreters: fakeInterpreters{}, Driver: plainDriver{},
+	eng, err := New(Config{Node: node}, Deps{Store: st, Runner: &runtest.Runner{}, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{},
 		OnFinish: onFinish})
 	if err != nil {
 		t.Fatal(err)

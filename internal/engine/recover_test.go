@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"testing"
 	"time"
 )
@@ -18,7 +19,7 @@ func TestRestartMarksInFlightNodeLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the execution to run", func() bool { return statusOf(t, first.eng, id) == StatusRunning })
+	runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, first.eng, id) == StatusRunning })
 	first.crash(t)
 
 	second := start(t, dir, Config{}, nil)
@@ -53,7 +54,7 @@ func TestRestartRunsQueuedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocker to run", func() bool { return statusOf(t, first.eng, blocker) == StatusRunning })
+	runtest.WaitFor(t, "the blocker to run", func() bool { return statusOf(t, first.eng, blocker) == StatusRunning })
 	queued, err := first.eng.Submit(ctx, script("print:after restart"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,18 +84,18 @@ func TestRestartRunsQueuedJobs(t *testing.T) {
 		t.Errorf("running execution after restart is %s, want failed", st)
 	}
 	for _, tc := range []struct{ id, stdout string }{{queued, "after restart"}, {orphan, "orphan"}} {
-		waitFor(t, "the queued job to run", func() bool { return statusOf(t, second.eng, tc.id) == StatusCompleted })
+		runtest.WaitFor(t, "the queued job to run", func() bool { return statusOf(t, second.eng, tc.id) == StatusCompleted })
 		x, _ := second.eng.Get(ctx, tester, tc.id)
 		if x.Stdout != tc.stdout {
 			t.Errorf("job %s stdout = %q, want %q", tc.id, x.Stdout, tc.stdout)
 		}
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	runtest.WaitFor(t, "the queue to drain", func() bool {
 		d, err := second.st.QueueDepth(ctx)
 		return err == nil && d == 0
 	})
 	time.Sleep(100 * time.Millisecond) // a duplicate job would run now
-	if n := second.runner.runs.Load(); n != 2 {
+	if n := second.runner.Runs.Load(); n != 2 {
 		t.Errorf("runner ran %d times after restart, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/runner/runnertest"
 )
 
@@ -32,7 +33,7 @@ func (r richInterpreter) Lookup(string) (Interpreter, error) {
 // interpreter that has pandas and matplotlib, and artifact storage.
 func richEngine(t *testing.T) *Engine {
 	t.Helper()
-	jail := jailRunner(t)
+	jail := runtest.Jails(t)
 	python, mount := runnertest.RichPython(t)
 	e := start(t, t.TempDir(), Config{}, jail)
 	// Only this test's engine may take async jobs from the shared queue.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"testing"
 	"time"
 )
@@ -25,7 +26,7 @@ func TestShutdownRecordsSyncExecutions(t *testing.T) {
 		got <- result{x, err}
 	}()
 	var id string
-	waitFor(t, "the sync execution to run", func() bool {
+	runtest.WaitFor(t, "the sync execution to run", func() bool {
 		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning, AllOwners: true})
 		if err != nil || len(page) != 1 {
 			return false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -101,7 +102,7 @@ func TestListFindsRunningAmongManyRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocking run to start", func() bool { return statusOf(t, e.eng, id) == StatusRunning })
+	runtest.WaitFor(t, "the blocking run to start", func() bool { return statusOf(t, e.eng, id) == StatusRunning })
 	for i := range 200 {
 		if _, err := e.eng.RunSync(ctx, script(fmt.Sprintf("print:%d", i))); err != nil {
 			t.Fatal(err)
@@ -174,7 +175,7 @@ func TestRecordHoldsOutputOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got *Execution
-		waitFor(t, "the async run to end", func() bool {
+		runtest.WaitFor(t, "the async run to end", func() bool {
 			got, err = e.eng.Get(ctx, tester, id)
 			return err == nil && got.Status.Final()
 		})
@@ -204,7 +205,7 @@ func TestEvictionRemovesOldestFinishedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocking run to start", func() bool { return statusOf(t, e.eng, running) == StatusRunning })
+	runtest.WaitFor(t, "the blocking run to start", func() bool { return statusOf(t, e.eng, running) == StatusRunning })
 	text := strings.Repeat(strings.Repeat("y", 99)+"\n", 500) // 50 KB each
 	var finished []string
 	for range 20 {
@@ -217,7 +218,7 @@ func TestEvictionRemovesOldestFinishedFirst(t *testing.T) {
 	// Once eviction has settled: what is left of the finished executions
 	// is a run of the newest, and the count says how many went.
 	var kept []string
-	waitFor(t, "eviction to settle below the limit", func() bool {
+	runtest.WaitFor(t, "eviction to settle below the limit", func() bool {
 		kept = kept[:0]
 		for _, id := range finished {
 			if _, err := e.eng.Get(ctx, tester, id); err == nil {
@@ -273,7 +274,7 @@ func TestStoreStatsSignalNearLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The end of an execution triggers a measurement.
-	waitFor(t, "a measurement", func() bool { return e.eng.StoreStats().UsedBytes > 0 })
+	runtest.WaitFor(t, "a measurement", func() bool { return e.eng.StoreStats().UsedBytes > 0 })
 	if s := e.eng.StoreStats(); s.State != StoreOK || s.MaxBytes != 1<<30 {
 		t.Errorf("store: %+v, want ok", s)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"strings"
 	"testing"
 )
@@ -25,7 +26,7 @@ func TestSyncAdmittedAtOnceRunsLikeAnyOther(t *testing.T) {
 		got <- result{x, err}
 	}()
 	var id string
-	waitFor(t, "the sync execution in the running listing", func() bool {
+	runtest.WaitFor(t, "the sync execution in the running listing", func() bool {
 		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning, AllOwners: true})
 		if err != nil || len(page) != 1 {
 			return false

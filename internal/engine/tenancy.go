@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"time"
 )
 
@@ -53,6 +54,24 @@ func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*rec
 		e.appendAction(ctx, actionRecord{Action: action, Caller: c.Name, Admin: c.Admin, ExecutionID: id, Owner: r.Owner()})
 	}
 	return r, rev, nil
+}
+
+// session finds a live session for c. A caller that may not use it gets
+// ErrSessionNotFound, as if it did not exist; an admin's use of another
+// caller's session goes to the audit trail.
+func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
+	s, err := e.sess.Lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.owns(s.Owner()) {
+		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+	}
+	if c.Name != s.Owner() {
+		e.appendAction(context.Background(), actionRecord{Action: actionSession, Caller: c.Name, Admin: c.Admin,
+			SessionID: id, Owner: s.Owner()})
+	}
+	return s, nil
 }
 
 // Actions recorded in the audit trail besides the end of an execution.

@@ -11,6 +11,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -75,6 +76,35 @@ const (
 	OutputResult       = run.OutputResult
 	FigurePNG          = run.FigurePNG
 	FigureSVG          = run.FigureSVG
+)
+
+// Sessions (internal/engine/sessions).
+type (
+	SessionConfig  = sessions.Config
+	SessionRequest = sessions.Request
+	Session        = sessions.Session
+	SessionState   = sessions.State
+	CellRequest    = sessions.CellRequest
+	CellResult     = sessions.CellResult
+	SessionFile    = sessions.File
+	SessionStats   = sessions.Stats
+	Jails          = sessions.Jails
+	Forker         = sessions.Forker
+)
+
+// Session states.
+const (
+	SessionIdle = sessions.Idle
+	SessionBusy = sessions.Busy
+)
+
+// Session errors; the API maps them with errors.Is.
+var (
+	ErrSessionNotFound  = sessions.ErrNotFound // 404
+	ErrSessionBusy      = sessions.ErrBusy     // 409
+	ErrSessionEnded     = sessions.ErrEnded    // 410
+	ErrTooManySessions  = sessions.ErrTooMany  // 429
+	ErrSessionsDisabled = sessions.ErrDisabled // 501
 )
 
 // Fleet membership (internal/engine/fleet).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -22,7 +23,7 @@ func TestUpgradeRunsLegacyQueuedJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the blocker to run", func() bool { return statusOf(t, first.eng, blocker) == StatusRunning })
+	runtest.WaitFor(t, "the blocker to run", func() bool { return statusOf(t, first.eng, blocker) == StatusRunning })
 	var queued []string
 	for _, s := range []string{"print:one", "print:two"} {
 		id, err := first.eng.Submit(ctx, script(s))
@@ -80,13 +81,13 @@ func TestUpgradeRunsLegacyQueuedJobs(t *testing.T) {
 
 	second := start(t, dir, Config{}, nil)
 	for _, id := range queued {
-		waitFor(t, "a legacy queued job to run", func() bool { return statusOf(t, second.eng, id) == StatusCompleted })
+		runtest.WaitFor(t, "a legacy queued job to run", func() bool { return statusOf(t, second.eng, id) == StatusCompleted })
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	runtest.WaitFor(t, "the queue to drain", func() bool {
 		d, err := second.st.QueueDepth(ctx)
 		return err == nil && d == 0
 	})
-	if n := second.runner.runs.Load(); n != 2 {
+	if n := second.runner.Runs.Load(); n != 2 {
 		t.Errorf("runner ran %d times after the upgrade, want 2", n)
 	}
 }

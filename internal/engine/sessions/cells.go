@@ -1,4 +1,4 @@
-package engine
+package sessions
 
 import (
 	"context"
@@ -25,29 +25,26 @@ const (
 // session keeps its variables, imports and files across cells. A cell that
 // exceeds its timeout is interrupted (KeyboardInterrupt); one that does
 // not yield within the interrupt grace kills the session
-// (CellResult.SessionEnded). ErrSessionBusy: another cell is running.
-func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req CellRequest) (CellResult, error) {
-	s, err := e.lookup(id, caller)
-	if err != nil {
-		return CellResult{}, err
-	}
-	timeout, err := pickDuration(req.Timeout, e.cfg.DefaultTimeout, e.cfg.MaxTimeout, "timeout")
+// (CellResult.SessionEnded). ErrBusy: another cell is running.
+func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (CellResult, error) {
+	id := s.id
+	timeout, err := pickDuration(req.Timeout, m.lim.DefaultTimeout, m.lim.MaxTimeout, "timeout")
 	if err != nil {
 		return CellResult{}, err
 	}
 	if !s.run.TryLock() {
-		return CellResult{}, fmt.Errorf("%w: %s", ErrSessionBusy, id)
+		return CellResult{}, fmt.Errorf("%w: %s", ErrBusy, id)
 	}
 	defer s.run.Unlock()
 	s.mu.Lock()
 	k, gone := s.k, s.gone
 	if gone {
 		s.mu.Unlock()
-		return CellResult{}, fmt.Errorf("%w: %s", ErrSessionEnded, id)
+		return CellResult{}, fmt.Errorf("%w: %s", ErrEnded, id)
 	}
 	if k == nil {
 		s.mu.Unlock()
-		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrSessionBusy, id)
+		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
 	s.count++
 	n := s.count
@@ -59,16 +56,16 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 		s.mu.Unlock()
 	}()
 
-	c := newCellRun(n, e.cfg.OutputBytes)
+	c := newCellRun(n, m.lim.OutputBytes)
 	started := run.Now()
 	res := CellResult{SessionID: s.id, ExecutionCount: n,
-		Execution: Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
+		Execution: run.Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
 	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
 		k.finish(c)
-		e.cellEnded(s, k, &res, msgSessionDied)
+		m.cellEnded(s, k, &res, msgSessionDied)
 		return res, nil
 	}
-	timedOut := e.awaitCell(ctx, k, c, timeout)
+	timedOut := m.awaitCell(ctx, k, c, timeout)
 	k.finish(c)
 	finished := run.Now()
 	res.FinishedAt, res.DurationMs = &finished, finished.Sub(started).Milliseconds()
@@ -82,13 +79,13 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 	switch {
 	case rep == nil && timedOut:
 		k.stop()
-		e.cellEnded(s, k, &res, msgNoYield)
-		run.Fail(&res.Execution, ReasonTimeout, run.TimeoutMessage(timeout)+"; "+msgNoYield, run.ExitTimeout)
+		m.cellEnded(s, k, &res, msgNoYield)
+		run.Fail(&res.Execution, run.ReasonTimeout, run.TimeoutMessage(timeout)+"; "+msgNoYield, run.ExitTimeout)
 		res.TimedOut = true
 	case rep == nil:
-		e.cellEnded(s, k, &res, msgSessionDied)
+		m.cellEnded(s, k, &res, msgSessionDied)
 	default:
-		res.Status, res.ExitCode = StatusCompleted, 0
+		res.Status, res.ExitCode = run.StatusCompleted, 0
 		if rep.ErrorType != "" {
 			res.ExitCode = 1
 		}
@@ -97,7 +94,7 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 		res.OutputsTruncated = res.OutputsTruncated || rep.OutputsTruncated
 		res.Results = rep.Results
 		if timedOut {
-			run.Fail(&res.Execution, ReasonTimeout, run.TimeoutMessage(timeout), run.ExitTimeout)
+			run.Fail(&res.Execution, run.ReasonTimeout, run.TimeoutMessage(timeout), run.ExitTimeout)
 			res.TimedOut = true
 		}
 	}
@@ -107,7 +104,7 @@ func (e *Engine) ExecuteCell(ctx context.Context, id string, caller Caller, req 
 // awaitCell waits for c to end. At the timeout (or when the caller goes
 // away) it interrupts the cell and waits the grace for it to yield; it
 // reports whether the cell was interrupted.
-func (e *Engine) awaitCell(ctx context.Context, k *kernel, c *cellRun, timeout time.Duration) bool {
+func (m *Service) awaitCell(ctx context.Context, k *kernel, c *cellRun, timeout time.Duration) bool {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -117,7 +114,7 @@ func (e *Engine) awaitCell(ctx context.Context, k *kernel, c *cellRun, timeout t
 	case <-ctx.Done():
 	}
 	_ = k.proc.Signal(syscall.SIGINT)
-	grace := time.NewTimer(e.cfg.Sessions.InterruptGrace)
+	grace := time.NewTimer(m.cfg.InterruptGrace)
 	defer grace.Stop()
 	select {
 	case <-c.done:
@@ -128,7 +125,7 @@ func (e *Engine) awaitCell(ctx context.Context, k *kernel, c *cellRun, timeout t
 
 // cellEnded records that the session's kernel did not survive the cell,
 // and ends the session unless a restart already replaced the kernel.
-func (e *Engine) cellEnded(s *session, k *kernel, res *CellResult, msg string) {
+func (m *Service) cellEnded(s *Live, k *kernel, res *CellResult, msg string) {
 	k.stop()
 	res.SessionEnded = true
 	s.mu.Lock()
@@ -136,28 +133,25 @@ func (e *Engine) cellEnded(s *session, k *kernel, res *CellResult, msg string) {
 	s.mu.Unlock()
 	if replaced {
 		res.SessionEnded = false
-		run.Fail(&res.Execution, ReasonKilled, msgCellRestart, run.ExitKilled)
+		run.Fail(&res.Execution, run.ReasonKilled, msgCellRestart, run.ExitKilled)
 		return
 	}
 	kr := k.res
 	switch kr.Status {
 	case sandbox.StatusOOM:
-		run.Fail(&res.Execution, ReasonOOM, "out of memory: "+kr.Reason+"; the session ended", kr.ExitCode)
+		run.Fail(&res.Execution, run.ReasonOOM, "out of memory: "+kr.Reason+"; the session ended", kr.ExitCode)
 	case sandbox.StatusTimeout:
-		run.Fail(&res.Execution, ReasonTimeout, "the session reached its lifetime: "+kr.Reason, kr.ExitCode)
+		run.Fail(&res.Execution, run.ReasonTimeout, "the session reached its lifetime: "+kr.Reason, kr.ExitCode)
 	default:
-		run.Fail(&res.Execution, ReasonKilled, msg, kr.ExitCode)
+		run.Fail(&res.Execution, run.ReasonKilled, msg, kr.ExitCode)
 	}
-	e.endSession(s, msg)
+	m.endSession(s, msg)
 }
 
-// InterruptSession raises KeyboardInterrupt in the session's running cell;
-// the session and its variables survive. It does nothing between cells.
-func (e *Engine) InterruptSession(_ context.Context, id string, caller Caller) error {
-	s, err := e.lookup(id, caller)
-	if err != nil {
-		return err
-	}
+// Interrupt raises KeyboardInterrupt in the session's running cell; the
+// session and its variables survive. It does nothing between cells.
+func (m *Service) Interrupt(s *Live) error {
+	id := s.id
 	s.mu.Lock()
 	k, busy := s.k, s.busy
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package engine
+package sessions
 
 import (
 	"context"
@@ -9,26 +9,22 @@ import (
 	"time"
 )
 
-// RestartSession replaces the session's interpreter with a fresh one in a
-// fresh jail: variables and imports are gone, the workspace files are
-// carried over, the execution count starts again. A running cell is
-// killed.
-func (e *Engine) RestartSession(ctx context.Context, id string, caller Caller) (Session, error) {
-	s, err := e.lookup(id, caller)
-	if err != nil {
-		return Session{}, err
-	}
-	unhold, err := e.hold()
+// Restart replaces the session's interpreter with a fresh one in a fresh
+// jail: variables and imports are gone, the workspace files are carried
+// over, the execution count starts again. A running cell is killed.
+func (m *Service) Restart(s *Live) (Session, error) {
+	id := s.id
+	unhold, err := m.hold()
 	if err != nil {
 		return Session{}, err
 	}
 	defer unhold()
 	old := s.kernel()
 	if old == nil {
-		return Session{}, fmt.Errorf("%w: %s is restarting", ErrSessionBusy, id)
+		return Session{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
 	// A running cell holds s.run: kill its kernel first so that it ends.
-	files, err := e.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
+	files, err := m.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)
 	}
@@ -40,65 +36,65 @@ func (e *Engine) RestartSession(ctx context.Context, id string, caller Caller) (
 	defer s.run.Unlock()
 	spec := s.spec
 	spec.Files = files
-	k, err := e.startKernel(e.base, spec, s.startForks)
+	k, err := m.startKernel(m.base, spec, s.startForks)
 	if err != nil {
-		e.endSession(s, "restart failed")
+		m.endSession(s, "restart failed")
 		return Session{}, fmt.Errorf("engine: restarting session %s: %w", id, err)
 	}
 	s.mu.Lock()
 	if s.gone {
 		s.mu.Unlock()
 		k.proc.Kill()
-		e.watchKernel(k)
-		return Session{}, fmt.Errorf("%w: %s", ErrSessionEnded, id)
+		m.watchKernel(k)
+		return Session{}, fmt.Errorf("%w: %s", ErrEnded, id)
 	}
 	s.k, s.count, s.last = k, 0, run.Now()
 	s.restarts++
 	s.mu.Unlock()
-	e.watchKernel(k)
-	return s.info(), nil
+	m.watchKernel(k)
+	return s.Info(), nil
 }
 
 // reapSessions ends idle and expired sessions every ReapInterval until
 // ctx ends, then ends every session: sessions do not outlive the engine.
-func (e *Engine) reapSessions(ctx context.Context) {
-	t := time.NewTicker(e.cfg.Sessions.ReapInterval)
+func (m *Service) reapSessions(ctx context.Context) {
+	t := time.NewTicker(m.cfg.ReapInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			e.sess.mu.Lock()
-			e.sess.closed = true
-			all := make([]*session, 0, len(e.sess.live))
-			for _, s := range e.sess.live {
+			m.mu.Lock()
+			m.closed = true
+			all := make([]*Live, 0, len(m.live))
+			for _, s := range m.live {
 				all = append(all, s)
 			}
-			e.sess.mu.Unlock()
+			m.mu.Unlock()
 			for _, s := range all {
-				e.endSession(s, "server shutting down")
+				m.endSession(s, "server shutting down")
 			}
 			return
 		case <-t.C:
-			for _, s := range e.expired(time.Now()) {
-				e.endSession(s.s, s.why)
+			for _, s := range m.expired(time.Now()) {
+				m.endSession(s.s, s.why)
 			}
 		}
 	}
 }
 
 type reaped struct {
-	s   *session
+	s   *Live
 	why string
 }
 
 // expired lists the sessions to end at t: idle past their timeout (a busy
 // or still starting session is never idle), past their lifetime, or whose
 // interpreter died.
-func (e *Engine) expired(t time.Time) []reaped {
-	e.sess.mu.Lock()
-	defer e.sess.mu.Unlock()
+func (m *Service) expired(t time.Time) []reaped {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []reaped
-	for _, s := range e.sess.live {
+	for _, s := range m.live {
 		s.mu.Lock()
 		switch {
 		case !t.Before(s.expires):

@@ -1,4 +1,4 @@
-package engine
+package sessions
 
 import (
 	"context"
@@ -6,21 +6,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// Sessions are stateful interpreters: one jail and one Python process per
-// session for its whole life, cells run in one persistent __main__. They
-// live in memory on the node that created them and do not survive its
-// restart.
-
-// Session errors; the API maps them with errors.Is.
+// Session errors; the API maps them with errors.Is (the engine
+// re-exports them as ErrSessionNotFound, ErrSessionBusy...).
 var (
-	ErrSessionNotFound  = errors.New("session not found")                         // 404
-	ErrSessionBusy      = errors.New("a cell is already running in the session")  // 409
-	ErrSessionEnded     = errors.New("the session has ended")                     // 410
-	ErrTooManySessions  = errors.New("too many live sessions")                    // 429
-	ErrSessionsDisabled = errors.New("sessions are not available on this server") // 501
+	ErrNotFound = errors.New("session not found")                         // 404
+	ErrBusy     = errors.New("a cell is already running in the session")  // 409
+	ErrEnded    = errors.New("the session has ended")                     // 410
+	ErrTooMany  = errors.New("too many live sessions")                    // 429
+	ErrDisabled = errors.New("sessions are not available on this server") // 501
 )
 
 // Jails prepares the jail a session lives in; *sandbox.Manager implements
@@ -39,9 +36,9 @@ type Forker interface {
 	ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc, start bool) (j *sandbox.Jail, p *sandbox.Process, release func(), err error)
 }
 
-// SessionConfig is the operator's configuration of sessions. Zero fields
+// Config is the operator's configuration of sessions. Zero fields
 // take the defaults documented on each.
-type SessionConfig struct {
+type Config struct {
 	// Max bounds the live sessions of this node; MaxPerCaller those of one
 	// caller (API key). Defaults 32 and 8.
 	Max, MaxPerCaller int
@@ -66,7 +63,7 @@ type SessionConfig struct {
 	MaxFileBytes int64
 }
 
-func (c SessionConfig) withDefaults() SessionConfig {
+func (c Config) withDefaults() Config {
 	set := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
@@ -93,7 +90,7 @@ func (c SessionConfig) withDefaults() SessionConfig {
 	return c
 }
 
-func (c SessionConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.Max < 1 || c.MaxPerCaller < 1:
 		return errors.New("session caps must be at least 1")
@@ -111,8 +108,8 @@ func (c SessionConfig) validate() error {
 	return nil
 }
 
-// SessionRequest creates a session. Zero values mean the server defaults.
-type SessionRequest struct {
+// Request creates a session. Zero values mean the server defaults.
+type Request struct {
 	PythonVersion string   `json:"python_version,omitempty"`
 	Requirements  string   `json:"requirements,omitempty"`
 	Env           []string `json:"env,omitempty"` // KEY=value, added to the allowlisted base
@@ -124,7 +121,7 @@ type SessionRequest struct {
 	// MaxLifetime that long after its creation.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	MaxLifetime time.Duration `json:"max_lifetime,omitempty"`
-	// FigureFormat and MaxRows are as in Request, for every cell.
+	// FigureFormat and MaxRows are as in run.Request, for every cell.
 	FigureFormat string `json:"figure_format,omitempty"`
 	MaxRows      int    `json:"max_rows,omitempty"`
 	// Caller owns the session (the API key's name); the per-caller cap
@@ -135,19 +132,19 @@ type SessionRequest struct {
 	Progress func(string) `json:"-"`
 }
 
-// SessionState says what a session is doing.
-type SessionState string
+// State says what a session is doing.
+type State string
 
 // Session states. A session that ended is gone: it is not listed.
 const (
-	SessionIdle SessionState = "idle" // waiting for a cell
-	SessionBusy SessionState = "busy" // running a cell
+	Idle State = "idle" // waiting for a cell
+	Busy State = "busy" // running a cell
 )
 
 // Session describes a live session.
 type Session struct {
 	ID             string        `json:"session_id"`
-	State          SessionState  `json:"state"`
+	State          State         `json:"state"`
 	PythonVersion  string        `json:"python_version"`
 	Caller         string        `json:"caller,omitempty"`
 	Network        bool          `json:"network"`
@@ -173,7 +170,7 @@ type CellRequest struct {
 // ExecutionID is "<session id>-<count>", not a stored execution) plus the
 // session's execution count.
 type CellResult struct {
-	Execution
+	run.Execution
 	SessionID      string `json:"session_id"`
 	ExecutionCount int    `json:"execution_count"`
 	// SessionEnded says the session did not survive the cell (its
@@ -181,19 +178,19 @@ type CellResult struct {
 	SessionEnded bool `json:"session_ended,omitempty"`
 }
 
-// SessionFile is a file of a session's workspace.
-type SessionFile struct {
+// File is a file of a session's workspace.
+type File struct {
 	Path     string    `json:"path"`
 	Size     int64     `json:"size"`
 	Modified time.Time `json:"modified"`
 }
 
-// SessionStats counts this node's sessions (for metrics).
-type SessionStats struct {
+// Stats counts this node's sessions (for metrics).
+type Stats struct {
 	Live, Busy  int
 	MemoryBytes int64 // in use now by every session's jail
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", run.ErrInvalid, fmt.Sprintf(format, args...))
 }

@@ -1,4 +1,4 @@
-package engine
+package sessions
 
 import (
 	"bytes"
@@ -33,8 +33,8 @@ type cellRun struct {
 	limit    int64
 	stdout   cappedBuffer
 	stderr   cappedBuffer
-	outputs  []Output
-	report   *Report
+	outputs  []run.Output
+	report   *run.Report
 	ends     int
 	done     chan struct{}
 	finished bool
@@ -62,16 +62,16 @@ func newCellRun(n int, limit int64) *cellRun {
 // forked from a fork server when the forker has one for spec (and, with
 // start, may start it), else in a jail prepared for it. ctx bounds the
 // kernel's whole life.
-func (e *Engine) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
+func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
 	k := &kernel{ended: make(chan struct{}), release: func() {}}
 	out := k.sink()
-	if f := e.deps.Forker; f != nil {
+	if f := m.deps.Forker; f != nil {
 		j, p, release, err := f.ForkSession(ctx, spec, out, start)
 		switch {
 		case err != nil:
 			// The fork server is broken (the pool replaces it): a jail of
 			// the session's own isolates it just as well.
-			e.log.Warn("forking a session's kernel failed; starting it cold", "err", err)
+			m.log.Warn("forking a session's kernel failed; starting it cold", "err", err)
 		case j != nil:
 			k.jail, k.release, k.forked = j, release, true
 			if err := k.started(p, spec.Files); err != nil {
@@ -80,7 +80,7 @@ func (e *Engine) startKernel(ctx context.Context, spec sandbox.Spec, start bool)
 			return k, nil
 		}
 	}
-	j, err := e.deps.Jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
+	j, err := m.deps.Jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the session's jail: %w", err)
 	}
@@ -197,7 +197,7 @@ func (k *kernel) output(o runner.Output) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if c := k.cur; c != nil && !c.finished {
-		c.outputs = append(c.outputs, Output(o))
+		c.outputs = append(c.outputs, run.Output(o))
 	}
 }
 

@@ -1,9 +1,9 @@
-package engine
+package sessions
 
 import (
-	"context"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pool"
 )
 
@@ -13,18 +13,18 @@ import (
 func TestForkedSessionHasThePreloads(t *testing.T) {
 	const probe = "import sys\n'xml.dom.minidom' in sys.modules"
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		eng := sessionEngine(t, SessionConfig{}, forked, "xml.dom.minidom")
-		id := newSession(t, eng, SessionRequest{})
+		svc := newService(t, Config{}, forked, "xml.dom.minidom")
+		id := newSession(t, svc, Request{})
 		want := map[bool]string{true: "True", false: "False"}[forked]
-		if r := cell(t, eng, id, probe); result(r) != want {
+		if r := cell(t, svc, id, probe); result(r) != want {
 			t.Fatalf("preloaded module in the first cell: %q, want %s (stderr %s)", result(r), want, r.Stderr)
 		}
 		// A restart forks again: the preloads are back, the state is not.
-		cell(t, eng, id, "x = 1")
-		if _, err := eng.RestartSession(context.Background(), id, tester); err != nil {
+		cell(t, svc, id, "x = 1")
+		if _, err := svc.Restart(live(t, svc, id)); err != nil {
 			t.Fatal(err)
 		}
-		if r := cell(t, eng, id, probe+", 'x' in globals()"); result(r) != "("+want+", False)" {
+		if r := cell(t, svc, id, probe+", 'x' in globals()"); result(r) != "("+want+", False)" {
 			t.Fatalf("after the restart: %q", result(r))
 		}
 	})
@@ -34,16 +34,16 @@ func TestForkedSessionHasThePreloads(t *testing.T) {
 // processes of another one.
 func TestSessionsDoNotSeeEachOther(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		eng := sessionEngine(t, SessionConfig{}, forked)
-		a := newSession(t, eng, SessionRequest{})
-		b := newSession(t, eng, SessionRequest{})
-		r := cell(t, eng, a, "import subprocess, sys\n"+
+		svc := newService(t, Config{}, forked)
+		a := newSession(t, svc, Request{})
+		b := newSession(t, svc, Request{})
+		r := cell(t, svc, a, "import subprocess, sys\n"+
 			"open('secret.txt', 'w').write('a')\nopen('/tmp/secret.txt', 'w').write('a')\nopen('/dev/shm/secret', 'w').write('a')\n"+
 			"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # session-a-sleeper'])\np.pid")
-		if r.Status != StatusCompleted || result(r) == "" {
+		if r.Status != run.StatusCompleted || result(r) == "" {
 			t.Fatalf("session a: %s %q %s", r.Status, result(r), r.Stderr)
 		}
-		r = cell(t, eng, b, `import os
+		r = cell(t, svc, b, `import os
 seen = []
 for pid in os.listdir('/proc'):
     if pid.isdigit():
@@ -57,7 +57,7 @@ files = [p for p in ('secret.txt', '/tmp/secret.txt', '/dev/shm/secret') if os.p
 			t.Fatalf("session b sees session a: %s (stderr %s)", got, r.Stderr)
 		}
 		// While a, which sees its own.
-		r = cell(t, eng, a, "import os\n(os.path.exists('secret.txt'), any('session-a-sleeper' in open('/proc/%s/cmdline' % p).read() for p in os.listdir('/proc') if p.isdigit()))")
+		r = cell(t, svc, a, "import os\n(os.path.exists('secret.txt'), any('session-a-sleeper' in open('/proc/%s/cmdline' % p).read() for p in os.listdir('/proc') if p.isdigit()))")
 		if got := result(r); got != "(True, True)" {
 			t.Fatalf("session a sees %s of its own", got)
 		}
@@ -68,14 +68,14 @@ files = [p for p in ('secret.txt', '/tmp/secret.txt', '/dev/shm/secret') if os.p
 // memory ends the session with reason oom.
 func TestSessionOutOfMemory(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		eng := sessionEngine(t, SessionConfig{}, forked)
-		id := newSession(t, eng, SessionRequest{MemoryBytes: 48 << 20})
-		cell(t, eng, id, "x = 1")
-		r := cell(t, eng, id, "b = bytearray(b'x') * (400 << 20)")
-		if r.Status != StatusFailed || r.Reason != ReasonOOM || !r.SessionEnded {
+		svc := newService(t, Config{}, forked)
+		id := newSession(t, svc, Request{MemoryBytes: 48 << 20})
+		cell(t, svc, id, "x = 1")
+		r := cell(t, svc, id, "b = bytearray(b'x') * (400 << 20)")
+		if r.Status != run.StatusFailed || r.Reason != run.ReasonOOM || !r.SessionEnded {
 			t.Fatalf("got status=%s reason=%s ended=%v error=%s", r.Status, r.Reason, r.SessionEnded, r.Error)
 		}
-		if _, err := eng.GetSession(context.Background(), id, tester); err == nil {
+		if _, err := svc.Lookup(id); err == nil {
 			t.Fatal("the session outlived its out-of-memory kill")
 		}
 	})
@@ -84,22 +84,19 @@ func TestSessionOutOfMemory(t *testing.T) {
 // TestForkedSessionsInThePoolsAccounting: the pool counts forked session
 // kernels and their memory while they live, and their fork server.
 func TestForkedSessionsInThePoolsAccounting(t *testing.T) {
-	eng := sessionEngine(t, SessionConfig{}, true)
-	p := eng.deps.Forker.(*pool.Pool)
-	ids := []string{newSession(t, eng, SessionRequest{}), newSession(t, eng, SessionRequest{})}
-	cell(t, eng, ids[0], "data = b'y' * (8 << 20)")
+	svc := newService(t, Config{}, true)
+	p := svc.deps.Forker.(*pool.Pool)
+	ids := []string{newSession(t, svc, Request{}), newSession(t, svc, Request{})}
+	cell(t, svc, ids[0], "data = b'y' * (8 << 20)")
 	st := p.Stats()
 	if st.Sessions != 2 || st.Templates != 1 || st.SessionMemory < 8<<20 || st.TemplateMemory <= 0 {
 		t.Fatalf("with two sessions, one holding 8 MiB: %+v", st)
 	}
-	if es := eng.SessionStats(); es.MemoryBytes < 8<<20 {
-		t.Errorf("the engine counts %d bytes of sessions, the pool %d", es.MemoryBytes, st.SessionMemory)
+	if es := svc.Stats(); es.MemoryBytes < 8<<20 {
+		t.Errorf("the sessions count %d bytes of sessions, the pool %d", es.MemoryBytes, st.SessionMemory)
 	}
-	ctx := context.Background()
 	for i, id := range ids {
-		if err := eng.DeleteSession(ctx, id, tester); err != nil {
-			t.Fatal(err)
-		}
+		svc.Delete(live(t, svc, id))
 		// The fork server stays for the next session (until the pool's
 		// idle time).
 		if st = p.Stats(); st.Sessions != len(ids)-1-i || st.Templates != 1 {

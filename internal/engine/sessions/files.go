@@ -1,7 +1,6 @@
-package engine
+package sessions
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -19,9 +19,10 @@ import (
 // interpreter lives, always through an os.Root of the jail's /work: no
 // link the user's code planted leads out of it.
 
-// PutSessionFile writes a file into the session's workspace.
-func (e *Engine) PutSessionFile(_ context.Context, id string, caller Caller, unsafePath string, data []byte) error {
-	k, err := e.liveKernel(id, caller)
+// PutFile writes a file into the session's workspace.
+func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
+	id := s.id
+	k, err := liveKernel(s)
 	if err != nil {
 		return err
 	}
@@ -31,16 +32,17 @@ func (e *Engine) PutSessionFile(_ context.Context, id string, caller Caller, uns
 	}
 	if err := k.proc.WriteFiles([]sandbox.File{{Path: p, Data: data}}); err != nil {
 		if errors.Is(err, sandbox.ErrInvalidSpec) {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return fmt.Errorf("%w: %w", run.ErrInvalid, err)
 		}
 		return fmt.Errorf("engine: session %s: %w", id, err)
 	}
 	return nil
 }
 
-// ListSessionFiles lists the regular files of the session's workspace.
-func (e *Engine) ListSessionFiles(_ context.Context, id string, caller Caller) ([]SessionFile, error) {
-	k, err := e.liveKernel(id, caller)
+// ListFiles lists the regular files of the session's workspace.
+func (m *Service) ListFiles(s *Live) ([]File, error) {
+	id := s.id
+	k, err := liveKernel(s)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +51,7 @@ func (e *Engine) ListSessionFiles(_ context.Context, id string, caller Caller) (
 		return nil, fmt.Errorf("engine: session %s: %w", id, err)
 	}
 	defer root.Close()
-	out := []SessionFile{}
+	out := []File{}
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
@@ -58,7 +60,7 @@ func (e *Engine) ListSessionFiles(_ context.Context, id string, caller Caller) (
 		if err != nil {
 			return nil
 		}
-		out = append(out, SessionFile{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
+		out = append(out, File{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
 		return nil
 	})
 	if err != nil {
@@ -67,10 +69,11 @@ func (e *Engine) ListSessionFiles(_ context.Context, id string, caller Caller) (
 	return out, nil
 }
 
-// ReadSessionFile returns a regular file of the session's workspace.
-// ErrFileNotFound: no such regular file (a link is not followed).
-func (e *Engine) ReadSessionFile(_ context.Context, id string, caller Caller, unsafePath string) ([]byte, error) {
-	k, err := e.liveKernel(id, caller)
+// ReadFile returns a regular file of the session's workspace.
+// run.ErrFileNotFound: no such regular file (a link is not followed).
+func (m *Service) ReadFile(s *Live, unsafePath string) ([]byte, error) {
+	id := s.id
+	k, err := liveKernel(s)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +86,9 @@ func (e *Engine) ReadSessionFile(_ context.Context, id string, caller Caller, un
 		return nil, fmt.Errorf("engine: session %s: %w", id, err)
 	}
 	defer root.Close()
-	data, err := readRegular(root, p, e.cfg.Sessions.MaxFileBytes)
+	data, err := readRegular(root, p, m.cfg.MaxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrFileNotFound, p)
+		return nil, fmt.Errorf("%w: %s", run.ErrFileNotFound, p)
 	}
 	return data, err
 }
@@ -101,7 +104,7 @@ func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
 	}
 	if info.Size() > limit {
-		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrInvalid, p, info.Size(), limit)
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", run.ErrInvalid, p, info.Size(), limit)
 	}
 	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -113,7 +116,7 @@ func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
 
 // workspaceFiles reads every regular file of k's workspace, at most limit
 // bytes in all, to carry them into a restarted kernel.
-func (e *Engine) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) {
+func (m *Service) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) {
 	root, err := k.proc.Workspace()
 	if err != nil {
 		return nil, err
@@ -144,14 +147,10 @@ func (e *Engine) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) 
 }
 
 // liveKernel returns the session's running kernel.
-func (e *Engine) liveKernel(id string, caller Caller) (*kernel, error) {
-	s, err := e.lookup(id, caller)
-	if err != nil {
-		return nil, err
-	}
+func liveKernel(s *Live) (*kernel, error) {
 	k := s.kernel()
 	if k == nil || kernelEnded(k) {
-		return nil, fmt.Errorf("%w: %s is restarting or ending", ErrSessionBusy, id)
+		return nil, fmt.Errorf("%w: %s is restarting or ending", ErrBusy, s.id)
 	}
 	return k, nil
 }
@@ -160,13 +159,13 @@ func (e *Engine) liveKernel(id string, caller Caller) (*kernel, error) {
 func cleanSessionPath(unsafePath string) (string, error) {
 	p := strings.TrimPrefix(unsafePath, "/work/")
 	if err := sandbox.CheckPathLimits(p); err != nil {
-		return "", fmt.Errorf("%w: workspace path %.64q...: %w", ErrInvalid, unsafePath, err)
+		return "", fmt.Errorf("%w: workspace path %.64q...: %w", run.ErrInvalid, unsafePath, err)
 	}
 	if p == "" || path.IsAbs(p) || strings.ContainsRune(p, 0) || slices.Contains(strings.Split(p, "/"), "..") {
-		return "", fmt.Errorf("%w: invalid workspace path %q", ErrInvalid, unsafePath)
+		return "", fmt.Errorf("%w: invalid workspace path %q", run.ErrInvalid, unsafePath)
 	}
 	if c := path.Clean(p); c != "." {
 		return c, nil
 	}
-	return "", fmt.Errorf("%w: invalid workspace path %q", ErrInvalid, unsafePath)
+	return "", fmt.Errorf("%w: invalid workspace path %q", run.ErrInvalid, unsafePath)
 }

@@ -1,6 +1,7 @@
-package engine
+package sessions
 
 import (
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"testing"
 )
 
@@ -20,22 +21,22 @@ const resourceProbe = `import os
 // processes grow along the way.
 func TestSessionOutlivesThousandsOfCells(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		eng := sessionEngine(t, SessionConfig{}, forked)
-		id := newSession(t, eng, SessionRequest{})
-		before := result(cell(t, eng, id, resourceProbe))
+		svc := newService(t, Config{}, forked)
+		id := newSession(t, svc, Request{})
+		before := result(cell(t, svc, id, resourceProbe))
 		if before == "" {
 			t.Fatal("the resource probe returned nothing")
 		}
 		for i := 1; i <= longSessionCells; i++ {
-			r := cell(t, eng, id, "x = 1")
-			if r.Status != StatusCompleted || r.SessionEnded {
+			r := cell(t, svc, id, "x = 1")
+			if r.Status != run.StatusCompleted || r.SessionEnded {
 				t.Fatalf("cell %d of %d: %s %s: %s", i, longSessionCells, r.Status, r.Reason, r.Error)
 			}
 		}
-		if after := result(cell(t, eng, id, resourceProbe)); after != before {
+		if after := result(cell(t, svc, id, resourceProbe)); after != before {
 			t.Errorf("(kernel fds, jail processes) went from %s to %s over %d cells", before, after, longSessionCells)
 		}
-		r := cell(t, eng, id, "x + 1")
+		r := cell(t, svc, id, "x + 1")
 		if result(r) != "2" || r.ExecutionCount != longSessionCells+3 {
 			t.Errorf("the last cell: %q as cell %d, want 2 as cell %d", result(r), r.ExecutionCount, longSessionCells+3)
 		}
