@@ -1,31 +1,20 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 
-	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
-// Runner runs one payload in a jail; *sandbox.Manager implements it. It
-// must stop the payload promptly once ctx is cancelled.
-type Runner interface {
-	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
-}
+// Runner runs one payload in a jail; *sandbox.Manager and *pool.Pool
+// implement it.
+type Runner = executions.Runner
 
 // Store is the shared state the engine runs on; *store.NATS implements it.
 type Store interface {
-	store.Records
-	store.Requests
-	store.Queue
-	store.Tally
-	store.Events
-	store.Control
-	store.Audit
-	store.EventReader
-	store.Capacity
+	executions.Store
 	store.Members
 }
 
@@ -55,8 +44,8 @@ type Deps struct {
 	// node's heartbeat. It is called every heartbeat and must be cheap.
 	WarmJails func() int
 	// OnNodeLost, if set, is told the name of a node that this node
-	// declared lost, after its executions were settled. Of
-	// the surviving nodes exactly one is told about each loss.
+	// declared lost, after its executions were settled. Of the surviving
+	// nodes exactly one is told about each loss.
 	OnNodeLost func(node string)
 	// OnSessionEnd, if set, is told the id of every session of this node
 	// that ends, and whether it ended because the engine shuts down. It
@@ -64,15 +53,8 @@ type Deps struct {
 	OnSessionEnd func(id string, shutdown bool)
 }
 
-// Finished is what OnFinish is told of an execution that ended: its
-// record, the caller that owns it and the stdout and stderr bytes it
-// kept (the record's Stdout and Stderr may be empty when the output is
-// kept in its events).
-type Finished struct {
-	Execution
-	Owner       string
-	OutputBytes int64
-}
+// Finished is what OnFinish is told of an execution that ended.
+type Finished = executions.Finished
 
 func (d Deps) validate() error {
 	if d.Store == nil || d.Runner == nil || d.Interpreters == nil || d.Driver == nil {

@@ -1,3 +1,20 @@
+// Package engine is the façade the HTTP API, the MCP server and the CLI's
+// --local mode call: one Engine per node. It owns who may do what (Caller
+// and the ownership check every call that reads or changes an execution
+// or a session passes, tenancy.go, with the audit of callers' actions),
+// the one Config (validated once and handed to the parts) and the wiring
+// of the parts, each a package of its own:
+//
+//	admission    this node's slots, the per-key fair lines and quotas
+//	executions   the lifecycle of executions: records, queue, run, outcome, follow
+//	sessions     this node's stateful sessions
+//	fleet        membership: heartbeats, the node list, lost nodes
+//	run          what executions and sessions share: the vocabulary and the plan
+//
+// It knows nothing about HTTP, and holds no logic of its own beyond
+// authorization and wiring: a call is checked here, then handed to the
+// part that owns it. Its types are the parts' (engine.Request is
+// run.Request...), so callers need import only this package.
 package engine
 
 import (
@@ -7,49 +24,28 @@ import (
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
-	"github.com/pyexec/pyexec/internal/store"
 )
 
-// Engine runs executions. Create it with New, call Start once, and Close
-// it when done.
+// Engine runs this node's executions and sessions. Create it with New,
+// call Start once, and Close it when done.
 type Engine struct {
 	cfg  Config
 	deps Deps
 	st   Store
 	log  *slog.Logger
+
 	adm  *admission.Gate
-	// planner turns requests into plans; lim are the limits it applies.
-	planner *run.Planner
-	lim     run.Limits
-
-	// base is cancelled (with errShutdown) when Close gives up waiting;
-	// async runs derive from it.
-	base       context.Context
-	cancelBase context.CancelCauseFunc
-	// stopping is cancelled as soon as Close is called: the dispatch loop
-	// and followers derive from it.
-	stopping context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup // every goroutine the engine started
-	// owners counts the executions this node owns (see own): Close waits
-	// until each has recorded its final state, sync ones included.
-	owners sync.WaitGroup
-
-	// peeks is the semaphore of followers' record reads (follow.go).
-	peeks chan struct{}
+	exec *executions.Service
+	sess *sessions.Service
+	// mem is this node's heartbeat and its view of the other nodes.
+	mem *fleet.Membership
 
 	mu     sync.Mutex
-	owned  map[string]*owner // executions this node runs or holds
 	closed bool
-	sess   *sessions.Service // this node's live sessions
-	gauge  *storeGauge
-	// mem is this node's heartbeat and its view of the other nodes
-	// (internal/engine/fleet); started says Start succeeded, so Close
-	// leaves.
-	mem     *fleet.Membership
+	// started says Start succeeded, so Close leaves the fleet.
 	started bool
 }
 
@@ -66,88 +62,47 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err := deps.validate(); err != nil {
 		return nil, err
 	}
-	lim := run.Limits{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
-		DefaultMemoryBytes: cfg.DefaultMemoryBytes, MaxMemoryBytes: cfg.MaxMemoryBytes,
-		DefaultDiskBytes: cfg.DefaultDiskBytes, MaxDiskBytes: cfg.MaxDiskBytes,
-		DefaultCPUs: cfg.DefaultCPUs, MinCPUs: cfg.MinCPUs, OutputBytes: cfg.OutputBytes}
-	planner, err := run.NewPlanner(run.Config{Limits: lim, AllowNetwork: cfg.AllowNetwork, Network: cfg.Network,
-		Collect: deps.Artifacts != nil, MaxFiles: cfg.MaxFiles, MaxFileBytes: cfg.MaxFileBytes},
-		run.Deps{Interpreters: deps.Interpreters, Driver: deps.Driver, Envs: deps.Envs, Linter: deps.Linter})
-	if err != nil {
-		return nil, fmt.Errorf("engine config: %w", err)
-	}
-	adm, err := admission.New(admission.Config{Concurrency: cfg.Concurrency, QueueSize: cfg.QueueSize,
-		MaxRunningPerKey: cfg.MaxRunningPerKey, MaxQueuedPerKey: cfg.MaxQueuedPerKey}, tallyView{deps.Store})
-	if err != nil {
-		return nil, fmt.Errorf("engine config: %w", err)
-	}
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	base, cancel := context.WithCancelCause(context.Background())
-	stopping, stop := context.WithCancel(context.Background())
-	e := &Engine{
-		stopping:   stopping,
-		stop:       stop,
-		cfg:        cfg,
-		deps:       deps,
-		st:         deps.Store,
-		planner:    planner,
-		lim:        lim,
-		log:        log,
-		adm:        adm,
-		base:       base,
-		cancelBase: cancel,
-		owned:      make(map[string]*owner),
-		peeks:      make(chan struct{}, maxPeeks),
-		gauge:      newStoreGauge(cfg.StoreMaxBytes),
+	e := &Engine{cfg: cfg, deps: deps, st: deps.Store, log: log}
+	var err error
+	e.adm, err = admission.New(admission.Config{Concurrency: cfg.Concurrency, QueueSize: cfg.QueueSize,
+		MaxRunningPerKey: cfg.MaxRunningPerKey, MaxQueuedPerKey: cfg.MaxQueuedPerKey}, executions.Tally{Store: deps.Store})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	e.sess, err = sessions.New(cfg.Sessions, lim, sessions.Deps{Jails: deps.Jails, Forker: deps.Forker,
-		Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, OnEnd: deps.OnSessionEnd})
+	e.exec, err = executions.New(executions.Config{Run: cfg.runConfig(), Node: cfg.Node, Fleet: cfg.Fleet,
+		FlushInterval: cfg.FlushInterval, FlushBytes: cfg.FlushBytes, KillWait: cfg.KillWait,
+		StoreMaxBytes: cfg.StoreMaxBytes, EvictInterval: cfg.EvictInterval},
+		executions.Deps{Store: deps.Store, Runner: deps.Runner, Interpreters: deps.Interpreters, Driver: deps.Driver,
+			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Slots: e.adm, Alive: e.nodeAlive,
+			Logger: log, OnFinish: deps.OnFinish})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, OnEnd: deps.OnSessionEnd})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
-		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.settleLost, OnLost: deps.OnNodeLost, Logger: log})
+		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	return e, nil
 }
 
-// nodeLoad is this node's work, for its heartbeat.
-func (e *Engine) nodeLoad() fleet.Load {
-	st := e.Stats()
-	l := fleet.Load{Capacity: st.Capacity, Running: st.Running, Queued: st.Queued, QueueSize: st.QueueSize,
-		Sessions: e.LiveSessions(), SessionCapacity: e.cfg.Sessions.Max}
-	if e.deps.WarmJails != nil {
-		n := e.deps.WarmJails()
-		l.WarmJails = &n
-	}
-	return l
-}
-
-// Start joins the fleet (fleet.Membership.Join: ErrNodeNameInUse when a
-// live node has this node's name), recovers what a previous run of the
-// server left behind (see recover.go) and starts taking async jobs from
-// the queue and watching the other nodes.
+// Start indexes the records an older version left without index entries,
+// joins the fleet (ErrNodeNameInUse when a live node has this node's
+// name), recovers what a previous run of the server left behind, and
+// starts taking async jobs from the queue, watching the other nodes and
+// reaping idle sessions.
 func (e *Engine) Start(ctx context.Context) (err error) {
-	// Records of a data directory older than the index get their entries
-	// first: recovery and listings find records through the index.
-	n, err := e.st.Reindex(ctx, describeRecord)
-	if err != nil {
-		return fmt.Errorf("engine: indexing records: %w", err)
-	}
-	if n > 0 {
-		e.log.Info("indexed records written before the index existed", "count", n)
-	}
-	// The queue of an earlier version moves to the keys' queues once
-	// every record has an index entry (the jobs' owners).
-	if n, err := e.st.MigrateQueue(ctx); err != nil {
-		return fmt.Errorf("engine: migrating the queue: %w", err)
-	} else if n > 0 {
-		e.log.Info("moved queued jobs of an earlier version to their keys' queues", "count", n)
+	if err := e.exec.Index(ctx); err != nil {
+		return err
 	}
 	if err := e.mem.Join(ctx); err != nil {
 		return err
@@ -158,23 +113,15 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 			e.mem.Leave()
 		}
 	}()
-	if err := e.recover(ctx); err != nil {
+	if err := e.exec.Recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
 	e.mem.Run()
+	e.exec.Run()
 	e.sess.Run()
-	e.wg.Add(2)
-	go func() {
-		defer e.wg.Done()
-		e.dispatch(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.evictLoop(e.stopping)
-	}()
 	return nil
 }
 
@@ -197,7 +144,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	started := e.started
 	e.mu.Unlock()
 	e.adm.Close()
-	e.stop()
+	e.exec.Close()
 	e.sess.Close()
 	e.mem.Stop()
 	if started {
@@ -208,63 +155,48 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	// Executions that have not begun are stopped now: sync callers still
 	// waiting for a slot fail (node_lost), async jobs stay in the queue
-	// for another node (see owner.begin).
-	e.mu.Lock()
-	for _, o := range e.owned {
-		o.stopUnstarted()
-	}
-	e.mu.Unlock()
+	// for another node.
+	e.exec.StopUnstarted()
 
 	done := make(chan struct{})
 	go func() {
-		// Nothing is added once closed is set: own and hold refuse, and
-		// every other Add happens in a goroutine already counted.
-		e.wg.Wait()
+		e.exec.Wait()
 		e.sess.Wait()
 		e.mem.Wait()
-		e.owners.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
-		e.cancelBase(errShutdown)
-		e.sess.Abort()
+		e.abort()
 		return nil
 	case <-ctx.Done():
 	}
-	e.cancelBase(errShutdown)
-	e.sess.Abort()
-	e.mu.Lock()
-	for _, o := range e.owned {
-		o.cancel(errShutdown)
-	}
-	e.mu.Unlock()
+	e.abort()
 	<-done
 	return fmt.Errorf("engine: stopped running executions: %w", context.Cause(ctx))
 }
 
-// hold counts work that Close must wait for but that starts outside the
-// engine's own goroutines (a session starting or restarting, a follower).
-// It fails with ErrClosed once Close was called; the returned func ends
-// the hold.
-func (e *Engine) hold() (func(), error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, ErrClosed
+// abort ends what still runs: executions (failed, node_lost) and the
+// sessions' kernels.
+func (e *Engine) abort() {
+	e.exec.Abort()
+	e.sess.Abort()
+}
+
+// nodeLoad is this node's work, for its heartbeat.
+func (e *Engine) nodeLoad() fleet.Load {
+	st := e.Stats()
+	l := fleet.Load{Capacity: st.Capacity, Running: st.Running, Queued: st.Queued, QueueSize: st.QueueSize,
+		Sessions: e.sess.Live(), SessionCapacity: e.sess.Cap()}
+	if e.deps.WarmJails != nil {
+		n := e.deps.WarmJails()
+		l.WarmJails = &n
 	}
-	e.wg.Add(1)
-	return e.wg.Done, nil
+	return l
 }
 
-// tallyView reads the fleet's counts from the store's index.
-type tallyView struct{ st store.Tally }
-
-func (v tallyView) Running(key string) int { return v.st.Count(string(StatusRunning), key) }
-func (v tallyView) Pending(key string) int { return v.st.Count(string(StatusPending), key) }
-func (v tallyView) QueuedAsync() ([]string, int) {
-	return v.st.AsyncOwners(string(StatusPending))
-}
+// nodeAlive reports whether the fleet saw node's heartbeat lately.
+func (e *Engine) nodeAlive(node string) bool { return e.mem.NodeAlive(node) }
 
 // Stats reports this node's load.
 func (e *Engine) Stats() Stats { return e.adm.Stats() }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
@@ -78,6 +79,28 @@ const (
 	FigureSVG          = run.FigureSVG
 )
 
+// Executions' events, listings and store measures
+// (internal/engine/executions).
+type (
+	EventType   = executions.EventType
+	Event       = executions.Event
+	ListOptions = executions.ListOptions
+	StoreStats  = executions.StoreStats
+)
+
+// Event types and store states.
+const (
+	EventStatus    = executions.EventStatus
+	EventStdout    = executions.EventStdout
+	EventStderr    = executions.EventStderr
+	EventInstall   = executions.EventInstall
+	EventDisplay   = executions.EventDisplay
+	EventNetwork   = executions.EventNetwork
+	StoreOK        = executions.StoreOK
+	StoreNearLimit = executions.StoreNearLimit
+	StoreFull      = executions.StoreFull
+)
+
 // Sessions (internal/engine/sessions).
 type (
 	SessionConfig  = sessions.Config
@@ -130,36 +153,4 @@ func FastData(data map[string]json.RawMessage) map[string]any { return run.FastD
 // NewLateLinter returns a LateLinter waiting for its linter.
 func NewLateLinter(pending string, wait time.Duration) *LateLinter {
 	return run.NewLateLinter(pending, wait)
-}
-
-// EventType names the kinds of live events of an execution.
-type EventType string
-
-// Event types.
-const (
-	EventStatus EventType = "status" // Data is the new Status; the last one is final
-	EventStdout EventType = "stdout"
-	EventStderr EventType = "stderr"
-)
-
-// Event is one live event; Seq starts at 1 and has no gaps, so a follower
-// can resume from the last Seq it saw.
-type Event struct {
-	Seq  uint64    `json:"seq"`
-	Type EventType `json:"type"`
-	Data string    `json:"data"`
-	Time time.Time `json:"time"`
-}
-
-// ListOptions filter and page GET /api/v1/executions (recent first).
-// Owner, or AllOwners, must be set: a list of nobody's executions is
-// refused rather than guessed.
-type ListOptions struct {
-	Status Status
-	Limit  int
-	Cursor string // opaque; from the previous page's next cursor
-	// Owner lists only the executions of this caller (Request.Caller).
-	Owner string
-	// AllOwners lists every caller's executions (admin callers).
-	AllOwners bool
 }

@@ -101,9 +101,10 @@ type Deps struct {
 	// Load is this node's work as of now; it is called every heartbeat
 	// and must be cheap.
 	Load func() Load
-	// Settle ends the unfinished executions of a node declared lost (the
-	// executions' business) and returns how many it ended.
-	Settle func(node string) (int, error)
+	// Settle ends the unfinished executions of a node declared lost,
+	// silent for silentFor (the executions' business), and returns how
+	// many it ended.
+	Settle func(node string, silentFor time.Duration) (int, error)
 	// OnLost, if set, is told the name of a node that this node declared
 	// lost, after Settle succeeded. Of the surviving nodes exactly one is
 	// told about each loss.

@@ -184,7 +184,7 @@ func (m *Membership) claim(ctx context.Context, s silentPeer) {
 	} else {
 		m.log.Warn("node lost: no heartbeat", "node", s.name, "for", m.cfg.NodeLostAfter, "last_heartbeat", s.info.HeartbeatAt)
 	}
-	n, err := m.deps.Settle(s.name)
+	n, err := m.deps.Settle(s.name, m.cfg.NodeLostAfter)
 	if err != nil {
 		// The mark stays: it falls silent, and a survivor (this one,
 		// maybe) claims the node again.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/store"
 )
 
 // Tester is the caller of the tests' requests (Script).
@@ -161,4 +162,27 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// AuditLines are the lines of st's audit trail, oldest first.
+func AuditLines(t testing.TB, st *store.NATS) [][]byte {
+	t.Helper()
+	ctx := context.Background()
+	s, err := st.JetStream().Stream(ctx, store.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m.Data)
+	}
+	return out
 }
