@@ -18,7 +18,8 @@ type Store interface {
 	store.Members
 }
 
-// Deps are the engine's collaborators. All but Logger are required.
+// Deps are the engine's collaborators. Store, Runner, Interpreters and
+// Driver are required.
 type Deps struct {
 	Store        Store
 	Runner       Runner

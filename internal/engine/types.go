@@ -1,8 +1,7 @@
-// Package engine runs executions: admission with bounded concurrency and a
-// bounded queue, the async work queue, lifecycle and cancellation, live
-// events and the audit trail. It knows nothing about HTTP; the API, the MCP
-// server and the CLI's --local mode all drive the same Engine.
 package engine
+
+// The engine's types are its parts': callers need import only this
+// package.
 
 import (
 	"encoding/json"
