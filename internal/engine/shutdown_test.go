@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
 // TestShutdownRecordsSyncExecutions: Close waits for running sync

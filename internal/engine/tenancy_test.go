@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"slices"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
 func TestTenancy(t *testing.T) {

@@ -6,8 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // auditRecord is one line of the audit trail, appended when an execution

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/egress"
-
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/store"
 )

@@ -3,9 +3,10 @@ package executions
 import (
 	"context"
 	"encoding/json"
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"sync/atomic"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // owner is this node's hold on an execution it runs or holds in line: the

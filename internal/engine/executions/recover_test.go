@@ -3,11 +3,12 @@ package executions
 import (
 	"context"
 	"encoding/json"
+	"testing"
+	"time"
+
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
-	"testing"
-	"time"
 )
 
 // TestRestartMarksInFlightNodeLost simulates a crash: the store goes away

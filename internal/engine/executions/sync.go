@@ -3,9 +3,10 @@ package executions
 import (
 	"context"
 	"fmt"
+	"sync"
+
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
-	"sync"
 )
 
 // RunSync runs req and returns its final record. With a free slot it

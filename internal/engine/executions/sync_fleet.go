@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // runQueued runs a sync request that cannot start on this node now (no

@@ -2,11 +2,12 @@ package executions
 
 import (
 	"context"
+	"strings"
+	"testing"
+
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
-	"strings"
-	"testing"
 )
 
 // TestSyncAdmittedAtOnceRunsLikeAnyOther: a synchronous execution that

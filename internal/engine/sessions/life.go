@@ -3,10 +3,11 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // Restart replaces the session's interpreter with a fresh one in a fresh

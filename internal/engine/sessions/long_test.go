@@ -1,8 +1,9 @@
 package sessions
 
 import (
-	"github.com/pyexec/pyexec/internal/engine/run"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // longSessionCells crosses, with room to spare, the point where a cold
