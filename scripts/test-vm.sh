@@ -18,7 +18,8 @@
 #
 # Environment:
 #   TESTVM_DIR   work directory (default /tmp/testvm); logs end up in $TESTVM_DIR/out
-#   SUITES       Go packages run as root (default "sandbox pool engine e2e")
+#   SUITES       Go packages run as root (default "sandbox pool engine engine.executions engine.sessions
+#                engine.fleet e2e"; a dot stands for a slash: engine.executions is internal/engine/executions)
 #   PARTS        which groups of checks run (default "root container rootless restarts")
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
@@ -30,7 +31,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 W=${TESTVM_DIR:-/tmp/testvm}
-SUITES=${SUITES-"sandbox pool engine e2e"}
+SUITES=${SUITES-"sandbox pool engine engine.executions engine.sessions engine.fleet e2e"}
 PARTS=${PARTS-"root container rootless restarts"}
 ACCEL=${ACCEL:-auto}
 VM_CPUS=${VM_CPUS:-$(nproc)}
@@ -94,7 +95,7 @@ mkdir -p "$W/src" "$W/bin" "$W/out"
 export GOFLAGS=-buildvcs=false
 (cd "$W/src" && go build -o "$W/bin/pyexec" ./cmd/pyexec)
 for p in $(printf '%s\n' $SUITES sandbox | sort -u); do
-  case $p in e2e) dir=./e2e ;; *) dir=./internal/$p ;; esac
+  case $p in e2e) dir=./e2e ;; *) dir=./internal/${p//.//} ;; esac
   [ -d "$W/src/$dir" ] || die "no package $dir for suite $p"
   (cd "$W/src" && go test -c -o "$W/bin/$p.test" "$dir")
 done

@@ -136,7 +136,7 @@ suite() {
   # servers under emulation take ~9 of the suite's 20 minutes and their 2 s heartbeats and 7 s fairness
   # bound are wall-clock tests; nothing in them depends on the cgroup version, and make test runs them.
   [ "$pkg" = e2e ] && extra=(-test.skip '^(TestEnvironments|TestFleet.*)$')
-  local dir=$SRC/internal/$pkg
+  local dir=$SRC/internal/${pkg//.//}
   [ "$pkg" = e2e ] && dir=$SRC/e2e
   (cd "$dir" && "$@" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
     -test.timeout "${SUITE_TIMEOUT}s" "${extra[@]}") > "$log" 2>&1
