@@ -52,41 +52,25 @@ if [ ! -f "$stamp" ]; then
 fi
 
 work=$(mktemp -d /tmp/pyexec-fuzz.XXXXXX)
-server=
-cleanup() {
-	if [ -n "$server" ]; then
-		kill "$server" 2>/dev/null || true
-		wait "$server" 2>/dev/null || true
-	fi
-	rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+trap 'rm -rf "$work"' EXIT INT TERM
 
-(cd "$repo" && go build -o "$work/pyexec" ./cmd/pyexec)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PYEXEC_FUZZ_KEY=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
-export PYEXEC_FUZZ_KEY
-"$work/pyexec" serve --host 127.0.0.1 --port "$port" --data-dir "$work/data" \
-	--api-keys "fuzz:$PYEXEC_FUZZ_KEY" >"$work/server.log" 2>&1 &
-server=$!
-
-base="http://127.0.0.1:$port"
-i=0
-until python3 -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1])" "$base/health" 2>/dev/null; do
-	i=$((i + 1))
-	if [ "$i" -gt 120 ] || ! kill -0 "$server" 2>/dev/null; then
-		echo "fuzz-api: the server did not start:" >&2
-		cat "$work/server.log" >&2
-		exit 1
-	fi
-	sleep 0.5
-done
+# The server: started, watched and cleaned up by the test server launcher
+# (internal/testserver/cmd/testserver), which builds pyexec unless
+# PYEXEC_BINARY names one; PYEXEC_TESTSERVER names a launcher built already.
+launcher=${PYEXEC_TESTSERVER:-}
+if [ -z "$launcher" ]; then
+	(cd "$repo" && go build -o "$work/testserver" ./internal/testserver/cmd/testserver)
+	launcher=$work/testserver
+fi
 
 status=0
 cd "$work" # schemathesis keeps its cache in the working directory
-"$venv/bin/schemathesis" --config-file "$here/fuzz/schemathesis.toml" --no-color run "$base/openapi.json" \
-	--workers 2 --max-time "${FUZZ_MAX_TIME:-150}" --seed "${FUZZ_SEED:-1}" \
-	--report-dir "$work/report" || status=$?
+# shellcheck disable=SC2016 # expanded by the inner shell, which the launcher gives the URL and key
+"$launcher" -api-key fuzz -log "$work/server.log" -- --host 127.0.0.1 -- sh -c '
+	PYEXEC_FUZZ_KEY=$PYEXEC_TEST_API_KEY exec "$0" --config-file "$1" --no-color run "$PYEXEC_TEST_URL/openapi.json" \
+		--workers 2 --max-time "$2" --seed "$3" --report-dir "$4"' \
+	"$venv/bin/schemathesis" "$here/fuzz/schemathesis.toml" "${FUZZ_MAX_TIME:-150}" "${FUZZ_SEED:-1}" "$work/report" ||
+	status=$?
 if grep -q '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log"; then
 	echo "fuzz-api: the server logged errors:" >&2
 	grep '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log" | head -20 >&2
