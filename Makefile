@@ -2,6 +2,11 @@
 GO      ?= go
 BIN     := bin/pyexec
 PKGS    := ./...
+# -trimpath keeps the checkout's path out of what Go builds, and so out of
+# its build cache's keys: a fresh clone in another folder (CI's) finds
+# every package compiled by an earlier run on the machine.
+GOFLAGS ?= -trimpath
+export GOFLAGS
 
 .PHONY: all build cross run test test-steps test-setup test-static test-go test-clients test-fuzz test-vm bench clean
 

@@ -94,7 +94,7 @@ rm -rf "$W/src" "$W/bin" "$W/out"
 mkdir -p "$W/src" "$W/bin" "$W/out"
 (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
   tar --null --ignore-failed-read -T - -cf - 2> /dev/null) | tar xf - -C "$W/src"
-export GOFLAGS=-buildvcs=false
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 (cd "$SRC" && go build -o "$W/bin/pyexec" ./cmd/pyexec)
 for p in $(printf '%s\n' $SUITES sandbox | sort -u); do
   case $p in e2e) dir=./e2e ;; *) dir=./internal/$p ;; esac
