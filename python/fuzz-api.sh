@@ -44,10 +44,13 @@ if [ "$(id -u)" != 0 ]; then
 	exit 0
 fi
 
-stamp="$venv/.schemathesis-$version"
+# The stamp names the interpreter too: a venv shared between checkouts
+# (FUZZ_VENV, as CI's cache is) made by another one is made again.
+stamp="$venv/.schemathesis-$version-$("$python" -c 'import sys; print("py%d.%d" % sys.version_info[:2])')"
 if [ ! -f "$stamp" ]; then
+	rm -rf "$venv"
 	if command -v uv >/dev/null 2>&1; then
-		uv venv --quiet --allow-existing --python "$python" "$venv"
+		uv venv --quiet --python "$python" "$venv"
 		VIRTUAL_ENV="$venv" uv pip install --quiet "schemathesis==$version"
 	else
 		"$python" -m venv "$venv"
