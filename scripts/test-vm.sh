@@ -101,9 +101,10 @@ for p in $(printf '%s\n' $SUITES sandbox | sort -u); do
   [ -d "$W/src/$dir" ] || die "no package $dir for suite $p"
   (cd "$SRC" && go test -c -o "$W/bin/$p.test" "$dir")
 done
-# What the guest needs: the settings, the binary e2e runs (PYEXEC_BINARY:
-# building it again under emulation took minutes) and the Go toolchain
-# (offline, with this machine's now warm caches) for what a test builds.
+# What the guest needs: the settings, the binary e2e runs (PYEXEC_BINARY,
+# so that e2e does not build it again, under emulation, with every source
+# read over 9p) and the Go toolchain (offline, with this machine's now warm
+# caches) for what a test may build.
 {
   for v in SUITES PARTS SUITE_TIMEOUT; do printf 'export %s=%q\n' "$v" "${!v}"; done
   printf 'export SRC=%q PYEXEC_BINARY=%q\n' "$W/src" "$W/bin/pyexec"
