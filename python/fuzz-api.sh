@@ -10,11 +10,10 @@
 # interpreter fault (SystemError from the ast module) while generating. schemathesis is pinned
 # and installed into python/.fuzz-venv (or FUZZ_VENV) on first use.
 #
-# The budget is fixed in cases, not in time: every phase runs the examples
-# fuzz/schemathesis.toml sets (max-examples per operation) from the seed
-# FUZZ_SEED (default 1), so every run does the same amount of work (TIME on an
-# idle 2-core machine). FUZZ_MAX_TIME (default 300 s) is only a ceiling
-# against a hang; a run that reaches it says so, as its coverage was cut.
+# The budget is fixed in time: FUZZ_MAX_TIME seconds (default 150), from the
+# seed FUZZ_SEED (default 1). Measured: schemathesis 4.32's fuzzing phase
+# generates cases until the time is up whatever max-examples says, so the
+# time, not a count, bounds the run (given 300 s it used all 300).
 #
 #   FUZZ_SEED=7 ./python/fuzz-api.sh
 set -eu
@@ -72,18 +71,13 @@ if [ -z "$launcher" ]; then
 fi
 
 status=0
-ceiling=${FUZZ_MAX_TIME:-300}
-t0=$(date +%s)
 cd "$work" # schemathesis keeps its cache in the working directory
 # shellcheck disable=SC2016 # expanded by the inner shell, which the launcher gives the URL and key
 "$launcher" -api-key fuzz -log "$work/server.log" -- --host 127.0.0.1 -- sh -c '
 	PYEXEC_FUZZ_KEY=$PYEXEC_TEST_API_KEY exec "$0" --config-file "$1" --no-color run "$PYEXEC_TEST_URL/openapi.json" \
 		--workers 2 --max-time "$2" --seed "$3" --report-dir "$4"' \
-	"$venv/bin/schemathesis" "$here/fuzz/schemathesis.toml" "$ceiling" "${FUZZ_SEED:-1}" "$work/report" ||
+	"$venv/bin/schemathesis" "$here/fuzz/schemathesis.toml" "${FUZZ_MAX_TIME:-150}" "${FUZZ_SEED:-1}" "$work/report" ||
 	status=$?
-if [ $(($(date +%s) - t0)) -ge "$ceiling" ]; then
-	echo "fuzz-api: stopped at the ${ceiling}s ceiling (FUZZ_MAX_TIME): not every case of the budget ran" >&2
-fi
 if grep -q '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log"; then
 	echo "fuzz-api: the server logged errors:" >&2
 	grep '"level":"ERROR"\|level=ERROR\|panic' "$work/server.log" | head -20 >&2
