@@ -3,7 +3,6 @@ package egress
 import (
 	"encoding/binary"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/egress/http1"
@@ -88,7 +87,7 @@ func classify(buf []byte, name string) (kind stream, reason string, done bool) {
 		switch {
 		case err != nil:
 			return streamTLS, ReasonBadClientHello, true
-		case strings.ToLower(sni) != name:
+		case !sameName(sni, name):
 			// A hello without a server name cannot be checked either.
 			return streamTLS, ReasonSNIMismatch, true
 		}
@@ -102,6 +101,26 @@ func classify(buf []byte, name string) (kind stream, reason string, done bool) {
 		return streamOther, "", false
 	}
 	return streamHTTP, "", true
+}
+
+// sameName reports whether a server name is name (lower-case ASCII) in
+// any ASCII case. Only ASCII letters fold: to strings.ToLower "İ" and the
+// Kelvin sign are "i" and "k", but a server comparing names byte by byte
+// would not know "bİg.test" and might answer as its default site.
+func sameName(sni, name string) bool {
+	if len(sni) != len(name) {
+		return false
+	}
+	for i := range len(sni) {
+		c := sni[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // helloMessage reassembles the handshake message the TLS records at the

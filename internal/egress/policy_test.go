@@ -254,6 +254,8 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
 		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
 		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
+		{"the name in capitals", record(hello(sniExt("FILES.PyPI.ORG"))), "", true},
+		{"the name with a capital dotted I", record(hello(sniExt("f\u0130les.pypi.org"))), ReasonSNIMismatch, true},
 		{"a message longer than allowed", []byte{0x16, 3, 1, 0, 4, 1, 1, 0, 0}, ReasonBadClientHello, true},
 		{"a message cut short inside", append([]byte{0x16, 3, 1, 0, 8}, 1, 0, 0, 4, 3, 3, 0, 0), ReasonBadClientHello, true},
 	}

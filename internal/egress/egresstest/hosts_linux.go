@@ -24,6 +24,10 @@ const (
 	// IndexPort serves a package index (PEP 503) at /simple/ with one
 	// project, IndexProject.
 	IndexPort = 8080
+	// DefaultSitePort serves HTTPS as port 443 does, except that a hello
+	// naming no site here gets other.test's, as a front end's default
+	// server does.
+	DefaultSitePort = 4443
 )
 
 // IndexProject is the one project of the test host's index: a wheel
@@ -107,12 +111,19 @@ server.serve_forever()
 // host's namespace) until the test ends.
 func serveLenient(t testing.TB, l net.Listener) {
 	t.Helper()
+	runPython(t, l, "-c", lenientServer)
+}
+
+// runPython runs /usr/bin/python3 with args and l as its fd 3 until the
+// test ends.
+func runPython(t testing.TB, l net.Listener, args ...string) {
+	t.Helper()
 	f, err := l.(*net.TCPListener).File()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("/usr/bin/python3", "-c", lenientServer)
+	cmd := exec.Command("/usr/bin/python3", args...)
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
