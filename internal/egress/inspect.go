@@ -37,6 +37,9 @@ type opening struct {
 	kind   stream    // what they begin
 	reason string    // a refusal, "" when the connection may go on
 	until  time.Time // the deadline of a request head begun in first
+	// helloEnd is where the records of a checked ClientHello end in
+	// first.
+	helloEnd int
 }
 
 // inspect reads the first bytes the payload sends on a connection to name
@@ -59,7 +62,7 @@ func inspect(c net.Conn, name string) opening {
 		kind, reason, done := s.classify(buf)
 		if done {
 			_ = c.SetReadDeadline(time.Time{})
-			return opening{first: buf, kind: kind, reason: reason, until: until}
+			return opening{first: buf, kind: kind, reason: reason, until: until, helloEnd: s.hello.end}
 		}
 		if err != nil {
 			// Ended or stalled before the stream could be told.
@@ -97,15 +100,7 @@ func (s *sniffer) classify(buf []byte) (kind stream, reason string, done bool) {
 		if !done || reason != "" {
 			return streamTLS, reason, done
 		}
-		sni, err := clientHelloSNI(msg)
-		switch {
-		case err != nil:
-			return streamTLS, ReasonBadClientHello, true
-		case !sameName(sni, s.name):
-			// A hello without a server name cannot be checked either.
-			return streamTLS, ReasonSNIMismatch, true
-		}
-		return streamTLS, "", true
+		return streamTLS, checkHello(msg, s.name), true
 	}
 	// A prefix of a request line grown by visible characters only is
 	// looked at again once a byte of another kind (a space, CR, LF or one
@@ -127,6 +122,20 @@ func (s *sniffer) classify(buf []byte) (kind stream, reason string, done bool) {
 		return streamOther, "", false
 	}
 	return streamHTTP, "", true
+}
+
+// checkHello checks a ClientHello message against the name connected to:
+// the refusal, "" when it names it.
+func checkHello(msg []byte, name string) string {
+	sni, err := clientHelloSNI(msg)
+	switch {
+	case err != nil:
+		return ReasonBadClientHello
+	case !sameName(sni, name):
+		// A hello without a server name cannot be checked either.
+		return ReasonSNIMismatch
+	}
+	return ""
 }
 
 // visible reports whether b holds only visible ASCII characters.
@@ -169,8 +178,9 @@ type helloRecords struct {
 
 // add reads the whole records of buf, the stream so far, that it has not
 // read yet. A record of another type before the message is whole, one of
-// another protocol version, an empty one or a message longer than
-// maxHello is refused.
+// another protocol version, an empty one, a message longer than maxHello
+// and bytes after the message in its last record (no client sends
+// another message with its ClientHello) are refused.
 func (r *helloRecords) add(buf []byte) (msg []byte, reason string, done bool) {
 	for {
 		rest := buf[r.end:]
@@ -196,8 +206,11 @@ func (r *helloRecords) add(buf []byte) (msg []byte, reason string, done bool) {
 		if need > maxHello {
 			return nil, ReasonBadClientHello, true
 		}
-		if len(r.hs) >= need {
-			return r.hs[:need], "", true
+		switch {
+		case len(r.hs) > need:
+			return nil, ReasonBadClientHello, true
+		case len(r.hs) == need:
+			return r.hs, "", true
 		}
 	}
 	if len(buf) >= maxInspect {

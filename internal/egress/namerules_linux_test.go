@@ -263,6 +263,9 @@ run = {
     # U+0130 (İ) is "i" to Go's strings.ToLower, not to a server
     # comparing names byte by byte, which answers as its default site.
     "sni_unicode_case": lambda: tls13_get(H, 4443, "b\u0130g.test".encode()),
+    # TLS 1.3: the server asks for a second ClientHello (none of the key
+    # shares offered suits it), which names the other site.
+    "hello_retry": lambda: tls13_get(H, 8443, b"allowed.test", b"other.test"),
 }[ATTACK]
 try:
     got = run()
@@ -292,6 +295,7 @@ func TestNameRulesFailClosed(t *testing.T) {
 		{"te_cl_http10", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
 		{"content_on_get", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
 		{"sni_unicode_case", egresstest.DefaultSitePort, ReasonSNIMismatch, "big.test"},
+		{"hello_retry", egresstest.OpenSSLPort, ReasonSNIMismatch, ""},
 	}
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, w.CAPEM, 0o644); err != nil {
@@ -366,6 +370,7 @@ probe("urllib_post", lambda: urlopen("http://allowed.test:8000/p", data=b"y" * 5
 probe("keep_alive", keep_alive)
 probe("chunked_upload", chunked_upload)
 probe("tls_split", lambda: tls_get("allowed.test", "allowed.test", CA, split=7).split(b"\r\n\r\n", 1)[1].decode())
+probe("hello_retry", lambda: urlopen("https://allowed.test:8443/"))
 probe("curl_http", lambda: run("curl", "-sS", "http://allowed.test/"))
 probe("curl_https", lambda: run("curl", "-sS", "--cacert", CA, "https://allowed.test/"))
 def pip():
@@ -378,9 +383,10 @@ probe("pip", pip)
 `
 
 // TestOrdinaryClients: what ordinary clients send through names alone
-// still goes through: urllib (GET, POST, HTTPS), http.client keeping a
-// connection alive and uploading in chunks, a ClientHello split over
-// records, curl, and pip installing from the test host's index.
+// still goes through: urllib (GET, POST, HTTPS, HTTPS to a server that
+// asks for a second ClientHello), http.client keeping a connection alive
+// and uploading in chunks, a ClientHello split over records, curl, and
+// pip installing from the test host's index.
 func TestOrdinaryClients(t *testing.T) {
 	w := egresstest.New(t)
 	cfg := testConfig(t, w, "allowed.test")
@@ -393,6 +399,7 @@ func TestOrdinaryClients(t *testing.T) {
 		"keep_alive":     "hello allowed.test:8000|hello allowed.test:8000|hello allowed.test:8000",
 		"chunked_upload": "hello allowed.test",
 		"tls_split":      "hello allowed.test",
+		"hello_retry":    "hello allowed.test",
 		"curl_http":      "hello allowed.test",
 		"curl_https":     "hello allowed.test",
 		"pip":            "installed",

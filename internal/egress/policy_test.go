@@ -263,6 +263,7 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"the server name extension twice", record(hello(append(sniExt("files.pypi.org"), sniExt("evil.com")...))), ReasonBadClientHello, true},
 		{"bytes after the extensions", record(trailing(hello(sniExt("files.pypi.org")))), ReasonBadClientHello, true},
 		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
+		{"a second hello in the record of the first", record(append(hello(sniExt("files.pypi.org")), hello(sniExt("evil.com"))...)), ReasonBadClientHello, true},
 		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
 		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
 		{"the name in capitals", record(hello(sniExt("FILES.PyPI.ORG"))), "", true},

@@ -31,9 +31,9 @@ import (
 // network namespace of its own, joined to the suite's namespace by a veth
 // pair: it carries a public address, a private one and the metadata
 // address, and serves HTTP on 80 (Go's net/http), HTTPS on 443 (Go's
-// crypto/tls, a site per server name) and on DefaultSitePort, a lenient
-// HTTP server on LenientPort (Python's http.server), a package index on
-// IndexPort and UDP echo on 9999.
+// crypto/tls, a site per server name) and on DefaultSitePort, HTTPS by
+// OpenSSL on OpenSSLPort, a lenient HTTP server on LenientPort (Python's
+// http.server), a package index on IndexPort and UDP echo on 9999.
 // Addresses of the test host.
 const (
 	PublicHost   = "203.0.113.2"
@@ -98,7 +98,7 @@ func New(t testing.TB) *World {
 	certs, ca := siteCerts(t, "allowed.test", "other.test", "big.test")
 	w.CAPEM = ca
 	index := indexHandler(t)
-	var lenient net.Listener
+	var lenient, openssl net.Listener
 	inNS(t, host, func() {
 		serveHTTP(t, "tcp4", ":80", nil)
 		serveHTTP(t, "tcp4", ":443", &sites{certs: certs})
@@ -106,9 +106,11 @@ func New(t testing.TB) *World {
 		serveUDPEcho(t, ":9999")
 		serveHold(t, w)
 		lenient = listen(t, LenientPort)
+		openssl = listen(t, OpenSSLPort)
 		serve(t, listen(t, IndexPort), index)
 	})
 	serveLenient(t, lenient)
+	serveOpenSSL(t, openssl, certs)
 	api, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
