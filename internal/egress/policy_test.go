@@ -263,6 +263,8 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"the server name extension twice", record(hello(append(sniExt("files.pypi.org"), sniExt("evil.com")...))), ReasonBadClientHello, true},
 		{"bytes after the extensions", record(trailing(hello(sniExt("files.pypi.org")))), ReasonBadClientHello, true},
 		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
+		{"an encrypted hello inside (ECH)", record(hello(append(sniExt("files.pypi.org"), 0xfe, 0x0d, 0, 1, 1))), ReasonBadClientHello, true},
+		{"an encrypted server name (ESNI)", record(hello(append(sniExt("files.pypi.org"), 0xff, 0xce, 0, 0))), ReasonBadClientHello, true},
 		{"a second hello in the record of the first", record(append(hello(sniExt("files.pypi.org")), hello(sniExt("evil.com"))...)), ReasonBadClientHello, true},
 		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
 		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
