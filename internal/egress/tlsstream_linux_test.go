@@ -17,44 +17,21 @@ import (
 	"time"
 )
 
-// relayTLS sends what the payload sends on a connection to files.pypi.org
-// (allowed by its name only) through inspect and forwardTLS as a relay
-// does, the destination answering with answer, and returns what reached
-// the destination with the refusal reason.
+// relayTLS relays a connection to files.pypi.org, allowed by its name
+// only, as the egress does: the payload sends sent, the destination
+// answers with answer. It returns what reached the destination with the
+// refusal reason.
 func relayTLS(t *testing.T, sent, answer []byte) ([]byte, string) {
 	t.Helper()
-	e := New(Config{}, Policy{}, Hooks{})
-	defer e.Close()
-	r := &relay{e: e}
-	payload, down := net.Pipe()
-	up, dest := net.Pipe()
-	go func() {
-		_, _ = payload.Write(sent)
-		payload.Close()
-	}()
-	sh := newServerHello()
-	go func() {
-		_, _ = io.Copy(io.Discard, watched{up, sh})
-		sh.see(nil, io.EOF)
-	}()
-	got := make(chan []byte)
-	go func() {
-		_, _ = dest.Write(answer)
-		b, _ := io.ReadAll(dest)
-		got <- b
-	}()
-	_ = down.SetDeadline(time.Now().Add(5 * time.Second))
-	op := inspect(down, "files.pypi.org")
-	reason := op.reason
-	if reason == "" {
-		if op.kind != streamTLS {
-			t.Fatalf("inspect took %q for stream %d", sent, op.kind)
-		}
-		reason = r.forwardTLS(up, down, op, sh, "files.pypi.org")
-	}
-	up.Close()
-	down.Close()
-	return <-got, reason
+	var forwarded []byte
+	reason := relayRun(t, "files.pypi.org", func(c net.Conn) {
+		go func() { _, _ = io.Copy(io.Discard, c) }()
+		_, _ = c.Write(sent) // then the payload's end is closed
+	}, func(c net.Conn) {
+		_, _ = c.Write(answer)
+		forwarded, _ = io.ReadAll(c)
+	})
+	return forwarded, reason
 }
 
 // serverFirst is a handshake record beginning a ServerHello with random.
