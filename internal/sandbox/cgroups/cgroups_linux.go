@@ -45,6 +45,54 @@ type Cgroup interface {
 // cache, kernel objects that outlived the jail).
 const spareMaxCharge = 1 << 20
 
+// applied is what SetLimits last wrote to a jail's cgroup: it writes only
+// what differs, as a hand-off usually changes the memory and the CPU quota
+// of the ceilings the cgroup was created with.
+type applied struct {
+	limits Limits
+	// known is false before the first write and after a failed one: what
+	// the cgroup holds is unknown, and every limit is written next time.
+	known bool
+}
+
+// apply writes l with each controller's setter, in order; each skips what
+// a says the cgroup holds already.
+func (a *applied) apply(l Limits, setters ...func(Limits) error) error {
+	for _, set := range setters {
+		if err := set(l); err != nil {
+			a.known = false
+			return fmt.Errorf("setting cgroup limits: %w", err)
+		}
+	}
+	a.limits, a.known = l, true
+	return nil
+}
+
+// counters are what a jail's cgroup counted since it was made, read the
+// way its cgroup version does.
+type counters interface {
+	resetPeak() error
+	cpuTotal() (time.Duration, error)
+	oomKills() (int64, error)
+}
+
+// newBaseline starts c's peak again and reads its counters now: from the
+// baseline on, a reused cgroup measures only the execution it serves.
+func newBaseline(c counters) (baseline, error) {
+	if err := c.resetPeak(); err != nil {
+		return baseline{}, err
+	}
+	cpu, err := c.cpuTotal()
+	if err != nil {
+		return baseline{}, fmt.Errorf("reading the cgroup's CPU time: %w", err)
+	}
+	kills, err := c.oomKills()
+	if err != nil {
+		return baseline{}, fmt.Errorf("reading the cgroup's OOM kills: %w", err)
+	}
+	return baseline{cpu: cpu, ooms: kills}, nil
+}
+
 // baseline holds the cumulative counters of a reused cgroup when it was
 // taken: an execution's CPU time and OOM kills are what it added since.
 type baseline struct {

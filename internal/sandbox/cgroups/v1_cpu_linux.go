@@ -12,12 +12,12 @@ import (
 // what the cgroup was last given.
 func (j *v1Jail) setCPU(l Limits) error {
 	quota, period := cpuQuota(l.CPUs)
-	if !j.set {
+	if !j.last.known {
 		if err := j.files.write(j.cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10)); err != nil {
 			return err
 		}
 	}
-	if oldQuota, _ := cpuQuota(j.applied.CPUs); j.set && quota == oldQuota {
+	if oldQuota, _ := cpuQuota(j.last.limits.CPUs); j.last.known && quota == oldQuota {
 		return nil
 	}
 	return j.files.write(j.cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10))

@@ -161,8 +161,7 @@ type v1Jail struct {
 	id                   string
 	mem, pids, cpu, acct string   // its directory in each hierarchy
 	files                ctlFiles // its open control files
-	applied              Limits   // what SetLimits last wrote
-	set                  bool     // whether it wrote anything yet
+	last                 applied  // what SetLimits last wrote
 	base                 baseline // counters when it was last reused
 	// partial is set when a task was added to some hierarchies only: it
 	// may then be in one whose emptiness vacate does not read.
@@ -202,25 +201,17 @@ func (j *v1Jail) Add(pid int) error {
 
 // SetLimits writes the limits that differ from what the cgroup was last
 // given, controller by controller (v1_memory_linux.go, v1_pids_linux.go,
-// v1_cpu_linux.go): a hand-off usually changes the memory and the CPU
-// quota of the ceilings the cgroup was created with.
+// v1_cpu_linux.go).
 func (j *v1Jail) SetLimits(l Limits) error {
-	for _, set := range []func(Limits) error{j.setMemory, j.setPids, j.setCPU} {
-		if err := set(l); err != nil {
-			j.set = false // what the cgroup holds is unknown: write it all next time
-			return fmt.Errorf("setting cgroup limits: %w", err)
-		}
-	}
-	j.applied, j.set = l, true
-	return nil
+	return j.last.apply(l, j.setMemory, j.setPids, j.setCPU)
 }
 
 func (j *v1Jail) vacate() error {
 	if j.partial {
 		return errors.New("a task joined some of its hierarchies only")
 	}
-	// Every task of the jail entered the pids hierarchy (add writes them
-	// all or sets partial) and only add moves tasks in: none charged to
+	// Every task of the jail entered the pids hierarchy (Add writes them
+	// all or sets partial) and only Add moves tasks in: none charged to
 	// its pids cgroup means none in any of its cgroups. The jail is dead,
 	// so what is charged is at most a zombie its parent reaps in a moment;
 	// only when the counter does not drop is the pid list read (costly on
@@ -235,18 +226,11 @@ func (j *v1Jail) vacate() error {
 }
 
 func (j *v1Jail) reuse(l Limits) error {
-	if err := j.resetPeak(); err != nil {
+	b, err := newBaseline(j)
+	if err != nil {
 		return err
 	}
-	cpu, err := j.cpuTotal()
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
-	}
-	kills, err := j.oomKills()
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
-	}
-	j.base = baseline{cpu: cpu, ooms: kills}
+	j.base = b
 	return j.SetLimits(l)
 }
 

@@ -13,14 +13,14 @@ import (
 // memory.limit_in_bytes: raising both, memsw goes first; lowering, the
 // plain limit goes first.
 func (j *v1Jail) setMemory(l Limits) error {
-	if j.set && l.MemoryBytes == j.applied.MemoryBytes {
+	if j.last.known && l.MemoryBytes == j.last.limits.MemoryBytes {
 		return nil
 	}
 	mem := strconv.FormatInt(l.MemoryBytes, 10)
 	files := []string{"memory.limit_in_bytes"}
 	if j.d.swap {
 		files = append(files, "memory.memsw.limit_in_bytes")
-		if j.set && l.MemoryBytes > j.applied.MemoryBytes {
+		if j.last.known && l.MemoryBytes > j.last.limits.MemoryBytes {
 			files[0], files[1] = files[1], files[0]
 		}
 	}

@@ -9,7 +9,7 @@ import "strconv"
 // setPids writes pids.max when it differs from what the cgroup was last
 // given.
 func (j *v1Jail) setPids(l Limits) error {
-	if j.set && l.Pids == j.applied.Pids {
+	if j.last.known && l.Pids == j.last.limits.Pids {
 		return nil
 	}
 	return j.files.write(j.pids, "pids.max", strconv.FormatInt(l.Pids, 10))

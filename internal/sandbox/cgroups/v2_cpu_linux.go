@@ -12,7 +12,7 @@ import (
 // last given.
 func (j *v2Jail) setCPU(l Limits) error {
 	quota, period := cpuQuota(l.CPUs)
-	if oldQuota, _ := cpuQuota(j.applied.CPUs); j.set && quota == oldQuota {
+	if oldQuota, _ := cpuQuota(j.last.limits.CPUs); j.last.known && quota == oldQuota {
 		return nil
 	}
 	return j.files.write(j.dir, "cpu.max", fmt.Sprintf("%d %d", quota, period))

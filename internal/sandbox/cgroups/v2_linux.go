@@ -118,13 +118,12 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 // v2Jail is one jail's cgroup directory. The files read or written on
 // every execution stay open (files) until destroy.
 type v2Jail struct {
-	d       *cgroupV2
-	dir     string
-	fd      int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
-	files   ctlFiles // its open control files
-	applied Limits   // what SetLimits last wrote
-	set     bool     // whether it wrote anything yet
-	base    baseline // counters when it was last reused
+	d     *cgroupV2
+	dir   string
+	fd    int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
+	files ctlFiles // its open control files
+	last  applied  // what SetLimits last wrote
+	base  baseline // counters when it was last reused
 	// peakReset is set once reuse reset the peak through peakKey's
 	// descriptor: the reset holds for reads through that descriptor only.
 	// A new cgroup's peak is its own.
@@ -147,17 +146,9 @@ func (j *v2Jail) Add(pid int) error {
 
 // SetLimits writes the limits that differ from what the cgroup was last
 // given, controller by controller (v2_memory_linux.go, v2_pids_linux.go,
-// v2_cpu_linux.go): a hand-off usually changes the memory and the CPU
-// quota of the ceilings the cgroup was created with.
+// v2_cpu_linux.go).
 func (j *v2Jail) SetLimits(l Limits) error {
-	for _, set := range []func(Limits) error{j.setMemory, j.setPids, j.setCPU} {
-		if err := set(l); err != nil {
-			j.set = false // what the cgroup holds is unknown: write it all next time
-			return fmt.Errorf("setting cgroup limits: %w", err)
-		}
-	}
-	j.applied, j.set = l, true
-	return nil
+	return j.last.apply(l, j.setMemory, j.setPids, j.setCPU)
 }
 
 func (j *v2Jail) vacate() error {
@@ -183,18 +174,11 @@ func (j *v2Jail) vacate() error {
 }
 
 func (j *v2Jail) reuse(l Limits) error {
-	if err := j.resetPeak(); err != nil {
+	b, err := newBaseline(j)
+	if err != nil {
 		return err
 	}
-	cpu, err := j.cpuTotal()
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
-	}
-	kills, err := j.oomKills()
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
-	}
-	j.base = baseline{cpu: cpu, ooms: kills}
+	j.base = b
 	return j.SetLimits(l)
 }
 

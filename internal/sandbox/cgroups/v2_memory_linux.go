@@ -15,7 +15,7 @@ import (
 // setMemory writes memory.max when it differs from what the cgroup was
 // last given.
 func (j *v2Jail) setMemory(l Limits) error {
-	if j.set && l.MemoryBytes == j.applied.MemoryBytes {
+	if j.last.known && l.MemoryBytes == j.last.limits.MemoryBytes {
 		return nil
 	}
 	return j.files.write(j.dir, "memory.max", strconv.FormatInt(l.MemoryBytes, 10))

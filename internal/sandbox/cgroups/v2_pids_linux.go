@@ -8,7 +8,7 @@ import "strconv"
 // setPids writes pids.max when it differs from what the cgroup was last
 // given.
 func (j *v2Jail) setPids(l Limits) error {
-	if j.set && l.Pids == j.applied.Pids {
+	if j.last.known && l.Pids == j.last.limits.Pids {
 		return nil
 	}
 	return j.files.write(j.dir, "pids.max", strconv.FormatInt(l.Pids, 10))
