@@ -291,7 +291,11 @@ func (j *Jail) start(withForkSock bool) error {
 	cmd.Env = []string{} // nothing of the server's environment enters the jail
 	cmd.ExtraFiles = child
 	cmd.Stderr = j.initStderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A session of its own: a jail never receives what a terminal sends
+	// its foreground process group (Ctrl-C in the terminal of a server
+	// started by hand would otherwise interrupt every jail at once; init
+	// forwards SIGINT to its payload). Only this server stops a jail.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if !m.cfg.Unsafe {
 		// No CLONE_NEWCGROUP here: a namespace made at clone is rooted at
 		// the server's cgroup. init makes its own once it is in the jail's.
