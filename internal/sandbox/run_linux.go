@@ -448,6 +448,10 @@ func (r *runState) result(j *Jail, u cgroupUsage, stdout, stderr, channel *captu
 	end := r.end
 	r.mu.Unlock()
 	end.limits = r.currentLimits()
+	if !end.haveExit {
+		said, _, _ := bytes.Cut(bytes.TrimSpace(j.initStderr.Bytes()), []byte("\n"))
+		end.initSaid = string(said)
+	}
 	res.Status, res.Reason = end.classify()
 	if end.haveExit {
 		res.ExitCode = end.exit.exitCode()
