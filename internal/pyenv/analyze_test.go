@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 func TestAnalyzeInJail(t *testing.T) {
 	run := jail(t)
-	files := []File{
+	files := []detect.File{
 		{Path: "main.py", Data: []byte(`import os, sys, json
 import numpy as np
 from helper import greet
@@ -51,7 +53,7 @@ eval("1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := an.Requirements(DefaultImportMap())
+			got := DefaultImportMap().Requirements(an.Imports)
 			for i := range got {
 				got[i].Source = 0
 			}
@@ -64,7 +66,7 @@ eval("1")
 			if len(an.SyntaxErrors) != 1 || an.SyntaxErrors[0].File != "broken.py" {
 				t.Errorf("syntax errors %+v, want one in broken.py", an.SyntaxErrors)
 			}
-			if !slices.ContainsFunc(an.Calls, func(c Call) bool { return c.Name == "subprocess.run" && c.Line == 21 }) {
+			if !slices.ContainsFunc(an.Calls, func(c detect.Call) bool { return c.Name == "subprocess.run" && c.Line == 21 }) {
 				t.Errorf("calls %+v lack subprocess.run at line 21", an.Calls)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -267,11 +268,11 @@ func TestEnvironmentRealIndex(t *testing.T) {
 	defer m.Close()
 	in := python(t, "")
 	an, err := NewAnalyzer(run, AnalyzerConfig{}).Analyze(context.Background(), in,
-		[]File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py")
+		[]detect.File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := m.Acquire(context.Background(), in, Merge(an.Requirements(DefaultImportMap())), nil)
+	l, err := m.Acquire(context.Background(), in, Merge(DefaultImportMap().Requirements(an.Imports)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

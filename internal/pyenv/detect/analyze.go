@@ -1,4 +1,4 @@
-package pyenv
+package detect
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/pyenv/interp"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -134,7 +135,7 @@ func NewAnalyzer(run JailRunner, cfg AnalyzerConfig) *Analyzer {
 // (relative to the workspace and to the entry point's directory, the two
 // places Python looks first) are dropped. The Analysis may be shared with
 // other callers: it must not be modified.
-func (a *Analyzer) Analyze(ctx context.Context, in Interpreter, files []File, entry string) (*Analysis, error) {
+func (a *Analyzer) Analyze(ctx context.Context, in interp.Interpreter, files []File, entry string) (*Analysis, error) {
 	key := analysisKey(in, files, entry)
 	if an := a.lookup(key); an != nil {
 		return an, nil
@@ -154,7 +155,7 @@ func (a *Analyzer) Analyze(ctx context.Context, in Interpreter, files []File, en
 	return an, nil
 }
 
-func (a *Analyzer) detect(ctx context.Context, in Interpreter, files []File) (*detectorOutput, error) {
+func (a *Analyzer) detect(ctx context.Context, in interp.Interpreter, files []File) (*detectorOutput, error) {
 	var sf []sandbox.File
 	for _, f := range files {
 		if strings.HasSuffix(f.Path, ".py") {
@@ -253,31 +254,7 @@ func projectModules(files []File, entry string) map[string]bool {
 	return names
 }
 
-// Requirements maps an analysis's imports to distributions. A distribution
-// is optional only if every import that needs it is optional.
-func (an *Analysis) Requirements(m *ImportMap) []Requirement {
-	byName := map[string]*Requirement{}
-	var order []string
-	for _, im := range an.Imports {
-		d, ok := m.Distribution(im.Module)
-		if !ok {
-			continue
-		}
-		if r, seen := byName[d]; seen {
-			r.Optional = r.Optional && im.Optional
-			continue
-		}
-		byName[d] = &Requirement{Name: d, Spec: d, Optional: im.Optional, Source: FromDetection}
-		order = append(order, d)
-	}
-	out := make([]Requirement, len(order))
-	for i, d := range order {
-		out[i] = *byName[d]
-	}
-	return out
-}
-
-func analysisKey(in Interpreter, files []File, entry string) string {
+func analysisKey(in interp.Interpreter, files []File, entry string) string {
 	h := sha256.New()
 	var n [8]byte
 	put := func(b []byte) {
@@ -317,4 +294,12 @@ func (a *Analyzer) store(key string, an *Analysis) {
 		a.lru.Remove(last)
 		delete(a.entries, last.Value.(*cached).key)
 	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
