@@ -49,7 +49,7 @@ eval("1")
 	for _, v := range []string{"3.8", "3.9", "3.10", "3.11", "3.12", "3.13"} {
 		t.Run(v, func(t *testing.T) {
 			in := python(t, v)
-			an, err := a.Analyze(context.Background(), in, files, "main.py")
+			an, err := a.Analyze(context.Background(), in, files, "main.py", true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,11 +73,11 @@ eval("1")
 	}
 	t.Run("cached", func(t *testing.T) {
 		in := python(t, "")
-		first, err := a.Analyze(context.Background(), in, files, "main.py")
+		first, err := a.Analyze(context.Background(), in, files, "main.py", true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := a.Analyze(context.Background(), in, files, "main.py")
+		second, err := a.Analyze(context.Background(), in, files, "main.py", true)
 		if err != nil || first != second {
 			t.Errorf("second analysis of the same project was not served from the cache (%v)", err)
 		}

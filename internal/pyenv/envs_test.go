@@ -268,7 +268,7 @@ func TestEnvironmentRealIndex(t *testing.T) {
 	defer m.Close()
 	in := python(t, "")
 	an, err := NewAnalyzer(run, AnalyzerConfig{}).Analyze(context.Background(), in,
-		[]detect.File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py")
+		[]detect.File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py", false)
 	if err != nil {
 		t.Fatal(err)
 	}

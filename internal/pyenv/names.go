@@ -43,3 +43,6 @@ type AnalyzerConfig = detect.AnalyzerConfig
 func NewAnalyzer(run detect.JailRunner, cfg AnalyzerConfig) *Analyzer {
 	return detect.NewAnalyzer(run, cfg)
 }
+
+// ErrTooComplex marks code beyond what import detection reads (a 400).
+var ErrTooComplex = detect.ErrTooComplex

@@ -131,6 +131,17 @@ func (p Policy) Check(imports []detect.Import, calls []detect.Call) ([]string, e
 	return warnings, nil
 }
 
+// readsCalls reports whether a rule matches calls, which detection then
+// has to find.
+func (p Policy) readsCalls() bool {
+	for _, r := range p.Rules {
+		if len(r.Calls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func matchesAny(name string, patterns []string) bool {
 	for _, p := range patterns {
 		if name == p || strings.HasPrefix(name, p+".") {

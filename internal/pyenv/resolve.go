@@ -116,7 +116,7 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 		for i, f := range files {
 			df[i] = detect.File{Path: f.Path, Data: f.Data}
 		}
-		an, err := r.an.Analyze(ctx, in, df, entry)
+		an, err := r.an.Analyze(ctx, in, df, entry, r.cfg.Policy.readsCalls())
 		if err != nil {
 			return Needs{}, err
 		}

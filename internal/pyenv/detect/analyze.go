@@ -1,16 +1,12 @@
 package detect
 
 import (
-	"bufio"
-	"container/list"
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -25,12 +21,6 @@ import (
 //go:embed detect.py
 var detectSource string
 
-// stdlibFallback lists the standard library of interpreters older than
-// 3.10, which lack sys.stdlib_module_names.
-//
-//go:embed stdlib_fallback.txt
-var stdlibFallback string
-
 // JailRunner runs one payload in a jail; *sandbox.Manager implements it.
 type JailRunner interface {
 	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
@@ -42,8 +32,8 @@ type File struct {
 	Data []byte
 }
 
-// Import is one import statement of the project that names a module
-// outside the standard library and outside the project.
+// Import is one import of the project: an import statement's module, or
+// the string constant given to __import__ or importlib.import_module.
 type Import struct {
 	Module   string `json:"module"` // dotted, as written: "google.protobuf.json_format"
 	File     string `json:"file"`
@@ -67,14 +57,19 @@ type SyntaxIssue struct {
 	Message string `json:"message"`
 }
 
-// Analysis is what the detector found in a project.
+// Analysis is what detection found in a project. Imports and calls are in
+// the order of the detector's walk of the files, then by line and name.
 type Analysis struct {
 	// Imports are the third-party imports: what may need installing.
 	Imports []Import
 	// AllImports are every absolute import, the standard library's and
 	// the project's included (what policy rules see).
-	AllImports   []Import
-	Calls        []Call
+	AllImports []Import
+	// Calls are the calls whose callee is a dotted name; nil unless asked
+	// for (Analyze's calls).
+	Calls []Call
+	// SyntaxErrors are the files the interpreter could not parse, when the
+	// interpreter's ast read the project.
 	SyntaxErrors []SyntaxIssue
 }
 
@@ -85,33 +80,36 @@ type detectorOutput struct {
 	Imports []Import      `json:"imports"`
 	Calls   []Call        `json:"calls"`
 	Errors  []SyntaxIssue `json:"errors"`
+	Deep    []string      `json:"deep"` // files nested too deeply for ast to walk
 }
 
 // AnalyzerConfig configures an Analyzer.
 type AnalyzerConfig struct {
 	// Concurrency bounds the detector jails running at once. Default 2.
 	Concurrency int
-	// CacheEntries bounds the analyses kept, keyed by interpreter and
-	// project content. Default 512.
+	// CacheEntries bounds the detector's answers kept, keyed by
+	// interpreter and project content. Default 512.
 	CacheEntries int
 	// Timeout bounds one detector run. Default 20s.
 	Timeout time.Duration
+	// Logger receives a debug line for each project the scan leaves to the
+	// detector. Default: none.
+	Logger *slog.Logger
 }
 
-// Analyzer parses projects with the target interpreter's own ast module,
-// inside a jail with no network, and remembers recent answers.
+// Analyzer finds the imports and calls of projects. The scan (scan.go)
+// reads ordinary code in the server, in microseconds; the detector — the
+// target interpreter's own ast module, in a jail with no network — reads
+// what the scan cannot decide, and once per interpreter tells its
+// standard library. The two agree on everything the scan decides.
 type Analyzer struct {
-	run     JailRunner
-	cfg     AnalyzerConfig
-	sem     chan struct{}
-	mu      sync.Mutex
-	lru     *list.List // of *cached, most recent first
-	entries map[string]*list.Element
-}
+	run   JailRunner
+	cfg   AnalyzerConfig
+	sem   chan struct{}
+	cache *cache
 
-type cached struct {
-	key string
-	an  *Analysis
+	mu      sync.Mutex
+	stdlibs map[string]*stdlibFlight // by interpreter
 }
 
 // NewAnalyzer returns an Analyzer that runs its detector through run.
@@ -125,37 +123,89 @@ func NewAnalyzer(run JailRunner, cfg AnalyzerConfig) *Analyzer {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 20 * time.Second
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	return &Analyzer{run: run, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency),
-		lru: list.New(), entries: map[string]*list.Element{}}
+		cache: newCache(cfg.CacheEntries), stdlibs: map[string]*stdlibFlight{}}
 }
 
-// Analyze returns the third-party imports and the calls of the project
-// whose entry point is entry, as seen by the interpreter in. Imports of
-// the standard library and of the project's own modules and packages
-// (relative to the workspace and to the entry point's directory, the two
-// places Python looks first) are dropped. The Analysis may be shared with
-// other callers: it must not be modified.
-func (a *Analyzer) Analyze(ctx context.Context, in interp.Interpreter, files []File, entry string) (*Analysis, error) {
+// Analyze returns the imports of the project whose entry point is entry,
+// as the interpreter in would see them, and its calls if calls is set.
+// Imports of the standard library and of the project's own modules and
+// packages (relative to the workspace and to the entry point's directory,
+// the two places Python looks first) are not among the third-party ones.
+// Code beyond what detection reads is an error wrapping ErrTooComplex. The
+// Analysis may be shared with other callers: it must not be modified.
+func (a *Analyzer) Analyze(ctx context.Context, in interp.Interpreter, files []File, entry string, calls bool) (*Analysis, error) {
+	why := "an interpreter version the scan does not know"
+	if minor, ok := python3Minor(in.Full); ok {
+		f, unsure, err := scanProject(files, minor)
+		if err != nil {
+			return nil, err
+		}
+		why = unsure
+		if why == "" && calls && f.callsUnsure != "" {
+			why = "calls: " + f.callsUnsure
+		}
+		if why == "" {
+			skip, err := a.standard(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			an := &Analysis{AllImports: f.imports, Imports: thirdParty(f.imports, skip, projectModules(files, entry))}
+			if calls {
+				an.Calls = f.calls
+			}
+			return an, nil
+		}
+	}
+	a.cfg.Logger.Debug("import detection: the interpreter's ast reads this project", "why", why, "python", in.Full)
+	return a.analyze(ctx, in, files, entry)
+}
+
+// python3Minor returns the minor version of a full CPython 3 version
+// ("3.12.1" is 12).
+func python3Minor(full string) (int, bool) {
+	major, rest, ok1 := strings.Cut(full, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	var ma, mi int
+	if _, err := fmt.Sscanf(major+" "+minor, "%d %d", &ma, &mi); !ok1 || err != nil || ma != 3 {
+		return 0, false
+	}
+	return mi, true
+}
+
+// analyze runs the detector on the project, or returns its cached answer.
+func (a *Analyzer) analyze(ctx context.Context, in interp.Interpreter, files []File, entry string) (*Analysis, error) {
 	key := analysisKey(in, files, entry)
-	if an := a.lookup(key); an != nil {
+	if an := a.cache.lookup(key); an != nil {
 		return an, nil
 	}
+	out, err := a.detect(ctx, in, files)
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Deep) > 0 {
+		return nil, fmt.Errorf("%w: %s is nested too deeply for the interpreter's ast to walk", ErrTooComplex, out.Deep[0])
+	}
+	skip := standardSet(out)
+	a.knowStandard(in, skip)
+	sortFound(out.Imports, out.Calls, walkRanks(files))
+	an := &Analysis{AllImports: out.Imports, Imports: thirdParty(out.Imports, skip, projectModules(files, entry)),
+		Calls: out.Calls, SyntaxErrors: out.Errors}
+	a.cache.store(key, an)
+	return an, nil
+}
+
+// detect runs the detector in a jail, one of at most Concurrency.
+func (a *Analyzer) detect(ctx context.Context, in interp.Interpreter, files []File) (*detectorOutput, error) {
 	select {
 	case a.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting to detect imports: %w", ctx.Err())
 	}
 	defer func() { <-a.sem }()
-	out, err := a.detect(ctx, in, files)
-	if err != nil {
-		return nil, err
-	}
-	an := filterImports(out, projectModules(files, entry))
-	a.store(key, an)
-	return an, nil
-}
-
-func (a *Analyzer) detect(ctx context.Context, in interp.Interpreter, files []File) (*detectorOutput, error) {
 	var sf []sandbox.File
 	for _, f := range files {
 		if strings.HasSuffix(f.Path, ".py") {
@@ -175,125 +225,19 @@ func (a *Analyzer) detect(ctx context.Context, in interp.Interpreter, files []Fi
 		Limits: sandbox.Limits{WallTime: a.cfg.Timeout, CPUTime: a.cfg.Timeout, MemoryBytes: 512 << 20,
 			StdoutBytes: 16 << 20, StderrBytes: 64 << 10},
 	}, nil)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("detecting imports: %w", err)
-	}
-	if res.Status != sandbox.StatusOK {
+	case res.Status == sandbox.StatusOutputLimit || res.Status == sandbox.StatusOOM || res.Status == sandbox.StatusTimeout:
+		return nil, fmt.Errorf("%w: the interpreter's ast could not read it within its limits (%s: %s)", ErrTooComplex, res.Status, res.Reason)
+	case res.Status != sandbox.StatusOK:
 		return nil, fmt.Errorf("detecting imports: the detector ended %s (%s): %s", res.Status, res.Reason, firstLine(string(res.Stderr)))
 	}
 	var out detectorOutput
 	if err := json.Unmarshal(res.Stdout, &out); err != nil {
 		return nil, fmt.Errorf("detecting imports: unreadable answer: %w", err)
 	}
-	if out.Stdlib == nil {
-		out.Stdlib = fallbackStdlib()
-	}
 	return &out, nil
-}
-
-func fallbackStdlib() []string {
-	var names []string
-	sc := bufio.NewScanner(strings.NewReader(stdlibFallback))
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
-			names = append(names, l)
-		}
-	}
-	return names
-}
-
-// filterImports drops the standard library and the project's own modules.
-func filterImports(out *detectorOutput, project map[string]bool) *Analysis {
-	skip := map[string]bool{}
-	for _, n := range out.Stdlib {
-		skip[n] = true
-	}
-	for _, n := range out.Builtin {
-		skip[n] = true
-	}
-	an := &Analysis{AllImports: out.Imports, Calls: out.Calls, SyntaxErrors: out.Errors}
-	for _, im := range out.Imports {
-		top, _, _ := strings.Cut(im.Module, ".")
-		if skip[top] || project[top] || top == "" {
-			continue
-		}
-		an.Imports = append(an.Imports, im)
-	}
-	return an
-}
-
-// projectModules returns the top-level module and package names that the
-// project's files provide, relative to the workspace and to the directory
-// of the entry point.
-func projectModules(files []File, entry string) map[string]bool {
-	roots := []string{"."}
-	if d := path.Dir(path.Clean(entry)); d != "." {
-		roots = append(roots, d)
-	}
-	names := map[string]bool{}
-	for _, f := range files {
-		p := path.Clean(f.Path)
-		for _, r := range roots {
-			rel := p
-			if r != "." {
-				var ok bool
-				if rel, ok = strings.CutPrefix(p, r+"/"); !ok {
-					continue
-				}
-			}
-			first, _, isDir := strings.Cut(rel, "/")
-			switch {
-			case isDir:
-				names[first] = true // a package, or a namespace package
-			case strings.HasSuffix(first, ".py"), strings.HasSuffix(first, ".so"), strings.HasSuffix(first, ".pyc"):
-				stem, _, _ := strings.Cut(first, ".")
-				names[stem] = true
-			}
-		}
-	}
-	return names
-}
-
-func analysisKey(in interp.Interpreter, files []File, entry string) string {
-	h := sha256.New()
-	var n [8]byte
-	put := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	put([]byte(in.Path))
-	put([]byte(in.Full))
-	put([]byte(entry))
-	for _, f := range files {
-		put([]byte(f.Path))
-		put(f.Data)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-func (a *Analyzer) lookup(key string) *Analysis {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if el, ok := a.entries[key]; ok {
-		a.lru.MoveToFront(el)
-		return el.Value.(*cached).an
-	}
-	return nil
-}
-
-func (a *Analyzer) store(key string, an *Analysis) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := a.entries[key]; ok {
-		return
-	}
-	a.entries[key] = a.lru.PushFront(&cached{key: key, an: an})
-	for a.lru.Len() > a.cfg.CacheEntries {
-		last := a.lru.Back()
-		a.lru.Remove(last)
-		delete(a.entries, last.Value.(*cached).key)
-	}
 }
 
 func firstLine(s string) string {
