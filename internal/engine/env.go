@@ -137,7 +137,7 @@ func (e *Engine) enterEnv(ctx, sctx context.Context, id string, p *plan, r *reco
 	}
 	release := func() {}
 	python := p.interpreter.Path
-	if len(p.env.needs) > 0 {
+	if e.deps.Envs != nil { // an empty set runs in the base environment once it is built
 		lease, err := e.deps.Envs.Acquire(ctx, p.interpreter, p.env.needs, func(line string) {
 			e.publishEvent(sctx, id, EventInstall, line)
 		})
