@@ -149,9 +149,11 @@ func (a *Analyzer) Analyze(ctx context.Context, in interp.Interpreter, files []F
 			why = "calls: " + f.callsUnsure
 		}
 		if why == "" {
-			skip, err := a.standard(ctx, in)
-			if err != nil {
-				return nil, err
+			var skip map[string]bool
+			if len(f.imports) > 0 { // code that imports nothing never waits for the standard library's names
+				if skip, err = a.standard(ctx, in); err != nil {
+					return nil, err
+				}
 			}
 			an := &Analysis{AllImports: f.imports, Imports: thirdParty(f.imports, skip, projectModules(files, entry))}
 			if calls {

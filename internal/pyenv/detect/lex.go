@@ -2,6 +2,7 @@ package detect
 
 import (
 	"bytes"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -95,8 +96,8 @@ func (lx *lexer) checkEncoding() {
 			break
 		}
 	}
-	if codec, ok := codingCookie(lx.src); ok && !isUTF8Name(codec) && !ascii {
-		lx.fail = "a coding cookie (" + codec + ") over non-ASCII text"
+	if codec, ok := codingCookie(lx.src); ok && !isUTF8Name(codec) && (!ascii || !asciiCompatible(codec)) {
+		lx.fail = "a coding cookie (" + codec + ") over non-ASCII text, or naming a codec the scan does not know"
 		return
 	}
 	if !ascii && !utf8.Valid(lx.src) {
@@ -116,22 +117,38 @@ func codingCookie(src []byte) (string, bool) {
 			}
 			return "", false
 		}
-		if j := bytes.Index(t, []byte("coding")); j >= 0 && j+6 < len(t) && (t[j+6] == ':' || t[j+6] == '=') {
-			name := bytes.TrimLeft(t[j+7:], " \t")
-			k := 0
-			for k < len(name) && (isIdentByte(name[k]) || name[k] == '-' || name[k] == '.') {
-				k++
+		for rest := t; ; {
+			j := bytes.Index(rest, []byte("coding"))
+			if j < 0 || j+6 >= len(rest) {
+				break
 			}
-			return string(name[:k]), true
+			if rest[j+6] == ':' || rest[j+6] == '=' {
+				name := bytes.TrimLeft(rest[j+7:], " \t")
+				k := 0
+				for k < len(name) && (isIdentByte(name[k]) || name[k] == '-' || name[k] == '.') {
+					k++
+				}
+				return string(name[:k]), true
+			}
+			rest = rest[j+6:]
 		}
 		src = rest
 	}
 	return "", false
 }
 
+// isUTF8Name reports whether a cookie names UTF-8, as CPython normalizes
+// it ("utf-8", "UTF_8", "utf-8-unix"...).
 func isUTF8Name(codec string) bool {
-	switch string(bytes.ToLower([]byte(codec))) {
-	case "utf-8", "utf8", "utf_8", "utf-8-sig", "utf_8_sig":
+	c := strings.ReplaceAll(strings.ToLower(codec), "_", "-")
+	return c == "utf-8" || c == "utf8" || strings.HasPrefix(c, "utf-8-")
+}
+
+// asciiCompatible reports whether a cookie names a codec that reads ASCII
+// text as ASCII (a file of ASCII bytes then reads the same in it).
+func asciiCompatible(codec string) bool {
+	switch strings.ReplaceAll(strings.ToLower(codec), "_", "-") {
+	case "latin-1", "latin1", "iso-8859-1", "iso8859-1", "iso-latin-1", "ascii", "us-ascii", "cp1252", "windows-1252":
 		return true
 	}
 	return false

@@ -565,14 +565,9 @@ func unwrap(toks []token) []token {
 func closes(toks []token) bool {
 	depth := 0
 	for i, t := range toks {
-		switch {
-		case isOp(t, "(") || isOp(t, "[") || isOp(t, "{"):
-			depth++
-		case isOp(t, ")") || isOp(t, "]") || isOp(t, "}"):
-			depth--
-			if depth == 0 && i != len(toks)-1 {
-				return false
-			}
+		depth += nesting(t)
+		if depth == 0 && i != len(toks)-1 {
+			return false
 		}
 	}
 	return depth == 0
@@ -588,12 +583,8 @@ func splitTop(toks []token) [][]token {
 	var out [][]token
 	depth, from := 0, 0
 	for i, t := range toks {
-		switch {
-		case isOp(t, "(") || isOp(t, "[") || isOp(t, "{"):
-			depth++
-		case isOp(t, ")") || isOp(t, "]") || isOp(t, "}"):
-			depth--
-		case depth == 0 && isOp(t, ","):
+		depth += nesting(t)
+		if depth == 0 && isOp(t, ",") {
 			out = append(out, toks[from:i])
 			from = i + 1
 		}
@@ -624,6 +615,17 @@ func dotted(toks []token) (string, bool) {
 }
 
 func isOp(t token, op string) bool { return t.kind == kOp && string(t.text) == op }
+
+// nesting is +1 for an opening bracket, -1 for a closing one.
+func nesting(t token) int {
+	switch {
+	case isOp(t, "(") || isOp(t, "[") || isOp(t, "{"):
+		return 1
+	case isOp(t, ")") || isOp(t, "]") || isOp(t, "}"):
+		return -1
+	}
+	return 0
+}
 
 var hardKeywords = map[string]bool{"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true,
 	"async": true, "await": true, "break": true, "class": true, "continue": true, "def": true, "del": true, "elif": true,

@@ -169,3 +169,22 @@ func TestScanTooComplex(t *testing.T) {
 		t.Errorf("error %v, want ErrTooComplex", err)
 	}
 }
+
+// BenchmarkScanSnippet scans an assistant's typical snippet: what detection
+// costs the server for new code.
+func BenchmarkScanSnippet(b *testing.B) {
+	files := readTree(b, "testdata/corpus", "")
+	var src []byte
+	for _, f := range files {
+		if f.Path == "corpus/analysis.py" {
+			src = f.Data
+		}
+	}
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, unsure, err := scanProject([]File{{Path: "main.py", Data: src}}, 12); unsure != "" || err != nil {
+			b.Fatal(unsure, err)
+		}
+	}
+}

@@ -28,6 +28,14 @@ const (
 	iFromDone               // from ... import *, or after the ')'
 )
 
+// readAlias reads the name after `as`.
+func readAlias(im *importState, t token) bool {
+	w, isName := word(t)
+	im.alias = append(im.alias[:0], w...)
+	im.phase = iAfterAs
+	return isName && !hardKeyword(w)
+}
+
 func word(t token) (string, bool) {
 	if t.kind != kName {
 		return "", false
@@ -63,9 +71,7 @@ func (s *fileScan) importTok(t token) {
 			ok = s.endsStatement(t)
 		}
 	case iAs:
-		ok = isName && !hardKeyword(w)
-		im.alias = append(im.alias[:0], w...)
-		im.phase = iAfterAs
+		ok = readAlias(im, t)
 	case iAfterAs:
 		switch {
 		case isOp(t, ","):
@@ -190,9 +196,7 @@ func (s *fileScan) fromTok(t token) {
 			ok = s.endsStatement(t)
 		}
 	case iAs:
-		ok = isName && !hardKeyword(w)
-		im.alias = append(im.alias[:0], w...)
-		im.phase = iAfterAs
+		ok = readAlias(im, t)
 	case iFromDone:
 		ok = s.endsStatement(t)
 	}
