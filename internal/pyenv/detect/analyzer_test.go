@@ -81,7 +81,7 @@ func TestDetectorHostileSources(t *testing.T) {
 	in := pyenvtest.Python(t, "")
 	cookie := "# coding: latin-1\ns = '\xe9'\nimport yaml\n"
 	cases := []struct {
-		name, src string
+		name, src  string
 		tooComplex bool
 	}{
 		{"brackets nested deeper than the parser allows", cookie + "x = " + strings.Repeat("(", 1000) + strings.Repeat(")", 1000) + "\n", false},
