@@ -2,6 +2,7 @@ package pyenv
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -183,5 +184,35 @@ func TestPolicy(t *testing.T) {
 	bad := Policy{Rules: []Rule{{Name: "x", Action: "block", Calls: []string{"eval"}}}}
 	if err := bad.Validate(); err == nil {
 		t.Error("an unknown action was accepted")
+	}
+}
+
+// TestRequirementListsAreBounded: a requirement list or a script block of
+// more than maxRequirements entries is a 400, and megabytes of lines cost
+// memory in proportion to their size at most.
+func TestRequirementListsAreBounded(t *testing.T) {
+	if _, err := ParseRequirements(strings.Repeat("pkg\n", maxRequirements+1), FromRequest); !errors.Is(err, ErrBadRequirement) {
+		t.Errorf("%d requirements: error %v, want ErrBadRequirement", maxRequirements+1, err)
+	}
+	block := "# /// script\n# dependencies = [\n" + strings.Repeat("#   \"a\",\n", maxRequirements+1) + "# ]\n# ///\n"
+	if _, err := ScriptDependencies(block); !errors.Is(err, ErrBadRequirement) {
+		t.Errorf("a script block of %d dependencies: error %v, want ErrBadRequirement", maxRequirements+1, err)
+	}
+	for name, text := range map[string]string{
+		"10 MB of blank lines":              strings.Repeat("\n", 10<<20),
+		"10 MB of comment lines in a block": "# /// script\n" + strings.Repeat("#\n", 5<<20) + "# ///\n",
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err1 := ParseRequirements(text, FromRequest)
+		_, err2 := ScriptDependencies(text)
+		runtime.ReadMemStats(&after)
+		if err1 != nil || err2 != nil {
+			t.Errorf("%s: errors %v, %v", name, err1, err2)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(3*len(text)) {
+			t.Errorf("%s: %d MiB allocated for %d MiB", name, alloc>>20, len(text)>>20)
+		}
 	}
 }
