@@ -72,3 +72,34 @@ func deepBlocks(n int) string {
 	b.WriteString(strings.Repeat(" ", n) + "import a\n")
 	return b.String()
 }
+
+// FuzzScan: whatever the bytes, the scan ends, without a panic, in an
+// answer, "the interpreter decides" or ErrTooComplex; an answer holds only
+// imports and calls of the file, on lines it has.
+func FuzzScan(f *testing.F) {
+	for _, c := range readTree(f, "testdata/corpus", "") {
+		f.Add(c.Data, 12)
+		f.Add(c.Data, 8)
+	}
+	f.Add([]byte("f'{a:{b!r}}' f\"{'x'}\"\n@d\nclass C[T]: pass\n"), 12)
+	f.Fuzz(func(t *testing.T, src []byte, minor int) {
+		fs, unsure, err := scanProject([]File{{Path: "main.py", Data: src}}, 8+(minor&7))
+		if err != nil && !errors.Is(err, ErrTooComplex) {
+			t.Fatalf("error %v", err)
+		}
+		if err != nil || unsure != "" {
+			return
+		}
+		lines := bytes.Count(src, []byte("\n")) + 1
+		for _, im := range fs.imports {
+			if im.File != "main.py" || im.Line < 1 || im.Line > lines {
+				t.Fatalf("import %+v outside the file's %d lines", im, lines)
+			}
+		}
+		for _, c := range fs.calls {
+			if c.File != "main.py" || c.Line < 1 || c.Line > lines || c.Name == "" {
+				t.Fatalf("call %+v outside the file's %d lines", c, lines)
+			}
+		}
+	})
+}
