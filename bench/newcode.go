@@ -62,7 +62,7 @@ type newCode struct {
 // servers of each kind of snippet and returns the environment's python.
 func prepareNewCode(ctx context.Context, s *server, python string) (*newCode, error) {
 	probe, _ := json.Marshal(map[string]any{"code": "import sys, pandas; print(sys.executable)", "requirements_txt": plotRequirements,
-		"config": map[string]any{"timeout_seconds": 600}})
+		"config": map[string]any{"timeout_seconds": 300}})
 	r, err := s.post(ctx, probe)
 	if err != nil {
 		return nil, fmt.Errorf("the base environment with pandas: %w", err)

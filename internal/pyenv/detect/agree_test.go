@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -37,7 +38,7 @@ func TestScanAgreesWithTheInterpreter(t *testing.T) {
 			a := NewAnalyzer(run, AnalyzerConfig{})
 			files := slices.Concat(corpus, seeds, stdlibSample(t, in, 60))
 			var decided, parsed int
-			for _, batch := range batches(files, minor) {
+			for _, batch := range batches(files) {
 				out, err := a.detect(context.Background(), in, batch)
 				if err != nil {
 					t.Fatal(err)
@@ -66,6 +67,7 @@ func compare(t *testing.T, out *detectorOutput, batch []File, minor int) (decide
 	for _, f := range out.Deep {
 		failed[f] = true
 	}
+	truncated := len(out.Calls) >= maxCalls // a file of more than 2000 calls, alone
 	for _, file := range batch {
 		p := path.Clean(file.Path)
 		if failed[p] {
@@ -89,7 +91,7 @@ func compare(t *testing.T, out *detectorOutput, batch []File, minor int) (decide
 		if !slices.Equal(got.imports, want.imports) {
 			t.Errorf("%s: imports\nscan     %v\ndetector %v", p, got.imports, want.imports)
 		}
-		if got.callsUnsure == "" && !slices.Equal(got.calls, want.calls) {
+		if got.callsUnsure == "" && !truncated && !slices.Equal(got.calls, want.calls) {
 			t.Errorf("%s: calls\nscan     %v\ndetector %v", p, got.calls, want.calls)
 		}
 	}
@@ -106,21 +108,21 @@ func only[T any](all []T, file string, of func(T) string) []T {
 	return out
 }
 
-// batches splits files into detector runs whose calls, as the scan counts
-// them, stay under the detector's bound, and whose size fits a workspace.
-func batches(files []File, minor int) [][]File {
+// batches splits files into detector runs whose calls stay under the
+// detector's bound (every call has a '('), and whose size fits a
+// workspace.
+func batches(files []File) [][]File {
 	var out [][]File
 	var cur []File
 	calls, size := 0, 0
 	for _, f := range files {
-		var n found
-		scanFile(f.Path, f.Data, minor, &n)
-		if len(cur) > 0 && (calls+len(n.calls) > maxCalls || size+len(f.Data) > 8<<20 || len(cur) >= 200) {
+		n := bytes.Count(f.Data, []byte("("))
+		if len(cur) > 0 && (calls+n > maxCalls || size+len(f.Data) > 8<<20 || len(cur) >= 200) {
 			out = append(out, cur)
 			cur, calls, size = nil, 0, 0
 		}
 		cur = append(cur, f)
-		calls, size = calls+len(n.calls), size+len(f.Data)
+		calls, size = calls+n, size+len(f.Data)
 	}
 	return append(out, cur)
 }
