@@ -99,7 +99,8 @@ func (nc *newCode) bare(ctx context.Context, k newCodeKind, code string) error {
 
 // latency: for each kind, n times interleaved, the bare baseline (for
 // pandas every fourth time: an import of pandas takes a second), a new
-// snippet through the API and the kind's first snippet again.
+// snippet through the API and the kind's first snippet again, those two
+// in alternating order.
 func (nc *newCode) latency(ctx context.Context, n int) ([]row, error) {
 	var rows []row
 	for _, k := range newCodeKinds {
@@ -113,10 +114,16 @@ func (nc *newCode) latency(ctx context.Context, n int) ([]row, error) {
 				}
 				b = append(b, time.Since(t))
 			}
-			for _, m := range []struct {
+			// The two take turns going first: the second of a pair may
+			// find the pool still refilling after the first.
+			pair := []struct {
 				code string
 				d    *[]time.Duration
-			}{{k.code(nc.next.Add(1)), &fresh}, {same, &rep}} {
+			}{{k.code(nc.next.Add(1)), &fresh}, {same, &rep}}
+			if i%2 == 1 {
+				pair[0], pair[1] = pair[1], pair[0]
+			}
+			for _, m := range pair {
 				t := time.Now()
 				if _, err := nc.eval(ctx, m.code, 60); err != nil {
 					return nil, err
