@@ -176,7 +176,10 @@ func TestClassify(t *testing.T) {
 		{"HTTP request", []byte("GET / HTTP/1.1\r\nHost: evil.com\r\n"), streamHTTP, "", true},
 		{"unlisted method", []byte("PROPFIND / HTTP/1.1\r\n"), streamHTTP, "", true},
 		{"absolute-form target", []byte("FOO http://evil.com/ HTTP/1.1\r\n"), streamHTTP, "", true},
-		{"leading blank line", []byte("\r\nGET / HTTP/1.1\r\n"), streamHTTP, "", true},
+		{"leading blank line", []byte("\r\nGET / HTTP/1.1\r\n"), streamOther, "", true},
+		{"a tab after the method", []byte("GET\t/ HTTP/1.1\r\n"), streamOther, "", true},
+		{"a request line cut short", []byte("GET / HTTP/1."), streamOther, "", false},
+		{"an alert record first", []byte{0x15, 3, 1, 0, 2, 1, 90}, streamOther, "", true},
 		{"h2c preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), streamHTTP, "", true},
 		{"token and space, target not yet sent", []byte("FOO "), streamOther, "", false},
 		{"another protocol", []byte("SSH-2.0-x\r\n"), streamOther, "", true},
@@ -244,6 +247,13 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"first record only", short, "", false},
 		{"an alert before the hello is whole", append(short, 0x15, 3, 3, 0, 2, 2, 40), ReasonBadClientHello, true},
 		{"an empty record", []byte{0x16, 3, 1, 0, 0}, ReasonBadClientHello, true},
+		{"a record of another version", append([]byte{0x16, 0x47, 0x45}, good[3:]...), ReasonBadClientHello, true},
+		{"two host names", record(hello(sniExt("files.pypi.org", "evil.com"))), ReasonBadClientHello, true},
+		{"the server name extension twice", record(hello(append(sniExt("files.pypi.org"), sniExt("evil.com")...))), ReasonBadClientHello, true},
+		{"bytes after the extensions", record(trailing(hello(sniExt("files.pypi.org")))), ReasonBadClientHello, true},
+		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
+		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
+		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
 		{"a message longer than allowed", []byte{0x16, 3, 1, 0, 4, 1, 1, 0, 0}, ReasonBadClientHello, true},
 		{"a message cut short inside", append([]byte{0x16, 3, 1, 0, 8}, 1, 0, 0, 4, 3, 3, 0, 0), ReasonBadClientHello, true},
 	}
@@ -255,6 +265,37 @@ func TestClientHelloOverRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sniExt is a server_name extension listing names as host names.
+func sniExt(names ...string) []byte {
+	var list []byte
+	for _, n := range names {
+		list = append(list, 0, byte(len(n)>>8), byte(len(n)))
+		list = append(list, n...)
+	}
+	body := append([]byte{byte(len(list) >> 8), byte(len(list))}, list...)
+	return append([]byte{0, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// hello is a ClientHello message with one cipher suite and exts.
+func hello(exts []byte) []byte {
+	body := append([]byte{3, 3}, make([]byte, 32)...)        // version, random
+	body = append(body, 0, 0, 2, 0x13, 0x01, 1, 0)           // no session id, one suite, no compression
+	body = append(body, byte(len(exts)>>8), byte(len(exts))) // extensions
+	body = append(body, exts...)
+	return append([]byte{1, byte(len(body) >> 16), byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// trailing adds a byte at the end of a handshake message, inside it.
+func trailing(msg []byte) []byte {
+	n := len(msg) - 4 + 1
+	return append(append([]byte{msg[0], byte(n >> 16), byte(n >> 8), byte(n)}, msg[4:]...), 0)
+}
+
+// record carries msg in one handshake record.
+func record(msg []byte) []byte {
+	return append([]byte{0x16, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
 // FuzzClassify: whatever the payload sends first, classify does not
