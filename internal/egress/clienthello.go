@@ -10,13 +10,26 @@ var (
 	errBadHello  = errors.New("malformed client hello")
 	errTwoNames  = errors.New("client hello names more than one server")
 	errRepeatExt = errors.New("client hello repeats an extension")
+	errHidden    = errors.New("client hello carries an encrypted server name")
+)
+
+// Extensions of a ClientHello that carry a server name.
+const (
+	extServerName = 0
+	// extECH (Encrypted ClientHello, RFC 9849) carries a whole inner
+	// ClientHello, server name included, that the server decrypts and
+	// serves instead of the outer one; extESNI is its draft predecessor.
+	extECH  = 0xfe0d
+	extESNI = 0xffce
 )
 
 // clientHelloSNI returns the host name in the server_name extension of a
 // TLS ClientHello handshake message, "" when it has none. The whole
 // message is parsed and refused where a strict server refuses it (bytes
 // left over in any part, an extension twice, two host names), so that the
-// name read here is the one a server reads.
+// name read here is the one a server reads; a hello that carries an
+// encrypted server name (ECH, ESNI), which a server would serve instead,
+// is refused too.
 func clientHelloSNI(b []byte) (string, error) {
 	r := reader(b)
 	typ, ok := r.u8()
@@ -55,7 +68,11 @@ func clientHelloSNI(b []byte) (string, error) {
 			return "", errRepeatExt
 		}
 		seen[typ] = true
-		if typ != 0 { // server_name
+		switch typ {
+		case extECH, extESNI:
+			return "", errHidden
+		case extServerName:
+		default:
 			continue
 		}
 		list, ok := body.vec16()

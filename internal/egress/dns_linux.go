@@ -26,8 +26,10 @@ const resolveTimeout = 5 * time.Second
 const answerTTL = 30
 
 // maxDNSFlows bounds the lookups being answered at once (a flow counts
-// until its first answer is sent): a payload sending queries from endless
-// source ports gets SERVFAIL for the extra ones, not a goroutine each.
+// until its first answer is sent, and while it answers each later query
+// on its socket): a payload sending queries from endless source ports, or
+// again on flows that answered, gets SERVFAIL for the extra ones, not a
+// goroutine waiting for the upstream resolver each.
 const maxDNSFlows = 64
 
 // maxDNSLingering bounds the flows waiting after their answer (dnsLinger);
@@ -54,7 +56,7 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 		return
 	}
 	conn := gonet.NewUDPConn(&wq, ep)
-	if !e.goTracked(func() { e.serveDNS(conn, ep) }) {
+	if !e.goTracked(func() { e.serveDNS(conn, ep, dst) }) {
 		e.dnsBusy.Add(-1)
 		conn.Close()
 	}
@@ -73,61 +75,71 @@ func (e *Egress) udpRefused(dst netip.Addr, port uint16) {
 	e.emit(Event{Proto: "udp", Host: dst.String(), Port: port, Verdict: VerdictDeny, Reason: reason})
 }
 
-// serveDNS answers the query that opened a flow, then those the payload
-// sends on the same socket until the flow has been idle for dnsLinger.
-func (e *Egress) serveDNS(conn *gonet.UDPConn, ep tcpip.Endpoint) {
+// serveDNS answers the query that opened a flow (to dst), then those the
+// payload sends on the same socket until the flow has been idle for
+// dnsLinger. The flow counts as a lookup in flight until its first answer
+// (handleUDP counted it), and again while it answers each later query.
+func (e *Egress) serveDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, dst netip.Addr) {
 	defer conn.Close()
 	stop := context.AfterFunc(e.ctx, func() { conn.Close() })
 	defer stop()
-	busy, lingering := true, false
-	defer func() {
-		if busy {
-			e.dnsBusy.Add(-1)
-		}
-		if lingering {
-			e.dnsLingering.Add(-1)
-		}
-	}()
 	buf := make([]byte, 1500)
+	// The first query is queued already: the deadline only ends a flow
+	// that lingered in vain.
+	_ = conn.SetReadDeadline(time.Now().Add(dnsLinger))
+	n, err := conn.Read(buf)
+	var resp []byte
+	if err == nil {
+		resp = e.answer(buf[:n])
+	}
+	e.dnsBusy.Add(-1)
+	if err != nil || resp != nil && write(conn, resp) != nil {
+		return
+	}
+	if e.dnsLingering.Add(1) > maxDNSLingering {
+		e.dnsLingering.Add(-1)
+		e.drainDNS(conn, ep, buf, dst)
+		return
+	}
+	defer e.dnsLingering.Add(-1)
 	for {
-		// The first query is queued already: the deadline only ends a
-		// flow that lingered in vain.
 		_ = conn.SetReadDeadline(time.Now().Add(dnsLinger))
 		n, err := conn.Read(buf)
 		if err != nil {
 			return
 		}
-		if resp := e.answer(buf[:n]); resp != nil {
-			if _, err := conn.Write(resp); err != nil {
-				return
-			}
-		}
-		if busy {
-			busy = false
-			e.dnsBusy.Add(-1)
-		}
-		if !lingering {
-			if e.dnsLingering.Add(1) > maxDNSLingering {
-				e.dnsLingering.Add(-1)
-				e.drainDNS(conn, ep, buf)
-				return
-			}
-			lingering = true
+		if resp := e.answerAgain(buf[:n], dst); resp != nil && write(conn, resp) != nil {
+			return
 		}
 	}
 }
 
+// write sends one answer.
+func write(conn *gonet.UDPConn, resp []byte) error {
+	_, err := conn.Write(resp)
+	return err
+}
+
+// answerAgain answers a later query of a flow: it counts as a lookup in
+// flight while it is answered, and over the cap gets SERVFAIL.
+func (e *Egress) answerAgain(query []byte, dst netip.Addr) []byte {
+	if e.dnsBusy.Add(1) > maxDNSFlows {
+		e.dnsBusy.Add(-1)
+		return e.refusal(query, dst)
+	}
+	defer e.dnsBusy.Add(-1)
+	return e.answer(query)
+}
+
 // drainDNS answers the queries queued on a flow that may not linger.
-func (e *Egress) drainDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, buf []byte) {
+func (e *Egress) drainDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, buf []byte, dst netip.Addr) {
 	for {
 		n, ok := readQueued(ep, buf)
 		if !ok {
 			return
 		}
-		if resp := e.answer(buf[:n]); resp != nil {
-			if _, err := conn.Write(resp); err != nil {
-				return
-			}
+		if resp := e.answerAgain(buf[:n], dst); resp != nil && write(conn, resp) != nil {
+			return
 		}
 	}
 }
@@ -142,15 +154,21 @@ func (e *Egress) refuseDNS(ep tcpip.Endpoint, dst netip.Addr) {
 	if !ok {
 		return
 	}
-	hdr, q, ok := parseQuery(buf[:n])
-	if !ok {
-		e.dnsEvent(dst.String(), VerdictDeny, ReasonDNSFlowLimit)
-		return
-	}
-	e.dnsEvent(queryName(q), VerdictDeny, ReasonDNSFlowLimit)
-	if resp := reply(hdr, q, dnsmessage.RCodeServerFailure, nil); resp != nil {
+	if resp := e.refusal(buf[:n], dst); resp != nil {
 		_, _ = ep.Write(bytes.NewReader(resp), tcpip.WriteOptions{})
 	}
+}
+
+// refusal reports a query over maxDNSFlows (to dst) and returns its
+// SERVFAIL answer, nil when it does not parse.
+func (e *Egress) refusal(query []byte, dst netip.Addr) []byte {
+	hdr, q, ok := parseQuery(query)
+	if !ok {
+		e.dnsEvent(dst.String(), VerdictDeny, ReasonDNSFlowLimit)
+		return nil
+	}
+	e.dnsEvent(queryName(q), VerdictDeny, ReasonDNSFlowLimit)
+	return reply(hdr, q, dnsmessage.RCodeServerFailure, nil)
 }
 
 // readQueued reads a datagram already queued on ep, without waiting.

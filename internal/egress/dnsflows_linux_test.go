@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ type dnsWire struct {
 
 func newDNSWire(t *testing.T, res Resolver, hooks Hooks) *dnsWire {
 	t.Helper()
-	rules, err := ParseRules([]string{"ok.test"})
+	rules, err := ParseRules([]string{"ok.test", "*.ok.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +41,18 @@ func newDNSWire(t *testing.T, res Resolver, hooks Hooks) *dnsWire {
 	return &dnsWire{e: e, link: link}
 }
 
-// send sends a query of type typ for name from the jail's source port.
+// send sends a query of type typ for ok.test from the jail's source port.
 func (w *dnsWire) send(t *testing.T, port uint16, id uint16, typ dnsmessage.Type) {
+	t.Helper()
+	w.ask(t, port, id, "ok.test.", typ)
+}
+
+// ask sends a query of type typ for name from the jail's source port.
+func (w *dnsWire) ask(t *testing.T, port uint16, id uint16, name string, typ dnsmessage.Type) {
 	t.Helper()
 	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
 	_ = b.StartQuestions()
-	_ = b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("ok.test."), Type: typ, Class: dnsmessage.ClassINET})
+	_ = b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET})
 	q, err := b.Finish()
 	if err != nil {
 		t.Fatal(err)
@@ -115,17 +122,21 @@ func TestSequentialFlows(t *testing.T) {
 	}
 }
 
-// heldResolver answers once released.
+// heldResolver answers once released, and for the name free (rooted) at
+// once.
 type heldResolver struct {
 	StaticResolver
 	release chan struct{}
+	free    string
 }
 
 func (h heldResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	select {
-	case <-h.release:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if host != h.free {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return h.StaticResolver.LookupNetIP(ctx, network, host)
 }
@@ -135,7 +146,7 @@ func (h heldResolver) LookupNetIP(ctx context.Context, network, host string) ([]
 // are answered once it answers.
 func TestFlowCap(t *testing.T) {
 	rec := &recorder{}
-	res := heldResolver{StaticResolver{"ok.test": {netip.MustParseAddr("203.0.113.2")}}, make(chan struct{})}
+	res := heldResolver{StaticResolver{"ok.test": {netip.MustParseAddr("203.0.113.2")}}, make(chan struct{}), ""}
 	w := newDNSWire(t, res, rec.hooks())
 	const extra = 5
 	for i := range uint16(maxDNSFlows + extra) {
@@ -157,6 +168,53 @@ func TestFlowCap(t *testing.T) {
 		}
 	}
 	_ = w.e.Close()
+	if !rec.find("dns", "ok.test", VerdictDeny, ReasonDNSFlowLimit) {
+		t.Errorf("no event for the refused lookups: %+v", rec.events)
+	}
+}
+
+// TestLingeringFlowsCount: a flow that answered and waits for another
+// query counts as a lookup in flight again while it answers one, so that
+// flows asking again cannot hold more than maxDNSFlows lookups at once
+// (each a goroutine waiting for the upstream resolver): past them, a new
+// flow gets SERVFAIL.
+func TestLingeringFlowsCount(t *testing.T) {
+	rec := &recorder{}
+	res := heldResolver{StaticResolver{"ok.test": {netip.MustParseAddr("203.0.113.2")}}, make(chan struct{}), "ok.test."}
+	w := newDNSWire(t, res, rec.hooks())
+	for i := range uint16(maxDNSFlows) {
+		w.send(t, 40000+i, i, dnsmessage.TypeA)
+	}
+	for range maxDNSFlows {
+		if a, ok := w.recv(t, 2*time.Second); !ok || a.rcode != dnsmessage.RCodeSuccess {
+			t.Fatalf("a first lookup: %+v (received: %v)", a, ok)
+		}
+	}
+	// Each flow, lingering, asks for a name the resolver holds.
+	for i := range uint16(maxDNSFlows) {
+		w.ask(t, 40000+i, 1000+i, fmt.Sprintf("h%d.ok.test.", i), dnsmessage.TypeA)
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.e.dnsBusy.Load() < maxDNSFlows; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lookups counted in flight, want %d", w.e.dnsBusy.Load(), maxDNSFlows)
+		}
+	}
+	const extra = 5
+	for i := range uint16(extra) {
+		w.send(t, 41000+i, 2000+i, dnsmessage.TypeA)
+	}
+	for range extra {
+		a, ok := w.recv(t, 2*time.Second)
+		if !ok || a.rcode != dnsmessage.RCodeServerFailure || a.port < 41000 {
+			t.Fatalf("past %d lookups in flight: %+v (received: %v), want SERVFAIL to a new flow", maxDNSFlows, a, ok)
+		}
+	}
+	close(res.release)
+	for range maxDNSFlows {
+		if a, ok := w.recv(t, 5*time.Second); !ok || a.port >= 41000 {
+			t.Fatalf("a held lookup: %+v (received: %v)", a, ok)
+		}
+	}
 	if !rec.find("dns", "ok.test", VerdictDeny, ReasonDNSFlowLimit) {
 		t.Errorf("no event for the refused lookups: %+v", rec.events)
 	}

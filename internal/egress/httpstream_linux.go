@@ -21,10 +21,21 @@ import (
 // finds it and checked as the first was. It returns a refusal reason, ""
 // when the payload ended the stream (or it broke).
 func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(op.first), down), relayBuffer)
-	w := &upstream{r: r, up: up}
+	// What was checked goes to the destination in as many writes as the
+	// payload's reads, not one for each head, chunk-size line, chunk and
+	// CRLF: a body of one-byte chunks would cost three writes, and as
+	// many segments to the destination, for every six bytes it sends.
+	bw := bufio.NewWriterSize(&upstream{r: r, up: up}, relayBuffer)
+	src := &flushing{r: io.MultiReader(bytes.NewReader(op.first), down), w: bw}
+	br := bufio.NewReaderSize(src, relayBuffer)
+	// w hides bw's ReadFrom, which would read into bw's buffer while src
+	// flushes it.
+	w := struct{ io.Writer }{bw}
 	until := op.until
 	for {
+		if bw.Flush() != nil {
+			return ""
+		}
 		if until.IsZero() {
 			// Between requests the payload may wait as long as it likes.
 			if _, err := br.Peek(1); err != nil {
@@ -37,7 +48,7 @@ func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
 		_ = down.SetReadDeadline(time.Time{})
 		until = time.Time{}
 		switch {
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) || src.err != nil:
 			return ""
 		case err != nil:
 			return ReasonBadHTTPRequest
@@ -55,6 +66,21 @@ func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
 			return "" // the payload or the destination ended, or a limit cut
 		}
 	}
+}
+
+// flushing flushes w before each read of r: what was written goes out
+// before the relay waits for more.
+type flushing struct {
+	r   io.Reader
+	w   *bufio.Writer
+	err error // the flush's, which ends the relay
+}
+
+func (f *flushing) Read(p []byte) (int, error) {
+	if f.err = f.w.Flush(); f.err != nil {
+		return 0, f.err
+	}
+	return f.r.Read(p)
 }
 
 // upstream writes to the destination what the payload sent, counted

@@ -74,11 +74,161 @@ def tls_get(host, sni, ca, prefix=b"", split=0, port=443):
     return got
 `
 
+// pyTLS13 is Python for a TLS 1.3 exchange by hand, with ClientHellos as
+// no TLS library sends them: a server name of any bytes, and a second
+// ClientHello, after the server asked for one, naming another server. It
+// offers only what it needs (P-256 with the generator as its key share,
+// so that the shared secret is the x of the server's share, and
+// ChaCha20-Poly1305) and checks nothing of the server's.
+const pyTLS13 = `
+import hashlib, hmac, os, socket, struct
+M32 = 0xffffffff
+def _u8(b): return bytes([len(b)]) + b
+def _u16(b): return struct.pack(">H", len(b)) + b
+def _ext(t, body): return struct.pack(">H", t) + _u16(body)
+def _rotl(v, c): return ((v << c) & M32) | (v >> (32 - c))
+def _chacha(key, counter, nonce):
+    s = [0x61707865, 0x3320646e, 0x79622d32, 0x6b206574, *struct.unpack("<8I", key), counter, *struct.unpack("<3I", nonce)]
+    w = s[:]
+    def qr(a, b, c, d):
+        w[a] = (w[a] + w[b]) & M32; w[d] = _rotl(w[d] ^ w[a], 16)
+        w[c] = (w[c] + w[d]) & M32; w[b] = _rotl(w[b] ^ w[c], 12)
+        w[a] = (w[a] + w[b]) & M32; w[d] = _rotl(w[d] ^ w[a], 8)
+        w[c] = (w[c] + w[d]) & M32; w[b] = _rotl(w[b] ^ w[c], 7)
+    for _ in range(10):
+        qr(0, 4, 8, 12); qr(1, 5, 9, 13); qr(2, 6, 10, 14); qr(3, 7, 11, 15)
+        qr(0, 5, 10, 15); qr(1, 6, 11, 12); qr(2, 7, 8, 13); qr(3, 4, 9, 14)
+    return struct.pack("<16I", *[(a + b) & M32 for a, b in zip(w, s)])
+def _xor(key, nonce, data):
+    out = bytearray()
+    for i in range(0, len(data), 64):
+        out += bytes(a ^ b for a, b in zip(data[i:i + 64], _chacha(key, 1 + i // 64, nonce)))
+    return bytes(out)
+def _pad(b): return b + bytes(-len(b) % 16)
+def _tag(key, nonce, aad, ct):
+    otk = _chacha(key, 0, nonce)
+    r = int.from_bytes(otk[:16], "little") & 0x0ffffffc0ffffffc0ffffffc0fffffff
+    msg, acc, p = _pad(aad) + _pad(ct) + struct.pack("<QQ", len(aad), len(ct)), 0, (1 << 130) - 5
+    for i in range(0, len(msg), 16):
+        acc = (acc + int.from_bytes(msg[i:i + 16] + b"\x01", "little")) * r % p
+    return ((acc + int.from_bytes(otk[16:32], "little")) % (1 << 128)).to_bytes(16, "little")
+def _label(secret, label, ctx, n):
+    info, out, t, i = struct.pack(">H", n) + _u8(b"tls13 " + label) + _u8(ctx), b"", b"", 1
+    while len(out) < n:
+        t = hmac.new(secret, t + info + bytes([i]), hashlib.sha256).digest(); out += t; i += 1
+    return out[:n]
+def _extract(salt, ikm): return hmac.new(salt, ikm, hashlib.sha256).digest()
+# P-256 key share of the private key 1: the generator. The shared secret is the x of the server's share.
+_G = bytes.fromhex("046B17D1F2E12C4247F8BCE6E563A440F277037D812DEB33A0F4A13945D898C2964FE342E2FE1A7F9B8EE7EB4A7C0F9E162BCE33576B315ECECBB6406837BF51F5")
+_HRR = hashlib.sha256(b"HelloRetryRequest").digest()
+class _Keys:
+    def __init__(self, secret):
+        self.key, self.iv, self.seq = _label(secret, b"key", b"", 32), _label(secret, b"iv", b"", 12), 0
+    def nonce(self):
+        n = bytes(a ^ b for a, b in zip(self.iv, self.seq.to_bytes(12, "big"))); self.seq += 1; return n
+def tls13_get(host, port, sni1, sni2=None, request=b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
+    """A TLS 1.3 exchange by hand: the first ClientHello names sni1 (bytes); with sni2 it offers
+    no key share, so that the server asks again, and the second ClientHello names sni2.
+    Returns the application data the server sent back."""
+    rnd, sid = os.urandom(32), os.urandom(32)
+    def hello(sni, share):
+        e = _ext(0, _u16(b"\x00" + _u16(sni))) + _ext(10, _u16(struct.pack(">H", 23)))
+        e += _ext(13, _u16(struct.pack(">HHH", 0x0403, 0x0804, 0x0401))) + _ext(43, _u8(b"\x03\x04"))
+        e += _ext(51, _u16(struct.pack(">H", 23) + _u16(_G) if share else b""))
+        body = b"\x03\x03" + rnd + _u8(sid) + _u16(b"\x13\x03") + _u8(b"\x00") + _u16(e)
+        return b"\x01" + len(body).to_bytes(3, "big") + body
+    s = socket.create_connection((host, port), timeout=10)
+    buf = b""
+    def record():
+        nonlocal buf
+        while len(buf) < 5 or len(buf) < 5 + int.from_bytes(buf[3:5], "big"):
+            b = s.recv(65536)
+            if not b:
+                raise ConnectionError("closed")
+            buf += b
+        n = 5 + int.from_bytes(buf[3:5], "big")
+        r, buf = buf[:n], buf[n:]
+        return r
+    def plain_handshake():
+        while True:
+            r = record()
+            if r[0] == 0x16:
+                return r[5:]
+            if r[0] != 0x14:
+                raise ConnectionError("record %r" % r[:7])
+    ch = hello(sni1, sni2 is None)
+    s.sendall(b"\x16\x03\x01" + _u16(ch))
+    sh = plain_handshake()
+    transcript = ch
+    if sh[6:38] == _HRR:
+        transcript = b"\xfe\x00\x00\x20" + hashlib.sha256(ch).digest() + sh
+        ch = hello(sni2, True)
+        s.sendall(b"\x14\x03\x03\x00\x01\x01\x16\x03\x03" + _u16(ch))
+        transcript += ch
+        sh = plain_handshake()
+    transcript += sh
+    i = sh.index(b"\x00\x33\x00\x45\x00\x17\x00\x41")  # key_share: secp256r1, 65 bytes
+    shared = sh[i + 9:i + 41]
+    zero = bytes(32)
+    hs = _extract(_label(_extract(zero, zero), b"derived", hashlib.sha256().digest(), 32), shared)
+    th = lambda: hashlib.sha256(transcript).digest()
+    c_hs, s_hs = _label(hs, b"c hs traffic", th(), 32), _label(hs, b"s hs traffic", th(), 32)
+    master = _extract(_label(hs, b"derived", hashlib.sha256().digest(), 32), zero)
+    sk, ck = _Keys(s_hs), _Keys(c_hs)
+    def open_record(keys):
+        while True:
+            r = record()
+            if r[0] == 0x17:
+                pt = _xor(keys.key, keys.nonce(), r[5:-16]).rstrip(b"\x00")
+                return pt[-1], pt[:-1]
+            if r[0] != 0x14:
+                raise ConnectionError("record %r" % r[:7])
+    def seal(keys, typ, data):
+        n, pt = keys.nonce(), data + bytes([typ])
+        aad = b"\x17\x03\x03" + struct.pack(">H", len(pt) + 16)
+        ct = _xor(keys.key, n, pt)
+        return aad + ct + _tag(keys.key, n, aad, ct)
+    msgs = b""
+    while True:
+        typ, pt = open_record(sk)
+        if typ == 0x15:
+            raise ConnectionError("alert %r" % pt)
+        msgs += pt
+        done = False
+        while len(msgs) >= 4 and len(msgs) >= 4 + int.from_bytes(msgs[1:4], "big"):
+            n = 4 + int.from_bytes(msgs[1:4], "big")
+            m, msgs = msgs[:n], msgs[n:]
+            if m[0] == 20:  # the server's Finished
+                transcript += m
+                done = True
+                break
+            transcript += m
+        if done:
+            break
+    c_ap, s_ap = _label(master, b"c ap traffic", th(), 32), _label(master, b"s ap traffic", th(), 32)
+    fin = hmac.new(_label(c_hs, b"finished", b"", 32), th(), hashlib.sha256).digest()
+    s.sendall(b"\x14\x03\x03\x00\x01\x01" + seal(ck, 0x16, b"\x14\x00\x00\x20" + fin))
+    ak, sak = _Keys(c_ap), _Keys(s_ap)
+    s.sendall(seal(ak, 0x17, request))
+    got = b""
+    try:
+        while True:
+            typ, pt = open_record(sak)
+            if typ == 0x17:
+                got += pt
+            elif typ == 0x15:
+                break
+    except (ConnectionError, OSError):
+        pass
+    s.close()
+    return got
+`
+
 // attacks is the payload of TestNameRulesFailClosed: argv is the host to
 // attack (allowed.test through the egress, the test host's address
 // directly), the CA file and the attack's name; it prints whether the
 // other site answered.
-const attacks = pyTLS + `
+const attacks = pyTLS + pyTLS13 + `
 import sys
 H, CA, ATTACK = sys.argv[1], sys.argv[2], sys.argv[3]
 S = b"GET / HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n"
@@ -110,6 +260,12 @@ run = {
     "te_cl_http10": lambda: exchange(b"POST /te HTTP/1.0\r\nHost: allowed.test\r\nConnection: keep-alive\r\n"
         b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n" % (5 + len(S)) + S),
     "content_on_get": lambda: exchange(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n" % len(S) + S),
+    # U+0130 (İ) is "i" to Go's strings.ToLower, not to a server
+    # comparing names byte by byte, which answers as its default site.
+    "sni_unicode_case": lambda: tls13_get(H, 4443, "b\u0130g.test".encode()),
+    # TLS 1.3: the server asks for a second ClientHello (none of the key
+    # shares offered suits it), which names the other site.
+    "hello_retry": lambda: tls13_get(H, 8443, b"allowed.test", b"other.test"),
 }[ATTACK]
 try:
     got = run()
@@ -129,22 +285,27 @@ func TestNameRulesFailClosed(t *testing.T) {
 		attack string
 		port   uint16
 		reason string
+		name   string // the name allowed, allowed.test if ""
 	}{
-		{"tls_alert_first", 443, ReasonUnrecognised},
-		{"leading_space", egresstest.LenientPort, ReasonUnrecognised},
-		{"tabs", egresstest.LenientPort, ReasonUnrecognised},
-		{"vertical_tab_later", egresstest.LenientPort, ReasonBadHTTPRequest},
-		{"te_cl_http11", egresstest.LenientPort, ReasonBadHTTPRequest},
-		{"te_cl_http10", egresstest.LenientPort, ReasonBadHTTPRequest},
-		{"content_on_get", egresstest.LenientPort, ReasonBadHTTPRequest},
+		{"tls_alert_first", 443, ReasonUnrecognised, ""},
+		{"leading_space", egresstest.LenientPort, ReasonUnrecognised, ""},
+		{"tabs", egresstest.LenientPort, ReasonUnrecognised, ""},
+		{"vertical_tab_later", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
+		{"te_cl_http11", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
+		{"te_cl_http10", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
+		{"content_on_get", egresstest.LenientPort, ReasonBadHTTPRequest, ""},
+		{"sni_unicode_case", egresstest.DefaultSitePort, ReasonSNIMismatch, "big.test"},
+		{"hello_retry", egresstest.OpenSSLPort, ReasonSNIMismatch, ""},
 	}
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, w.CAPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, w, "allowed.test")
 	for _, c := range cases {
 		t.Run(c.attack, func(t *testing.T) {
+			if c.name == "" {
+				c.name = "allowed.test"
+			}
 			// Without the egress the attack works: the test can fail.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -154,13 +315,13 @@ func TestNameRulesFailClosed(t *testing.T) {
 			if err != nil || string(out) != "reached\n" {
 				t.Fatalf("directly, the attack did not reach the other site (%v): %s", err, out)
 			}
-			res, rec := runEgress(t, w, cfg, attacks, "allowed.test", "/work/ca.pem", c.attack)
+			res, rec := runEgress(t, w, testConfig(t, w, c.name), attacks, c.name, "/work/ca.pem", c.attack)
 			if string(res.Stdout) != "refused\n" {
 				t.Errorf("through the egress: %q (stderr %q)", res.Stdout, res.Stderr)
 			}
 			found := false
 			for _, ev := range rec.events {
-				found = found || ev.Proto == "tcp" && ev.Host == "allowed.test" && ev.Port == c.port &&
+				found = found || ev.Proto == "tcp" && ev.Host == c.name && ev.Port == c.port &&
 					ev.Verdict == VerdictDeny && ev.Reason == c.reason
 			}
 			if !found {
@@ -209,6 +370,7 @@ probe("urllib_post", lambda: urlopen("http://allowed.test:8000/p", data=b"y" * 5
 probe("keep_alive", keep_alive)
 probe("chunked_upload", chunked_upload)
 probe("tls_split", lambda: tls_get("allowed.test", "allowed.test", CA, split=7).split(b"\r\n\r\n", 1)[1].decode())
+probe("hello_retry", lambda: urlopen("https://allowed.test:8443/"))
 probe("curl_http", lambda: run("curl", "-sS", "http://allowed.test/"))
 probe("curl_https", lambda: run("curl", "-sS", "--cacert", CA, "https://allowed.test/"))
 def pip():
@@ -221,9 +383,10 @@ probe("pip", pip)
 `
 
 // TestOrdinaryClients: what ordinary clients send through names alone
-// still goes through: urllib (GET, POST, HTTPS), http.client keeping a
-// connection alive and uploading in chunks, a ClientHello split over
-// records, curl, and pip installing from the test host's index.
+// still goes through: urllib (GET, POST, HTTPS, HTTPS to a server that
+// asks for a second ClientHello), http.client keeping a connection alive
+// and uploading in chunks, a ClientHello split over records, curl, and
+// pip installing from the test host's index.
 func TestOrdinaryClients(t *testing.T) {
 	w := egresstest.New(t)
 	cfg := testConfig(t, w, "allowed.test")
@@ -236,6 +399,7 @@ func TestOrdinaryClients(t *testing.T) {
 		"keep_alive":     "hello allowed.test:8000|hello allowed.test:8000|hello allowed.test:8000",
 		"chunked_upload": "hello allowed.test",
 		"tls_split":      "hello allowed.test",
+		"hello_retry":    "hello allowed.test",
 		"curl_http":      "hello allowed.test",
 		"curl_https":     "hello allowed.test",
 		"pip":            "installed",

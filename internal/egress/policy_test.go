@@ -2,9 +2,14 @@ package egress
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/egress/http1"
 )
 
 func TestParseRule(t *testing.T) {
@@ -140,6 +145,12 @@ func TestGuard(t *testing.T) {
 	}
 }
 
+// classify tells what buf begins, as a fresh sniffer of a connection to
+// name does.
+func classify(buf []byte, name string) (stream, string, bool) {
+	return (&sniffer{name: name}).classify(buf)
+}
+
 // clientHello returns the first bytes Go's TLS client sends for name.
 func clientHello(t *testing.T, name string) []byte {
 	t.Helper()
@@ -252,8 +263,13 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"the server name extension twice", record(hello(append(sniExt("files.pypi.org"), sniExt("evil.com")...))), ReasonBadClientHello, true},
 		{"bytes after the extensions", record(trailing(hello(sniExt("files.pypi.org")))), ReasonBadClientHello, true},
 		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
+		{"an encrypted hello inside (ECH)", record(hello(append(sniExt("files.pypi.org"), 0xfe, 0x0d, 0, 1, 1))), ReasonBadClientHello, true},
+		{"an encrypted server name (ESNI)", record(hello(append(sniExt("files.pypi.org"), 0xff, 0xce, 0, 0))), ReasonBadClientHello, true},
+		{"a second hello in the record of the first", record(append(hello(sniExt("files.pypi.org")), hello(sniExt("evil.com"))...)), ReasonBadClientHello, true},
 		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
 		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
+		{"the name in capitals", record(hello(sniExt("FILES.PyPI.ORG"))), "", true},
+		{"the name with a capital dotted I", record(hello(sniExt("f\u0130les.pypi.org"))), ReasonSNIMismatch, true},
 		{"a message longer than allowed", []byte{0x16, 3, 1, 0, 4, 1, 1, 0, 0}, ReasonBadClientHello, true},
 		{"a message cut short inside", append([]byte{0x16, 3, 1, 0, 8}, 1, 0, 0, 4, 3, 3, 0, 0), ReasonBadClientHello, true},
 	}
@@ -313,4 +329,64 @@ func FuzzClassify(f *testing.F) {
 			t.Errorf("%d bytes starting %q are still undecided", len(long), b[:min(len(b), 16)])
 		}
 	})
+}
+
+// trickle is a connection whose reads return step bytes of data at a
+// time, as a payload sending a byte (or a record) per segment looks to an
+// egress that keeps up with it.
+type trickle struct {
+	net.Conn
+	data []byte
+	step int
+}
+
+func (c *trickle) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.step)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *trickle) SetReadDeadline(time.Time) error { return nil }
+
+// TestInspectTrickled: what a payload trickles in costs the egress time
+// in proportion to its bytes, not to their square: the longest request
+// line sent a byte per segment, and a ClientHello as long as allowed sent
+// in records of one byte each, a record per segment, are each told within
+// a fraction of a second (a look at the whole buffer on each read took
+// seconds).
+func TestInspectTrickled(t *testing.T) {
+	line := []byte("GET /" + strings.Repeat("a", http1.MaxHead))
+	var records []byte
+	n := maxHello - 4 // the longest message allowed, never sent whole
+	msg := []byte{1, byte(n >> 16), byte(n >> 8), byte(n)}
+	for len(records) < maxInspect+6 {
+		records = append(records, 0x16, 3, 1, 0, 1, msg[0])
+		msg = append(msg[1:], 0)
+	}
+	tests := []struct {
+		name   string
+		conn   *trickle
+		kind   stream
+		reason string
+	}{
+		{"a request line a byte at a time", &trickle{data: line, step: 1}, streamOther, ""},
+		{"a hello a one-byte record at a time", &trickle{data: records, step: 6}, streamTLS, ReasonBadClientHello},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			op := inspect(tt.conn, "files.pypi.org")
+			took := time.Since(start)
+			if op.kind != tt.kind || op.reason != tt.reason || len(tt.conn.data) == 0 {
+				t.Errorf("got %d %q with %d bytes unread, want %d %q decided before the end", op.kind, op.reason, len(tt.conn.data), tt.kind, tt.reason)
+			}
+			if took > 300*time.Millisecond {
+				t.Errorf("took %s", took)
+			}
+			t.Logf("%d bytes read in %s", len(op.first), took)
+		})
+	}
 }

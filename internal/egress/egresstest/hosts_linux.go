@@ -1,6 +1,10 @@
 package egresstest
 
 import (
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -8,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -24,6 +29,17 @@ const (
 	// IndexPort serves a package index (PEP 503) at /simple/ with one
 	// project, IndexProject.
 	IndexPort = 8080
+	// DefaultSitePort serves HTTPS as port 443 does, except that a hello
+	// naming no site here gets other.test's, as a front end's default
+	// server does.
+	DefaultSitePort = 4443
+	// OpenSSLPort serves HTTPS with Python's ssl module (OpenSSL), which
+	// chooses the site in its server-name callback, as OpenSSL-based
+	// front ends do: OpenSSL calls it again for the second ClientHello of
+	// a TLS 1.3 handshake the server asked to retry. It takes only P-256
+	// key shares, so that it asks clients offering X25519 first (Python's,
+	// curl's) to retry. Every answer is "hello <site>".
+	OpenSSLPort = 8443
 )
 
 // IndexProject is the one project of the test host's index: a wheel
@@ -107,12 +123,19 @@ server.serve_forever()
 // host's namespace) until the test ends.
 func serveLenient(t testing.TB, l net.Listener) {
 	t.Helper()
+	runPython(t, l, "-c", lenientServer)
+}
+
+// runPython runs /usr/bin/python3 with args and l as its fd 3 until the
+// test ends.
+func runPython(t testing.TB, l net.Listener, args ...string) {
+	t.Helper()
 	f, err := l.(*net.TCPListener).File()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("/usr/bin/python3", "-c", lenientServer)
+	cmd := exec.Command("/usr/bin/python3", args...)
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -123,4 +146,62 @@ func serveLenient(t testing.TB, l net.Listener) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+}
+
+// opensslServer is the program behind OpenSSLPort; its listening socket
+// is fd 3, argv names the directory of the sites' certificates (a file
+// per site, certificate and key) and the sites.
+const opensslServer = `
+import socket, ssl, sys, threading
+def context(site):
+    c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    c.load_cert_chain("%s/%s.pem" % (sys.argv[1], site))
+    c.set_ecdh_curve("prime256v1")  # so that clients offering X25519 first are asked to retry
+    return c
+sites = {s: context(s) for s in sys.argv[2:]}
+front = context(sys.argv[2])
+def choose(conn, name, ctx):
+    if name not in sites:
+        return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+    conn.context, conn.site = sites[name], name
+front.sni_callback = choose
+def serve(c):
+    try:
+        c.settimeout(10)
+        with front.wrap_socket(c, server_side=True) as t:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                b = t.recv(4096)
+                if not b:
+                    return
+                head += b
+            msg = ("hello %s" % t.site).encode()
+            t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(msg) + msg)
+    except OSError:
+        pass
+listener = socket.socket(fileno=3)
+while True:
+    c, _ = listener.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`
+
+// serveOpenSSL runs the OpenSSL server on l (a listener of the test
+// host's namespace) with certs until the test ends.
+func serveOpenSSL(t testing.TB, l net.Listener, certs map[string]*tls.Certificate) {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"-c", opensslServer, dir}
+	for site, c := range certs {
+		key, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pemData := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
+			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: key})...)
+		if err := os.WriteFile(filepath.Join(dir, site+".pem"), pemData, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, site)
+	}
+	runPython(t, l, args...)
 }
