@@ -14,6 +14,11 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
+// JailRunner runs one payload in a jail; *sandbox.Manager implements it.
+type JailRunner interface {
+	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
+}
+
 // The lint profiles. The default one reports what is most likely a bug in
 // a snippet and nothing about its style: pyflakes (F: undefined and unused
 // names, imports, redefinitions), pycodestyle's statement and syntax
@@ -232,4 +237,12 @@ type ruffDiagnostic struct {
 type ruffPosition struct {
 	Row    int `json:"row"`
 	Column int `json:"column"`
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

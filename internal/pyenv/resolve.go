@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 // ErrNotAllowed marks an explicitly requested distribution that the
@@ -15,6 +17,12 @@ var ErrNotAllowed = errors.New("distribution not allowed on this server")
 // NoDetection is the requirements_txt value that turns import detection
 // off (and installs nothing).
 const NoDetection = "-"
+
+// File is one file of a project, relative to the workspace.
+type File struct {
+	Path string
+	Data []byte
+}
 
 // ResolverConfig is the operator's configuration of dependency
 // resolution.
@@ -70,7 +78,7 @@ func NewResolver(an *Analyzer, cfg ResolverConfig) (*Resolver, error) {
 func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, entry, requirementsTxt string) (Needs, error) {
 	var needs Needs
 	var lists [][]Requirement
-	detect := !r.cfg.DisableDetection && requirementsTxt != NoDetection
+	detecting := !r.cfg.DisableDetection && requirementsTxt != NoDetection
 	if requirementsTxt != NoDetection {
 		reqs, err := ParseRequirements(requirementsTxt, FromRequest)
 		if err != nil {
@@ -103,8 +111,12 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 			}
 		}
 	}
-	if detect || len(r.cfg.Policy.Rules) > 0 {
-		an, err := r.an.Analyze(ctx, in, files, entry)
+	if detecting || len(r.cfg.Policy.Rules) > 0 {
+		df := make([]detect.File, len(files))
+		for i, f := range files {
+			df[i] = detect.File{Path: f.Path, Data: f.Data}
+		}
+		an, err := r.an.Analyze(ctx, in, df, entry, r.cfg.Policy.readsCalls())
 		if err != nil {
 			return Needs{}, err
 		}
@@ -113,9 +125,9 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 			return Needs{}, err
 		}
 		needs.Warnings = w
-		if detect {
+		if detecting {
 			var detected []Requirement
-			for _, req := range an.Requirements(r.cfg.Imports) {
+			for _, req := range r.cfg.Imports.Requirements(an.Imports) {
 				if err := r.allowed(req.Name); err != nil {
 					needs.Warnings = append(needs.Warnings, fmt.Sprintf("imported distribution %s is not installed: %v", req.Name, err))
 					continue

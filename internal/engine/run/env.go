@@ -21,7 +21,7 @@ const (
 type Environments interface {
 	// Resolve computes the dependency set of a project and the policy
 	// warnings. Errors that are the request's fault wrap
-	// pyenv.ErrBadRequirement, pyenv.ErrNotAllowed or pyenv.ErrPolicy.
+	// pyenv.ErrBadRequirement, ErrNotAllowed, ErrPolicy or ErrTooComplex.
 	Resolve(ctx context.Context, in Interpreter, files []File, entry, requirements string) (pyenv.Needs, error)
 	// Acquire returns the environment of set, built if needed; a failed
 	// build wraps pyenv.ErrInstall.
@@ -89,7 +89,7 @@ func (pl *Planner) planEnv(ctx context.Context, req Request, p *Plan, entry stri
 	}
 	needs, err := pl.deps.Envs.Resolve(ctx, p.Interpreter, req.Files, entry, req.Requirements)
 	switch {
-	case errors.Is(err, pyenv.ErrBadRequirement), errors.Is(err, pyenv.ErrNotAllowed), errors.Is(err, pyenv.ErrPolicy):
+	case errors.Is(err, pyenv.ErrBadRequirement), errors.Is(err, pyenv.ErrNotAllowed), errors.Is(err, pyenv.ErrPolicy), errors.Is(err, pyenv.ErrTooComplex):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	case err != nil:
 		return fmt.Errorf("engine: resolving requirements: %w", err)

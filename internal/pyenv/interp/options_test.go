@@ -1,4 +1,4 @@
-package pyenv
+package interp
 
 import (
 	"os"

@@ -101,6 +101,7 @@ def main():
         "imports": [],
         "calls": [],
         "errors": [],
+        "deep": [],
     }
     for root, dirs, files in os.walk("."):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
@@ -111,10 +112,18 @@ def main():
             try:
                 with open(path, "rb") as fh:
                     tree = ast.parse(fh.read(), filename=path)
-            except (SyntaxError, ValueError) as e:
-                out["errors"].append({"file": path, "line": getattr(e, "lineno", 0) or 0, "message": str(e)})
+            except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+                # Code too complex to parse cannot compile either: the run
+                # reports it.
+                out["errors"].append({"file": path, "line": getattr(e, "lineno", 0) or 0,
+                                      "message": str(e) or type(e).__name__})
                 continue
-            Visitor(path, out).visit(tree)
+            try:
+                Visitor(path, out).visit(tree)
+            except RecursionError:
+                # Parsed, but nested too deeply to walk: its imports and
+                # calls are unknown, which the server refuses.
+                out["deep"].append(path)
     json.dump(out, sys.stdout)
 
 
