@@ -1,0 +1,159 @@
+// Command maxpayload measures what a NATS server's max_payload costs
+// pyexec: for each value of -payloads it starts a JetStream server in
+// process with that limit and one `pyexec serve --nats` on it, then times
+// -n sync executions (POST /api/v1/eval) of each kind: print(1), one that
+// prints 5 MiB, and one that shows a 3 MB rich output (an HTML display,
+// which goes into the record and a display event: above the server's
+// max_payload both spill to the object store). It prints the median and
+// mean latency per kind and payload. It is a measurement tool, not a
+// test; it needs root (jails).
+//
+//	go build -o bin/pyexec ./cmd/pyexec
+//	go run ./bench/maxpayload -pyexec bin/pyexec -n 20
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/pyexec/pyexec/bench/internal/benchserver"
+	"github.com/pyexec/pyexec/client"
+)
+
+// kind is one execution measured.
+type kind struct {
+	name, code string
+	check      func(*client.ExecutionResult) error
+}
+
+// kinds are the executions measured.
+func kinds() []kind {
+	return []kind{
+		{"print(1)", "print(1)", func(r *client.ExecutionResult) error {
+			return expect(r.Stdout == "1\n", "stdout %q", r.Stdout)
+		}},
+		{"5 MiB of stdout", "import sys\nsys.stdout.write('x' * (5 << 20))\n", func(r *client.ExecutionResult) error {
+			return expect(len(r.Stdout) == 5<<20, "%d bytes of stdout", len(r.Stdout))
+		}},
+		{"3 MB rich output", "class Big:\n    def _repr_html_(self):\n        return 'z' * 3000000\ndisplay(Big())\n", func(r *client.ExecutionResult) error {
+			html := ""
+			if len(r.Outputs) == 1 {
+				html, _ = r.Outputs[0].Text("text/html")
+			}
+			return expect(len(html) == 3000000, "%d outputs, %d bytes of HTML", len(r.Outputs), len(html))
+		}},
+	}
+}
+
+func expect(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf("unexpected result: "+format, args...)
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	binary := flag.String("pyexec", "bin/pyexec", "pyexec binary to measure")
+	payloads := flag.String("payloads", "1048576,8388608", "NATS max_payload values in bytes, comma separated")
+	n := flag.Int("n", 20, "executions of each kind per payload")
+	flag.Parse()
+	bin, err := filepath.Abs(*binary)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "maxpayload:", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	fmt.Printf("%d sync executions per kind, one node on one JetStream server in process\n\n", *n)
+	fmt.Println("| max_payload | execution | median ms | mean ms |")
+	fmt.Println("|---:|---|---:|---:|")
+	for f := range strings.SplitSeq(*payloads, ",") {
+		mp, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "maxpayload: bad payload %q\n", f)
+			return 2
+		}
+		if err := measure(ctx, bin, int32(mp), *n); err != nil {
+			fmt.Fprintf(os.Stderr, "maxpayload: max_payload %d: %v\n", mp, err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// measure runs every kind n times on a fresh NATS server with max_payload
+// mp and a fresh node, and prints a row per kind.
+func measure(ctx context.Context, bin string, mp int32, n int) error {
+	dir, err := os.MkdirTemp("", "pyexec-maxpayload-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
+		MaxPayload: mp, NoSigs: true, NoLog: true})
+	if err != nil {
+		return err
+	}
+	go ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		return errors.New("the NATS server did not become ready")
+	}
+	parent := fmt.Sprintf("pyexec-maxpayload-%d", os.Getpid())
+	srv, err := benchserver.Run(ctx, bin, "pyexec-maxpayload-", parent, "--nats", ns.ClientURL(), "--nats-replicas", "1",
+		"--node-name", "bench", "--prepare-base=false", "--provision-tools=false")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = srv.Close()
+		for _, d := range benchserver.CgroupDirsNamed(parent) {
+			_ = os.Remove(d)
+		}
+	}()
+	c := client.New(srv.URL, client.WithTimeout(2*time.Minute))
+	for _, k := range kinds() {
+		// One run first, not counted: the warm pool fills for this kind.
+		if _, err := c.Eval(ctx, &client.SimpleExecRequest{Code: k.code}); err != nil {
+			return err
+		}
+		var took []time.Duration
+		for range n {
+			start := time.Now()
+			r, err := c.Eval(ctx, &client.SimpleExecRequest{Code: k.code})
+			if err != nil {
+				return err
+			}
+			if r.Status != client.StatusCompleted {
+				return fmt.Errorf("%s: %s %s", k.name, r.Status, r.Error)
+			}
+			if err := k.check(r); err != nil {
+				return fmt.Errorf("%s: %w", k.name, err)
+			}
+			took = append(took, time.Since(start))
+		}
+		slices.Sort(took)
+		var sum time.Duration
+		for _, d := range took {
+			sum += d
+		}
+		fmt.Printf("| %d | %s | %.0f | %.0f |\n", mp, k.name, ms(took[len(took)/2]), ms(sum/time.Duration(len(took))))
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
