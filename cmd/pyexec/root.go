@@ -97,6 +97,8 @@ func executeWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// After SetOut: cobra's completion command keeps the writer it finds.
+	refuseUnknownCommands(root)
 	err := root.Execute()
 	if err == nil {
 		return 0
