@@ -39,17 +39,7 @@ func startNATSCluster(t *testing.T, n int) []string {
 // single servers. The servers shut down when the test ends.
 func newNATSCluster(t *testing.T, n int) *natsCluster {
 	t.Helper()
-	c := &natsCluster{t: t, servers: make([]*natsserver.Server, n)}
-	for range n {
-		c.clients = append(c.clients, freePort(t))
-		c.routes = append(c.routes, freePort(t))
-		c.dirs = append(c.dirs, t.TempDir())
-	}
-	t.Cleanup(func() {
-		for i := range c.servers {
-			c.stop(i)
-		}
-	})
+	c := prepareNATSCluster(t, n)
 	for i := range n {
 		c.start(i)
 	}
