@@ -158,7 +158,7 @@ func TestFleetWaitsForEnoughServers(t *testing.T) {
 	}
 }
 
-// prepareNATSCluster is a three-server cluster whose ports and data are
+// prepareNATSCluster is a cluster of n servers whose ports and data are
 // chosen but whose servers do not run yet (startAll starts them).
 func prepareNATSCluster(t *testing.T, n int) *natsCluster {
 	t.Helper()
