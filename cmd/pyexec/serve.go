@@ -124,13 +124,14 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		return err
 	}
 	sink.Store(srv.Metrics())
+	// The API takes the port before anyone is told it is ready.
+	apiLn := handOver()
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.tools.health().Installer,
 		"pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
 	if ready != nil {
 		close(ready)
 	}
 	served := make(chan error, 1)
-	apiLn := handOver()
 	go func() { served <- srv.Serve(sd.stopping, apiLn) }()
 	select {
 	case err := <-served:
