@@ -34,11 +34,22 @@ func OnWait(f WaitFunc) Option {
 	}
 }
 
+// attemptTimeout bounds one attempt when ctx has a deadline. Without
+// one, JetStream bounds each request itself (5 s); with one, it waits up
+// to the deadline, and a request sent before the cluster had a leader
+// gets no answer: the attempt would never end while the cluster comes up.
+const attemptTimeout = 10 * time.Second
+
 // retry runs fn until it succeeds, fails for good, or ctx ends; what
 // names it for wait and in errors.
 func retry(ctx context.Context, what string, wait WaitFunc, explain func(error) error, fn func(context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); ok {
+			actx, cancel = context.WithTimeout(ctx, attemptTimeout)
+		}
+		err := fn(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}
