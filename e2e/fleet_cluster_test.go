@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// natsMaxPayload is the cluster's max_payload: the store keeps records of
-// up to 8 MiB and refuses a server that accepts less.
+// natsMaxPayload is the cluster's max_payload: the recommended 8 MiB,
+// under which no record spills (TestFleetOnStockNATS runs on the default).
 const natsMaxPayload = 8 << 20
 
 // natsCluster is a NATS JetStream cluster of in-process servers on
