@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,8 +24,7 @@ import (
 //
 // KV buckets and object stores are created as streams in the layout
 // nats.go gives them (ADR-8 and ADR-20), so that on a replicated store
-// those read from their leaders are born with direct gets off
-// (leader.go): nats.go's own create
+// they are born with direct gets off (leader.go): nats.go's own create
 // would turn them on, and on again whenever it finds one that another
 // node turned off, under the feet of nodes that already bound to it.
 
@@ -81,9 +81,8 @@ func (s *NATS) kvAsset(bucket, description string, ttl time.Duration, maxValue i
 	if ttl > 0 && ttl < dup {
 		dup = ttl
 	}
-	name := "KV_" + bucket
 	return asset{jetstream.StreamConfig{
-		Name:              name,
+		Name:              "KV_" + bucket,
 		Description:       description,
 		Subjects:          []string{"$KV." + bucket + ".>"},
 		MaxMsgsPerSubject: 1,
@@ -97,16 +96,15 @@ func (s *NATS) kvAsset(bucket, description string, ttl time.Duration, maxValue i
 		Duplicates:        dup,
 		MaxMsgs:           -1,
 		MaxConsumers:      -1,
-		AllowDirect:       s.directGets(name),
+		AllowDirect:       s.directGets(),
 		Discard:           jetstream.DiscardNew,
 	}}
 }
 
 // objAsset is the stream of object store bucket, as nats.go lays it out.
 func (s *NATS) objAsset(bucket, description string, ttl time.Duration) asset {
-	name := "OBJ_" + bucket
 	return asset{jetstream.StreamConfig{
-		Name:        name,
+		Name:        "OBJ_" + bucket,
 		Description: description,
 		Subjects:    []string{"$O." + bucket + ".C.>", "$O." + bucket + ".M.>"},
 		MaxAge:      ttl,
@@ -116,7 +114,7 @@ func (s *NATS) objAsset(bucket, description string, ttl time.Duration) asset {
 		Replicas:    s.cfg.Replicas,
 		Discard:     jetstream.DiscardNew,
 		AllowRollup: true,
-		AllowDirect: s.directGets(name),
+		AllowDirect: s.directGets(),
 	}}
 }
 
@@ -134,4 +132,28 @@ func (s *NATS) openObjects(ctx context.Context, bucket, description string, ttl 
 		return nil, err
 	}
 	return s.js.ObjectStore(ctx, bucket)
+}
+
+// probeKey is a key no record, entry or object has: reading it tells
+// whether a bucket answers.
+const probeKey = "pyexec-probe"
+
+// probeReads reads from every bucket until each answers (with "not
+// found"): a stream just created in a forming cluster may not answer at
+// once, and the engine reads them as soon as Open returns.
+func (s *NATS) probeReads(ctx context.Context) error {
+	for _, kv := range []jetstream.KeyValue{s.records, s.indexKV, s.members, s.sessions} {
+		if _, err := kv.Get(ctx, probeKey); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("reading bucket %s: %w", kv.Bucket(), err)
+		}
+	}
+	for name, obs := range map[string]jetstream.ObjectStore{RequestsBucket: s.requests, ArtifactsBucket: s.artifacts} {
+		if _, err := obs.GetInfo(ctx, probeKey); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("reading object store %s: %w", name, err)
+		}
+	}
+	if _, err := s.LastEvent(ctx, probeKey); err != nil {
+		return err
+	}
+	return nil
 }

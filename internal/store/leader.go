@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -28,11 +27,11 @@ func leaderReadStreams() []string {
 	return []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket}
 }
 
-// directGets reports whether stream should have direct gets: all do on a
-// single replica, where the leader answers them.
-func (s *NATS) directGets(stream string) bool {
-	return s.cfg.Replicas == 1 || !slices.Contains(leaderReadStreams(), stream)
-}
+// directGets reports whether a new stream gets direct gets: on a single
+// replica, where the leader answers them. A replicated store creates none:
+// a direct get on a stream just created may find no replica answering yet
+// ("no responders"), and some (leaderReadStreams) must read the leader.
+func (s *NATS) directGets() bool { return s.cfg.Replicas == 1 }
 
 // readFromLeaders turns direct gets off where they are on, waits until
 // the leaders say so, and then binds the handles again.

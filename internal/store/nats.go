@@ -105,6 +105,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"creating the nodes bucket", s.openMembers},
 		{"creating the sessions bucket", s.openSessions},
 		{"setting reads from the leaders", s.readFromLeaders},
+		{"reading the buckets", s.probeReads},
 	}
 	for _, step := range steps {
 		if err := retry(ctx, step.what, s.onWait, s.explainOpen, step.fn); err != nil {
