@@ -1,6 +1,8 @@
 // Command maxpayload measures what a NATS server's max_payload costs
 // pyexec: for each value of -payloads it starts a JetStream server in
-// process with that limit and one `pyexec serve --nats` on it, then times
+// process with that limit (with -servers 3, a cluster of three on
+// loopback, and the store replicated three times) and one
+// `pyexec serve --nats` on it, then times
 // -n sync executions (POST /api/v1/eval) of each kind: print(1), one that
 // prints 5 MiB, and one that shows a 3 MB rich output (an HTML display,
 // which goes into the record and a display event: above the server's
@@ -9,7 +11,7 @@
 // test; it needs root (jails).
 //
 //	go build -o bin/pyexec ./cmd/pyexec
-//	go run ./bench/maxpayload -pyexec bin/pyexec -n 20
+//	go run ./bench/maxpayload -pyexec bin/pyexec -n 20 [-servers 3]
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +73,12 @@ func run() int {
 	binary := flag.String("pyexec", "bin/pyexec", "pyexec binary to measure")
 	payloads := flag.String("payloads", "1048576,8388608", "NATS max_payload values in bytes, comma separated")
 	n := flag.Int("n", 20, "executions of each kind per payload")
+	servers := flag.Int("servers", 1, "NATS servers: 1, or 3 clustered (the store then keeps 3 replicas)")
 	flag.Parse()
+	if *servers != 1 && *servers != 3 {
+		fmt.Fprintln(os.Stderr, "maxpayload: -servers is 1 or 3")
+		return 2
+	}
 	bin, err := filepath.Abs(*binary)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "maxpayload:", err)
@@ -78,7 +86,7 @@ func run() int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	fmt.Printf("%d sync executions per kind, one node on one JetStream server in process\n\n", *n)
+	fmt.Printf("%d sync executions per kind, one node on %d JetStream server(s) in process\n\n", *n, *servers)
 	fmt.Println("| max_payload | execution | median ms | mean ms |")
 	fmt.Println("|---:|---|---:|---:|")
 	for f := range strings.SplitSeq(*payloads, ",") {
@@ -87,7 +95,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "maxpayload: bad payload %q\n", f)
 			return 2
 		}
-		if err := measure(ctx, bin, int32(mp), *n); err != nil {
+		if err := measure(ctx, bin, int32(mp), *n, *servers); err != nil {
 			fmt.Fprintf(os.Stderr, "maxpayload: max_payload %d: %v\n", mp, err)
 			return 1
 		}
@@ -95,26 +103,21 @@ func run() int {
 	return 0
 }
 
-// measure runs every kind n times on a fresh NATS server with max_payload
+// measure runs every kind n times on fresh NATS servers with max_payload
 // mp and a fresh node, and prints a row per kind.
-func measure(ctx context.Context, bin string, mp int32, n int) error {
+func measure(ctx context.Context, bin string, mp int32, n, servers int) error {
 	dir, err := os.MkdirTemp("", "pyexec-maxpayload-nats-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
-		MaxPayload: mp, NoSigs: true, NoLog: true})
+	url, stop, err := startNATS(dir, mp, servers)
 	if err != nil {
 		return err
 	}
-	go ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return errors.New("the NATS server did not become ready")
-	}
+	defer stop()
 	parent := fmt.Sprintf("pyexec-maxpayload-%d", os.Getpid())
-	srv, err := benchserver.Run(ctx, bin, "pyexec-maxpayload-", parent, "--nats", ns.ClientURL(), "--nats-replicas", "1",
+	srv, err := benchserver.Run(ctx, bin, "pyexec-maxpayload-", parent, "--nats", url, "--nats-replicas", strconv.Itoa(servers),
 		"--node-name", "bench", "--prepare-base=false", "--provision-tools=false")
 	if err != nil {
 		return err
@@ -154,6 +157,57 @@ func measure(ctx context.Context, bin string, mp int32, n int) error {
 		fmt.Printf("| %d | %s | %.0f | %.0f |\n", mp, k.name, ms(took[len(took)/2]), ms(sum/time.Duration(len(took))))
 	}
 	return nil
+}
+
+// startNATS starts servers JetStream servers in process, clustered when
+// more than one, and returns the first one's client URL once JetStream
+// answers there.
+func startNATS(dir string, mp int32, servers int) (string, func(), error) {
+	ports := make([]int, 2*servers)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", nil, err
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	var running []*natsserver.Server
+	stop := func() {
+		for _, s := range running {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+	}
+	for i := range servers {
+		o := &natsserver.Options{ServerName: fmt.Sprint("nats-", i), Host: "127.0.0.1", Port: ports[i], JetStream: true,
+			StoreDir: filepath.Join(dir, strconv.Itoa(i)), MaxPayload: mp, NoSigs: true, NoLog: true}
+		if servers > 1 {
+			var routes []string
+			for j := range servers {
+				if j != i {
+					routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[servers+j]))
+				}
+			}
+			o.Cluster = natsserver.ClusterOpts{Name: "pyexec-maxpayload", Host: "127.0.0.1", Port: ports[servers+i]}
+			o.Routes = natsserver.RoutesFromStr(strings.Join(routes, ","))
+		}
+		s, err := natsserver.NewServer(o)
+		if err != nil {
+			stop()
+			return "", nil, err
+		}
+		go s.Start()
+		running = append(running, s)
+	}
+	for _, s := range running {
+		if !s.ReadyForConnections(30 * time.Second) {
+			stop()
+			return "", nil, errors.New("a NATS server did not become ready")
+		}
+	}
+	// The node waits for JetStream's leader itself (it starts in any order).
+	return running[0].ClientURL(), stop, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
