@@ -2,8 +2,13 @@
 GO      ?= go
 BIN     := bin/pyexec
 PKGS    := ./...
+# -trimpath keeps the checkout's path out of what Go builds, and so out of
+# its build cache's keys: a fresh clone in another folder (CI's) finds
+# every package compiled by an earlier run on the machine.
+GOFLAGS ?= -trimpath
+export GOFLAGS
 
-.PHONY: all build cross run test test-go test-vm lint bench clean
+.PHONY: all build cross run test test-steps test-setup test-static test-go test-clients test-fuzz test-vm bench clean
 
 all: build
 
@@ -23,21 +28,46 @@ cross:
 run: build
 	./$(BIN) serve
 
-# test installs what the tests need (Go modules, the Python client's and the
-# fuzzer's packages) and runs them all, with the race detector, then fuzzes
-# the served OpenAPI document for a few minutes (python/fuzz-api.sh).
-# Privileged tests run when executed as root (as in CI).
+# test installs what the tests need (Go modules, Chromium, the Python
+# client's and the fuzzer's packages) and runs them all, with the race
+# detector, then fuzzes the served OpenAPI document for a fixed time
+# (python/fuzz-api.sh). Privileged tests run when executed as root (as in
+# CI). Its steps are the targets below, in this order; .ci/run times each.
+TEST_STEPS := test-setup test-static test-go test-clients test-fuzz
 test:
+	@for step in $(TEST_STEPS); do $(MAKE) --no-print-directory $$step || exit 1; done
+
+test-steps:
+	@echo $(TEST_STEPS)
+
+# The binaries every suite shares, built once: e2e, the Python and
+# TypeScript suites and the fuzzer take pyexec and the test server launcher
+# (internal/testserver/cmd/testserver) from PYEXEC_BINARY and
+# PYEXEC_TESTSERVER instead of building their own.
+TESTBIN := $(CURDIR)/bin/test
+TESTENV := PYEXEC_BINARY=$(TESTBIN)/pyexec PYEXEC_TESTSERVER=$(TESTBIN)/testserver
+
+test-setup:
 	$(GO) mod download
 	./scripts/install-chromium.sh
+	$(GO) build -o $(TESTBIN)/pyexec ./cmd/pyexec
+	$(GO) build -o $(TESTBIN)/testserver ./internal/testserver/cmd/testserver
+
+test-static:
 	$(GO) vet $(PKGS)
-	$(MAKE) cross
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) test -race -count=1 -timeout 30m $(PKGS)
-	./python/run-tests.sh -q
-	./clients/typescript/test.sh
-	./python/fuzz-api.sh
+	$(MAKE) --no-print-directory cross
+
+test-go:
+	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+test-clients:
+	$(TESTENV) ./python/run-tests.sh -q
+	$(TESTENV) ./clients/typescript/test.sh
+
+test-fuzz:
+	$(TESTENV) ./python/fuzz-api.sh
 
 # test-vm boots a cgroup v2 only kernel in QEMU over this host's root and runs
 # the jail suites and a serve smoke test there as root, in a container-like

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // server is the pyexec under test.
 type server struct {
-	*benchserver.Server
+	*testserver.Server
 }
 
 // startServer starts `pyexec serve` with extra flags (e.g.
@@ -25,7 +25,7 @@ func startServer(ctx context.Context, binary string, extra ...string) (*server, 
 	// The pandas environment the rich scenarios ask for is the base
 	// environment: only those fork (pool.Config.TrustedMount).
 	flags := append([]string{"--queue-size", "1000", "--log-level", "warn", "--prepare-base=false", "--base-packages", "pandas,matplotlib"}, extra...)
-	s, err := benchserver.Run(ctx, binary, "pyexec-bench-", cgroupParent(), flags...)
+	s, err := testserver.RunInNewDir(ctx, "pyexec-bench-", testserver.Config{Binary: binary, CgroupParent: cgroupParent(), Flags: flags})
 	if err != nil {
 		return nil, err
 	}
@@ -39,10 +39,8 @@ func cgroupParent() string { return fmt.Sprintf("pyexec-bench-%d", os.Getpid()) 
 // hierarchy or the v2 tree, once every server has stopped: a server keeps
 // the parent it was given, and each run has its own.
 func removeCgroupParent() {
-	for _, d := range benchserver.CgroupDirsNamed(cgroupParent()) {
-		if err := os.Remove(d); err != nil {
-			fmt.Fprintln(os.Stderr, "bench: removing the cgroup parent:", err)
-		}
+	if err := testserver.RemoveCgroups(cgroupParent()); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: removing the cgroup parent:", err)
 	}
 }
 

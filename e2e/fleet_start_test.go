@@ -8,16 +8,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-
 	"github.com/pyexec/pyexec/client"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // A fleet starts in any order: its nodes at the same moment on a fresh
@@ -29,28 +26,21 @@ import (
 // test ends.
 func launchNode(t *testing.T, natsURL, name string, args ...string) *server {
 	t.Helper()
-	port := freePort(t)
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{}),
-		dataDir: t.TempDir(), env: cleanEnv()}
-	s.args = append([]string{"--nats", natsURL, "--node-name", name}, args...)
-	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", s.dataDir, "--cgroup-parent", cgroupParent,
-		"--prepare-base=false", "--provision-tools=false"}, s.args...)
-	s.cmd = exec.Command(binary, argv...)
-	s.cmd.Env = s.env
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
+	dataDir, env := t.TempDir(), cleanEnv()
+	args = append([]string{"--nats", natsURL, "--node-name", name}, args...)
+	ts := testserver.New(testserver.Config{Binary: binary, Dir: dataDir, CgroupParent: cgroupParent, Env: env,
+		Flags:        append([]string{"--prepare-base=false", "--provision-tools=false"}, args...),
+		StartTimeout: 3 * time.Minute, StopTimeout: 45 * time.Second})
+	if err := ts.Launch(); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.waited)
-	}()
+	s := &server{url: ts.URL, cmd: ts.Cmd, logs: ts.Logs, waited: ts.Exited, dataDir: dataDir, env: env, args: args, ts: ts}
 	t.Cleanup(func() { s.stop(t) })
 	return s
 }
 
-// healthStatus returns the HTTP status and the "status" of s's /health;
-// 0 while nothing answers.
+// healthStatus returns the HTTP status, "status" and "detail" of s's
+// /health; 0 while nothing answers.
 func healthStatus(s *server) (int, string, string) {
 	resp, err := http.Get(s.url + "/health")
 	if err != nil {
@@ -66,26 +56,14 @@ func healthStatus(s *server) (int, string, string) {
 	return resp.StatusCode, body.Status, body.Detail
 }
 
-// waitHealthy waits until every node's /health answers 200; a node that
-// exits fails the test at once: a fleet must come up without restarts.
-func waitHealthy(t *testing.T, nodes []*server, timeout time.Duration) {
+// waitHealthy waits until every node's /health answers 200 (within the
+// 3 minutes of launchNode); a node that exits fails the test at once: a
+// fleet must come up without restarts.
+func waitHealthy(t *testing.T, nodes []*server) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	for _, s := range nodes {
-		for {
-			select {
-			case <-s.waited:
-				t.Fatalf("node %s exited while starting:\n%s", s.url, s.logs)
-			default:
-			}
-			if code, _, _ := healthStatus(s); code == http.StatusOK {
-				break
-			}
-			if time.Now().After(deadline) {
-				code, status, detail := healthStatus(s)
-				t.Fatalf("node %s not healthy after %s (/health %d %q %q):\n%s", s.url, timeout, code, status, detail, s.logs)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := s.ts.WaitHealthy(context.Background()); err != nil {
+			t.Fatalf("node %s: %v", s.url, err)
 		}
 	}
 }
@@ -111,7 +89,7 @@ func TestFleetStartsAtTheSameMoment(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = launchNode(t, urls[i], nodeName(i))
 	}
-	waitHealthy(t, nodes, 3*time.Minute)
+	waitHealthy(t, nodes)
 	checkFleetRuns(t, nodes)
 }
 
@@ -120,7 +98,7 @@ func TestFleetStartsAtTheSameMoment(t *testing.T) {
 // once the servers come up.
 func TestFleetStartsBeforeNATS(t *testing.T) {
 	needRoot(t)
-	c := prepareNATSCluster(t, 3)
+	c := prepareNATSCluster(t, 3, testserver.NATSMaxPayload)
 	nodes := make([]*server, 3)
 	for i := range nodes {
 		nodes[i] = launchNode(t, c.urls()[i], nodeName(i))
@@ -134,8 +112,8 @@ func TestFleetStartsBeforeNATS(t *testing.T) {
 	if !strings.Contains(nodes[0].logs.String(), "waiting for NATS") {
 		t.Errorf("a waiting node logs nothing about it:\n%s", nodes[0].logs)
 	}
-	c.startAll(nil)
-	waitHealthy(t, nodes, 3*time.Minute)
+	c.startAll()
+	waitHealthy(t, nodes)
 	checkFleetRuns(t, nodes)
 }
 
@@ -158,50 +136,25 @@ func TestFleetWaitsForEnoughServers(t *testing.T) {
 	}
 }
 
-// prepareNATSCluster is a cluster of n servers whose ports and data are
-// chosen but whose servers do not run yet (startAll starts them).
-func prepareNATSCluster(t *testing.T, n int) *natsCluster {
+// prepareNATSCluster is a cluster of n servers taking messages of up to
+// maxPayload bytes (0: NATS's default) whose ports and data are chosen
+// but whose servers do not run yet (startAll starts them).
+func prepareNATSCluster(t *testing.T, n int, maxPayload int32) *natsCluster {
 	t.Helper()
-	c := &natsCluster{t: t, servers: make([]*natsserver.Server, n)}
-	for range n {
-		c.clients = append(c.clients, freePort(t))
-		c.routes = append(c.routes, freePort(t))
-		c.dirs = append(c.dirs, t.TempDir())
+	c, err := testserver.NewCluster("pyexec-e2e", n, t.TempDir(), maxPayload)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for i := range c.servers {
-			c.stop(i)
-		}
-	})
-	return c
+	t.Cleanup(c.Close)
+	return &natsCluster{t: t, c: c}
 }
 
-// startAll starts every server of c at the same moment, with their
-// options changed by edit (when not nil), and waits until each takes
-// connections; the cluster's leader may still be elected.
-func (c *natsCluster) startAll(edit func(*natsserver.Options)) {
+// startAll starts every server of c at the same moment; the cluster's
+// leader may still be elected when it returns.
+func (c *natsCluster) startAll() {
 	c.t.Helper()
-	var wg sync.WaitGroup
-	for i := range c.servers {
-		o := c.options(i)
-		if edit != nil {
-			edit(o)
-		}
-		srv, err := natsserver.NewServer(o)
-		if err != nil {
-			c.t.Fatalf("creating NATS server %d: %v", i, err)
-		}
-		c.servers[i] = srv
-		wg.Go(func() {
-			go srv.Start()
-			if !srv.ReadyForConnections(30 * time.Second) {
-				c.t.Errorf("NATS server %d did not become ready", i)
-			}
-		})
-	}
-	wg.Wait()
-	if c.t.Failed() {
-		c.t.FailNow()
+	if err := c.c.StartAll(); err != nil {
+		c.t.Fatal(err)
 	}
 }
 
@@ -211,14 +164,16 @@ func (c *natsCluster) startAll(edit func(*natsserver.Options)) {
 // through one node and read through the other.
 func TestFleetOnStockNATS(t *testing.T) {
 	needRoot(t)
-	c := prepareNATSCluster(t, 3)
-	c.startAll(func(o *natsserver.Options) { o.MaxPayload = 0 }) // NATS's default
-	c.waitMetaLeader()
+	c := prepareNATSCluster(t, 3, 0) // NATS's default max_payload
+	c.startAll()
+	if err := c.c.WaitJetStream(time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	nodes := []*server{
 		launchNode(t, c.urls()[0], "a", "--max-archive-file-bytes", "32MiB"),
 		launchNode(t, c.urls()[1], "b", "--max-archive-file-bytes", "32MiB"),
 	}
-	waitHealthy(t, nodes, 3*time.Minute)
+	waitHealthy(t, nodes)
 	ctx := context.Background()
 	a, b := client.New(nodes[0].url), client.New(nodes[1].url)
 

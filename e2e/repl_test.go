@@ -12,13 +12,14 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // terminal is a pyexec process on a pseudo-terminal, as a person runs it.
 type terminal struct {
 	t      *testing.T
 	ptmx   *os.File
-	screen *syncBuffer
+	screen *testserver.LogBuffer
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the process has ended
 	read   chan struct{} // closed when everything it wrote has been read
@@ -33,7 +34,7 @@ func startTerminal(t *testing.T, env []string, args ...string) *terminal {
 	if err != nil {
 		t.Fatalf("starting pyexec on a pty: %v", err)
 	}
-	term := &terminal{t: t, ptmx: ptmx, screen: &syncBuffer{}, cmd: cmd, done: make(chan struct{}), read: make(chan struct{})}
+	term := &terminal{t: t, ptmx: ptmx, screen: &testserver.LogBuffer{}, cmd: cmd, done: make(chan struct{}), read: make(chan struct{})}
 	go func() {
 		defer close(term.read)
 		buf := make([]byte, 4096)

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
-// binary is the pyexec binary built once for the whole package.
+// binary is the pyexec binary built once for the whole package
+// ($PYEXEC_BINARY when set, see testserver.Binary).
 var binary string
 
 // cgroupParent keeps the e2e servers' jails apart from jails that other
@@ -34,31 +32,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "pyexec")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/pyexec")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building pyexec:", err)
+	if binary, err = testserver.Binary(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	code := m.Run()
-	removeCgroupParents()
+	_ = testserver.RemoveCgroups(cgroupParent)
 	return code
-}
-
-// removeCgroupParents removes the (empty) cgroup parents the servers made.
-func removeCgroupParents() {
-	var dirs []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && d.Name() == cgroupParent {
-			dirs = append(dirs, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	for _, d := range dirs {
-		_ = os.Remove(d)
-	}
 }
 
 // needRoot skips tests that start real jails.
@@ -69,56 +49,32 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// server is a running `pyexec serve` process.
+// server is a running `pyexec serve` process (a testserver.Server under
+// the names these tests use).
 type server struct {
 	url    string
 	cmd    *exec.Cmd
-	logs   *syncBuffer
-	waited chan struct{}
+	logs   *testserver.LogBuffer
+	waited <-chan struct{}
 	// dataDir, env and args are what it was started with (a restart
 	// starts it again with them).
 	dataDir string
 	env     []string
 	args    []string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	ts      *testserver.Server
 }
 
 // cleanEnv is the environment of every process the tests start: nothing
 // of the developer's PYEXEC_* settings.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PYEXEC_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
+func cleanEnv(extra ...string) []string { return testserver.CleanEnv(extra...) }
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // startServer starts `pyexec serve` on dataDir and waits until /health
@@ -133,64 +89,30 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 // startServerEnv is startServer with the server's whole environment.
 func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
 	t.Helper()
-	port := freePort(t)
-	argv := append([]string{"serve", "--port", fmt.Sprint(port), "--data-dir", dataDir, "--cgroup-parent", cgroupParent,
-		"--prepare-base=false", "--provision-tools=false"}, args...)
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, waited: make(chan struct{}),
-		dataDir: dataDir, env: env, args: args}
-	s.cmd = exec.Command(binary, argv...)
-	s.cmd.Env = env
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	if err := s.cmd.Start(); err != nil {
+	ts := testserver.New(testserver.Config{Binary: binary, Dir: dataDir, CgroupParent: cgroupParent, Env: env,
+		Flags:        append([]string{"--prepare-base=false", "--provision-tools=false"}, args...),
+		StartTimeout: 30 * time.Second, StopTimeout: 45 * time.Second})
+	err := ts.Start(context.Background())
+	if ts.Cmd == nil || ts.Cmd.Process == nil {
 		t.Fatal(err)
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.waited)
-	}()
+	s := &server{url: ts.URL, cmd: ts.Cmd, logs: ts.Logs, waited: ts.Exited, dataDir: dataDir, env: env, args: args, ts: ts}
 	t.Cleanup(func() { s.stop(t) })
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.waited:
-			t.Fatalf("server exited during startup:\n%s", s.logs)
-		default:
-		}
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("server not healthy after 30s:\n%s", s.logs)
-	return nil
+	return s
 }
 
 // stop ends the server gracefully (SIGTERM) and waits.
 func (s *server) stop(t *testing.T) {
-	select {
-	case <-s.waited:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.waited:
-	case <-time.After(45 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.waited
-		t.Errorf("server did not stop within 45s of SIGTERM:\n%s", s.logs)
+	if err := s.ts.Stop(); err != nil {
+		t.Error(err)
 	}
 }
 
 // crash kills the server with SIGKILL, as a power cut or OOM kill would.
-func (s *server) crash() {
-	_ = s.cmd.Process.Kill()
-	<-s.waited
-}
+func (s *server) crash() { s.ts.Crash() }
 
 // cliResult is one CLI invocation's outcome.
 type cliResult struct {
@@ -222,17 +144,9 @@ func cli(t *testing.T, url, stdin string, args ...string) cliResult {
 // e2e servers; with comm set, only those of that name.
 func jailProcesses(comm string) []string {
 	var left []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err != nil || !strings.Contains(string(b), "/"+cgroupParent+"/") {
-			continue
-		}
-		if c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); comm == "" || strings.TrimSpace(string(c)) == comm {
-			left = append(left, e.Name())
+	for _, p := range testserver.Processes(testserver.InCgroup(cgroupParent)) {
+		if comm == "" || p.Comm == comm {
+			left = append(left, fmt.Sprint(p.Pid))
 		}
 	}
 	return left

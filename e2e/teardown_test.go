@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/client"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // stopTimeout is the --shutdown-timeout of the teardown tests; stopBound
@@ -270,47 +270,17 @@ func ownCgroupParent(t *testing.T, name string) string {
 
 // cgroupDirsNamed lists the directories called name in every cgroup
 // hierarchy (v1) or the v2 tree.
-func cgroupDirsNamed(name string) []string {
-	var dirs []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && d.Name() == name {
-			dirs = append(dirs, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	return dirs
-}
+func cgroupDirsNamed(name string) []string { return testserver.CgroupDirsNamed(name) }
 
 // cgroupsUnder lists the jail cgroups below parent, in any hierarchy.
-func cgroupsUnder(parent string) []string {
-	var left []string
-	for _, d := range cgroupDirsNamed(parent) {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if e.IsDir() {
-				left = append(left, filepath.Join(d, e.Name()))
-			}
-		}
-	}
-	return left
-}
+func cgroupsUnder(parent string) []string { return testserver.JailCgroups(parent) }
 
 // processesUnder lists the host processes in a cgroup below parent, as
 // "pid command line".
 func processesUnder(parent string) []string {
 	var left []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if err != nil || !strings.Contains(string(b), "/"+parent+"/") {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		left = append(left, e.Name()+" "+strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
+	for _, p := range testserver.Processes(testserver.InCgroup(parent)) {
+		left = append(left, p.String())
 	}
 	return left
 }

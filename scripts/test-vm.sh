@@ -18,25 +18,27 @@
 #
 # Environment:
 #   TESTVM_DIR   work directory (default /tmp/testvm); logs end up in $TESTVM_DIR/out
-#   SUITES       Go packages run as root (default "sandbox pool engine e2e")
+#   SUITES       Go packages run as root (default "sandbox pool engine engine.executions engine.sessions
+#                engine.fleet e2e"; a dot stands for a slash: engine.executions is internal/engine/executions)
 #   PARTS        which groups of checks run (default "root container rootless restarts")
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
-#   VM_TIMEOUT   seconds before the VM is stopped (default 3000)
-#   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1200)
+#   VM_TIMEOUT   seconds before the VM is stopped (default 3600)
+#   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1800; the
+#                suites run side by side, so each takes longer than alone)
 # Exit status: 0 when every check ran and passed; 1 when one failed or the
 # guest did not finish; 2 when the host cannot run the VM.
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 W=${TESTVM_DIR:-/tmp/testvm}
-SUITES=${SUITES-"sandbox pool engine e2e"}
+SUITES=${SUITES-"sandbox pool engine engine.executions engine.sessions engine.fleet e2e"}
 PARTS=${PARTS-"root container rootless restarts"}
 ACCEL=${ACCEL:-auto}
 VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_MEM=${VM_MEM:-8G}
-VM_TIMEOUT=${VM_TIMEOUT:-3000}
-SUITE_TIMEOUT=${SUITE_TIMEOUT:-1200}
+VM_TIMEOUT=${VM_TIMEOUT:-3600}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-1800}
 
 t0=$(date +%s)
 log() { echo "[test-vm $(($(date +%s) - t0))s] $*"; }
@@ -83,26 +85,30 @@ VMLINUZ=$(ls "$W"/kernel/boot/vmlinuz-* | head -1)
 KVER=${VMLINUZ##*/vmlinuz-}
 depmod -b "$W/kernel" "$KVER"
 
-# --- 3. the code under test: a copy of the working tree, built here ---------
-# The guest cannot see this tree when it is under /tmp, and a copy keeps the
-# guest's test runs (which write next to their sources) off the checkout.
+# --- 3. the code under test: built here, run in a copy of the working tree -
+# The binaries are built in this tree, where Go's build cache knows every
+# package already (make test built pyexec from it); the guest runs them in a
+# copy, as it cannot see this tree when it is under /tmp, and the copy keeps
+# the guest's test runs (which write next to their sources) off the checkout.
 log "copying the working tree and building pyexec and the test binaries ($SUITES; sandbox rootless)"
 rm -rf "$W/src" "$W/bin" "$W/out"
 mkdir -p "$W/src" "$W/bin" "$W/out"
 (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
   tar --null --ignore-failed-read -T - -cf - 2> /dev/null) | tar xf - -C "$W/src"
-export GOFLAGS=-buildvcs=false
-(cd "$W/src" && go build -o "$W/bin/pyexec" ./cmd/pyexec)
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+(cd "$SRC" && go build -o "$W/bin/pyexec" ./cmd/pyexec)
 for p in $(printf '%s\n' $SUITES sandbox | sort -u); do
-  case $p in e2e) dir=./e2e ;; *) dir=./internal/$p ;; esac
+  case $p in e2e) dir=./e2e ;; *) dir=./internal/${p//.//} ;; esac
   [ -d "$W/src/$dir" ] || die "no package $dir for suite $p"
-  (cd "$W/src" && go test -c -o "$W/bin/$p.test" "$dir")
+  (cd "$SRC" && go test -c -o "$W/bin/$p.test" "$dir")
 done
-# What the guest needs: the settings and the Go toolchain (e2e builds the
-# binary again, offline, from this machine's now warm caches).
+# What the guest needs: the settings, the binary e2e runs (PYEXEC_BINARY,
+# so that e2e does not build it again, under emulation, with every source
+# read over 9p) and the Go toolchain (offline, with this machine's now warm
+# caches) for what a test may build.
 {
   for v in SUITES PARTS SUITE_TIMEOUT; do printf 'export %s=%q\n' "$v" "${!v}"; done
-  printf 'export SRC=%q\n' "$W/src"
+  printf 'export SRC=%q PYEXEC_BINARY=%q\n' "$W/src" "$W/bin/pyexec"
   for v in GOCACHE GOMODCACHE GOROOT; do printf 'export %s=%q\n' "$v" "$(go env "$v")"; done
   printf 'export PATH=%q:$PATH GOFLAGS=-buildvcs=false GOPROXY=off GOTOOLCHAIN=local\n' "$(go env GOROOT)/bin"
 } > "$W/guest.env"

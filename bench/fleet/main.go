@@ -28,8 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
 	"github.com/pyexec/pyexec/client"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 func main() {
@@ -61,19 +61,19 @@ func run() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 
-	cluster, err := startCluster(3)
+	cluster, err := testserver.StartCluster("pyexec-bench", 3, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		return 1
 	}
-	defer cluster.close()
+	defer cluster.Close()
 
 	fmt.Printf("print(1), %d executions per row, %d clients, NATS cluster of 3 in process, R3 store\n\n", *n, *clients)
 	fmt.Println("| mode | nodes | exec/s | vs first | server CPU s per execution, by node | jail CPU s per execution, by node | errors |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	base := map[string]float64{}
 	for _, k := range counts {
-		rows, err := measure(ctx, bin, cluster.urls, k, *n, *clients, *concurrency)
+		rows, err := measure(ctx, bin, cluster.URLs(), k, *n, *clients, *concurrency)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fleet: %d nodes: %v\n", k, err)
 			return 1
@@ -120,9 +120,7 @@ func measure(ctx context.Context, bin string, urls []string, k, n, clients, conc
 				fmt.Fprintln(os.Stderr, "fleet: stopping a node:", err)
 			}
 			// The stopped server left its (empty) cgroup parent.
-			for _, dir := range benchserver.CgroupDirsNamed(nd.parent) {
-				_ = os.Remove(dir)
-			}
+			_ = testserver.RemoveCgroups(nd.parent)
 		}
 	}()
 	for i := range k {
@@ -133,7 +131,7 @@ func measure(ctx context.Context, bin string, urls []string, k, n, clients, conc
 		if concurrency > 0 {
 			flags = append(flags, "--max-concurrency", strconv.Itoa(concurrency))
 		}
-		srv, err := benchserver.Run(ctx, bin, "pyexec-fleetbench-", parent, flags...)
+		srv, err := testserver.RunInNewDir(ctx, "pyexec-fleetbench-", testserver.Config{Binary: bin, CgroupParent: parent, Flags: flags})
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +159,7 @@ func measure(ctx context.Context, bin string, urls []string, k, n, clients, conc
 
 // node is one `pyexec serve` of the fleet.
 type node struct {
-	srv    *benchserver.Server
+	srv    *testserver.Server
 	parent string // its --cgroup-parent, for the jails' CPU
 }
 
@@ -182,7 +180,7 @@ func (nd *node) cpu() (float64, float64, error) {
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	const ticks = 100 // USER_HZ on Linux
 	jail := -1.0
-	for _, dir := range benchserver.CgroupDirsNamed(nd.parent) {
+	for _, dir := range testserver.CgroupDirsNamed(nd.parent) {
 		if s, err := cgroupCPU(dir); err == nil {
 			jail = s
 		}

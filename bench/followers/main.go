@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 func main() {
@@ -205,12 +205,13 @@ func follow(ctx context.Context, client *http.Client, url, id string, pause time
 
 // server is one `pyexec serve` on a free loopback port.
 type server struct {
-	*benchserver.Server
+	*testserver.Server
 }
 
 func startServer(ctx context.Context, binary string, extra ...string) (*server, error) {
 	flags := append([]string{"--log-level", "warn", "--prepare-base=false"}, extra...)
-	s, err := benchserver.Run(ctx, binary, "pyexec-bench-followers-", fmt.Sprintf("pyexec-bench-followers-%d", os.Getpid()), flags...)
+	s, err := testserver.RunInNewDir(ctx, "pyexec-bench-followers-", testserver.Config{Binary: binary,
+		CgroupParent: fmt.Sprintf("pyexec-bench-followers-%d", os.Getpid()), Flags: flags})
 	if err != nil {
 		return nil, err
 	}

@@ -16,10 +16,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,10 +25,8 @@ import (
 	"strings"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
-
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
 	"github.com/pyexec/pyexec/client"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // kind is one execution measured.
@@ -106,27 +102,25 @@ func run() int {
 // measure runs every kind n times on fresh NATS servers with max_payload
 // mp and a fresh node, and prints a row per kind.
 func measure(ctx context.Context, bin string, mp int32, n, servers int) error {
-	dir, err := os.MkdirTemp("", "pyexec-maxpayload-nats-")
+	nats, err := testserver.NewCluster("pyexec-maxpayload", servers, "", mp)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	url, stop, err := startNATS(dir, mp, servers)
-	if err != nil {
+	defer nats.Close()
+	if err := nats.StartAll(); err != nil {
 		return err
 	}
-	defer stop()
 	parent := fmt.Sprintf("pyexec-maxpayload-%d", os.Getpid())
-	srv, err := benchserver.Run(ctx, bin, "pyexec-maxpayload-", parent, "--nats", url, "--nats-replicas", strconv.Itoa(servers),
-		"--node-name", "bench", "--prepare-base=false", "--provision-tools=false")
+	// The node waits for JetStream's leader itself (it starts in any order).
+	srv, err := testserver.RunInNewDir(ctx, "pyexec-maxpayload-", testserver.Config{Binary: bin, CgroupParent: parent,
+		Flags: []string{"--nats", nats.URLs()[0], "--nats-replicas", strconv.Itoa(servers), "--node-name", "bench",
+			"--prepare-base=false", "--provision-tools=false"}})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		_ = srv.Close()
-		for _, d := range benchserver.CgroupDirsNamed(parent) {
-			_ = os.Remove(d)
-		}
+		_ = testserver.RemoveCgroups(parent)
 	}()
 	c := client.New(srv.URL, client.WithTimeout(2*time.Minute))
 	for _, k := range kinds() {
@@ -157,57 +151,6 @@ func measure(ctx context.Context, bin string, mp int32, n, servers int) error {
 		fmt.Printf("| %d | %s | %.0f | %.0f |\n", mp, k.name, ms(took[len(took)/2]), ms(sum/time.Duration(len(took))))
 	}
 	return nil
-}
-
-// startNATS starts servers JetStream servers in process, clustered when
-// more than one, and returns the first one's client URL once JetStream
-// answers there.
-func startNATS(dir string, mp int32, servers int) (string, func(), error) {
-	ports := make([]int, 2*servers)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", nil, err
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-	}
-	var running []*natsserver.Server
-	stop := func() {
-		for _, s := range running {
-			s.Shutdown()
-			s.WaitForShutdown()
-		}
-	}
-	for i := range servers {
-		o := &natsserver.Options{ServerName: fmt.Sprint("nats-", i), Host: "127.0.0.1", Port: ports[i], JetStream: true,
-			StoreDir: filepath.Join(dir, strconv.Itoa(i)), MaxPayload: mp, NoSigs: true, NoLog: true}
-		if servers > 1 {
-			var routes []string
-			for j := range servers {
-				if j != i {
-					routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[servers+j]))
-				}
-			}
-			o.Cluster = natsserver.ClusterOpts{Name: "pyexec-maxpayload", Host: "127.0.0.1", Port: ports[servers+i]}
-			o.Routes = natsserver.RoutesFromStr(strings.Join(routes, ","))
-		}
-		s, err := natsserver.NewServer(o)
-		if err != nil {
-			stop()
-			return "", nil, err
-		}
-		go s.Start()
-		running = append(running, s)
-	}
-	for _, s := range running {
-		if !s.ReadyForConnections(30 * time.Second) {
-			stop()
-			return "", nil, errors.New("a NATS server did not become ready")
-		}
-	}
-	// The node waits for JetStream's leader itself (it starts in any order).
-	return running[0].ClientURL(), stop, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

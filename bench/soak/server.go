@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 // Two tenants: every phase alternates between them.
@@ -18,74 +17,50 @@ var keys = [2]struct{ name, key string }{{"alice", "soak-bench-key-alice"}, {"bo
 // directory and cgroup parent outlive it, so that a restart finds the
 // previous server's records and jails.
 type server struct {
-	*benchserver.Server
-	parent string
+	*testserver.Server
 }
 
 // newServer prepares a server on a fresh data directory; Start runs it.
 func newServer(binary string) (*server, error) {
-	parent := fmt.Sprintf("pyexec-bench-soak-%d", os.Getpid())
-	s, err := benchserver.New(binary, "pyexec-bench-soak-", parent, "--log-level", "warn", "--prepare-base=false",
-		"--warm-pool=true", "--fork-server=true", "--queue-size", "1000",
-		"--api-keys", keys[0].name+":"+keys[0].key+","+keys[1].name+":"+keys[1].key)
+	dir, err := testserver.DataDir("pyexec-bench-soak-")
 	if err != nil {
 		return nil, err
 	}
-	return &server{Server: s, parent: parent}, nil
+	return &server{testserver.New(testserver.Config{Binary: binary, Dir: dir,
+		CgroupParent: fmt.Sprintf("pyexec-bench-soak-%d", os.Getpid()),
+		Flags: []string{"--log-level", "warn", "--prepare-base=false", "--warm-pool=true", "--fork-server=true",
+			"--queue-size", "1000", "--api-keys", keys[0].name + ":" + keys[0].key + "," + keys[1].name + ":" + keys[1].key}})}, nil
 }
 
 // remove deletes the data directory and the cgroup parent's directories.
 func (s *server) remove() {
 	os.RemoveAll(s.Dir)
-	for _, d := range benchserver.CgroupDirsNamed(s.parent) {
-		_ = os.Remove(d)
-	}
+	_ = testserver.RemoveCgroups(s.CgroupParent)
 }
 
 // jailProcesses lists the host processes in a cgroup below the server's
 // cgroup parent, as "pid command line".
 func (s *server) jailProcesses() []string {
-	return processes(func(pid string) bool {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
-		return err == nil && strings.Contains(string(b), "/"+s.parent+"/")
-	})
+	return lines(testserver.Processes(testserver.InCgroup(s.CgroupParent)))
 }
 
 // jailCgroups lists the jail cgroups below the server's cgroup parent, in
 // any hierarchy.
-func (s *server) jailCgroups() []string {
-	var left []string
-	for _, d := range benchserver.CgroupDirsNamed(s.parent) {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if e.IsDir() {
-				left = append(left, filepath.Join(d, e.Name()))
-			}
-		}
-	}
-	return left
-}
+func (s *server) jailCgroups() []string { return testserver.JailCgroups(s.CgroupParent) }
 
 // namedProcesses lists the host processes whose name starts with prefix
-// (the evasion programs name theirs, and children inherit the name).
+// (the evasion programs name theirs, and children inherit the name), as
+// "pid command line".
 func namedProcesses(prefix string) []string {
-	return processes(func(pid string) bool {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-		return err == nil && strings.HasPrefix(string(b), prefix)
-	})
+	return lines(testserver.Processes(func(p testserver.Process) bool { return strings.HasPrefix(p.Comm, prefix) }))
 }
 
-func processes(match func(pid string) bool) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' || !match(e.Name()) {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		found = append(found, e.Name()+" "+strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
+func lines(ps []testserver.Process) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
 	}
-	return found
+	return out
 }
 
 // waitFor polls cond every 50ms until it holds or timeout passes, and

@@ -25,10 +25,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pyexec/pyexec/bench/internal/benchserver"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/testserver"
 )
 
 func main() {
@@ -276,7 +276,7 @@ func (plainDriver) Parse([]byte) (engine.Report, error) {
 // rssMiB reads a field of this process's /proc status (VmRSS, VmHWM) in
 // MiB; 0 when it cannot.
 func rssMiB(field string) float64 {
-	b, _ := benchserver.ProcStatusBytes(os.Getpid(), field)
+	b, _ := testserver.ProcStatusBytes(os.Getpid(), field)
 	return float64(b) / (1 << 20)
 }
 

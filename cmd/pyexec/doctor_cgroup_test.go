@@ -5,26 +5,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// removeCgroupDirs removes the (empty) cgroup directories called name
-// that a probe made, under every mounted hierarchy.
-func removeCgroupDirs(name string) {
-	var dirs []string
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && d.Name() == name {
-			dirs = append(dirs, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	for _, d := range dirs {
-		_ = os.Remove(d)
-	}
-}
+	"github.com/pyexec/pyexec/internal/testserver"
+)
 
 // TestDoctorProbesTheCgroupParent: doctor builds its probe cgroup where
 // serve would put its jails, under --cgroup-parent or
@@ -36,7 +21,7 @@ func TestDoctorProbesTheCgroupParent(t *testing.T) {
 	for _, how := range []string{"flag", "variable"} {
 		t.Run(how, func(t *testing.T) {
 			parent := fmt.Sprintf("pyexec-doctor-%s-%d", how, os.Getpid())
-			t.Cleanup(func() { removeCgroupDirs(parent) })
+			t.Cleanup(func() { _ = testserver.RemoveCgroups(parent) })
 			args := []string{"--data-dir", t.TempDir()}
 			if how == "flag" {
 				args = append(args, "--cgroup-parent", parent)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pyexec/pyexec/internal/api"
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -79,7 +80,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	handOver := serveStartup(ln, starting, log)
 	// The engine reports finished executions to the API's metrics, which
 	// exist only once the API does: the sink bridges the two.
-	var sink atomic.Pointer[api.Metrics]
+	var sink atomic.Pointer[metrics.Metrics]
 	st, err := startStack(sd.stopping, cfg, log, starting.waitingForNATS(log), func(f engine.Finished) {
 		if m := sink.Load(); m != nil {
 			m.ObserveExecution(&f.Execution)
@@ -118,7 +119,7 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
-	opts.Collectors = append(opts.Collectors, api.SessionCollector(st.eng.SessionStats), api.StoreCollector(st.eng.StoreStats))
+	opts.Collectors = append(opts.Collectors, metrics.SessionCollector(st.eng.SessionStats), metrics.StoreCollector(st.eng.StoreStats))
 	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
@@ -21,7 +22,7 @@ import (
 // keys a and b and the per-key usage metrics fed as `pyexec serve` does.
 func fairServer(t *testing.T, cfg engine.Config) *httptest.Server {
 	t.Helper()
-	var sink atomic.Pointer[Metrics]
+	var sink atomic.Pointer[metrics.Metrics]
 	eng := enginetest.Start(t, cfg, func(*store.NATS, *sandbox.Manager) engine.Deps {
 		return engine.Deps{OnFinish: func(f engine.Finished) {
 			if m := sink.Load(); m != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/engine"
 )
 
@@ -20,7 +21,7 @@ func TestNetworkEventsOnTheWire(t *testing.T) {
 	if len(r.NetworkEvents) != 2 || r.NetworkEvents[0] != want || r.NetworkEvents[1].Reason != "denied_range" {
 		t.Errorf("network events %+v", r.NetworkEvents)
 	}
-	m := NewMetrics(func() engine.Stats { return engine.Stats{} })
+	m := metrics.New(func() engine.Stats { return engine.Stats{} })
 	m.ObserveExecution(x)
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

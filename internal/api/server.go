@@ -4,14 +4,24 @@
 // server (/mcp), readiness, metrics, the OpenAPI 3.1 document, an
 // offline docs UI and the web playground at /. Handlers decode, call the Engine and encode; they hold
 // no business logic, and nothing here runs code, touches the disk or knows
-// how executions are stored.
+// how executions are stored. Its Prometheus instrumentation is a package of
+// its own (internal/api/metrics).
+//
+// The handlers are kept as one package because they are one API: each is
+// a method on the one Server and registers on its one huma API, and they
+// share what makes the endpoints behave alike — the authenticated caller,
+// the error renderer that turns the engine's sentinels into status codes
+// and python-executor's {"error": ...} body (errors.go), the upload and
+// body limits (request.go) and the wire types whose schema names the
+// OpenAPI document, its golden files and the clients depend on. Split by
+// endpoint, that plumbing would have to be exported to every piece and the
+// one OpenAPI registry would become several.
 package api
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,7 +31,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -84,7 +96,7 @@ type Server struct {
 	nats      func() NATSHealth
 	heartbeat time.Duration
 	shutdown  time.Duration
-	metrics   *Metrics
+	metrics   *metrics.Metrics
 	handler   http.Handler
 	ready     atomic.Bool
 	followers *followerLimits // open event streams (followers.go)
@@ -141,7 +153,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		nats:      opts.NATS,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
-		metrics:   NewMetrics(eng.Stats),
+		metrics:   metrics.New(eng.Stats),
 		followers: newFollowerLimits(cfg.Followers.PerExecution, cfg.Followers.PerKey),
 	}
 	if len(keys) == 0 {
@@ -198,7 +210,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		writeError(w, errorf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 
-	s.handler = s.metrics.instrument(mux, cleanAccept(newAuthenticator(keys, cfg.Admins()).middleware(mux)))
+	s.handler = s.metrics.Instrument(mux, cleanAccept(newAuthenticator(keys, cfg.Admins()).middleware(mux)))
 	return s, nil
 }
 
@@ -256,7 +268,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // counted by Metrics().ObserveExecution, which the caller must feed from
 // the engine (the engine has no completion hook yet; see the api branch
 // notes).
-func (s *Server) Metrics() *Metrics { return s.metrics }
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
 // SetReady sets what /readyz reports; Serve clears it when shutting down.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }

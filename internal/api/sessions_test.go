@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
@@ -26,7 +27,7 @@ func newSessionServer(t *testing.T) *httptest.Server {
 			return engine.Deps{Jails: jails, Forker: forker(t, jails, nil)}
 		})
 	s, err := New(eng, Options{Config: config.Default(), Version: "test", Isolation: "jail",
-		Collectors: []prometheus.Collector{SessionCollector(eng.SessionStats)}})
+		Collectors: []prometheus.Collector{metrics.SessionCollector(eng.SessionStats)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 )
@@ -29,7 +30,7 @@ func TestHealthAndMetricsReportTheStore(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			stats := func() engine.StoreStats { return tt.stats }
 			s, err := New(newFakeEngine(), Options{Config: config.Default(), Store: stats,
-				Collectors: []prometheus.Collector{StoreCollector(stats)}})
+				Collectors: []prometheus.Collector{metrics.StoreCollector(stats)}})
 			if err != nil {
 				t.Fatal(err)
 			}

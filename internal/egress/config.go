@@ -109,20 +109,22 @@ const (
 
 // Reasons of an Event besides the guard's.
 const (
-	ReasonNotAllowed      = "not_allowed"      // not on the allow list, or on the deny list
-	ReasonPrivateAddress  = "private_address"  // an allowed name resolved only to denied addresses (rebinding)
-	ReasonUnknownAddress  = "unknown_address"  // an address the jail's DNS never handed out
-	ReasonSNIMismatch     = "sni_mismatch"     // TLS server name differs from the name connected to
-	ReasonHostMismatch    = "host_mismatch"    // HTTP Host missing, or differs from the name connected to
-	ReasonBadClientHello  = "bad_client_hello" // TLS that cannot be checked
-	ReasonBadHTTPRequest  = "bad_http_request" // HTTP that cannot be checked (malformed, HTTP/2, Upgrade, CONNECT)
-	ReasonUDP             = "udp_not_allowed"  // UDP other than DNS
-	ReasonResolveFailed   = "resolve_failed"   // the name did not resolve
-	ReasonConnectFailed   = "connect_failed"   // the destination did not answer
-	ReasonConnectionLimit = "connection_limit" // Limits.MaxConns
-	ReasonBytesOutLimit   = "bytes_out_limit"  // Limits.BytesOut
-	ReasonBytesInLimit    = "bytes_in_limit"   // Limits.BytesIn
-	ReasonClosed          = "execution_ended"  // the execution ended first
+	ReasonNotAllowed      = "not_allowed"           // not on the allow list, or on the deny list
+	ReasonPrivateAddress  = "private_address"       // an allowed name resolved only to denied addresses (rebinding)
+	ReasonUnknownAddress  = "unknown_address"       // an address the jail's DNS never handed out
+	ReasonSNIMismatch     = "sni_mismatch"          // TLS server name differs from the name connected to
+	ReasonHostMismatch    = "host_mismatch"         // HTTP Host missing, or differs from the name connected to
+	ReasonBadClientHello  = "bad_client_hello"      // TLS that cannot be checked
+	ReasonBadHTTPRequest  = "bad_http_request"      // HTTP that cannot be checked (not strict HTTP/1.x, ambiguous framing, HTTP/2, Upgrade, CONNECT)
+	ReasonUnrecognised    = "unrecognised_protocol" // neither TLS nor HTTP on a connection only a name rule allows
+	ReasonDNSFlowLimit    = "dns_flow_limit"        // a lookup while maxDNSFlows others were being answered
+	ReasonUDP             = "udp_not_allowed"       // UDP other than DNS
+	ReasonResolveFailed   = "resolve_failed"        // the name did not resolve
+	ReasonConnectFailed   = "connect_failed"        // the destination did not answer
+	ReasonConnectionLimit = "connection_limit"      // Limits.MaxConns
+	ReasonBytesOutLimit   = "bytes_out_limit"       // Limits.BytesOut
+	ReasonBytesInLimit    = "bytes_in_limit"        // Limits.BytesIn
+	ReasonClosed          = "execution_ended"       // the execution ended first
 )
 
 // Config is what every execution's egress shares: the operator's policy,

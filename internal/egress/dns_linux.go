@@ -1,20 +1,23 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"strings"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
-// dnsIdle is how long a DNS flow stays open for more queries (a resolver
-// asks for A and AAAA on one socket).
-const dnsIdle = 5 * time.Second
+// dnsLinger is how long a DNS flow waits, once it answered, for another
+// query on the same socket: a resolver asks for A and AAAA on one socket,
+// the second sometimes a moment after the first is answered.
+const dnsLinger = 200 * time.Millisecond
 
 // resolveTimeout bounds one upstream resolution.
 const resolveTimeout = 5 * time.Second
@@ -22,10 +25,16 @@ const resolveTimeout = 5 * time.Second
 // answerTTL is the TTL of the jail's answers.
 const answerTTL = 30
 
-// maxDNSFlows bounds the DNS flows served at once: a payload sending
-// queries from endless source ports gets its extra queries dropped, not a
-// goroutine each.
+// maxDNSFlows bounds the lookups being answered at once (a flow counts
+// until its first answer is sent, and while it answers each later query
+// on its socket): a payload sending queries from endless source ports, or
+// again on flows that answered, gets SERVFAIL for the extra ones, not a
+// goroutine waiting for the upstream resolver each.
 const maxDNSFlows = 64
+
+// maxDNSLingering bounds the flows waiting after their answer (dnsLinger);
+// over it a flow ends once it answered what it holds.
+const maxDNSLingering = 256
 
 // handleUDP takes each new UDP flow of the jail. DNS (port 53, to any
 // address) is answered by the egress; everything else is dropped.
@@ -36,22 +45,19 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 		e.udpRefused(dst, port)
 		return
 	}
-	if e.dnsFlows.Add(1) > maxDNSFlows {
-		e.dnsFlows.Add(-1)
-		return
-	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
-		e.dnsFlows.Add(-1)
+		return
+	}
+	if e.dnsBusy.Add(1) > maxDNSFlows {
+		e.dnsBusy.Add(-1)
+		e.refuseDNS(ep, dst)
 		return
 	}
 	conn := gonet.NewUDPConn(&wq, ep)
-	if !e.goTracked(func() {
-		defer e.dnsFlows.Add(-1)
-		e.serveDNS(conn)
-	}) {
-		e.dnsFlows.Add(-1)
+	if !e.goTracked(func() { e.serveDNS(conn, ep, dst) }) {
+		e.dnsBusy.Add(-1)
 		conn.Close()
 	}
 }
@@ -69,63 +75,168 @@ func (e *Egress) udpRefused(dst netip.Addr, port uint16) {
 	e.emit(Event{Proto: "udp", Host: dst.String(), Port: port, Verdict: VerdictDeny, Reason: reason})
 }
 
-// serveDNS answers the queries of one flow until it idles.
-func (e *Egress) serveDNS(conn *gonet.UDPConn) {
+// serveDNS answers the query that opened a flow (to dst), then those the
+// payload sends on the same socket until the flow has been idle for
+// dnsLinger. The flow counts as a lookup in flight until its first answer
+// (handleUDP counted it), and again while it answers each later query.
+func (e *Egress) serveDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, dst netip.Addr) {
 	defer conn.Close()
 	stop := context.AfterFunc(e.ctx, func() { conn.Close() })
 	defer stop()
 	buf := make([]byte, 1500)
+	// The first query is queued already: the deadline only ends a flow
+	// that lingered in vain.
+	_ = conn.SetReadDeadline(time.Now().Add(dnsLinger))
+	n, err := conn.Read(buf)
+	var resp []byte
+	if err == nil {
+		resp = e.answer(buf[:n])
+	}
+	e.dnsBusy.Add(-1)
+	if err != nil || resp != nil && write(conn, resp) != nil {
+		return
+	}
+	if e.dnsLingering.Add(1) > maxDNSLingering {
+		e.dnsLingering.Add(-1)
+		e.drainDNS(conn, ep, buf, dst)
+		return
+	}
+	defer e.dnsLingering.Add(-1)
 	for {
-		_ = conn.SetReadDeadline(time.Now().Add(dnsIdle))
+		_ = conn.SetReadDeadline(time.Now().Add(dnsLinger))
 		n, err := conn.Read(buf)
 		if err != nil {
 			return
 		}
-		if resp := e.answer(buf[:n]); resp != nil {
-			if _, err := conn.Write(resp); err != nil {
-				return
-			}
+		if resp := e.answerAgain(buf[:n], dst); resp != nil && write(conn, resp) != nil {
+			return
 		}
 	}
+}
+
+// write sends one answer.
+func write(conn *gonet.UDPConn, resp []byte) error {
+	_, err := conn.Write(resp)
+	return err
+}
+
+// answerAgain answers a later query of a flow: it counts as a lookup in
+// flight while it is answered, and over the cap gets SERVFAIL.
+func (e *Egress) answerAgain(query []byte, dst netip.Addr) []byte {
+	if e.dnsBusy.Add(1) > maxDNSFlows {
+		e.dnsBusy.Add(-1)
+		return e.refusal(query, dst)
+	}
+	defer e.dnsBusy.Add(-1)
+	return e.answer(query)
+}
+
+// drainDNS answers the queries queued on a flow that may not linger.
+func (e *Egress) drainDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, buf []byte, dst netip.Addr) {
+	for {
+		n, ok := readQueued(ep, buf)
+		if !ok {
+			return
+		}
+		if resp := e.answerAgain(buf[:n], dst); resp != nil && write(conn, resp) != nil {
+			return
+		}
+	}
+}
+
+// refuseDNS answers the query of a flow over maxDNSFlows with SERVFAIL,
+// so that the payload's resolver gives up at once instead of waiting, and
+// reports it. It runs on the stack's own goroutine: it never blocks.
+func (e *Egress) refuseDNS(ep tcpip.Endpoint, dst netip.Addr) {
+	defer ep.Close()
+	buf := make([]byte, 1500)
+	n, ok := readQueued(ep, buf)
+	if !ok {
+		return
+	}
+	if resp := e.refusal(buf[:n], dst); resp != nil {
+		_, _ = ep.Write(bytes.NewReader(resp), tcpip.WriteOptions{})
+	}
+}
+
+// refusal reports a query over maxDNSFlows (to dst) and returns its
+// SERVFAIL answer, nil when it does not parse.
+func (e *Egress) refusal(query []byte, dst netip.Addr) []byte {
+	hdr, q, ok := parseQuery(query)
+	if !ok {
+		e.dnsEvent(dst.String(), VerdictDeny, ReasonDNSFlowLimit)
+		return nil
+	}
+	e.dnsEvent(queryName(q), VerdictDeny, ReasonDNSFlowLimit)
+	return reply(hdr, q, dnsmessage.RCodeServerFailure, nil)
+}
+
+// readQueued reads a datagram already queued on ep, without waiting.
+func readQueued(ep tcpip.Endpoint, buf []byte) (int, bool) {
+	w := tcpip.SliceWriter(buf)
+	res, err := ep.Read(&w, tcpip.ReadOptions{})
+	if err != nil {
+		return 0, false
+	}
+	return res.Count, true
+}
+
+// parseQuery reads a query's header and its first question.
+func parseQuery(query []byte) (dnsmessage.Header, dnsmessage.Question, bool) {
+	var p dnsmessage.Parser
+	hdr, err := p.Start(query)
+	if err != nil || hdr.Response {
+		return hdr, dnsmessage.Question{}, false
+	}
+	q, err := p.Question()
+	return hdr, q, err == nil
+}
+
+// queryName is the name a question asks for, lower case, without the
+// trailing dot.
+func queryName(q dnsmessage.Question) string {
+	return strings.TrimSuffix(strings.ToLower(q.Name.String()), ".")
 }
 
 // answer builds the response to one query; nil drops a query that does
 // not parse.
 func (e *Egress) answer(query []byte) []byte {
-	var p dnsmessage.Parser
-	hdr, err := p.Start(query)
-	if err != nil || hdr.Response {
+	hdr, q, ok := parseQuery(query)
+	if !ok {
 		return nil
 	}
-	q, err := p.Question()
-	if err != nil {
-		return nil
-	}
-	resp := dnsmessage.Header{ID: hdr.ID, Response: true, Authoritative: true, RecursionDesired: hdr.RecursionDesired,
-		RecursionAvailable: true}
-	name := strings.TrimSuffix(strings.ToLower(q.Name.String()), ".")
+	name := queryName(q)
+	var rcode dnsmessage.RCode
 	var answerA *nameEntry
 	switch {
 	case hdr.OpCode != 0 || q.Class != dnsmessage.ClassINET:
-		resp.RCode = dnsmessage.RCodeNotImplemented
+		rcode = dnsmessage.RCodeNotImplemented
 	case checkName(name) != nil || !e.policy.NameAllowed(name, 0):
-		resp.RCode = dnsmessage.RCodeNameError
+		rcode = dnsmessage.RCodeNameError
 		e.dnsEvent(name, VerdictDeny, ReasonNotAllowed)
 	default:
-		en, rcode := e.resolve(name)
-		resp.RCode = rcode
+		var en *nameEntry
+		en, rcode = e.resolve(name)
 		if en != nil && q.Type == dnsmessage.TypeA {
 			answerA = en
 		}
 	}
+	return reply(hdr, q, rcode, answerA)
+}
+
+// reply builds a response to the query hdr and q: rcode, with en's
+// synthetic address as the answer when en is not nil.
+func reply(hdr dnsmessage.Header, q dnsmessage.Question, rcode dnsmessage.RCode, en *nameEntry) []byte {
+	resp := dnsmessage.Header{ID: hdr.ID, Response: true, Authoritative: true, RecursionDesired: hdr.RecursionDesired,
+		RecursionAvailable: true, RCode: rcode}
 	b := dnsmessage.NewBuilder(make([]byte, 0, 512), resp)
 	b.EnableCompression()
 	if b.StartQuestions() != nil || b.Question(q) != nil || b.StartAnswers() != nil {
 		return nil
 	}
-	if answerA != nil {
+	if en != nil {
 		rh := dnsmessage.ResourceHeader{Name: q.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: answerTTL}
-		if b.AResource(rh, dnsmessage.AResource{A: answerA.synth.As4()}) != nil {
+		if b.AResource(rh, dnsmessage.AResource{A: en.synth.As4()}) != nil {
 			return nil
 		}
 	}
@@ -189,9 +300,9 @@ func (e *Egress) resolve(name string) (*nameEntry, dnsmessage.RCode) {
 	return en, dnsmessage.RCodeSuccess
 }
 
-// dnsEvent reports a lookup once per name and verdict.
+// dnsEvent reports a lookup once per name, verdict and reason.
 func (e *Egress) dnsEvent(name, verdict, reason string) {
-	if e.firstTime("dns " + verdict + " " + name) {
+	if e.firstTime("dns " + verdict + " " + reason + " " + name) {
 		e.emit(Event{Proto: "dns", Host: name, Verdict: verdict, Reason: reason})
 	}
 }

@@ -9,5 +9,9 @@
 // It must never let a payload reach an always-denied address (loopback,
 // the host's own addresses, private, link-local, CGNAT, multicast and
 // their IPv6 equivalents), whatever the policy says, and it fails closed:
-// anything it cannot classify is refused. See docs/network.md.
+// a connection that only a name rule allows carries nothing to the
+// destination until it has proven to be for that name (a TLS ClientHello
+// naming it, or HTTP/1.x request heads, read strictly by http1, each
+// naming it); anything it cannot classify is refused. See
+// docs/network.md.
 package egress

@@ -54,7 +54,8 @@ type Egress struct {
 	udpSeen   map[string]bool
 
 	active            atomic.Int64 // TCP connections open or being dialled
-	dnsFlows          atomic.Int64 // DNS flows being served
+	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
+	dnsLingering      atomic.Int64 // DNS flows waiting for another query
 	bytesOut, bytesIn atomic.Int64
 	events, dropped   atomic.Int64
 	limited           atomic.Bool
@@ -107,6 +108,15 @@ func (e *Egress) Serve(tun *os.File) error {
 	if err != nil {
 		return fmt.Errorf("netstack link: %w", err)
 	}
+	if err := e.serveLink(link); err != nil {
+		return err
+	}
+	e.tun, e.tunFD = tun, fd
+	return nil
+}
+
+// serveLink starts the userspace stack on link. Called with e.mu held.
+func (e *Egress) serveLink(link stack.LinkEndpoint) error {
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
@@ -145,7 +155,7 @@ func (e *Egress) Serve(tun *os.File) error {
 		return fmt.Errorf("netstack: %s", terr)
 	}
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}, {Destination: header.IPv6EmptySubnet, NIC: nic}})
-	e.stack, e.tun, e.tunFD, e.link = s, tun, fd, link
+	e.stack, e.link = s, link
 	return nil
 }
 
@@ -175,7 +185,7 @@ func (e *Egress) Close() error {
 		// more; a delivery already under way gets readerDrain to finish
 		// (the reader ends by itself if its read fails, else RemoveNIC
 		// stops it while it waits in poll, holding no packet).
-		if detachQueue(fd) == nil {
+		if tun == nil || detachQueue(fd) == nil {
 			ended := make(chan struct{})
 			go func() { link.Wait(); close(ended) }()
 			select {

@@ -41,6 +41,13 @@ func (r *recorder) find(proto, host, verdict, reason string) bool {
 // narrowed to nothing more, and returns its stdout with the events.
 func runEgress(t testing.TB, w *egresstest.World, cfg Config, code string, args ...string) (sandbox.Result, *recorder) {
 	t.Helper()
+	return runSpec(t, w, cfg, sandbox.Spec{Argv: append([]string{"/usr/bin/python3", "-c", code}, args...)})
+}
+
+// runSpec runs spec (its Argv, and Env and Mounts added to the usual) in
+// a jail as runEgress does.
+func runSpec(t testing.TB, w *egresstest.World, cfg Config, spec sandbox.Spec) (sandbox.Result, *recorder) {
+	t.Helper()
 	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +60,9 @@ func runEgress(t testing.TB, w *egresstest.World, cfg Config, code string, args 
 	hooks.Limit = func(why string) { limitHook(why); cancel() }
 	eg := New(cfg, cfg.Policy, hooks)
 	res, err := m.Run(ctx, sandbox.Spec{
-		Argv:    append([]string{"/usr/bin/python3", "-c", code}, args...),
-		Env:     []string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"},
+		Argv:    spec.Argv,
+		Env:     append([]string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}, spec.Env...),
+		Mounts:  spec.Mounts,
 		Files:   []sandbox.File{{Path: "ca.pem", Data: w.CAPEM}},
 		Network: true,
 		Egress:  eg,
@@ -123,7 +131,9 @@ def udp():
     return "OK " + s.recv(10).decode()
 probe("http", lambda: get("http://allowed.test/"))
 probe("https", lambda: get("https://allowed.test/"))
-probe("raw", lambda: tcp("allowed.test", 80, b"PING\r\n\r\n"))
+probe("raw", lambda: tcp("allowed.test", 8000, b"PING\r\n\r\n"))
+probe("raw_by_address", lambda: tcp("allowed.test", 80, b"PING\r\n\r\n"))
+probe("raw_ip", lambda: tcp("203.0.113.2", 80, b"PING\r\n\r\n"))
 probe("other_name", lambda: socket.getaddrinfo("other.test", 80))
 probe("ip_unlisted", lambda: tcp("203.0.113.3", 80))
 probe("api_public", lambda: tcp("203.0.113.2", API))
@@ -147,31 +157,34 @@ probe("ipv6", lambda: tcp("2a01::1", 80, family=socket.AF_INET6))
 func TestEgressPolicy(t *testing.T) {
 	w := egresstest.New(t)
 	api := strconv.Itoa(w.API.Addr().(*net.TCPAddr).Port)
-	cfg := testConfig(t, w, "allowed.test", "rebind.test", "meta.test", egresstest.PublicHost+":"+api, egresstest.PrivateHost, egresstest.MetadataHost)
+	cfg := testConfig(t, w, "allowed.test", "rebind.test", "meta.test", egresstest.PublicHost+":"+api, egresstest.PublicHost+":80",
+		egresstest.PrivateHost, egresstest.MetadataHost)
 	res, rec := runEgress(t, w, cfg, probes, api)
 	t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	got := egresstest.Lines(string(res.Stdout))
 	want := map[string]string{
-		"http":          "hello allowed.test",
-		"https":         "hello allowed.test",
-		"raw":           "OK HTTP/1.1 400 Bad Request",
-		"other_name":    "ERR gaierror",
-		"ip_unlisted":   "ERR ConnectionRefusedError",
-		"api_public":    "ERR ConnectionRefusedError",
-		"api_loopback":  "ERR ConnectionRefusedError",
-		"loopback_80":   "ERR ConnectionRefusedError",
-		"metadata":      "ERR ConnectionRefusedError",
-		"metadata_name": "ERR gaierror",
-		"private":       "ERR ConnectionRefusedError",
-		"mapped":        "ERR ConnectionRefusedError",
-		"sni_ok":        "OK",
-		"host":          "EOF",
-		"host_absolute": "EOF",
-		"host_bare_lf":  "EOF",
-		"host_missing":  "EOF",
-		"rebind":        "ERR gaierror",
-		"udp":           "ERR TimeoutError",
-		"ipv6":          "ERR ConnectionRefusedError",
+		"http":           "hello allowed.test",
+		"https":          "hello allowed.test",
+		"raw":            "EOF",
+		"raw_by_address": "OK HTTP/1.1 400 Bad Request",
+		"raw_ip":         "OK HTTP/1.1 400 Bad Request",
+		"other_name":     "ERR gaierror",
+		"ip_unlisted":    "ERR ConnectionRefusedError",
+		"api_public":     "ERR ConnectionRefusedError",
+		"api_loopback":   "ERR ConnectionRefusedError",
+		"loopback_80":    "ERR ConnectionRefusedError",
+		"metadata":       "ERR ConnectionRefusedError",
+		"metadata_name":  "ERR gaierror",
+		"private":        "ERR ConnectionRefusedError",
+		"mapped":         "ERR ConnectionRefusedError",
+		"sni_ok":         "OK",
+		"host":           "EOF",
+		"host_absolute":  "EOF",
+		"host_bare_lf":   "EOF",
+		"host_missing":   "EOF",
+		"rebind":         "ERR gaierror",
+		"udp":            "ERR TimeoutError",
+		"ipv6":           "ERR ConnectionRefusedError",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -193,6 +206,7 @@ func TestEgressPolicy(t *testing.T) {
 		{"dns", "meta.test", VerdictDeny, ReasonPrivateAddress},
 		{"tcp", egresstest.PrivateHost, VerdictDeny, ReasonDeniedRange},
 		{"tcp", "allowed.test", VerdictDeny, ReasonSNIMismatch},
+		{"tcp", "allowed.test", VerdictDeny, ReasonUnrecognised},
 		{"tcp", "allowed.test", VerdictDeny, ReasonHostMismatch},
 		{"dns", "rebind.test", VerdictDeny, ReasonPrivateAddress},
 		{"udp", egresstest.PublicHost, VerdictDeny, ReasonUDP},

@@ -6,123 +6,127 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
-	"net/textproto"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/egress/http1"
 )
 
-// maxHeld bounds the bytes read from the payload but not yet forwarded
-// on a plain-HTTP connection: a request head, or a piece of a body.
-const maxHeld = 64 << 10
-
-var errHeadTooLong = errors.New("request head too long")
-
-// heldReader keeps what it reads until it is forwarded.
-type heldReader struct {
-	r    io.Reader
-	held []byte
-}
-
-func (h *heldReader) Read(p []byte) (int, error) {
-	room := maxHeld - len(h.held)
-	if room <= 0 {
-		return 0, errHeadTooLong
-	}
-	n, err := h.r.Read(p[:min(len(p), room)])
-	h.held = append(h.held, p[:n]...)
-	return n, err
-}
-
 // forwardHTTP relays what the payload sends on a plain-HTTP connection
-// to name. Each request head is read whole (within one inspectTimeout
-// from its first byte) and checked before any of it is forwarded; its
-// body is passed on as it comes, so the next request on the connection
-// is found and checked as the first was. It returns a refusal reason, ""
+// to t. Each request head is read whole by http1 (within inspectTimeout
+// of its first byte; the first head within op.until) and checked before
+// any of it is forwarded; its content follows as it comes, framed as the
+// head declares, so that the next head is found where the destination
+// finds it and checked as the first was. It returns a refusal reason, ""
 // when the payload ended the stream (or it broke).
-func (r *relay) forwardHTTP(up, down net.Conn, first []byte, name string) string {
-	src := &heldReader{r: io.MultiReader(bytes.NewReader(first), down)}
-	br := bufio.NewReaderSize(src, 4096)
-	// flush forwards what the parser has consumed.
-	flush := func() bool {
-		n := len(src.held) - br.Buffered()
-		if n == 0 {
-			return true
-		}
-		if !r.count(n, true) {
-			return false
-		}
-		_, err := up.Write(src.held[:n])
-		src.held = src.held[:copy(src.held, src.held[n:])]
-		return err == nil
-	}
-	discard := make([]byte, 32<<10)
+func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
+	// What was checked goes to the destination in as many writes as the
+	// payload's reads, not one for each head, chunk-size line, chunk and
+	// CRLF: a body of one-byte chunks would cost three writes, and as
+	// many segments to the destination, for every six bytes it sends.
+	bw := bufio.NewWriterSize(&upstream{r: r, up: up}, relayBuffer)
+	src := &flushing{r: io.MultiReader(bytes.NewReader(op.first), down), w: bw}
+	br := bufio.NewReaderSize(src, relayBuffer)
+	// w hides bw's ReadFrom, which would read into bw's buffer while src
+	// flushes it.
+	w := struct{ io.Writer }{bw}
+	until := op.until
 	for {
-		// Blank lines before a request are passed on: servers skip them.
-		for {
-			c, err := br.ReadByte()
-			if err != nil {
-				flush()
-				return ""
-			}
-			if c != '\r' && c != '\n' {
-				_ = br.UnreadByte()
-				break
-			}
-		}
-		if !flush() {
+		if bw.Flush() != nil {
 			return ""
 		}
-		_ = down.SetReadDeadline(time.Now().Add(inspectTimeout))
-		req, err := http.ReadRequest(br)
+		if until.IsZero() {
+			// Between requests the payload may wait as long as it likes.
+			if _, err := br.Peek(1); err != nil {
+				return ""
+			}
+			until = time.Now().Add(inspectTimeout)
+		}
+		_ = down.SetReadDeadline(until)
+		raw, h, err := http1.ReadHead(br)
 		_ = down.SetReadDeadline(time.Time{})
-		if err != nil {
+		until = time.Time{}
+		switch {
+		case errors.Is(err, io.EOF) || src.err != nil:
+			return ""
+		case err != nil:
 			return ReasonBadHTTPRequest
 		}
-		if reason := checkRequest(req, src.held[:len(src.held)-br.Buffered()], name); reason != "" {
+		if reason := checkHead(h, t); reason != "" {
 			return reason
 		}
-		if !flush() {
+		if _, err := w.Write(raw); err != nil {
 			return ""
 		}
-		for {
-			_, err := req.Body.Read(discard)
-			if !flush() {
-				return ""
+		if err := http1.CopyBody(w, br, h); err != nil {
+			if errors.Is(err, http1.ErrChunk) {
+				return ReasonBadHTTPRequest
 			}
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return ""
-			}
+			return "" // the payload or the destination ended, or a limit cut
 		}
 	}
 }
 
-// checkRequest checks a parsed request whose raw bytes start with head
-// against the name connected to: the Host header must be there once and
-// name it, and so must the authority of an absolute-form target. HTTP/2
-// (h2c) and protocol switches (Upgrade, CONNECT) are refused: what they
-// carry next is not a request head that could be checked.
-func checkRequest(req *http.Request, head []byte, name string) string {
-	if req.ProtoMajor != 1 || req.Method == http.MethodConnect || req.Header.Get("Upgrade") != "" {
+// flushing flushes w before each read of r: what was written goes out
+// before the relay waits for more.
+type flushing struct {
+	r   io.Reader
+	w   *bufio.Writer
+	err error // the flush's, which ends the relay
+}
+
+func (f *flushing) Read(p []byte) (int, error) {
+	if f.err = f.w.Flush(); f.err != nil {
+		return 0, f.err
+	}
+	return f.r.Read(p)
+}
+
+// upstream writes to the destination what the payload sent, counted
+// against the limits.
+type upstream struct {
+	r  *relay
+	up net.Conn
+}
+
+func (u *upstream) Write(p []byte) (int, error) {
+	if !u.r.count(len(p), true) {
+		return 0, errOverLimit
+	}
+	return u.up.Write(p)
+}
+
+var errOverLimit = errors.New("over a network limit")
+
+// bodiless are the methods whose content servers commonly leave unread
+// (RFC 9110 §9.3.1: it has no defined meaning and may be refused as a
+// smuggling attempt): a server that answers without reading it would take
+// it for the next request, which the egress never checked.
+var bodiless = map[string]bool{"GET": true, "HEAD": true, "TRACE": true}
+
+// checkHead checks a request head against the destination t: the Host
+// field must name it, and so must the authority of an absolute-form
+// target. HTTP/2 (h2c), protocol switches (Upgrade, CONNECT) and content
+// on GET, HEAD or TRACE are refused: what follows them is not a request
+// head the destination would read where the egress does.
+func checkHead(h *http1.Head, t target) string {
+	switch {
+	case h.Method == "CONNECT" || h.Has("Upgrade"):
 		return ReasonBadHTTPRequest
-	}
-	// http.ReadRequest drops the Host header once it has read it; read
-	// the head's header lines again to see what it said.
-	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(head)))
-	if _, err := tp.ReadLine(); err != nil {
+	case bodiless[h.Method] && (h.Framing == http1.Chunked || h.Length > 0):
 		return ReasonBadHTTPRequest
-	}
-	h, err := tp.ReadMIMEHeader()
-	if err != nil {
-		return ReasonBadHTTPRequest
-	}
-	if hosts := h.Values("Host"); len(hosts) != 1 || !sameName(hosts[0], name) {
-		return ReasonHostMismatch
-	}
-	if req.URL.Host != "" && !sameName(req.URL.Host, name) {
+	case !namesTarget(h.Host, t) || h.Authority != "" && !namesTarget(h.Authority, t):
 		return ReasonHostMismatch
 	}
 	return ""
+}
+
+// namesTarget reports whether a Host or an authority is the name
+// connected to, alone or with the port connected to. Nothing else is
+// taken (no trailing dot, no other port): a server that did not know the
+// host as written might answer as its default site.
+func namesTarget(host string, t target) bool {
+	host = strings.ToLower(host)
+	return host == t.name || host == t.name+":"+strconv.Itoa(int(t.port))
 }

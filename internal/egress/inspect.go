@@ -2,11 +2,10 @@ package egress
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/egress/http1"
 )
 
 // inspectTimeout bounds the wait for a whole TLS ClientHello or HTTP
@@ -18,93 +17,177 @@ const inspectTimeout = 10 * time.Second
 // (type, length and body).
 const maxHello = 64 << 10
 
-// maxInspect bounds what is buffered to find a server name: the records
-// of a ClientHello of at most maxHello, with their headers.
+// maxInspect bounds what is buffered to tell a connection's protocol: the
+// records of a ClientHello of at most maxHello, with their headers, or a
+// request line.
 const maxInspect = maxHello + 5*8
 
 // stream is what the first bytes of a connection were taken for.
 type stream int
 
 const (
-	streamOther stream = iota // neither TLS nor HTTP: passes on the name alone
+	streamOther stream = iota // neither TLS nor HTTP: only an address rule lets it through
 	streamTLS                 // a TLS ClientHello, checked
 	streamHTTP                // plain HTTP: each request head is checked (forwardHTTP)
 )
 
+// opening is what inspect read of a connection.
+type opening struct {
+	first  []byte    // the bytes read, to be forwarded once allowed
+	kind   stream    // what they begin
+	reason string    // a refusal, "" when the connection may go on
+	until  time.Time // the deadline of a request head begun in first
+	// helloEnd is where the records of a checked ClientHello end in
+	// first.
+	helloEnd int
+}
+
 // inspect reads the first bytes the payload sends on a connection to name
-// and tells what they begin: for TLS it checks the server name of the
-// ClientHello against name. It returns the bytes read (to be forwarded)
-// and a refusal reason, "" when the connection may go on. A payload that
-// sends nothing first (a server-speaks-first protocol) is waited for: its
-// first bytes are still checked before any is forwarded.
-func inspect(c net.Conn, name string) ([]byte, stream, string) {
+// and tells what they begin: a TLS ClientHello, whose server name it
+// checks against name, or an HTTP/1.x request line. A payload that sends
+// nothing first (a server-speaks-first protocol) is waited for: its first
+// bytes are still checked before any is forwarded.
+func inspect(c net.Conn, name string) opening {
 	buf := make([]byte, 0, 4096)
 	tmp := make([]byte, 4096)
+	s := &sniffer{name: name}
+	var until time.Time
 	for {
 		n, err := c.Read(tmp)
 		if n > 0 && len(buf) == 0 {
-			_ = c.SetReadDeadline(time.Now().Add(inspectTimeout))
+			until = time.Now().Add(inspectTimeout)
+			_ = c.SetReadDeadline(until)
 		}
 		buf = append(buf, tmp[:n]...)
-		kind, verdict, done := classify(buf, name)
+		kind, reason, done := s.classify(buf)
 		if done {
 			_ = c.SetReadDeadline(time.Time{})
-			return buf, kind, verdict
+			return opening{first: buf, kind: kind, reason: reason, until: until, helloEnd: s.hello.end}
 		}
 		if err != nil {
-			// Ended or stalled before the stream could be told: a TLS
-			// hello cut short is refused; a few bytes of something else
-			// go on.
+			// Ended or stalled before the stream could be told.
 			if len(buf) > 0 && buf[0] == 0x16 {
-				return buf, streamTLS, ReasonBadClientHello
+				return opening{first: buf, kind: streamTLS, reason: ReasonBadClientHello}
 			}
-			return buf, streamOther, ""
+			return opening{first: buf, kind: streamOther}
 		}
 	}
 }
 
-// classify decides once buf holds enough: done is false while more bytes
-// are needed.
-func classify(buf []byte, name string) (kind stream, reason string, done bool) {
+// sniffer tells what the first bytes of a connection to name begin as
+// they arrive. It reads each byte about once however finely the payload
+// splits them (a record or a byte per read): looking at the whole buffer
+// again on every read would cost the egress time growing with the square
+// of what a payload trickles in.
+type sniffer struct {
+	name  string
+	hello helloRecords
+	// seen is how much of the stream the last look for a request line
+	// saw.
+	seen int
+}
+
+// classify decides once buf, the stream so far, holds enough: done is
+// false while more bytes are needed. A stream is TLS when it starts with a
+// handshake record, HTTP when it starts with a request line as http1 reads
+// it, and other as soon as it can be neither.
+func (s *sniffer) classify(buf []byte) (kind stream, reason string, done bool) {
 	switch {
 	case len(buf) == 0:
 		return streamOther, "", false
 	case buf[0] == 0x16: // TLS handshake record
-		msg, reason, done := helloMessage(buf)
+		msg, reason, done := s.hello.add(buf)
 		if !done || reason != "" {
 			return streamTLS, reason, done
 		}
-		sni, err := clientHelloSNI(msg)
-		switch {
-		case err != nil:
-			return streamTLS, ReasonBadClientHello, true
-		case !sameName(sni, name):
-			// A hello without a server name cannot be checked either.
-			return streamTLS, ReasonSNIMismatch, true
-		}
-		return streamTLS, "", true
+		return streamTLS, checkHello(msg, s.name), true
 	}
-	isHTTP, decided := httpStart(buf)
-	switch {
-	case !decided:
+	// A prefix of a request line grown by visible characters only is
+	// looked at again once a byte of another kind (a space, CR, LF or one
+	// no request line holds) arrives, or at its limit: a line ends with
+	// one, and it holds at most four. The prefix may have gone wrong in
+	// between ("GET / HTTPS"); that is told then, and nothing is
+	// forwarded before.
+	grown := buf[s.seen:]
+	if s.seen > 0 && len(buf) < http1.MaxHead && visible(grown) {
+		s.seen = len(buf)
 		return streamOther, "", false
-	case isHTTP:
-		return streamHTTP, "", true
 	}
-	return streamOther, "", true
+	s.seen = len(buf)
+	n, err := http1.ScanRequestLine(buf)
+	switch {
+	case err != nil:
+		return streamOther, "", true
+	case n == 0:
+		return streamOther, "", false
+	}
+	return streamHTTP, "", true
 }
 
-// helloMessage reassembles the handshake message the TLS records at the
-// start of buf carry, which a client may split over several records. A
-// record of another type before the message is whole, or a message longer
-// than maxHello, is refused.
-func helloMessage(buf []byte) (msg []byte, reason string, done bool) {
-	var hs []byte
-	for rest := buf; ; {
+// checkHello checks a ClientHello message against the name connected to:
+// the refusal, "" when it names it.
+func checkHello(msg []byte, name string) string {
+	sni, err := clientHelloSNI(msg)
+	switch {
+	case err != nil:
+		return ReasonBadClientHello
+	case !sameName(sni, name):
+		// A hello without a server name cannot be checked either.
+		return ReasonSNIMismatch
+	}
+	return ""
+}
+
+// visible reports whether b holds only visible ASCII characters.
+func visible(b []byte) bool {
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// sameName reports whether a server name is name (lower-case ASCII) in
+// any ASCII case. Only ASCII letters fold: to strings.ToLower "İ" and the
+// Kelvin sign are "i" and "k", but a server comparing names byte by byte
+// would not know "bİg.test" and might answer as its default site.
+func sameName(sni, name string) bool {
+	if len(sni) != len(name) {
+		return false
+	}
+	for i := range len(sni) {
+		c := sni[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// helloRecords reassembles the handshake message that the TLS records at
+// the start of a stream carry, which a client may split over several
+// records, reading each record once as the stream grows.
+type helloRecords struct {
+	end int    // where the whole records read so far end in the stream
+	hs  []byte // their handshake data
+}
+
+// add reads the whole records of buf, the stream so far, that it has not
+// read yet. A record of another type before the message is whole, one of
+// another protocol version, an empty one, a message longer than maxHello
+// and bytes after the message in its last record (no client sends
+// another message with its ClientHello) are refused.
+func (r *helloRecords) add(buf []byte) (msg []byte, reason string, done bool) {
+	for {
+		rest := buf[r.end:]
 		if len(rest) < 5 {
 			break
 		}
-		if rest[0] != 0x16 {
+		if rest[0] != 0x16 || rest[1] != 3 {
 			return nil, ReasonBadClientHello, true
 		}
 		n := int(binary.BigEndian.Uint16(rest[3:5]))
@@ -114,17 +197,20 @@ func helloMessage(buf []byte) (msg []byte, reason string, done bool) {
 		if len(rest) < 5+n {
 			break
 		}
-		hs = append(hs, rest[5:5+n]...)
-		rest = rest[5+n:]
-		if len(hs) < 4 {
+		r.hs = append(r.hs, rest[5:5+n]...)
+		r.end += 5 + n
+		if len(r.hs) < 4 {
 			continue
 		}
-		need := 4 + (int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3]))
+		need := 4 + (int(r.hs[1])<<16 | int(r.hs[2])<<8 | int(r.hs[3]))
 		if need > maxHello {
 			return nil, ReasonBadClientHello, true
 		}
-		if len(hs) >= need {
-			return hs[:need], "", true
+		switch {
+		case len(r.hs) > need:
+			return nil, ReasonBadClientHello, true
+		case len(r.hs) == need:
+			return r.hs, "", true
 		}
 	}
 	if len(buf) >= maxInspect {
@@ -132,171 +218,3 @@ func helloMessage(buf []byte) (msg []byte, reason string, done bool) {
 	}
 	return nil, "", false
 }
-
-// sameName compares a server name or Host (maybe with a port) with the
-// name connected to.
-func sameName(got, name string) bool {
-	got = strings.TrimSuffix(strings.ToLower(got), ".")
-	if h, _, err := net.SplitHostPort(got); err == nil {
-		got = h
-	}
-	return got == name
-}
-
-var httpMethods = []string{"GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI"}
-
-// maxMethod is how long a token may grow before the stream is taken for
-// something other than HTTP.
-const maxMethod = 32
-
-// httpStart tells whether b begins an HTTP/1 request (or an HTTP/2
-// preface): blank lines, a known method, or any token followed by a space
-// and a request target that starts like one ("/", "*", "http:",
-// "https:"). decided is false while b is too short to tell.
-func httpStart(b []byte) (isHTTP, decided bool) {
-	if b[0] == '\r' || b[0] == '\n' {
-		return true, true
-	}
-	i := 0
-	for i < len(b) && isTokenByte(b[i]) {
-		i++
-	}
-	switch {
-	case i == len(b):
-		return false, i >= maxMethod
-	case i == 0 || b[i] != ' ':
-		return false, true
-	case slices.Contains(httpMethods, string(b[:i])):
-		return true, true
-	}
-	target := strings.ToLower(string(b[i+1:]))
-	for _, p := range []string{"/", "*", "http:", "https:"} {
-		if strings.HasPrefix(target, p) {
-			return true, true
-		}
-		if strings.HasPrefix(p, target) {
-			return false, false
-		}
-	}
-	return false, true
-}
-
-// isTokenByte reports whether c may appear in an HTTP method (RFC 9110
-// tchar).
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-var errShortHello = errors.New("short client hello")
-
-// clientHelloSNI returns the server name of a TLS ClientHello handshake
-// message (the record's body), "" when it has none.
-func clientHelloSNI(b []byte) (string, error) {
-	r := reader(b)
-	typ, ok := r.u8()
-	if !ok || typ != 1 {
-		return "", errors.New("not a client hello")
-	}
-	if _, ok := r.u24(); !ok {
-		return "", errShortHello
-	}
-	// version, random, session id, cipher suites, compression methods
-	if !r.skip(2+32) || !r.skipVec8() || !r.skipVec16() || !r.skipVec8() {
-		return "", errShortHello
-	}
-	if len(r) == 0 {
-		return "", nil // no extensions, so no server name
-	}
-	exts, ok := r.vec16()
-	if !ok {
-		return "", errShortHello
-	}
-	for len(exts) > 0 {
-		typ, ok1 := exts.u16()
-		body, ok2 := exts.vec16()
-		if !ok1 || !ok2 {
-			return "", errShortHello
-		}
-		if typ != 0 { // server_name
-			continue
-		}
-		list, ok := body.vec16()
-		for ok && len(list) > 0 {
-			kind, ok1 := list.u8()
-			host, ok2 := list.vec16()
-			if !ok1 || !ok2 {
-				return "", errShortHello
-			}
-			if kind == 0 {
-				return string(host), nil
-			}
-		}
-		return "", errShortHello
-	}
-	return "", nil
-}
-
-// reader consumes a byte slice from the front.
-type reader []byte
-
-func (r *reader) u8() (byte, bool) {
-	if len(*r) < 1 {
-		return 0, false
-	}
-	v := (*r)[0]
-	*r = (*r)[1:]
-	return v, true
-}
-
-func (r *reader) u16() (uint16, bool) {
-	if len(*r) < 2 {
-		return 0, false
-	}
-	v := binary.BigEndian.Uint16(*r)
-	*r = (*r)[2:]
-	return v, true
-}
-
-func (r *reader) u24() (int, bool) {
-	if len(*r) < 3 {
-		return 0, false
-	}
-	v := int((*r)[0])<<16 | int((*r)[1])<<8 | int((*r)[2])
-	*r = (*r)[3:]
-	return v, true
-}
-
-func (r *reader) skip(n int) bool {
-	if len(*r) < n {
-		return false
-	}
-	*r = (*r)[n:]
-	return true
-}
-
-func (r *reader) vec8() (reader, bool) {
-	n, ok := r.u8()
-	if !ok || len(*r) < int(n) {
-		return nil, false
-	}
-	v := (*r)[:n]
-	*r = (*r)[n:]
-	return v, true
-}
-
-func (r *reader) vec16() (reader, bool) {
-	n, ok := r.u16()
-	if !ok || len(*r) < int(n) {
-		return nil, false
-	}
-	v := (*r)[:n]
-	*r = (*r)[n:]
-	return v, true
-}
-
-func (r *reader) skipVec8() bool  { _, ok := r.vec8(); return ok }
-func (r *reader) skipVec16() bool { _, ok := r.vec16(); return ok }

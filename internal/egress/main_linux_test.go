@@ -20,6 +20,12 @@ func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 || egresstest.Isolated() {
 		os.Exit(m.Run())
 	}
+	// The namespace the suite runs in cannot reach PyPI.
+	if dir, err := egresstest.InstallClients(); err != nil {
+		fmt.Fprintln(os.Stderr, "tests of requests and httpx will be skipped:", err)
+	} else {
+		os.Setenv(egresstest.ClientsEnv, dir)
+	}
 	code, err := egresstest.Isolate(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "running the suite in its own network namespace:", err)

@@ -2,9 +2,14 @@ package egress
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/egress/http1"
 )
 
 func TestParseRule(t *testing.T) {
@@ -140,6 +145,12 @@ func TestGuard(t *testing.T) {
 	}
 }
 
+// classify tells what buf begins, as a fresh sniffer of a connection to
+// name does.
+func classify(buf []byte, name string) (stream, string, bool) {
+	return (&sniffer{name: name}).classify(buf)
+}
+
 // clientHello returns the first bytes Go's TLS client sends for name.
 func clientHello(t *testing.T, name string) []byte {
 	t.Helper()
@@ -176,7 +187,10 @@ func TestClassify(t *testing.T) {
 		{"HTTP request", []byte("GET / HTTP/1.1\r\nHost: evil.com\r\n"), streamHTTP, "", true},
 		{"unlisted method", []byte("PROPFIND / HTTP/1.1\r\n"), streamHTTP, "", true},
 		{"absolute-form target", []byte("FOO http://evil.com/ HTTP/1.1\r\n"), streamHTTP, "", true},
-		{"leading blank line", []byte("\r\nGET / HTTP/1.1\r\n"), streamHTTP, "", true},
+		{"leading blank line", []byte("\r\nGET / HTTP/1.1\r\n"), streamOther, "", true},
+		{"a tab after the method", []byte("GET\t/ HTTP/1.1\r\n"), streamOther, "", true},
+		{"a request line cut short", []byte("GET / HTTP/1."), streamOther, "", false},
+		{"an alert record first", []byte{0x15, 3, 1, 0, 2, 1, 90}, streamOther, "", true},
 		{"h2c preface", []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), streamHTTP, "", true},
 		{"token and space, target not yet sent", []byte("FOO "), streamOther, "", false},
 		{"another protocol", []byte("SSH-2.0-x\r\n"), streamOther, "", true},
@@ -244,6 +258,18 @@ func TestClientHelloOverRecords(t *testing.T) {
 		{"first record only", short, "", false},
 		{"an alert before the hello is whole", append(short, 0x15, 3, 3, 0, 2, 2, 40), ReasonBadClientHello, true},
 		{"an empty record", []byte{0x16, 3, 1, 0, 0}, ReasonBadClientHello, true},
+		{"a record of another version", append([]byte{0x16, 0x47, 0x45}, good[3:]...), ReasonBadClientHello, true},
+		{"two host names", record(hello(sniExt("files.pypi.org", "evil.com"))), ReasonBadClientHello, true},
+		{"the server name extension twice", record(hello(append(sniExt("files.pypi.org"), sniExt("evil.com")...))), ReasonBadClientHello, true},
+		{"bytes after the extensions", record(trailing(hello(sniExt("files.pypi.org")))), ReasonBadClientHello, true},
+		{"a hand-made hello", record(hello(sniExt("files.pypi.org"))), "", true},
+		{"an encrypted hello inside (ECH)", record(hello(append(sniExt("files.pypi.org"), 0xfe, 0x0d, 0, 1, 1))), ReasonBadClientHello, true},
+		{"an encrypted server name (ESNI)", record(hello(append(sniExt("files.pypi.org"), 0xff, 0xce, 0, 0))), ReasonBadClientHello, true},
+		{"a second hello in the record of the first", record(append(hello(sniExt("files.pypi.org")), hello(sniExt("evil.com"))...)), ReasonBadClientHello, true},
+		{"a hand-made hello naming another server", record(hello(sniExt("evil.com"))), ReasonSNIMismatch, true},
+		{"the name with a trailing dot", record(hello(sniExt("files.pypi.org."))), ReasonSNIMismatch, true},
+		{"the name in capitals", record(hello(sniExt("FILES.PyPI.ORG"))), "", true},
+		{"the name with a capital dotted I", record(hello(sniExt("f\u0130les.pypi.org"))), ReasonSNIMismatch, true},
 		{"a message longer than allowed", []byte{0x16, 3, 1, 0, 4, 1, 1, 0, 0}, ReasonBadClientHello, true},
 		{"a message cut short inside", append([]byte{0x16, 3, 1, 0, 8}, 1, 0, 0, 4, 3, 3, 0, 0), ReasonBadClientHello, true},
 	}
@@ -255,6 +281,37 @@ func TestClientHelloOverRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sniExt is a server_name extension listing names as host names.
+func sniExt(names ...string) []byte {
+	var list []byte
+	for _, n := range names {
+		list = append(list, 0, byte(len(n)>>8), byte(len(n)))
+		list = append(list, n...)
+	}
+	body := append([]byte{byte(len(list) >> 8), byte(len(list))}, list...)
+	return append([]byte{0, 0, byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// hello is a ClientHello message with one cipher suite and exts.
+func hello(exts []byte) []byte {
+	body := append([]byte{3, 3}, make([]byte, 32)...)        // version, random
+	body = append(body, 0, 0, 2, 0x13, 0x01, 1, 0)           // no session id, one suite, no compression
+	body = append(body, byte(len(exts)>>8), byte(len(exts))) // extensions
+	body = append(body, exts...)
+	return append([]byte{1, byte(len(body) >> 16), byte(len(body) >> 8), byte(len(body))}, body...)
+}
+
+// trailing adds a byte at the end of a handshake message, inside it.
+func trailing(msg []byte) []byte {
+	n := len(msg) - 4 + 1
+	return append(append([]byte{msg[0], byte(n >> 16), byte(n >> 8), byte(n)}, msg[4:]...), 0)
+}
+
+// record carries msg in one handshake record.
+func record(msg []byte) []byte {
+	return append([]byte{0x16, 3, 1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
 // FuzzClassify: whatever the payload sends first, classify does not
@@ -272,4 +329,64 @@ func FuzzClassify(f *testing.F) {
 			t.Errorf("%d bytes starting %q are still undecided", len(long), b[:min(len(b), 16)])
 		}
 	})
+}
+
+// trickle is a connection whose reads return step bytes of data at a
+// time, as a payload sending a byte (or a record) per segment looks to an
+// egress that keeps up with it.
+type trickle struct {
+	net.Conn
+	data []byte
+	step int
+}
+
+func (c *trickle) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.step)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *trickle) SetReadDeadline(time.Time) error { return nil }
+
+// TestInspectTrickled: what a payload trickles in costs the egress time
+// in proportion to its bytes, not to their square: the longest request
+// line sent a byte per segment, and a ClientHello as long as allowed sent
+// in records of one byte each, a record per segment, are each told within
+// a fraction of a second (a look at the whole buffer on each read took
+// seconds).
+func TestInspectTrickled(t *testing.T) {
+	line := []byte("GET /" + strings.Repeat("a", http1.MaxHead))
+	var records []byte
+	n := maxHello - 4 // the longest message allowed, never sent whole
+	msg := []byte{1, byte(n >> 16), byte(n >> 8), byte(n)}
+	for len(records) < maxInspect+6 {
+		records = append(records, 0x16, 3, 1, 0, 1, msg[0])
+		msg = append(msg[1:], 0)
+	}
+	tests := []struct {
+		name   string
+		conn   *trickle
+		kind   stream
+		reason string
+	}{
+		{"a request line a byte at a time", &trickle{data: line, step: 1}, streamOther, ""},
+		{"a hello a one-byte record at a time", &trickle{data: records, step: 6}, streamTLS, ReasonBadClientHello},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			op := inspect(tt.conn, "files.pypi.org")
+			took := time.Since(start)
+			if op.kind != tt.kind || op.reason != tt.reason || len(tt.conn.data) == 0 {
+				t.Errorf("got %d %q with %d bytes unread, want %d %q decided before the end", op.kind, op.reason, len(tt.conn.data), tt.kind, tt.reason)
+			}
+			if took > 300*time.Millisecond {
+				t.Errorf("took %s", took)
+			}
+			t.Logf("%d bytes read in %s", len(op.first), took)
+		})
+	}
 }

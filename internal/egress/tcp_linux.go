@@ -27,6 +27,10 @@ type target struct {
 	name  string       // the name, "" for an IP literal
 	addrs []netip.Addr // what may be dialled
 	port  uint16
+	// byAddress is set once dialled when an address rule allows the
+	// address dialled on its own: only then may a connection to a name
+	// carry what is neither TLS nor HTTP.
+	byAddress bool
 }
 
 // handleTCP decides each connection the jail opens, before its
@@ -65,6 +69,7 @@ func (e *Egress) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	rl.ev.Addr = addr.String()
+	t.byAddress = e.policy.AddrAllowed(addr, port)
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
@@ -168,8 +173,13 @@ func (r *relay) cut(why string) {
 	}
 }
 
-// run checks the first bytes of a named connection, then copies both
-// ways until both are done, counting bytes against the limits.
+// run checks the first bytes of a connection to a name, then copies both
+// ways until both are done, counting bytes against the limits. Such a
+// connection must prove to be for its name before a byte reaches the
+// destination: a TLS ClientHello naming it (and a second one, when the
+// server asks for one, naming it too), or HTTP/1.x requests whose every
+// head names it. Anything else goes through only when an address rule
+// allows the address dialled.
 func (r *relay) run(down, up net.Conn, t target) {
 	r.mu.Lock()
 	r.down, r.up = down, up
@@ -184,19 +194,36 @@ func (r *relay) run(down, up net.Conn, t target) {
 	// What the destination sends flows at once (a server may speak
 	// first); what the payload sends is held until its first bytes are
 	// checked against the name it connected to.
+	var from io.Reader = up
+	var sh *serverHello
+	if t.name != "" {
+		sh = newServerHello()
+		from = watched{up, sh}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.copy(down, up, nil, false)
+		r.copy(down, from, nil, false)
+		if sh != nil {
+			sh.see(nil, io.EOF) // nothing more will tell how it answered
+		}
 	}()
-	var first []byte
-	kind, reason := streamOther, ""
+	var op opening
 	if t.name != "" {
-		first, kind, reason = inspect(down, t.name)
+		op = inspect(down, t.name)
+		if op.kind == streamOther && len(op.first) > 0 && !t.byAddress {
+			op.reason = ReasonUnrecognised
+		}
 	}
-	if reason == "" && kind == streamHTTP {
-		reason = r.forwardHTTP(up, down, first, t.name)
+	reason := op.reason
+	switch {
+	case reason != "":
+	case op.kind == streamHTTP:
+		reason = r.forwardHTTP(up, down, op, t)
+		closeWrite(up)
+	case op.kind == streamTLS:
+		reason = r.forwardTLS(up, down, op, sh, t.name)
 		closeWrite(up)
 	}
 	if reason != "" {
@@ -208,8 +235,8 @@ func (r *relay) run(down, up net.Conn, t target) {
 		wg.Wait()
 		return
 	}
-	if kind != streamHTTP {
-		r.copy(up, down, first, true)
+	if op.kind == streamOther {
+		r.copy(up, down, op.first, true)
 	}
 	wg.Wait()
 	r.finish()
@@ -229,7 +256,7 @@ func (r *relay) finish() {
 
 // copy relays src to dst, after writing first; out tells the direction
 // (payload → destination). On the end of src it half-closes dst.
-func (r *relay) copy(dst, src net.Conn, first []byte, out bool) {
+func (r *relay) copy(dst net.Conn, src io.Reader, first []byte, out bool) {
 	defer closeWrite(dst)
 	if len(first) > 0 {
 		if !r.count(len(first), out) {

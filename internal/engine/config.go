@@ -1,16 +1,17 @@
 package engine
 
 import (
-	"github.com/pyexec/pyexec/internal/egress"
-
-	"fmt"
+	"errors"
 	"regexp"
-	"runtime"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/egress"
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // Config is the operator's configuration of the engine. Zero fields take
-// the defaults documented on each; New validates the result once.
+// the defaults documented on each; New validates the result once, each
+// part (admission, run, executions, sessions, fleet) the fields it owns.
 type Config struct {
 	// Concurrency bounds the executions running at once on this node.
 	// Default: runtime.NumCPU().
@@ -80,7 +81,7 @@ type Config struct {
 
 	// Node names this server in a fleet, unique among the nodes that
 	// share a store; the record of every execution it runs says so
-	// (Execution.Node), and its heartbeat is stored under it (members.go).
+	// (Execution.Node), and its heartbeat is stored under it (internal/engine/fleet).
 	// Default "local".
 	Node string
 	// Version is the build's version, told in the node's heartbeat.
@@ -92,89 +93,34 @@ type Config struct {
 	NodeLostAfter time.Duration
 }
 
-// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
-const DefaultNodeLostAfter = 10 * time.Second
-
 // nodeName is what a node name may be: a key of the nodes bucket.
 var nodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
+// withDefaults names the node "local" unless it has a name; the parts
+// apply the other defaults (each New).
 func (c Config) withDefaults() Config {
-	setDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setInt := func(v *int64, d int64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = runtime.NumCPU()
-	}
-	if c.QueueSize == 0 {
-		c.QueueSize = 4 * c.Concurrency
-	}
-	setDur(&c.DefaultTimeout, 30*time.Second)
-	setDur(&c.MaxTimeout, 10*time.Minute)
-	setInt(&c.DefaultMemoryBytes, 512<<20)
-	setInt(&c.MaxMemoryBytes, 4<<30)
-	setInt(&c.DefaultDiskBytes, 256<<20)
-	setInt(&c.MaxDiskBytes, 4<<30)
-	if c.DefaultCPUs == 0 {
-		c.DefaultCPUs = 1
-	}
-	if c.MinCPUs == 0 {
-		c.MinCPUs = 0.1
-	}
-	setInt(&c.OutputBytes, 1<<20)
-	setDur(&c.FlushInterval, 50*time.Millisecond)
-	if c.FlushBytes == 0 {
-		c.FlushBytes = 16 << 10
-	}
-	setDur(&c.KillWait, 10*time.Second)
-	setDur(&c.EvictInterval, 10*time.Second)
 	if c.Node == "" {
 		c.Node = "local"
 	}
-	setDur(&c.NodeLostAfter, DefaultNodeLostAfter)
-	c.Sessions = c.Sessions.withDefaults()
 	return c
 }
 
-// maxFlushBytes bounds Config.FlushBytes, the size of an output event.
-const maxFlushBytes = 1 << 20
-
+// validate checks what no single part owns; each part checks its own
+// fields when it is built.
 func (c Config) validate() error {
-	checks := []struct {
-		bad bool
-		msg string
-	}{
-		{c.Concurrency < 1, "concurrency must be at least 1"},
-		{c.QueueSize < 0, "queue size must not be negative"},
-		{c.MaxRunningPerKey < 0 || c.MaxQueuedPerKey < 0, "per-key limits must not be negative"},
-		{c.AllowNetwork && (c.Network == nil || c.Network.Guard == nil), "network needs an egress configuration with a guard"},
-		{c.DefaultTimeout < time.Millisecond || c.DefaultTimeout > c.MaxTimeout, "default timeout must be positive and at most the max timeout"},
-		{c.DefaultMemoryBytes < 4<<20 || c.DefaultMemoryBytes > c.MaxMemoryBytes, "default memory must be at least 4 MiB and at most the max memory"},
-		{c.DefaultDiskBytes < 1<<20 || c.DefaultDiskBytes > c.MaxDiskBytes, "default disk must be at least 1 MiB and at most the max disk"},
-		{c.MinCPUs < 0.01 || c.DefaultCPUs < c.MinCPUs, "cpus must be at least 0.01 and the default at least the floor"},
-		{c.OutputBytes < 1, "output limit must be positive"},
-		{c.FlushInterval < time.Millisecond || c.FlushBytes < 1, "event flush interval and size must be positive"},
-		{c.FlushBytes > maxFlushBytes, "event flush size must be at most 1 MiB"},
-		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
-		{c.MaxFiles < 0 || c.MaxFileBytes < 0, "file collection limits must not be negative"},
-		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
-		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
-		{!nodeName.MatchString(c.Node), "node name must be 1-128 letters, digits, '-' or '_'"},
-		{c.NodeLostAfter < 2*heartbeatInterval, "node-lost-after must be at least 4s (two heartbeats)"},
-	}
-	for _, ch := range checks {
-		if ch.bad {
-			return fmt.Errorf("engine config: %s", ch.msg)
-		}
-	}
-	if err := c.Sessions.validate(); err != nil {
-		return fmt.Errorf("engine config: %w", err)
+	if !nodeName.MatchString(c.Node) {
+		return errors.New("engine config: node name must be 1-128 letters, digits, '-' or '_'")
 	}
 	return nil
+}
+
+// runConfig is what a run may be.
+func (c Config) runConfig() run.Config {
+	return run.Config{
+		Limits: run.Limits{DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout,
+			DefaultMemoryBytes: c.DefaultMemoryBytes, MaxMemoryBytes: c.MaxMemoryBytes,
+			DefaultDiskBytes: c.DefaultDiskBytes, MaxDiskBytes: c.MaxDiskBytes,
+			DefaultCPUs: c.DefaultCPUs, MinCPUs: c.MinCPUs, OutputBytes: c.OutputBytes},
+		AllowNetwork: c.AllowNetwork, Network: c.Network, MaxFiles: c.MaxFiles, MaxFileBytes: c.MaxFileBytes,
+	}
 }

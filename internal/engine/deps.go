@@ -1,82 +1,25 @@
 package engine
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 
-	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
-// Runner runs one payload in a jail; *sandbox.Manager implements it. It
-// must stop the payload promptly once ctx is cancelled.
-type Runner interface {
-	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
-}
-
-// Interpreter is a Python installation that jails can run.
-type Interpreter struct {
-	Version string   // e.g. "3.12.4"
-	Path    string   // absolute path of the python binary
-	Mounts  []string // host paths the jail must bind read-only (the prefix)
-}
-
-// Interpreters resolves the python_version of a request. Lookup("") is the
-// server's default interpreter; an unknown version yields an error whose
-// message lists the versions available (the engine reports it as
-// ErrInvalid).
-type Interpreters interface {
-	Lookup(version string) (Interpreter, error)
-}
-
-// DriverOptions tell the driver how to run the entrypoint.
-type DriverOptions struct {
-	Args         []string // the script's arguments
-	EvalLastExpr bool     // report the repr of a trailing expression
-	FigureFormat string   // "png" or "svg"; empty: png
-	MaxRows      int      // DataFrame rows kept in outputs; 0: the driver's default
-	// DataFrames are loaded before the code runs: variable → workspace file.
-	DataFrames map[string]string
-}
-
-// Report is what the driver wrote on the result channel (fd 3).
-type Report struct {
-	ErrorType string  // e.g. "NameError"
-	ErrorLine int     // line in the user's file, 0 if unknown
-	Error     string  // the exception message
-	Result    *string // repr of the last expression when asked for
-	Outputs   []Output
-	// OutputsTruncated says the driver left outputs out (its budget).
-	OutputsTruncated bool
-	Results          json.RawMessage // the script's `results` dict, nil without one
-}
-
-// Driver is the Python-side runner: it wraps the user's entrypoint so that
-// exceptions and the last expression come back as a structured report.
-type Driver interface {
-	Argv(python, entrypoint string, opts DriverOptions) []string
-	// Parse decodes the report. The payload can write to fd 3 itself, so
-	// the bytes are untrusted.
-	Parse(report []byte) (Report, error)
-}
+// Runner runs one payload in a jail; *sandbox.Manager and *pool.Pool
+// implement it.
+type Runner = executions.Runner
 
 // Store is the shared state the engine runs on; *store.NATS implements it.
 type Store interface {
-	store.Records
-	store.Requests
-	store.Queue
-	store.Tally
-	store.Events
-	store.Control
-	store.Audit
-	store.EventReader
-	store.Capacity
+	executions.Store
 	store.Members
 }
 
-// Deps are the engine's collaborators. All but Logger are required.
+// Deps are the engine's collaborators. Store, Runner, Interpreters and
+// Driver are required.
 type Deps struct {
 	Store        Store
 	Runner       Runner
@@ -102,8 +45,8 @@ type Deps struct {
 	// node's heartbeat. It is called every heartbeat and must be cheap.
 	WarmJails func() int
 	// OnNodeLost, if set, is told the name of a node that this node
-	// declared lost, after its executions were settled (nodelost.go). Of
-	// the surviving nodes exactly one is told about each loss.
+	// declared lost, after its executions were settled. Of the surviving
+	// nodes exactly one is told about each loss.
 	OnNodeLost func(node string)
 	// OnSessionEnd, if set, is told the id of every session of this node
 	// that ends, and whether it ended because the engine shuts down. It
@@ -111,15 +54,8 @@ type Deps struct {
 	OnSessionEnd func(id string, shutdown bool)
 }
 
-// Finished is what OnFinish is told of an execution that ended: its
-// record, the caller that owns it and the stdout and stderr bytes it
-// kept (the record's Stdout and Stderr may be empty when the output is
-// kept in its events).
-type Finished struct {
-	Execution
-	Owner       string
-	OutputBytes int64
-}
+// Finished is what OnFinish is told of an execution that ended.
+type Finished = executions.Finished
 
 func (d Deps) validate() error {
 	if d.Store == nil || d.Runner == nil || d.Interpreters == nil || d.Driver == nil {

@@ -1,3 +1,20 @@
+// Package engine is the façade the HTTP API, the MCP server and the CLI's
+// --local mode call: one Engine per node. It owns who may do what (Caller
+// and the ownership check every call that reads or changes an execution
+// or a session passes, tenancy.go, with the audit of callers' actions),
+// the one Config (validated once and handed to the parts) and the wiring
+// of the parts, each a package of its own:
+//
+//	admission    this node's slots, the per-key fair lines and quotas
+//	executions   the lifecycle of executions: records, queue, run, outcome, follow
+//	sessions     this node's stateful sessions
+//	fleet        membership: heartbeats, the node list, lost nodes
+//	run          what executions and sessions share: the vocabulary and the plan
+//
+// It knows nothing about HTTP, and holds no logic of its own beyond
+// authorization and wiring: a call is checked here, then handed to the
+// part that owns it. Its types are the parts' (engine.Request is
+// run.Request...), so callers need import only this package.
 package engine
 
 import (
@@ -6,52 +23,34 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/executions"
+	"github.com/pyexec/pyexec/internal/engine/fleet"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 )
 
-// Engine runs executions. Create it with New, call Start once, and Close
-// it when done.
+// Engine runs this node's executions and sessions. Create it with New,
+// call Start once, and Close it when done.
 type Engine struct {
 	cfg  Config
 	deps Deps
 	st   Store
 	log  *slog.Logger
-	adm  *admission
 
-	// base is cancelled (with errShutdown) when Close gives up waiting;
-	// async runs derive from it.
-	base       context.Context
-	cancelBase context.CancelCauseFunc
-	// stopping is cancelled as soon as Close is called: the dispatch loop
-	// and followers derive from it.
-	stopping context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup // every goroutine the engine started
-	// owners counts the executions this node owns (see own): Close waits
-	// until each has recorded its final state, sync ones included.
-	owners sync.WaitGroup
-
-	// peeks is the semaphore of followers' record reads (follow.go).
-	peeks chan struct{}
+	adm  *admission.Gate
+	exec *executions.Service
+	sess *sessions.Service
+	// mem is this node's heartbeat and its view of the other nodes.
+	mem *fleet.Membership
 
 	mu     sync.Mutex
-	owned  map[string]*owner // executions this node runs or holds
 	closed bool
-	sess   *sessions // this node's live sessions (session*.go)
-	gauge  *storeGauge
-	// mem is this node's heartbeat and its view of the other nodes
-	// (members.go); started says Start succeeded, so Close leaves.
-	mem     *membership
+	// started says Start succeeded, so Close leaves the fleet.
 	started bool
 }
 
 // Stats is a snapshot of this node's load.
-type Stats struct {
-	Running   int // executions running now
-	Queued    int // admitted, not yet running (sync waiters + async jobs)
-	Capacity  int // Config.Concurrency
-	QueueSize int // Config.QueueSize
-}
+type Stats = admission.Stats
 
 // New validates cfg and deps and returns an engine that does nothing until
 // Start.
@@ -67,96 +66,62 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	base, cancel := context.WithCancelCause(context.Background())
-	stopping, stop := context.WithCancel(context.Background())
-	return &Engine{
-		stopping:   stopping,
-		stop:       stop,
-		cfg:        cfg,
-		deps:       deps,
-		st:         deps.Store,
-		log:        log,
-		adm:        newAdmission(cfg.Concurrency, cfg.QueueSize, cfg.MaxRunningPerKey, cfg.MaxQueuedPerKey, tallyView{deps.Store}),
-		base:       base,
-		cancelBase: cancel,
-		owned:      make(map[string]*owner),
-		peeks:      make(chan struct{}, maxPeeks),
-		sess:       newSessions(),
-		gauge:      newStoreGauge(cfg.StoreMaxBytes),
-		mem:        newMembership(),
-	}, nil
+	e := &Engine{cfg: cfg, deps: deps, st: deps.Store, log: log}
+	var err error
+	e.adm, err = admission.New(admission.Config{Concurrency: cfg.Concurrency, QueueSize: cfg.QueueSize,
+		MaxRunningPerKey: cfg.MaxRunningPerKey, MaxQueuedPerKey: cfg.MaxQueuedPerKey}, executions.Tally{Store: deps.Store})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	e.exec, err = executions.New(executions.Config{Run: cfg.runConfig(), Node: cfg.Node, Fleet: cfg.Fleet,
+		FlushInterval: cfg.FlushInterval, FlushBytes: cfg.FlushBytes, KillWait: cfg.KillWait,
+		StoreMaxBytes: cfg.StoreMaxBytes, EvictInterval: cfg.EvictInterval},
+		executions.Deps{Store: deps.Store, Runner: deps.Runner, Interpreters: deps.Interpreters, Driver: deps.Driver,
+			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Slots: e.adm, Alive: e.nodeAlive,
+			Logger: log, OnFinish: deps.OnFinish})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, OnEnd: deps.OnSessionEnd})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
+		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	return e, nil
 }
 
-// Start joins the fleet (members.go: ErrNodeNameInUse when a live node
-// has this node's name), recovers what a previous run of the server left
-// behind (see recover.go) and starts taking async jobs from the queue and
-// watching the other nodes (nodelost.go).
+// Start indexes the records an older version left without index entries,
+// joins the fleet (ErrNodeNameInUse when a live node has this node's
+// name), recovers what a previous run of the server left behind, and
+// starts taking async jobs from the queue, watching the other nodes and
+// reaping idle sessions.
 func (e *Engine) Start(ctx context.Context) (err error) {
-	// Records of a data directory older than the index get their entries
-	// first: recovery and listings find records through the index.
-	n, err := e.st.Reindex(ctx, describeRecord)
-	if err != nil {
-		return fmt.Errorf("engine: indexing records: %w", err)
+	if err := e.exec.Index(ctx); err != nil {
+		return err
 	}
-	if n > 0 {
-		e.log.Info("indexed records written before the index existed", "count", n)
+	if err := e.mem.Join(ctx); err != nil {
+		return err
 	}
-	// The queue of an earlier version moves to the keys' queues once
-	// every record has an index entry (the jobs' owners).
-	if n, err := e.st.MigrateQueue(ctx); err != nil {
-		return fmt.Errorf("engine: migrating the queue: %w", err)
-	} else if n > 0 {
-		e.log.Info("moved queued jobs of an earlier version to their keys' queues", "count", n)
-	}
-	if err := e.answerPings(); err != nil {
-		return fmt.Errorf("engine: answering on this node's control subject: %w", err)
-	}
-	if err := e.join(ctx); err != nil {
-		_ = e.mem.unping()
-		return fmt.Errorf("engine: joining the fleet as node %q: %w", e.cfg.Node, err)
-	}
-	e.startBeating()
-	var unwatch context.CancelFunc
 	defer func() {
 		if err != nil {
-			if unwatch != nil {
-				unwatch()
-			}
-			e.leave()
+			e.mem.Stop()
+			e.mem.Leave()
 		}
 	}()
-	watch, unwatch, err := e.watchMembers(ctx)
-	if err != nil {
-		return fmt.Errorf("engine: watching the nodes' heartbeats: %w", err)
-	}
-	if err := e.recover(ctx); err != nil {
+	if err := e.exec.Recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovering executions: %w", err)
 	}
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
-	e.wg.Add(5)
-	go func() {
-		defer e.wg.Done()
-		defer unwatch()
-		e.followMembers(watch)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.watchSilence(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.dispatch(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.evictLoop(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.reapSessions(e.stopping)
-	}()
+	e.mem.Run()
+	e.exec.Run()
+	e.sess.Run()
 	return nil
 }
 
@@ -168,7 +133,7 @@ func (e *Engine) Start(ctx context.Context) (err error) {
 // Close returns once every execution it owned has its final record and
 // every jail it started (sessions' included) is gone. Meanwhile the node's
 // heartbeat says it is draining; at the end its entry is removed, so the
-// other nodes drop it at once instead of declaring it lost (members.go).
+// other nodes drop it at once instead of declaring it lost.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -178,72 +143,60 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	started := e.started
 	e.mu.Unlock()
-	e.adm.close()
-	e.stop()
+	e.adm.Close()
+	e.exec.Close()
+	e.sess.Close()
+	e.mem.Stop()
 	if started {
 		// Said at once: the other nodes stop sending work here while
 		// this node finishes what it runs; then it leaves.
-		e.drain()
-		defer e.leave()
+		e.mem.Drain()
+		defer e.mem.Leave()
 	}
 	// Executions that have not begun are stopped now: sync callers still
 	// waiting for a slot fail (node_lost), async jobs stay in the queue
-	// for another node (see owner.begin).
-	e.mu.Lock()
-	for _, o := range e.owned {
-		o.stopUnstarted()
-	}
-	e.mu.Unlock()
+	// for another node.
+	e.exec.StopUnstarted()
 
 	done := make(chan struct{})
 	go func() {
-		// Nothing is added once closed is set: own and hold refuse, and
-		// every other Add happens in a goroutine already counted.
-		e.wg.Wait()
-		e.owners.Wait()
+		e.exec.Wait()
+		e.sess.Wait()
+		e.mem.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
-		e.cancelBase(errShutdown)
+		e.abort()
 		return nil
 	case <-ctx.Done():
 	}
-	e.cancelBase(errShutdown)
-	e.mu.Lock()
-	for _, o := range e.owned {
-		o.cancel(errShutdown)
-	}
-	e.mu.Unlock()
+	e.abort()
 	<-done
 	return fmt.Errorf("engine: stopped running executions: %w", context.Cause(ctx))
 }
 
-// hold counts work that Close must wait for but that starts outside the
-// engine's own goroutines (a session starting or restarting, a follower).
-// It fails with ErrClosed once Close was called; the returned func ends
-// the hold.
-func (e *Engine) hold() (func(), error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, ErrClosed
+// abort ends what still runs: executions (failed, node_lost) and the
+// sessions' kernels.
+func (e *Engine) abort() {
+	e.exec.Abort()
+	e.sess.Abort()
+}
+
+// nodeLoad is this node's work, for its heartbeat.
+func (e *Engine) nodeLoad() fleet.Load {
+	st := e.Stats()
+	l := fleet.Load{Capacity: st.Capacity, Running: st.Running, Queued: st.Queued, QueueSize: st.QueueSize,
+		Sessions: e.sess.Live(), SessionCapacity: e.sess.Cap()}
+	if e.deps.WarmJails != nil {
+		n := e.deps.WarmJails()
+		l.WarmJails = &n
 	}
-	e.wg.Add(1)
-	return e.wg.Done, nil
+	return l
 }
 
-// tallyView reads the fleet's counts from the store's index.
-type tallyView struct{ st store.Tally }
-
-func (v tallyView) running(key string) int { return v.st.Count(string(StatusRunning), key) }
-func (v tallyView) pending(key string) int { return v.st.Count(string(StatusPending), key) }
-func (v tallyView) queuedAsync() ([]string, int) {
-	return v.st.AsyncOwners(string(StatusPending))
-}
+// nodeAlive reports whether the fleet saw node's heartbeat lately.
+func (e *Engine) nodeAlive(node string) bool { return e.mem.NodeAlive(node) }
 
 // Stats reports this node's load.
-func (e *Engine) Stats() Stats {
-	running, queued := e.adm.stats()
-	return Stats{Running: running, Queued: queued, Capacity: e.cfg.Concurrency, QueueSize: e.cfg.QueueSize}
-}
+func (e *Engine) Stats() Stats { return e.adm.Stats() }

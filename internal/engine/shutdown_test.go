@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
 // TestShutdownRecordsSyncExecutions: Close waits for running sync
@@ -13,7 +14,7 @@ import (
 // returns only once each has its final record (failed/node_lost), which
 // its caller also gets.
 func TestShutdownRecordsSyncExecutions(t *testing.T) {
-	e := start(t, t.TempDir(), Config{}, nil)
+	e := start(t, Config{})
 	ctx := context.Background()
 	type result struct {
 		x   *Execution
@@ -21,11 +22,11 @@ func TestShutdownRecordsSyncExecutions(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		x, err := e.eng.RunSync(ctx, script("block"))
+		x, err := e.eng.RunSync(ctx, runtest.Script("block"))
 		got <- result{x, err}
 	}()
 	var id string
-	waitFor(t, "the sync execution to run", func() bool {
+	runtest.WaitFor(t, "the sync execution to run", func() bool {
 		page, _, err := e.eng.List(ctx, ListOptions{Status: StatusRunning, AllOwners: true})
 		if err != nil || len(page) != 1 {
 			return false
@@ -60,50 +61,7 @@ func TestShutdownRecordsSyncExecutions(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("RunSync did not return after Close")
 	}
-	if _, err := e.eng.RunSync(ctx, script("print:late")); !errors.Is(err, ErrClosed) {
+	if _, err := e.eng.RunSync(ctx, runtest.Script("print:late")); !errors.Is(err, ErrClosed) {
 		t.Errorf("RunSync after Close = %v, want ErrClosed", err)
-	}
-}
-
-// TestShutdownNeverStopsAnExecutionAsItStarts: an execution is either
-// stopped by Close before it begins (it must then not begin: an async job
-// goes back to the queue) or, once it began, left to the drain.
-func TestShutdownNeverStopsAnExecutionAsItStarts(t *testing.T) {
-	e := start(t, t.TempDir(), Config{}, nil)
-	tests := []struct {
-		name        string
-		beginFirst  bool
-		wantBegin   bool
-		wantStopped bool
-	}{
-		{name: "stopped while waiting: it does not begin", beginFirst: false, wantBegin: false, wantStopped: true},
-		{name: "begun: Close leaves it to the drain", beginFirst: true, wantBegin: true, wantStopped: false},
-	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			o, err := e.eng.own(fmt.Sprintf("exe_shutdown_%d", i), cancel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer o.release(StatusCompleted)
-			began := false
-			if tt.beginFirst {
-				began = o.begin()
-			}
-			e.eng.mu.Lock()
-			o.stopUnstarted()
-			e.eng.mu.Unlock()
-			if !tt.beginFirst {
-				began = o.begin()
-			}
-			if began != tt.wantBegin {
-				t.Errorf("begin = %v, want %v", began, tt.wantBegin)
-			}
-			if stopped := errors.Is(context.Cause(ctx), errShutdown); stopped != tt.wantStopped {
-				t.Errorf("stopped by the shutdown = %v, want %v", stopped, tt.wantStopped)
-			}
-		})
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/executions"
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 )
 
 // Tenancy: every execution and session belongs to the caller that created
@@ -34,29 +38,44 @@ func (c Caller) owns(owner string) bool {
 // layers that hold a copy of the owner (a fleet's session registry).
 func (c Caller) Owns(owner string) bool { return c.owns(owner) }
 
-// Owner is the caller that created the execution (the API key's name).
-func (r *record) Owner() string { return r.Audit.Caller }
-
 // loadFor reads a record on behalf of c: ErrNotFound, worded as for an
 // unknown id, when it is not c's to see. action names what c does, for
 // the audit trail of an admin's access to another caller's execution.
-func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*record, uint64, error) {
-	r, rev, err := e.load(ctx, id)
+func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*executions.Record, error) {
+	r, err := e.exec.Load(ctx, id)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if !c.owns(r.Owner()) {
-		return nil, 0, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if c.Name != r.Owner() && action != "" {
 		e.appendAction(ctx, actionRecord{Action: action, Caller: c.Name, Admin: c.Admin, ExecutionID: id, Owner: r.Owner()})
 	}
-	return r, rev, nil
+	return r, nil
 }
 
-// Actions recorded in the audit trail besides the end of an execution.
+// session finds a live session for c. A caller that may not use it gets
+// ErrSessionNotFound, as if it did not exist; an admin's use of another
+// caller's session goes to the audit trail.
+func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
+	s, err := e.sess.Lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.owns(s.Owner()) {
+		return nil, fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+	}
+	if c.Name != s.Owner() {
+		e.appendAction(context.Background(), actionRecord{Action: actionSession, Caller: c.Name, Admin: c.Admin,
+			SessionID: id, Owner: s.Owner()})
+	}
+	return s, nil
+}
+
+// Actions recorded in the audit trail besides the end of an execution
+// (action "end", which the executions record).
 const (
-	actionEnd         = "end"          // an execution ended (auditRecord)
 	actionKill        = "kill"         // any kill of an execution
 	actionRead        = "read"         // an admin read another caller's execution
 	actionFollow      = "follow"       // ... followed its events
@@ -66,7 +85,8 @@ const (
 )
 
 // actionRecord is one line of the audit trail for something a caller did
-// (the end of an execution is an auditRecord). Owner is whose work it was.
+// (the end of an execution is the executions' record). Owner is whose work
+// it was.
 type actionRecord struct {
 	Time        time.Time `json:"time"`
 	Action      string    `json:"action"`
@@ -78,10 +98,11 @@ type actionRecord struct {
 	Status      Status    `json:"status,omitempty"`
 }
 
-// appendAction writes an action to the audit trail. Like appendAudit, a
-// failure is logged at error level rather than failing what was done.
+// appendAction writes an action to the audit trail. As for the end of an
+// execution, a failure is logged at error level rather than failing what
+// was done.
 func (e *Engine) appendAction(ctx context.Context, a actionRecord) {
-	a.Time = now()
+	a.Time = run.Now()
 	b, err := json.Marshal(a)
 	if err == nil {
 		err = e.st.AppendAudit(ctx, b)

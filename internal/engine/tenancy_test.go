@@ -5,16 +5,18 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
 func TestTenancy(t *testing.T) {
-	e := start(t, t.TempDir(), Config{}, nil)
+	e := start(t, Config{})
 	ctx := context.Background()
 	a, b := Caller{Name: "a"}, Caller{Name: "b"}
 	admin := Caller{Name: "ops", Admin: true}
 	run := func(who Caller, s string) string {
 		t.Helper()
-		req := script(s)
+		req := runtest.Script(s)
 		req.Caller = who.Name
 		x, err := e.eng.RunSync(ctx, req)
 		if err != nil {
@@ -24,7 +26,7 @@ func TestTenancy(t *testing.T) {
 	}
 	done := run(a, "print:secret")
 	run(b, "print:other")
-	blocked, err := e.eng.Submit(ctx, func() Request { r := script("block"); r.Caller = a.Name; return r }())
+	blocked, err := e.eng.Submit(ctx, func() Request { r := runtest.Script("block"); r.Caller = a.Name; return r }())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +104,76 @@ func TestTenancy(t *testing.T) {
 	}
 	if len(reads) != 1 || reads[0].Caller != "ops" || reads[0].Owner != "a" || reads[0].ExecutionID != done {
 		t.Errorf("read audit = %+v, want the admin's read of %s only", reads, done)
+	}
+}
+
+// TestSessionTenancy: a caller is told another caller's session does not
+// exist, exactly as for an unknown id, whatever it asks; each caller lists
+// its own sessions and deletes its own; an admin lists and uses every
+// caller's, and the audit trail says so.
+func TestSessionTenancy(t *testing.T) {
+	jails := runtest.Jails(t)
+	e := startWith(t, Config{}, Deps{Runner: jails, Jails: jails})
+	ctx := context.Background()
+	a, b := Caller{Name: "a"}, Caller{Name: "b"}
+	admin := Caller{Name: "ops", Admin: true}
+	create := func(who Caller) string {
+		t.Helper()
+		s, err := e.eng.CreateSession(ctx, SessionRequest{Caller: who.Name, MemoryBytes: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	create(a)
+	create(a)
+	ofB := create(b)
+
+	unknown := "ses_00000000-0000-7000-8000-000000000000"
+	_, unknownErr := e.eng.GetSession(ctx, unknown, a)
+	want := unknownErr.Error()[:len(unknownErr.Error())-len(unknown)] + ofB
+	_, get := e.eng.GetSession(ctx, ofB, a)
+	_, cell := e.eng.ExecuteCell(ctx, ofB, a, CellRequest{Code: "1"})
+	_, restart := e.eng.RestartSession(ctx, ofB, a)
+	_, files := e.eng.ListSessionFiles(ctx, ofB, a)
+	_, read := e.eng.ReadSessionFile(ctx, ofB, a, "f.txt")
+	for call, err := range map[string]error{"GetSession": get, "ExecuteCell": cell, "RestartSession": restart,
+		"ListSessionFiles": files, "ReadSessionFile": read,
+		"InterruptSession": e.eng.InterruptSession(ctx, ofB, a),
+		"PutSessionFile":   e.eng.PutSessionFile(ctx, ofB, a, "f.txt", []byte("x")),
+		"DeleteSession":    e.eng.DeleteSession(ctx, ofB, a)} {
+		if !errors.Is(err, ErrSessionNotFound) || err.Error() != want {
+			t.Errorf("%s(a, b's session) = %v, want %q", call, err, want)
+		}
+	}
+	if got := len(e.eng.ListSessions(ctx, a)); got != 2 {
+		t.Errorf("caller a lists %d sessions, want 2", got)
+	}
+	if got := len(e.eng.ListSessions(ctx, Caller{})); got != 0 {
+		t.Errorf("a caller without a name lists %d sessions", got)
+	}
+	if got := len(e.eng.ListSessions(ctx, admin)); got != 3 {
+		t.Errorf("the admin lists %d sessions, want 3", got)
+	}
+	if _, err := e.eng.GetSession(ctx, ofB, admin); err != nil {
+		t.Errorf("the admin's GetSession: %v", err)
+	}
+	if err := e.eng.DeleteSession(ctx, ofB, b); err != nil {
+		t.Fatal(err)
+	}
+	var used, listed []actionRecord
+	for _, r := range auditActions(t, e) {
+		switch r.Action {
+		case actionSession:
+			used = append(used, r)
+		case actionListAllSess:
+			listed = append(listed, r)
+		}
+	}
+	if len(used) != 1 || used[0].Caller != "ops" || !used[0].Admin || used[0].Owner != "b" || used[0].SessionID != ofB {
+		t.Errorf("session audit = %+v, want the admin's use of b's %s only", used, ofB)
+	}
+	if len(listed) != 1 || listed[0].Caller != "ops" {
+		t.Errorf("listing audit = %+v, want the admin's listing only", listed)
 	}
 }

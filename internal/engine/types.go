@@ -1,181 +1,156 @@
-// Package engine runs executions: admission with bounded concurrency and a
-// bounded queue, the async work queue, lifecycle and cancellation, live
-// events and the audit trail. It knows nothing about HTTP; the API, the MCP
-// server and the CLI's --local mode all drive the same Engine.
 package engine
+
+// The engine's types are its parts': callers need import only this
+// package.
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/engine/admission"
+	"github.com/pyexec/pyexec/internal/engine/executions"
+	"github.com/pyexec/pyexec/internal/engine/fleet"
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
 var (
-	ErrNotFound   = errors.New("execution not found")   // 404
-	ErrOverloaded = errors.New("server is at capacity") // 429 + Retry-After
-	ErrInvalid    = errors.New("invalid request")       // 400; wrapped with the detail
-	ErrClosed     = errors.New("engine is shut down")   // 503
+	ErrNotFound     = run.ErrNotFound         // 404
+	ErrOverloaded   = admission.ErrOverloaded // 429 + Retry-After
+	ErrInvalid      = run.ErrInvalid          // 400; wrapped with the detail
+	ErrClosed       = run.ErrClosed           // 503
+	ErrFileNotFound = run.ErrFileNotFound     // 404
+	ErrUnavailable  = run.ErrUnavailable      // 503 + Retry-After
 )
 
 // ErrKeyOverloaded is ErrOverloaded for one caller: it has as many
-// executions waiting as one API key may (429 + Retry-After); wrapped with
-// the key, the count and the flag.
-var ErrKeyOverloaded = fmt.Errorf("%w for this API key", ErrOverloaded)
+// executions waiting as one API key may (429 + Retry-After).
+var ErrKeyOverloaded = admission.ErrKeyOverloaded
 
-// Status is the wire-compatible state of an execution.
-type Status string
-
-// Execution states: pending → running → completed | failed | killed.
-const (
-	StatusPending   Status = "pending"
-	StatusRunning   Status = "running"
-	StatusCompleted Status = "completed"
-	StatusFailed    Status = "failed"
-	StatusKilled    Status = "killed"
+// The vocabulary of one run (internal/engine/run).
+type (
+	Status            = run.Status
+	File              = run.File
+	Request           = run.Request
+	BinaryString      = run.BinaryString
+	Execution         = run.Execution
+	FileInfo          = run.FileInfo
+	Output            = run.Output
+	NetworkEvent      = run.NetworkEvent
+	Interpreter       = run.Interpreter
+	Interpreters      = run.Interpreters
+	Driver            = run.Driver
+	DriverOptions     = run.DriverOptions
+	Report            = run.Report
+	LiveDriver        = run.LiveDriver
+	Environments      = run.Environments
+	EnvLease          = run.EnvLease
+	Linter            = run.Linter
+	LateLinter        = run.LateLinter
+	RunnerDriver      = run.RunnerDriver
+	PyenvInterpreters = run.PyenvInterpreters
+	PyenvEnvironments = run.PyenvEnvironments
+	PyenvLinter       = run.PyenvLinter
 )
 
-// Final reports whether s is a terminal state.
-func (s Status) Final() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusKilled
-}
-
-// Reasons say why an execution ended the way it did (Execution.Reason).
+// Statuses, reasons, lint modes and output kinds (internal/engine/run).
 const (
-	ReasonTimeout      = "timeout"
-	ReasonOOM          = "oom"
-	ReasonOutputLimit  = "output_limit"
-	ReasonKilled       = "killed"
-	ReasonInstallError = "install_error"
-	ReasonSetupError   = "setup_error"
-	ReasonNodeLost     = "node_lost"
-	// ReasonPreCommand: a pre_commands entry failed, so the script never
-	// ran; the execution is completed with that command's exit code.
-	ReasonPreCommand = "pre_command_failed"
+	StatusPending      = run.StatusPending
+	StatusRunning      = run.StatusRunning
+	StatusCompleted    = run.StatusCompleted
+	StatusFailed       = run.StatusFailed
+	StatusKilled       = run.StatusKilled
+	ReasonTimeout      = run.ReasonTimeout
+	ReasonOOM          = run.ReasonOOM
+	ReasonOutputLimit  = run.ReasonOutputLimit
+	ReasonKilled       = run.ReasonKilled
+	ReasonInstallError = run.ReasonInstallError
+	ReasonSetupError   = run.ReasonSetupError
+	ReasonNodeLost     = run.ReasonNodeLost
+	ReasonPreCommand   = run.ReasonPreCommand
+	ReasonNetworkLimit = run.ReasonNetworkLimit
+	LintOff            = run.LintOff
+	LintWith           = run.LintWith
+	LintOnly           = run.LintOnly
+	OutputDisplay      = run.OutputDisplay
+	OutputResult       = run.OutputResult
+	FigurePNG          = run.FigurePNG
+	FigureSVG          = run.FigureSVG
 )
 
-// File is one file of a project, relative to the workspace. Data is the
-// raw content: a transport that carries text (the JSON API's
-// {"name","content","encoding":"base64"}) decodes it before building the
-// Request, so binary files arrive byte for byte.
-type File struct {
-	Path string `json:"path"`
-	Data []byte `json:"data"`
-	Mode uint32 `json:"mode,omitempty"`
-}
-
-// Request is one execution as the engine receives it, already decoded and
-// size-checked by the caller. Zero limits mean the server defaults.
-type Request struct {
-	Files         []File        `json:"files"`
-	Entrypoint    string        `json:"entrypoint"`
-	Args          []string      `json:"args,omitempty"`
-	Stdin         BinaryString  `json:"stdin,omitempty"`
-	Env           []string      `json:"env,omitempty"` // KEY=value, added to the allowlisted base
-	PythonVersion string        `json:"python_version,omitempty"`
-	Requirements  string        `json:"requirements,omitempty"`
-	PreCommands   []string      `json:"pre_commands,omitempty"`
-	Lint          string        `json:"lint,omitempty"` // LintOff, LintWith or LintOnly
-	EvalLastExpr  bool          `json:"eval_last_expr,omitempty"`
-	Timeout       time.Duration `json:"timeout,omitempty"`
-	MemoryBytes   int64         `json:"memory_bytes,omitempty"`
-	DiskBytes     int64         `json:"disk_bytes,omitempty"`
-	CPUShares     int           `json:"cpu_shares,omitempty"`
-	Network       bool          `json:"network,omitempty"`
-	// NetworkAllow narrows the operator's allow list for this execution
-	// (nil: the operator's list as it is; empty: refused); see
-	// docs/network.md. Not omitempty: a queued request must come back
-	// with the list it was admitted with.
-	NetworkAllow []string `json:"network_allow"`
-
-	// Rich output and files (see rich.go, files.go). DataFrames maps a
-	// variable name to one of Files, loaded with pandas before the code
-	// runs; Collect selects the files returned (empty: every file the run
-	// created or changed).
-	FigureFormat string            `json:"figure_format,omitempty"` // png (default) or svg
-	MaxRows      int               `json:"max_rows,omitempty"`      // DataFrame rows kept; 0: the driver's default
-	DataFrames   map[string]string `json:"dataframes,omitempty"`
-	Collect      []string          `json:"collect,omitempty"`
-
-	// Who asked, for the audit trail.
-	Caller     string `json:"caller,omitempty"`
-	ClientAddr string `json:"client_addr,omitempty"`
-}
-
-// Execution is the record of one execution; its JSON form is the
-// python-executor ExecutionResult plus the fields pyexec adds.
-type Execution struct {
-	ID         string     `json:"execution_id"`
-	Status     Status     `json:"status"`
-	ExitCode   int        `json:"exit_code"`
-	Stdout     string     `json:"stdout,omitempty"`
-	Stderr     string     `json:"stderr,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	ErrorType  string     `json:"error_type,omitempty"`
-	ErrorLine  int        `json:"error_line,omitempty"`
-	Result     *string    `json:"result,omitempty"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	DurationMs int64      `json:"duration_ms,omitempty"`
-	// Node is the node that runs or ran the execution (Config.Node), or
-	// holds it waiting for a slot; empty while a queued one waits for a
-	// worker.
-	Node string `json:"node,omitempty"`
-
-	Reason          string `json:"reason,omitempty"`
-	TimedOut        bool   `json:"timed_out"`
-	CPUTimeMs       int64  `json:"cpu_time_ms,omitempty"`
-	PeakMemoryBytes int64  `json:"peak_memory_bytes,omitempty"`
-	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
-	PythonVersion   string `json:"python_version,omitempty"`
-	// Warnings are policy warnings and detected imports not installed.
-	Warnings []string `json:"warnings,omitempty"`
-	// Lint holds ruff's diagnostics when the request asked for them.
-	Lint      []pyenv.Diagnostic `json:"lint,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-
-	Outputs          []Output        `json:"outputs,omitempty"`
-	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
-	Results          json.RawMessage `json:"results,omitempty"` // the script's `results` dict
-	Files            []FileInfo      `json:"files,omitempty"`
-	FilesOmitted     int             `json:"files_omitted,omitempty"` // left out by the caps
-	// NetworkEvents are the payload's connection attempts and lookups
-	// (executions with network only).
-	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
-}
-
-// EventType names the kinds of live events of an execution.
-type EventType string
-
-// Event types.
-const (
-	EventStatus EventType = "status" // Data is the new Status; the last one is final
-	EventStdout EventType = "stdout"
-	EventStderr EventType = "stderr"
+// Executions' events, listings and store measures
+// (internal/engine/executions).
+type (
+	EventType   = executions.EventType
+	Event       = executions.Event
+	ListOptions = executions.ListOptions
+	StoreStats  = executions.StoreStats
 )
 
-// Event is one live event; Seq starts at 1 and has no gaps, so a follower
-// can resume from the last Seq it saw.
-type Event struct {
-	Seq  uint64    `json:"seq"`
-	Type EventType `json:"type"`
-	Data string    `json:"data"`
-	Time time.Time `json:"time"`
-}
+// Event types and store states.
+const (
+	EventStatus    = executions.EventStatus
+	EventStdout    = executions.EventStdout
+	EventStderr    = executions.EventStderr
+	EventInstall   = executions.EventInstall
+	EventDisplay   = executions.EventDisplay
+	EventNetwork   = executions.EventNetwork
+	StoreOK        = executions.StoreOK
+	StoreNearLimit = executions.StoreNearLimit
+	StoreFull      = executions.StoreFull
+)
 
-// ListOptions filter and page GET /api/v1/executions (recent first).
-// Owner, or AllOwners, must be set: a list of nobody's executions is
-// refused rather than guessed.
-type ListOptions struct {
-	Status Status
-	Limit  int
-	Cursor string // opaque; from the previous page's next cursor
-	// Owner lists only the executions of this caller (Request.Caller).
-	Owner string
-	// AllOwners lists every caller's executions (admin callers).
-	AllOwners bool
+// Sessions (internal/engine/sessions).
+type (
+	SessionConfig  = sessions.Config
+	SessionRequest = sessions.Request
+	Session        = sessions.Session
+	SessionState   = sessions.State
+	CellRequest    = sessions.CellRequest
+	CellResult     = sessions.CellResult
+	SessionFile    = sessions.File
+	SessionStats   = sessions.Stats
+	Jails          = sessions.Jails
+	Forker         = sessions.Forker
+)
+
+// Session states.
+const (
+	SessionIdle = sessions.Idle
+	SessionBusy = sessions.Busy
+)
+
+// Session errors; the API maps them with errors.Is.
+var (
+	ErrSessionNotFound  = sessions.ErrNotFound // 404
+	ErrSessionBusy      = sessions.ErrBusy     // 409
+	ErrSessionEnded     = sessions.ErrEnded    // 410
+	ErrTooManySessions  = sessions.ErrTooMany  // 429
+	ErrSessionsDisabled = sessions.ErrDisabled // 501
+)
+
+// Fleet membership (internal/engine/fleet).
+type NodeInfo = fleet.NodeInfo
+
+// ErrNodeNameInUse is returned by Start when a live node already has
+// Config.Node as its name.
+var ErrNodeNameInUse = fleet.ErrNodeNameInUse
+
+// DefaultNodeLostAfter is the default of Config.NodeLostAfter.
+const DefaultNodeLostAfter = fleet.DefaultNodeLostAfter
+
+// Nodes lists the nodes this node knows to be alive, itself included, by
+// name: those whose heartbeat it saw within Config.NodeLostAfter.
+func (e *Engine) Nodes() []NodeInfo { return e.mem.Nodes() }
+
+// BaseEnv is the payload's environment before the request's additions.
+func BaseEnv() []string { return run.BaseEnv() }
+
+// FastData is an Output's bundle as encoding/json writes it quickly.
+func FastData(data map[string]json.RawMessage) map[string]any { return run.FastData(data) }
+
+// NewLateLinter returns a LateLinter waiting for its linter.
+func NewLateLinter(pending string, wait time.Duration) *LateLinter {
+	return run.NewLateLinter(pending, wait)
 }

@@ -10,8 +10,8 @@ import httpx
 
 from . import _common as c
 from ._files import AsyncFilesMixin
+from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
-from .client import POLL_INTERVAL
 from .sessions import AsyncSession, CreateStreamDecoder, Requirements, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus

@@ -9,13 +9,11 @@ import httpx
 
 from . import _common as c
 from ._files import FilesMixin
+from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import CreateStreamDecoder, Requirements, Session, create_body
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
-
-#: Seconds between polls when an event stream broke off while waiting.
-POLL_INTERVAL = 0.5
 
 
 class PyExec(FilesMixin):

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from ._transport import AsyncTransport, Transport
 from .errors import error_for_status
 from .types import ExecutionResult
-
-if TYPE_CHECKING:
-    from .aio import AsyncPyExec
-    from .client import PyExec
 
 
 @dataclass(frozen=True)
@@ -130,7 +127,7 @@ class Session:
     with ``Session(px, session_id)``.
     """
 
-    def __init__(self, px: "PyExec", session_id: str) -> None:
+    def __init__(self, px: Transport, session_id: str) -> None:
         self._px = px
         self.id = session_id
 
@@ -180,7 +177,7 @@ class AsyncSession:
     creates it on entry and ends it on exit; ``await px.session()`` only
     creates it."""
 
-    def __init__(self, px: "AsyncPyExec", body: Optional[Dict[str, Any]] = None, session_id: str = "",
+    def __init__(self, px: AsyncTransport, body: Optional[Dict[str, Any]] = None, session_id: str = "",
                  on_install: Optional[Callable[[str], None]] = None) -> None:
         self._px = px
         self._body = body or {}

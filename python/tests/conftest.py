@@ -3,20 +3,15 @@ started once per session on a free loopback port, with an API key."""
 
 from __future__ import annotations
 
+import json
 import os
-import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
-import httpx
 import pytest
 
 import _deps
@@ -24,7 +19,6 @@ import _deps
 from pyexec_client import AsyncPyExec, PyExec
 
 REPO = Path(__file__).resolve().parents[2]
-CGROUP_PARENT = f"pyexec-pytest-{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -48,41 +42,23 @@ def skip_install_error(result) -> None:
         pytest.skip(f"installing from the package index failed: {result.error}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _remove_cgroup_parents() -> None:
-    """Remove the (empty) cgroup parents the server made for its jails."""
-    for dirpath, dirnames, _ in os.walk("/sys/fs/cgroup"):
-        if os.path.basename(dirpath) == CGROUP_PARENT:
-            for sub in sorted(Path(dirpath).rglob("*"), reverse=True):
-                if sub.is_dir():
-                    try:
-                        sub.rmdir()
-                    except OSError:
-                        pass
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-            dirnames[:] = []
+def _launcher(tmp: Path) -> str:
+    """The test server launcher (internal/testserver/cmd/testserver):
+    $PYEXEC_TESTSERVER, else built into tmp."""
+    launcher = os.environ.get("PYEXEC_TESTSERVER")
+    if not launcher:
+        launcher = str(tmp / "testserver")
+        subprocess.run(["go", "build", "-o", launcher, "./internal/testserver/cmd/testserver"], cwd=REPO, check=True)
+    return launcher
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
+    """One `pyexec serve` for the session, started by the launcher (which
+    builds pyexec unless $PYEXEC_BINARY names one, and removes the data
+    directory and the jails' cgroup parent when its stdin closes)."""
     tmp = Path(tempfile.mkdtemp(prefix="pyexec-pytest-"))
-    binary = os.environ.get("PYEXEC_BINARY")
-    if not binary:
-        binary = str(tmp / "pyexec")
-        subprocess.run(["go", "build", "-o", binary, "./cmd/pyexec"], cwd=REPO, check=True)
-    key = secrets.token_hex(16)
-    port = _free_port()
-    args = [binary, "serve", "--port", str(port), "--data-dir", str(tmp / "data"),
-            "--cgroup-parent", CGROUP_PARENT, "--api-keys", f"pytest:{key}",
-            "--max-concurrency", "2", "--queue-size", "2", "--default-timeout", "30s", "--log-level", "warn"]
+    args = ["--max-concurrency", "2", "--queue-size", "2", "--default-timeout", "30s", "--log-level", "warn"]
     # Import detection and the base environment are off (they would
     # install packages from PyPI behind the tests' back); requirements
     # the tests name (matplotlib for plots) are installed with uv into
@@ -94,34 +70,21 @@ def server() -> Iterator[Server]:
     if os.geteuid() != 0:
         # Jails need root here; the tests only run their own code.
         args.append("--unsafe-no-isolation")
-    log = open(tmp / "server.log", "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    proc = subprocess.Popen([_launcher(tmp), "-api-key", "pytest", "--", *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"pyexec serve exited with {proc.returncode}:\n{(tmp / 'server.log').read_text()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"pyexec serve did not start:\n{(tmp / 'server.log').read_text()}")
-            time.sleep(0.1)
-        yield Server(url=url, api_key=key, binary=binary, no_tools=no_tools)
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the test server did not start (launcher exited with {proc.wait()})")
+        info = json.loads(line)
+        yield Server(url=info["url"], api_key=info["api_key"], binary=info["binary"], no_tools=no_tools)
     finally:
-        proc.send_signal(signal.SIGTERM)
+        proc.stdin.close()  # the launcher stops the server and cleans up
         try:
-            proc.wait(timeout=40)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
-        if proc.returncode not in (0, -signal.SIGTERM):
-            sys.stderr.write((tmp / "server.log").read_text())
-        _remove_cgroup_parents()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -10,6 +10,9 @@
 #   rootless   doctor, the smoke test and the sandbox suite as a non-root
 #              user in a cgroup delegated to it as systemd delegates one
 #   restarts   ten starts of serve by one supervisor in one service cgroup
+# The Go suites of every part run first, side by side (a suite runs one jail
+# at a time, which leaves the other vCPU idle under emulation), each apart
+# from the others; each part then tells its suites' results in its place.
 # Leftovers are counted after every suite and server: processes anywhere in
 # the service's cgroup subtree and jail cgroups (names ending in 24 hex
 # digits).
@@ -136,7 +139,7 @@ suite() {
   # servers under emulation take ~9 of the suite's 20 minutes and their 2 s heartbeats and 7 s fairness
   # bound are wall-clock tests; nothing in them depends on the cgroup version, and make test runs them.
   [ "$pkg" = e2e ] && extra=(-test.skip '^(TestEnvironments|TestFleet.*)$')
-  local dir=$SRC/internal/$pkg
+  local dir=$SRC/internal/${pkg//.//}
   [ "$pkg" = e2e ] && dir=$SRC/e2e
   (cd "$dir" && "$@" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
     -test.timeout "${SUITE_TIMEOUT}s" "${extra[@]}") > "$log" 2>&1
@@ -241,16 +244,71 @@ smoke() {
   leftovers "$name.serve.leftovers" "$cg"
 }
 
+# --- the Go suites, side by side -------------------------------------------------
+# alone name -> ALONE, the wrapper that keeps a suite apart from the suites
+# beside it: its own temporary directory (the sandbox suite counts the
+# pyexec-work-* dirs there) and its own mount namespace (it compares the
+# mount table before and after), so that what one suite makes is never
+# counted as another's leftover.
+alone() {
+  mkdir -p "/tmp/$1.tmp"
+  ALONE=(unshare --mount --propagation private env TMPDIR="/tmp/$1.tmp")
+}
+
+# rootless_user: the non-root user of part_rootless, with a home.
+rootless_user() {
+  grep -q "^$RL_USER:" /etc/passwd || {
+    echo "$RL_USER:x:$RL_UID:$RL_UID:pyexec rootless test:$RL_HOME:/bin/bash" >> /etc/passwd
+    echo "$RL_USER:x:$RL_UID:" >> /etc/group
+  }
+  mkdir -p "$RL_HOME"
+  chown "$RL_UID:$RL_UID" "$RL_HOME"
+}
+
+# start_suite name pkg cg wrapper...: suite in the background, its results
+# and summary in files of its own until tell_suite.
+start_suite() {
+  local name=$1
+  (R=$OUT/$name.results S=$OUT/$name.summary
+    : > "$R"
+    : > "$S"
+    suite "$@" > /dev/null) &
+}
+
+# tell_suite name: a suite's results, in the part that ran it.
+tell_suite() {
+  cat "$OUT/$1.results" >> "$R"
+  tee -a "$S" < "$OUT/$1.summary"
+}
+
+# start_suites: every part's Go suites at once, each in its own cgroup.
+start_suites() {
+  local p cg
+  if [[ " $PARTS " == *" root "* ]]; then
+    for p in $SUITES; do
+      cg=$(service "$p-test")
+      alone "root.$p"
+      start_suite "root.$p" "$p" "$cg" in_cgroup "$cg" "${ALONE[@]}"
+    done
+  fi
+  if [[ " $PARTS " == *" rootless "* ]]; then
+    rootless_user
+    cg=$(user_service sandbox-test)
+    # Its own TMPDIR too; its mount table is the host's, where the suites
+    # beside it mount nothing (theirs are private).
+    mkdir -p /tmp/rootless.sandbox.tmp
+    chown "$RL_UID:$RL_UID" /tmp/rootless.sandbox.tmp
+    start_suite rootless.sandbox sandbox "$cg" in_cgroup "$cg" "${AS_USER[@]}" env TMPDIR=/tmp/rootless.sandbox.tmp
+  fi
+  wait
+}
+
 # --- the parts --------------------------------------------------------------------------
 part_root() {
   say "== as root, each step alone in a system.slice service (Delegate=yes)"
   doctor root in_cgroup "$(service pyexec-doctor)"
   local p
-  for p in $SUITES; do
-    local cg
-    cg=$(service "$p-test")
-    suite "root.$p" "$p" "$cg" in_cgroup "$cg"
-  done
+  for p in $SUITES; do tell_suite "root.$p"; done
   smoke root "$(service pyexec)" 8080
 }
 
@@ -265,19 +323,13 @@ part_container() {
 
 part_rootless() {
   say "== rootless: uid $RL_UID in user@$RL_UID.service/app.slice (delegated to it)"
-  grep -q "^$RL_USER:" /etc/passwd || {
-    echo "$RL_USER:x:$RL_UID:$RL_UID:pyexec rootless test:$RL_HOME:/bin/bash" >> /etc/passwd
-    echo "$RL_USER:x:$RL_UID:" >> /etc/group
-  }
-  mkdir -p "$RL_HOME"
-  chown "$RL_UID:$RL_UID" "$RL_HOME"
+  rootless_user
   say "    user.max_user_namespaces=$(cat /proc/sys/user/max_user_namespaces)$( [ -f /proc/sys/kernel/unprivileged_userns_clone ] && echo ", kernel.unprivileged_userns_clone=$(cat /proc/sys/kernel/unprivileged_userns_clone)")"
   doctor rootless in_cgroup "$(user_service pyexec-doctor)" "${AS_USER[@]}"
   local cg
   cg=$(user_service pyexec)
   smoke rootless "$cg" 8082 "${AS_USER[@]}"
-  cg=$(user_service sandbox-test)
-  suite rootless.sandbox sandbox "$cg" in_cgroup "$cg" "${AS_USER[@]}"
+  tell_suite rootless.sandbox
 }
 
 # The supervisor of part_restarts: ten servers one after the other, the
@@ -332,6 +384,10 @@ for py in /usr/bin/python3 /usr/local/bin/python3* /root/.pyenv/versions/*/bin/p
 done
 say "interpreters started once in $(($(now) - t))s"
 say "root cgroup controllers: $(cat $CG/cgroup.controllers); parts: $PARTS; suites: $SUITES"
+say "== the Go suites of every part, side by side (told in their parts below)"
+t=$(now)
+start_suites
+say "   (the suites took $(($(now) - t))s)"
 for part in $PARTS; do
   t=$(now)
   "part_$part"

@@ -1,11 +1,21 @@
 /** The pyexec client: one class over fetch, for Node ≥ 18 and browsers alike. */
 
 import { encodeBase64 } from "./base64.js";
-import { APIError, ConnectionError, RateLimitError, StreamEndedError, TimeoutError, apiError } from "./errors.js";
+import { APIError, ConnectionError, StreamEndedError } from "./errors.js";
 import { CellResult, ExecutionResult } from "./rich.js";
 import { Session } from "./session.js";
 import { parseSSE } from "./sse.js";
 import { detectEntrypoint, tarFromFiles } from "./tar.js";
+import {
+  Transport,
+  escapeSegments,
+  jsonBody,
+  sleep,
+  type CallOptions,
+  type ClientOptions,
+  type SessionRequest,
+  type SessionTransport,
+} from "./transport.js";
 import {
   isFinal,
   type CodeFile,
@@ -28,28 +38,6 @@ import {
   type ToolList,
 } from "./types.js";
 
-/** Options of a PyExec client. */
-export interface ClientOptions {
-  /** Sent as "Authorization: Bearer <key>". */
-  apiKey?: string;
-  /** Bound of each call in milliseconds (default 300 000; 0: none). follow() is not bounded by it. */
-  timeoutMs?: number;
-  /** How often a 429 answer is retried after its Retry-After (default 2; 0: never). */
-  maxRetries?: number;
-  /** The longest wait before a retry, in milliseconds (default 30 000). */
-  maxRetryDelayMs?: number;
-  /** A fetch implementation (default: the global fetch). */
-  fetch?: typeof fetch;
-  /** Extra headers on every request. */
-  headers?: Record<string, string>;
-}
-
-/** Per-call options. */
-export interface CallOptions {
-  /** Aborts the call. */
-  signal?: AbortSignal;
-}
-
 /** Options of follow(). */
 export interface FollowOptions extends CallOptions {
   /** Start after this seq (0: from the beginning, the server replays what it has). */
@@ -60,45 +48,10 @@ export interface FollowOptions extends CallOptions {
   reconnectDelayMs?: number;
 }
 
-interface RequestInit2 extends CallOptions {
-  body?: BodyInit;
-  contentType?: string;
-  accept?: string;
-  headers?: Record<string, string>;
-  /** Bound by the client's timeout (false for streams). */
-  timed?: boolean;
-}
-
-const DEFAULT_TIMEOUT_MS = 300_000;
-
-/** Waits ms, or rejects with the signal's reason when it aborts first. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /** The path of an execution, or of one of its files (each segment escaped). */
 function executionPath(id: string, file?: string): string {
   const base = `/api/v1/executions/${encodeURIComponent(id)}`;
   return file === undefined ? base : `${base}/files/${escapeSegments(file)}`;
-}
-
-/** A slash-separated path with each segment percent-encoded. */
-export function escapeSegments(path: string): string {
-  return path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/");
 }
 
 /** The config object of a request, from its convenience fields and config. */
@@ -143,113 +96,20 @@ export function codeFiles(files: CodeFile[] | Record<string, string | Uint8Array
  *     r.stdout; // "hi\n"
  *     r.result; // "42"
  */
-export class PyExec {
+export class PyExec implements SessionTransport {
   readonly baseUrl: string;
-  private readonly apiKey: string | undefined;
-  private readonly timeoutMs: number;
-  private readonly maxRetries: number;
-  private readonly maxRetryDelayMs: number;
-  private readonly fetchFn: typeof fetch;
-  private readonly headers: Record<string, string>;
+  private readonly transport: Transport;
 
   constructor(baseUrl: string, options: ClientOptions = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, "");
-    this.apiKey = options.apiKey;
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.maxRetries = options.maxRetries ?? 2;
-    this.maxRetryDelayMs = options.maxRetryDelayMs ?? 30_000;
-    const f = options.fetch ?? globalThis.fetch;
-    if (typeof f !== "function") throw new Error("pyexec-client: no fetch (Node ≥ 18 or a browser is needed)");
-    this.fetchFn = f.bind(globalThis);
-    this.headers = options.headers ?? {};
-  }
-
-  // --- transport -----------------------------------------------------------
-
-  /**
-   * Sends one request and returns the response of a 2xx answer; anything
-   * else is thrown as an APIError subclass. A 429 is retried up to
-   * maxRetries times after its Retry-After. With timed, the client's
-   * timeout bounds the request, and `read` must consume the body within it.
-   */
-  private async send<T>(method: string, path: string, init: RequestInit2, read: (r: Response) => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.sendOnce(method, path, init, read);
-      } catch (e) {
-        if (!(e instanceof RateLimitError) || attempt >= this.maxRetries) throw e;
-        const wait = e.retryAfter !== null ? e.retryAfter * 1000 : 500 * 2 ** attempt;
-        await sleep(Math.min(wait, this.maxRetryDelayMs), init.signal);
-      }
-    }
-  }
-
-  private async sendOnce<T>(method: string, path: string, init: RequestInit2, read: (r: Response) => Promise<T>): Promise<T> {
-    const what = `${method} ${path}`;
-    const ctl = new AbortController();
-    const user = init.signal;
-    const onAbort = (): void => ctl.abort(user?.reason);
-    if (user?.aborted) throw user.reason;
-    user?.addEventListener("abort", onAbort, { once: true });
-    let timedOut = false;
-    const timer =
-      init.timed !== false && this.timeoutMs > 0
-        ? setTimeout(() => {
-            timedOut = true;
-            ctl.abort(new TimeoutError(`${what}: no answer within ${this.timeoutMs} ms`));
-          }, this.timeoutMs)
-        : undefined;
-    const headers: Record<string, string> = { Accept: init.accept ?? "application/json", ...this.headers, ...init.headers };
-    if (init.contentType !== undefined) headers["Content-Type"] = init.contentType;
-    if (this.apiKey) headers["Authorization"] = `Bearer ${this.apiKey}`;
-    try {
-      let resp: Response;
-      try {
-        // A stream outlives this call, so it listens to the caller's signal
-        // itself rather than to a controller whose listener ends here.
-        const signal = init.timed === false ? user ?? null : ctl.signal;
-        resp = await this.fetchFn(this.baseUrl + path, { method, headers, body: init.body ?? null, signal });
-      } catch (e) {
-        if (timedOut) throw new TimeoutError(`${what}: no answer within ${this.timeoutMs} ms`, { cause: e });
-        if (user?.aborted) throw user.reason;
-        throw new ConnectionError(`${what}: ${(e as Error).message ?? e}`, { cause: e });
-      }
-      if (resp.status < 200 || resp.status > 299) {
-        const text = await resp.text().catch(() => "");
-        throw apiError(resp.status, resp.headers, text, what);
-      }
-      try {
-        return await read(resp);
-      } catch (e) {
-        if (timedOut) throw new TimeoutError(`${what}: no complete answer within ${this.timeoutMs} ms`, { cause: e });
-        throw e;
-      }
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      user?.removeEventListener("abort", onAbort);
-    }
-  }
-
-  /** A call whose JSON answer is decoded; want is the one success status the API promises. */
-  private async json<T>(method: string, path: string, init: RequestInit2 & { want?: number } = {}): Promise<T> {
-    return this.send(method, path, init, async (r) => {
-      if (init.want !== undefined && r.status !== init.want) {
-        throw new APIError(r.status, `${method} ${path}: got HTTP ${r.status}, want ${init.want}`, null, `${method} ${path}`);
-      }
-      if (r.status === 204) return undefined as T;
-      return (await r.json()) as T;
-    });
-  }
-
-  private jsonBody(body: unknown): RequestInit2 {
-    return { body: JSON.stringify(body), contentType: "application/json" };
+    this.transport = new Transport(baseUrl, options);
+    this.baseUrl = this.transport.baseUrl;
   }
 
   // --- executions ----------------------------------------------------------
 
   /** GET /health. */
   health(options: CallOptions = {}): Promise<Health> {
-    return this.json("GET", "/health", options);
+    return this.transport.json("GET", "/health", options);
   }
 
   /**
@@ -272,7 +132,7 @@ export class PyExec {
     if (req.entrypoint !== undefined) body["entrypoint"] = req.entrypoint;
     if (req.python_version !== undefined) body["python_version"] = req.python_version;
     if (req.eval_last_expr !== undefined) body["eval_last_expr"] = req.eval_last_expr;
-    const raw = await this.json<ExecutionResultData>("POST", "/api/v1/eval", { ...this.jsonBody(body), signal: req.signal });
+    const raw = await this.transport.json<ExecutionResultData>("POST", "/api/v1/eval", { ...jsonBody(body), signal: req.signal });
     return new ExecutionResult(raw);
   }
 
@@ -307,7 +167,7 @@ export class PyExec {
    * main.py), a map of files (path → text or bytes), or an uncompressed tar.
    */
   async run(project: Project, options: RunOptions & CallOptions = {}): Promise<ExecutionResult> {
-    const raw = await this.json<ExecutionResultData>("POST", "/api/v1/exec/sync", {
+    const raw = await this.transport.json<ExecutionResultData>("POST", "/api/v1/exec/sync", {
       body: this.multipart(project, options),
       signal: options.signal,
     });
@@ -316,7 +176,7 @@ export class PyExec {
 
   /** Queues a project (as run takes it) and returns its execution id at once (HTTP 202). */
   async submit(project: Project, options: RunOptions & CallOptions = {}): Promise<string> {
-    const res = await this.json<{ execution_id?: string }>("POST", "/api/v1/exec/async", {
+    const res = await this.transport.json<{ execution_id?: string }>("POST", "/api/v1/exec/async", {
       body: this.multipart(project, options),
       signal: options.signal,
       want: 202,
@@ -327,7 +187,7 @@ export class PyExec {
 
   /** The current state of an execution, with its output so far. */
   async getExecution(id: string, options: CallOptions = {}): Promise<ExecutionResult> {
-    return new ExecutionResult(await this.json<ExecutionResultData>("GET", executionPath(id), options));
+    return new ExecutionResult(await this.transport.json<ExecutionResultData>("GET", executionPath(id), options));
   }
 
   /** One page of the caller's executions, most recent first; pass next_cursor as cursor for the next. */
@@ -340,7 +200,7 @@ export class PyExec {
     if (query.limit) q.set("limit", String(query.limit));
     if (query.cursor) q.set("cursor", query.cursor);
     const qs = q.toString();
-    const page = await this.json<ExecutionList<ExecutionResultData>>("GET", "/api/v1/executions" + (qs ? "?" + qs : ""), options);
+    const page = await this.transport.json<ExecutionList<ExecutionResultData>>("GET", "/api/v1/executions" + (qs ? "?" + qs : ""), options);
     const out: ExecutionList<ExecutionResult> = { executions: (page.executions ?? []).map((r) => new ExecutionResult(r)) };
     if (page.next_cursor) out.next_cursor = page.next_cursor;
     return out;
@@ -348,7 +208,7 @@ export class PyExec {
 
   /** Kills an execution; returns "killed", or the state it was already in. */
   async kill(id: string, options: CallOptions = {}): Promise<ExecutionStatus> {
-    const res = await this.json<{ status: ExecutionStatus }>("DELETE", executionPath(id), options);
+    const res = await this.transport.json<{ status: ExecutionStatus }>("DELETE", executionPath(id), options);
     return res.status;
   }
 
@@ -380,7 +240,7 @@ export class PyExec {
     for (;;) {
       let body: ReadableStream<Uint8Array> | null = null;
       try {
-        body = await this.send("GET", path, {
+        body = await this.transport.send("GET", path, {
           accept: "text/event-stream",
           headers: after > 0 ? { "Last-Event-ID": String(after) } : {},
           signal: options.signal,
@@ -423,13 +283,13 @@ export class PyExec {
 
   /** The files an execution produced. */
   async listFiles(id: string, options: CallOptions = {}): Promise<FileInfo[]> {
-    const res = await this.json<{ files?: FileInfo[] }>("GET", executionPath(id) + "/files", options);
+    const res = await this.transport.json<{ files?: FileInfo[] }>("GET", executionPath(id) + "/files", options);
     return res.files ?? [];
   }
 
   /** The bytes of one file an execution produced, by its listed path. */
   downloadFile(id: string, path: string, options: CallOptions = {}): Promise<Uint8Array> {
-    return this.send("GET", executionPath(id, path), { accept: "*/*", signal: options.signal }, async (r) => new Uint8Array(await r.arrayBuffer()));
+    return this.transport.send("GET", executionPath(id, path), { accept: "*/*", signal: options.signal }, async (r) => new Uint8Array(await r.arrayBuffer()));
   }
 
   // --- lint and tools ------------------------------------------------------
@@ -439,7 +299,7 @@ export class PyExec {
     const req: LintRequest = typeof code === "string" ? { code } : code;
     const body: Record<string, unknown> = { ...req };
     if (req.files !== undefined) body["files"] = codeFiles(req.files);
-    return (await this.json<Diagnostic[] | null>("POST", "/api/v1/lint", { ...this.jsonBody(body), signal: options.signal })) ?? [];
+    return (await this.transport.json<Diagnostic[] | null>("POST", "/api/v1/lint", { ...jsonBody(body), signal: options.signal })) ?? [];
   }
 
   /**
@@ -450,7 +310,7 @@ export class PyExec {
   async tools(format: ToolFormat = "openai", options: CallOptions & { strict?: boolean } = {}): Promise<Record<string, unknown>[]> {
     const q = new URLSearchParams({ format });
     if (options.strict) q.set("strict", "true");
-    return (await this.json<ToolList>("GET", `/api/v1/tools?${q}`, options)).tools;
+    return (await this.transport.json<ToolList>("GET", `/api/v1/tools?${q}`, options)).tools;
   }
 
   // --- sessions ------------------------------------------------------------
@@ -460,7 +320,7 @@ export class PyExec {
     const { network, ...rest } = opts;
     const body: Record<string, unknown> = { ...rest };
     if (network !== undefined) body["network_disabled"] = !network;
-    const info = await this.json<SessionInfo>("POST", "/api/v1/sessions", { ...this.jsonBody(body), signal: options.signal, want: 201 });
+    const info = await this.transport.json<SessionInfo>("POST", "/api/v1/sessions", { ...jsonBody(body), signal: options.signal, want: 201 });
     return new Session(this, info.session_id, info);
   }
 
@@ -471,20 +331,20 @@ export class PyExec {
 
   /** The caller's live sessions, oldest first. */
   async listSessions(options: CallOptions = {}): Promise<SessionInfo[]> {
-    return (await this.json<{ sessions?: SessionInfo[] }>("GET", "/api/v1/sessions", options)).sessions ?? [];
+    return (await this.transport.json<{ sessions?: SessionInfo[] }>("GET", "/api/v1/sessions", options)).sessions ?? [];
   }
 
   /** @internal The session endpoints, used by Session. */
-  sessionCall<T>(method: string, id: string, sub: string, init: RequestInit2 & { want?: number; raw?: boolean } = {}): Promise<T> {
+  sessionCall<T>(method: string, id: string, sub: string, init: SessionRequest = {}): Promise<T> {
     const path = `/api/v1/sessions/${encodeURIComponent(id)}${sub}`;
-    if (init.raw) return this.send(method, path, { ...init, accept: "*/*" }, async (r) => new Uint8Array(await r.arrayBuffer()) as T);
-    return this.json<T>(method, path, init);
+    if (init.raw) return this.transport.send(method, path, { ...init, accept: "*/*" }, async (r) => new Uint8Array(await r.arrayBuffer()) as T);
+    return this.transport.json<T>(method, path, init);
   }
 
   /** @internal */
   sessionCell(id: string, body: Record<string, unknown>, options: CallOptions): Promise<CellResult> {
     return this.sessionCall<ConstructorParameters<typeof CellResult>[0]>("POST", id, "/execute", {
-      ...this.jsonBody(body),
+      ...jsonBody(body),
       signal: options.signal,
     }).then((raw) => new CellResult(raw));
   }

@@ -7,7 +7,8 @@
  */
 
 export { PyExec, codeFiles } from "./client.js";
-export type { CallOptions, ClientOptions, FollowOptions } from "./client.js";
+export type { FollowOptions } from "./client.js";
+export type { CallOptions, ClientOptions } from "./transport.js";
 export { Session } from "./session.js";
 export type { CellOptions } from "./session.js";
 export { CellResult, ExecutionResult, Output, eventOutput } from "./rich.js";

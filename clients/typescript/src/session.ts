@@ -1,8 +1,7 @@
 /** Sessions: a persistent interpreter, like a notebook kernel. */
 
-import type { CallOptions, PyExec } from "./client.js";
-import { escapeSegments } from "./client.js";
 import type { CellResult } from "./rich.js";
+import { escapeSegments, type CallOptions, type SessionTransport } from "./transport.js";
 import type { SessionFile, SessionInfo } from "./types.js";
 
 /** Options of one cell. */
@@ -25,9 +24,9 @@ export class Session {
   readonly id: string;
   /** What the server said when the session was created (undefined for a handle from px.session(id)). */
   readonly created: SessionInfo | undefined;
-  private readonly px: PyExec;
+  private readonly px: SessionTransport;
 
-  constructor(px: PyExec, id: string, created?: SessionInfo) {
+  constructor(px: SessionTransport, id: string, created?: SessionInfo) {
     this.px = px;
     this.id = id;
     this.created = created;

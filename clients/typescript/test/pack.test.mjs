@@ -1,10 +1,11 @@
 // The package as a user gets it: npm pack, installed from the tarball into
 // a clean folder, imported by its name and subpaths from JavaScript (run
 // against a real server) and from strict TypeScript (types resolved
-// through the exports map).
+// through the exports map); and installed from the package's folder as a
+// fresh clone has it (no dist/, no node_modules), which builds dist/.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -87,4 +88,33 @@ export async function f(): Promise<[string, number | null, FunctionCallOutput]> 
     JSON.stringify({ compilerOptions: { strict: true, module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", lib: ["ES2022", "DOM"], types: [], noEmit: true }, files: ["main.ts"] }),
   );
   execFileSync(process.execPath, [TSC, "-p", "tsconfig.json"], { cwd: app, encoding: "utf8" });
+});
+
+test("npm install of the package's folder, as a fresh clone has it, builds and runs in a clean folder", () => {
+  // What git tracks of the package: dist/ is not committed, and the dev
+  // dependencies (typescript) are not installed.
+  const checkout = join(tmp, "checkout");
+  const tracked = execFileSync("git", ["ls-files", "-z", "."], { cwd: PKG, encoding: "utf8" }).split("\0").filter(Boolean);
+  for (const f of tracked) cpSync(join(PKG, f), join(checkout, f), { recursive: true });
+  assert.ok(!existsSync(join(checkout, "dist")) && !existsSync(join(checkout, "node_modules")));
+
+  const app = join(tmp, "app-from-folder");
+  mkdirSync(app);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+  npm(["install", "--no-audit", "--no-fund", "--loglevel=error", checkout], app);
+  writeFileSync(
+    join(app, "main.mjs"),
+    `import { PyExec } from "pyexec-client";
+import { openaiChatTool } from "pyexec-client/openai";
+const px = new PyExec(process.env.PYEXEC_URL, { apiKey: process.env.PYEXEC_KEY });
+const r = await px.eval("print(2 ** 10)");
+console.log(JSON.stringify({ stdout: r.stdout, tool: (await openaiChatTool(px)).function.name }));
+`,
+  );
+  const out = execFileSync(process.execPath, ["main.mjs"], {
+    cwd: app,
+    encoding: "utf8",
+    env: { ...process.env, PYEXEC_URL: srv.url, PYEXEC_KEY: srv.apiKey },
+  });
+  assert.deepEqual(JSON.parse(out), { stdout: "1024\n", tool: "run_python" });
 });

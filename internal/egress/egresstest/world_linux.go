@@ -30,7 +30,10 @@ import (
 // Addresses of the test world. "The internet" is one test host in a
 // network namespace of its own, joined to the suite's namespace by a veth
 // pair: it carries a public address, a private one and the metadata
-// address, and serves HTTP on 80, HTTPS on 443 and UDP echo on 9999.
+// address, and serves HTTP on 80 (Go's net/http), HTTPS on 443 (Go's
+// crypto/tls, a site per server name) and on DefaultSitePort, HTTPS by
+// OpenSSL on OpenSSLPort, a lenient HTTP server on LenientPort (Python's
+// http.server), a package index on IndexPort and UDP echo on 9999.
 // Addresses of the test host.
 const (
 	PublicHost   = "203.0.113.2"
@@ -92,14 +95,22 @@ func New(t testing.TB) *World {
 	}
 	w := &World{APIConns: &atomic.Int64{}, Held: &atomic.Int64{}, HeldMax: &atomic.Int64{}, Hosts: map[string][]netip.Addr{}}
 	host := makeHostNS(t)
-	cert, ca := testCert(t, "allowed.test", "other.test")
+	certs, ca := siteCerts(t, "allowed.test", "other.test", "big.test")
 	w.CAPEM = ca
+	index := indexHandler(t)
+	var lenient, openssl net.Listener
 	inNS(t, host, func() {
 		serveHTTP(t, "tcp4", ":80", nil)
-		serveHTTP(t, "tcp4", ":443", &tls.Config{Certificates: []tls.Certificate{cert}})
+		serveHTTP(t, "tcp4", ":443", &sites{certs: certs})
+		serveHTTP(t, "tcp4", fmt.Sprintf(":%d", DefaultSitePort), &sites{certs: certs, fallback: "other.test"})
 		serveUDPEcho(t, ":9999")
 		serveHold(t, w)
+		lenient = listen(t, LenientPort)
+		openssl = listen(t, OpenSSLPort)
+		serve(t, listen(t, IndexPort), index)
 	})
+	serveLenient(t, lenient)
+	serveOpenSSL(t, openssl, certs)
 	api, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -227,16 +238,17 @@ func inNS(t testing.TB, ns netns.NsHandle, f func()) {
 	<-done
 }
 
-// serveHTTP answers every request with the Host it named, /big with
-// 4 MiB and /10m with 10 MiB.
-func serveHTTP(t testing.TB, network, addr string, tlsConf *tls.Config) {
+// serveHTTP answers every request with the site it asked for (the Host it
+// named; over TLS, with s, the site its server name chose, as a front end
+// that routes by SNI does), /big with 4 MiB and /10m with 10 MiB.
+func serveHTTP(t testing.TB, network, addr string, s *sites) {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tlsConf != nil {
-		l = tls.NewListener(l, tlsConf)
+	if s != nil {
+		l = tls.NewListener(l, s.config())
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -247,7 +259,11 @@ func serveHTTP(t testing.TB, network, addr string, tlsConf *tls.Config) {
 			w.Write(make([]byte, 10<<20))
 			return
 		}
-		fmt.Fprintf(w, "hello %s", r.Host)
+		site := r.Host
+		if r.TLS != nil {
+			site, _ = s.site(r.TLS.ServerName)
+		}
+		fmt.Fprintf(w, "hello %s", site)
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
@@ -300,8 +316,9 @@ func serveUDPEcho(t testing.TB, addr string) {
 	}()
 }
 
-// testCert makes a CA and a certificate it signed for names.
-func testCert(t testing.TB, names ...string) (tls.Certificate, []byte) {
+// siteCerts makes a CA and, for each of names, a certificate the CA
+// signed for that name alone.
+func siteCerts(t testing.TB, names ...string) (map[string]*tls.Certificate, []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "egress test CA"},
@@ -312,16 +329,44 @@ func testCert(t testing.TB, names ...string) (tls.Certificate, []byte) {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
+	certs := map[string]*tls.Certificate{}
+	for i, name := range names {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(2 + i)), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs[name] = &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	}
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	return certs, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// sites are the sites of a TLS front end: a certificate per name, and the
+// site a hello naming none of them gets (its default server); without
+// one, such a hello is refused.
+type sites struct {
+	certs    map[string]*tls.Certificate
+	fallback string
+}
+
+// site is the site a server name chooses.
+func (s *sites) site(name string) (string, bool) {
+	if _, ok := s.certs[name]; ok {
+		return name, true
+	}
+	return s.fallback, s.fallback != ""
+}
+
+func (s *sites) config() *tls.Config {
+	return &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if site, ok := s.site(hello.ServerName); ok {
+			return s.certs[site], nil
+		}
+		return nil, fmt.Errorf("no site %q here", hello.ServerName)
+	}}
 }
 
 // Lines splits a payload's output into its "case=outcome" pairs.

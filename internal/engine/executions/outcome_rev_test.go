@@ -1,0 +1,123 @@
+package executions
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// readCounter is the engine's store with its record reads counted.
+type readCounter struct {
+	Store
+	gets atomic.Int64
+}
+
+func (s *readCounter) Get(ctx context.Context, key string) (store.Entry, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, key)
+}
+
+// startCounting is start (helpers_test.go) with the record reads counted.
+func startCounting(t *testing.T) (*env, *readCounter) {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &readCounter{Store: st}
+	runner := &runtest.Runner{}
+	t.Cleanup(func() { // after the node's
+		if err := emb.Close(); err != nil {
+			t.Errorf("store Close: %v", err)
+		}
+	})
+	n := newNode(t, nodeConfig{}, Deps{Store: rc, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
+	return &env{emb: emb, st: st, eng: n.x, node: n, runner: runner}, rc
+}
+
+// TestSyncOutcomeNeedsNoRead: a synchronous execution that starts at once
+// creates its record running and writes its outcome over it at the
+// revision it created: no record is read on the request's path, and the
+// stored record is final with the run's output.
+func TestSyncOutcomeNeedsNoRead(t *testing.T) {
+	e, rc := startCounting(t)
+	before := rc.gets.Load()
+	x, err := e.eng.RunSync(context.Background(), runtest.Script("print:hello\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rc.gets.Load() - before; n != 0 {
+		t.Errorf("the synchronous path read records %d times, want 0", n)
+	}
+	got, err := getExec(context.Background(), e.eng, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != run.StatusCompleted || got.Stdout != "hello\n" || x.Stdout != "hello\n" {
+		t.Fatalf("stored %s %q, answered %s %q", got.Status, got.Stdout, x.Status, x.Stdout)
+	}
+}
+
+// TestSyncOutcomeYieldsToAnotherWriter: when someone else wrote the record
+// while it ran (here: marked it killed, as a kill does when no node answers
+// for it), the outcome's write at the old revision fails and the outcome
+// is merged into what is stored, as before: the kill stands and the run's
+// output is kept.
+func TestSyncOutcomeYieldsToAnotherWriter(t *testing.T) {
+	e, _ := startCounting(t)
+	ctx := context.Background()
+	done := make(chan *run.Execution, 1)
+	go func() {
+		x, err := e.eng.RunSync(ctx, runtest.Script("sleep:300ms"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- x
+	}()
+	var id string
+	runtest.WaitFor(t, "the running record", func() bool {
+		page, _, err := e.eng.List(ctx, ListOptions{Limit: 1, Owner: tester})
+		if err != nil || len(page) == 0 || page[0].Status != run.StatusRunning {
+			return false
+		}
+		id = page[0].ID
+		return true
+	})
+	ent, err := e.st.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Record
+	if err := json.Unmarshal(ent.Value, &r); err != nil {
+		t.Fatal(err)
+	}
+	markKilled(&r, msgKilled)
+	b, err := r.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Update(ctx, id, b, ent.Revision, r.meta()); err != nil {
+		t.Fatal(err)
+	}
+	x := <-done
+	if x == nil {
+		t.Fatal("no answer")
+	}
+	got, err := getExec(ctx, e.eng, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != run.StatusKilled || got.Status != run.StatusKilled {
+		t.Fatalf("answered %s, stored %s; want the kill to stand", x.Status, got.Status)
+	}
+}

@@ -1,0 +1,171 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// A session's workspace is read and written from the host while its
+// interpreter lives, always through an os.Root of the jail's /work: no
+// link the user's code planted leads out of it.
+
+// PutFile writes a file into the session's workspace.
+func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
+	id := s.id
+	k, err := liveKernel(s)
+	if err != nil {
+		return err
+	}
+	p, err := cleanSessionPath(unsafePath)
+	if err != nil {
+		return err
+	}
+	if err := k.proc.WriteFiles([]sandbox.File{{Path: p, Data: data}}); err != nil {
+		if errors.Is(err, sandbox.ErrInvalidSpec) {
+			return fmt.Errorf("%w: %w", run.ErrInvalid, err)
+		}
+		return fmt.Errorf("engine: session %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListFiles lists the regular files of the session's workspace.
+func (m *Service) ListFiles(s *Live) ([]File, error) {
+	id := s.id
+	k, err := liveKernel(s)
+	if err != nil {
+		return nil, err
+	}
+	root, err := k.proc.Workspace()
+	if err != nil {
+		return nil, fmt.Errorf("engine: session %s: %w", id, err)
+	}
+	defer root.Close()
+	out := []File{}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		out = append(out, File{Path: p, Size: info.Size(), Modified: info.ModTime().UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: listing session %s files: %w", id, err)
+	}
+	return out, nil
+}
+
+// ReadFile returns a regular file of the session's workspace.
+// run.ErrFileNotFound: no such regular file (a link is not followed).
+func (m *Service) ReadFile(s *Live, unsafePath string) ([]byte, error) {
+	id := s.id
+	k, err := liveKernel(s)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cleanSessionPath(unsafePath)
+	if err != nil {
+		return nil, err
+	}
+	root, err := k.proc.Workspace()
+	if err != nil {
+		return nil, fmt.Errorf("engine: session %s: %w", id, err)
+	}
+	defer root.Close()
+	data, err := readRegular(root, p, m.cfg.MaxFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", run.ErrFileNotFound, p)
+	}
+	return data, err
+}
+
+// readRegular reads p from root if it is a regular file of at most limit
+// bytes.
+func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
+	info, err := root.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	if info.Size() > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", run.ErrInvalid, p, info.Size(), limit)
+	}
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
+// workspaceFiles reads every regular file of k's workspace, at most limit
+// bytes in all, to carry them into a restarted kernel.
+func (m *Service) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) {
+	root, err := k.proc.Workspace()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var files []sandbox.File
+	var total int64
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if total+info.Size() > limit {
+			return fmt.Errorf("the workspace holds more than %d bytes", limit)
+		}
+		data, err := readRegular(root, p, limit-total)
+		if err != nil {
+			return nil // changed under us: skipped
+		}
+		total += int64(len(data))
+		files = append(files, sandbox.File{Path: p, Data: data, Mode: uint32(info.Mode().Perm())})
+		return nil
+	})
+	return files, err
+}
+
+// liveKernel returns the session's running kernel.
+func liveKernel(s *Live) (*kernel, error) {
+	k := s.kernel()
+	if k == nil || kernelEnded(k) {
+		return nil, fmt.Errorf("%w: %s is restarting or ending", ErrBusy, s.id)
+	}
+	return k, nil
+}
+
+// cleanSessionPath checks a user's workspace-relative path.
+func cleanSessionPath(unsafePath string) (string, error) {
+	p := strings.TrimPrefix(unsafePath, "/work/")
+	if err := sandbox.CheckPathLimits(p); err != nil {
+		return "", fmt.Errorf("%w: workspace path %.64q...: %w", run.ErrInvalid, unsafePath, err)
+	}
+	if p == "" || path.IsAbs(p) || strings.ContainsRune(p, 0) || slices.Contains(strings.Split(p, "/"), "..") {
+		return "", fmt.Errorf("%w: invalid workspace path %q", run.ErrInvalid, unsafePath)
+	}
+	if c := path.Clean(p); c != "." {
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: invalid workspace path %q", run.ErrInvalid, unsafePath)
+}

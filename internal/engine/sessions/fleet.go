@@ -1,0 +1,27 @@
+package sessions
+
+// What a layer spreading sessions over a fleet needs from this node's
+// sessions: their count against the cap, and word of each session's end
+// (Deps.OnEnd).
+
+// Live counts this node's live sessions (starting ones included).
+func (m *Service) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Cap is the most sessions this node holds at once.
+func (m *Service) Cap() int { return m.cfg.Max }
+
+// sessionEnded tells Deps.OnEnd that s ended, and whether it ended
+// because the service shuts down.
+func (m *Service) sessionEnded(s *Live) {
+	if m.deps.OnEnd == nil {
+		return
+	}
+	m.mu.Lock()
+	shutdown := m.closed
+	m.mu.Unlock()
+	m.deps.OnEnd(s.id, shutdown)
+}

@@ -1,0 +1,249 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// kernel is one interpreter of a session: a jail and the driver's session
+// mode running in it. A restart replaces the kernel, never the session.
+type kernel struct {
+	jail    *sandbox.Jail
+	proc    *sandbox.Process
+	forked  bool          // forked from a fork server, not started in a jail of its own
+	release func()        // gives back what the kernel held of the fork server
+	ended   chan struct{} // closed once proc has ended and cur was failed
+	res     sandbox.Result
+
+	mu  sync.Mutex
+	cur *cellRun // the running cell, nil between cells
+}
+
+// cellRun collects one cell's output as the kernel's three pipes deliver
+// it; done is closed when its report and both end markers arrived.
+type cellRun struct {
+	n        int
+	limit    int64
+	stdout   cappedBuffer
+	stderr   cappedBuffer
+	outputs  []run.Output
+	report   *run.Report
+	ends     int
+	done     chan struct{}
+	finished bool
+}
+
+// cappedBuffer keeps at most its limit and says whether it dropped bytes.
+type cappedBuffer struct {
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (b *cappedBuffer) write(p []byte, limit int64) {
+	room := limit - int64(b.buf.Len())
+	if int64(len(p)) > room {
+		p, b.truncated = p[:max(room, 0)], true
+	}
+	b.buf.Write(p)
+}
+
+func newCellRun(n int, limit int64) *cellRun {
+	return &cellRun{n: n, limit: limit, done: make(chan struct{})}
+}
+
+// startKernel starts the session's kernel with files in its workspace:
+// forked from a fork server when the forker has one for spec (and, with
+// start, may start it), else in a jail prepared for it. ctx bounds the
+// kernel's whole life.
+func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
+	k := &kernel{ended: make(chan struct{}), release: func() {}}
+	out := k.sink()
+	if f := m.deps.Forker; f != nil {
+		j, p, release, err := f.ForkSession(ctx, spec, out, start)
+		switch {
+		case err != nil:
+			// The fork server is broken (the pool replaces it): a jail of
+			// the session's own isolates it just as well.
+			m.log.Warn("forking a session's kernel failed; starting it cold", "err", err)
+		case j != nil:
+			k.jail, k.release, k.forked = j, release, true
+			if err := k.started(p, spec.Files); err != nil {
+				return nil, err
+			}
+			return k, nil
+		}
+	}
+	j, err := m.deps.Jails.Prepare(ctx, sandbox.Base{Mounts: spec.Mounts, Network: spec.Network})
+	if err != nil {
+		return nil, fmt.Errorf("preparing the session's jail: %w", err)
+	}
+	k.jail = j
+	p, err := j.Start(ctx, spec, out)
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("starting the session's interpreter: %w", err)
+	}
+	if err := k.started(p, nil); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// sink routes the kernel's three pipes: output to the running cell, cell
+// ends and reports to their bookkeeping.
+func (k *kernel) sink() sandbox.OutputFunc {
+	scan := runner.NewSessionScanner(k.output, k.report)
+	stdout := runner.NewCellSplitter(func(b []byte) { k.stream(b, false) }, k.end)
+	stderr := runner.NewCellSplitter(func(b []byte) { k.stream(b, true) }, k.end)
+	return func(s sandbox.Stream, b []byte) {
+		switch s {
+		case sandbox.Stdout:
+			stdout.Write(b)
+		case sandbox.Stderr:
+			stderr.Write(b)
+		case sandbox.Channel:
+			scan.Write(b)
+		}
+	}
+}
+
+// started takes p as the kernel's process once it runs: files (a forked
+// kernel's, which its jail's init did not write) go into its workspace and
+// its stdin is closed. On failure the kernel is torn down.
+func (k *kernel) started(p *sandbox.Process, files []sandbox.File) error {
+	fail := func(err error) error {
+		p.Kill()
+		p.Wait()
+		_ = k.jail.Close()
+		k.release()
+		return fmt.Errorf("starting the session's interpreter: %w", err)
+	}
+	select {
+	case <-p.Done():
+		res := p.Wait()
+		return fail(fmt.Errorf("%s: %s", res.Status, res.Reason))
+	default:
+	}
+	if len(files) > 0 {
+		if err := p.WriteFiles(files); err != nil {
+			return fail(err)
+		}
+	}
+	// input() gets EOF instead of waiting for a terminal nobody has.
+	_ = p.CloseStdin()
+	k.proc = p
+	return nil
+}
+
+// watch waits for the kernel's end and fails the cell it was running.
+func (k *kernel) watch() {
+	k.res = k.proc.Wait()
+	_ = k.jail.Close()
+	k.release()
+	k.mu.Lock()
+	if c := k.cur; c != nil && !c.finished {
+		c.finished = true
+		close(c.done)
+	}
+	k.mu.Unlock()
+	close(k.ended)
+}
+
+// begin makes c the running cell and sends it to the kernel.
+func (k *kernel) begin(c *cellRun, cell runner.Cell) error {
+	k.mu.Lock()
+	k.cur = c
+	k.mu.Unlock()
+	if err := k.proc.Send(cell.Frame()); err != nil {
+		k.mu.Lock()
+		k.cur = nil
+		k.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// finish detaches the running cell once it is done.
+func (k *kernel) finish(c *cellRun) {
+	k.mu.Lock()
+	if k.cur == c {
+		k.cur = nil
+	}
+	k.mu.Unlock()
+}
+
+func (k *kernel) stream(b []byte, stderr bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.cur
+	if c == nil || c.finished {
+		return // output between cells (a leftover child process): dropped
+	}
+	if stderr {
+		c.stderr.write(b, c.limit)
+	} else {
+		c.stdout.write(b, c.limit)
+	}
+}
+
+func (k *kernel) output(o runner.Output) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && !c.finished {
+		c.outputs = append(c.outputs, run.Output(o))
+	}
+}
+
+func (k *kernel) report(n int, r runner.Report) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && c.n == n && c.report == nil {
+		rep := run.ReportOf(r)
+		c.report = &rep
+		k.check(c)
+		if !c.finished {
+			time.AfterFunc(markerGrace, func() {
+				k.mu.Lock()
+				defer k.mu.Unlock()
+				if !c.finished {
+					c.finished = true
+					close(c.done)
+				}
+			})
+		}
+	}
+}
+
+func (k *kernel) end(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cur; c != nil && c.n == n {
+		c.ends++
+		k.check(c)
+	}
+}
+
+// check closes c.done once the cell has fully ended; k.mu is held.
+func (k *kernel) check(c *cellRun) {
+	if !c.finished && c.report != nil && c.ends >= 2 {
+		c.finished = true
+		close(c.done)
+	}
+}
+
+// stop kills the kernel and waits until its jail is gone.
+func (k *kernel) stop() {
+	k.proc.Kill()
+	<-k.ended
+}
+
+// markerGrace bounds how long a cell whose report arrived waits for its end
+// markers: user code that closed fd 1 or 2 never lets them through.
+const markerGrace = 200 * time.Millisecond

@@ -1,0 +1,129 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+)
+
+// Restart replaces the session's interpreter with a fresh one in a fresh
+// jail: variables and imports are gone, the workspace files are carried
+// over, the execution count starts again. A running cell is killed.
+func (m *Service) Restart(s *Live) (Session, error) {
+	id := s.id
+	unhold, err := m.hold()
+	if err != nil {
+		return Session{}, err
+	}
+	defer unhold()
+	old := s.kernel()
+	if old == nil {
+		return Session{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
+	}
+	// A running cell holds s.run: kill its kernel first so that it ends.
+	files, err := m.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
+	if err != nil {
+		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)
+	}
+	s.mu.Lock()
+	s.k = nil
+	s.mu.Unlock()
+	old.stop()
+	s.run.Lock()
+	defer s.run.Unlock()
+	spec := s.spec
+	spec.Files = files
+	k, err := m.startKernel(m.base, spec, s.startForks)
+	if err != nil {
+		m.endSession(s, "restart failed")
+		return Session{}, fmt.Errorf("engine: restarting session %s: %w", id, err)
+	}
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
+		k.proc.Kill()
+		m.watchKernel(k)
+		return Session{}, fmt.Errorf("%w: %s", ErrEnded, id)
+	}
+	s.k, s.count, s.last = k, 0, run.Now()
+	s.restarts++
+	s.mu.Unlock()
+	m.watchKernel(k)
+	return s.Info(), nil
+}
+
+// reapSessions ends idle and expired sessions every ReapInterval until
+// ctx ends, then ends every session: sessions do not outlive the engine.
+func (m *Service) reapSessions(ctx context.Context) {
+	t := time.NewTicker(m.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			m.closed = true
+			all := make([]*Live, 0, len(m.live))
+			for _, s := range m.live {
+				all = append(all, s)
+			}
+			m.mu.Unlock()
+			for _, s := range all {
+				m.endSession(s, "server shutting down")
+			}
+			return
+		case <-t.C:
+			for _, s := range m.expired(time.Now()) {
+				m.endSession(s.s, s.why)
+			}
+		}
+	}
+}
+
+type reaped struct {
+	s   *Live
+	why string
+}
+
+// expired lists the sessions to end at t: idle past their timeout (a busy
+// or still starting session is never idle), past their lifetime, or whose
+// interpreter died.
+func (m *Service) expired(t time.Time) []reaped {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []reaped
+	for _, s := range m.live {
+		s.mu.Lock()
+		switch {
+		case !t.Before(s.expires):
+			out = append(out, reaped{s, "max lifetime reached"})
+		case s.k != nil && !s.busy && t.Sub(s.last) >= s.idle:
+			out = append(out, reaped{s, "idle timeout"})
+		case s.k != nil && kernelEnded(s.k) && !s.busy:
+			out = append(out, reaped{s, "interpreter ended"})
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func kernelEnded(k *kernel) bool {
+	select {
+	case <-k.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+func sortSessions(list []Session) {
+	slices.SortFunc(list, func(a, b Session) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}

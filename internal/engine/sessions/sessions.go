@@ -1,0 +1,486 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/pyenv"
+	"github.com/pyexec/pyexec/internal/runner"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// Deps are the collaborators of sessions.
+type Deps struct {
+	// Jails hosts sessions; nil refuses them (ErrDisabled).
+	Jails Jails
+	// Forker, if set, forks session kernels from fork servers (Jails
+	// still hosts those that do not fork).
+	Forker       Forker
+	Interpreters run.Interpreters
+	// Envs resolves and installs requirements; nil refuses sessions with
+	// requirements.
+	Envs   run.Environments
+	Logger *slog.Logger // nil discards
+	// OnEnd, if set, is told the id of every session that ends, and
+	// whether it ended because the service shuts down. It runs on the
+	// goroutine that ends the session.
+	OnEnd func(id string, shutdown bool)
+}
+
+// Service holds this node's live sessions. Build it with New, Run it, and
+// Close, Wait and Abort it when the engine stops.
+type Service struct {
+	cfg  Config
+	lim  run.Limits
+	deps Deps
+	log  *slog.Logger
+
+	// base bounds every kernel's life: Abort cancels it. stopping ends
+	// the reaper, which then ends every session (Close).
+	base       context.Context
+	cancelBase context.CancelFunc
+	stopping   context.Context
+	stop       context.CancelFunc
+	// wg counts the reaper, the kernels' watchers and the calls that hold
+	// the service (hold); shut refuses new holds.
+	wg     sync.WaitGroup
+	holdMu sync.Mutex
+	shut   bool
+
+	mu     sync.Mutex
+	live   map[string]*Live // the registry
+	closed bool             // the reaper ended every session: no more
+}
+
+// New applies the defaults to cfg and lim, checks cfg and returns the
+// service, which reaps nothing until Run.
+func New(cfg Config, lim run.Limits, deps Deps) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base, cancelBase := context.WithCancel(context.Background())
+	stopping, stop := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, lim: lim.WithDefaults(), deps: deps, log: log, base: base, cancelBase: cancelBase,
+		stopping: stopping, stop: stop, live: make(map[string]*Live)}, nil
+}
+
+// Run starts reaping idle and expired sessions.
+func (m *Service) Run() {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.reapSessions(m.stopping)
+	}()
+}
+
+// Close refuses new sessions and restarts and ends every session.
+func (m *Service) Close() {
+	m.holdMu.Lock()
+	m.shut = true
+	m.holdMu.Unlock()
+	m.stop()
+}
+
+// Wait waits until every session has ended and every call that held the
+// service returned.
+func (m *Service) Wait() { m.wg.Wait() }
+
+// Abort ends the kernels' contexts: what Wait waits for ends at once.
+func (m *Service) Abort() { m.cancelBase() }
+
+// hold counts a call that starts a kernel (a create, a restart): Wait
+// waits for it. It fails with run.ErrClosed once Close was called; the
+// returned func ends the hold.
+func (m *Service) hold() (func(), error) {
+	m.holdMu.Lock()
+	defer m.holdMu.Unlock()
+	if m.shut {
+		return nil, run.ErrClosed
+	}
+	m.wg.Add(1)
+	return m.wg.Done, nil
+}
+
+// Live is one live session. Its kernel changes on restart.
+type Live struct {
+	id, caller string
+	python     string // the interpreter's version
+	spec       sandbox.Spec
+	release    func() // the environment lease
+	// startForks says that a kernel may start the fork server it forks
+	// from: its environment is the base's (or the bare interpreter). A
+	// session with requirements of its own forks only from a server its
+	// layered environment already has, else it starts cold.
+	startForks bool
+	idle       time.Duration
+	created    time.Time
+	expires    time.Time
+
+	// run serialises cells, restarts and the end of the session.
+	run sync.Mutex
+
+	mu       sync.Mutex
+	k        *kernel
+	count    int
+	busy     bool
+	last     time.Time
+	restarts int
+	gone     bool // deleted or reaped: no longer in the registry
+}
+
+// Owner is the caller that created the session.
+func (s *Live) Owner() string { return s.caller }
+
+// Info describes the session.
+func (s *Live) Info() Session {
+	s.mu.Lock()
+	k, state := s.k, Idle
+	if s.busy {
+		state = Busy
+	}
+	out := Session{ID: s.id, State: state, PythonVersion: s.python, Caller: s.caller, Network: s.spec.Network,
+		ExecutionCount: s.count, CreatedAt: s.created, LastActivity: s.last, ExpiresAt: s.expires,
+		IdleTimeout: s.idle, MemoryLimit: s.spec.Limits.MemoryBytes, DiskLimit: s.spec.Limits.WorkspaceBytes,
+		Restarts: s.restarts}
+	s.mu.Unlock()
+	if k != nil {
+		out.MemoryBytes = k.proc.MemoryUsage()
+	}
+	return out
+}
+
+// kernel returns the current kernel.
+func (s *Live) kernel() *kernel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.k
+}
+
+// Create starts a session owned by req.Caller: a jail and an interpreter
+// that waits for cells. It fails with ErrTooMany over the node's or the
+// caller's cap, and run.ErrInvalid for a request the server refuses.
+func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
+	if m.deps.Jails == nil {
+		return Session{}, ErrDisabled
+	}
+	unhold, err := m.hold()
+	if err != nil {
+		return Session{}, err
+	}
+	defer unhold()
+	c := m.cfg
+	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
+	if err != nil {
+		return Session{}, err
+	}
+	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
+	if err != nil {
+		return Session{}, err
+	}
+	s, err := m.sessionSpec(ctx, req, life)
+	if err != nil {
+		return Session{}, err
+	}
+	s.idle = idle
+	if s.id, err = newID(); err != nil {
+		s.release()
+		return Session{}, err
+	}
+	if err := m.reserve(s); err != nil {
+		s.release()
+		return Session{}, err
+	}
+	k, err := m.startKernel(m.base, s.spec, s.startForks)
+	if err != nil {
+		m.forget(s)
+		s.release()
+		return Session{}, fmt.Errorf("engine: %w", err)
+	}
+	s.mu.Lock()
+	gone := s.gone
+	s.k, s.last = k, run.Now() // idle from when it can take a cell
+	s.mu.Unlock()
+	m.watchKernel(k)
+	if gone { // deleted or shut down while it started
+		k.proc.Kill()
+		s.release()
+		return Session{}, fmt.Errorf("%w: %s", ErrEnded, s.id)
+	}
+	m.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", k.forked)
+	return s.Info(), nil
+}
+
+// sessionSpec validates req and builds the kernel's jail spec.
+func (m *Service) sessionSpec(ctx context.Context, req Request, life time.Duration) (*Live, error) {
+	if req.Network {
+		// A session's kernel lives long and would need its own egress;
+		// network runs only in executions (docs/network.md).
+		return nil, invalidf("network access is not available in sessions")
+	}
+	ropts := runner.Options{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}
+	if err := ropts.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)
+	}
+	env, err := run.BuildEnv(req.Env)
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	mem := req.MemoryBytes
+	if mem == 0 {
+		mem = min(m.cfg.DefaultMemoryBytes, m.lim.MaxMemoryBytes)
+	}
+	limits, err := m.lim.For(run.Request{MemoryBytes: mem, DiskBytes: req.DiskBytes, CPUShares: req.CPUShares})
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	// The jail's clocks bound the session's life; a cell's timeout is the
+	// engine's business (it interrupts the cell, not the session).
+	limits.WallTime = life
+	limits.CPUTime = time.Duration(float64(life) * max(limits.CPUs, 1))
+	interp, err := m.deps.Interpreters.Lookup(req.PythonVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)
+	}
+	mounts := make([]sandbox.Mount, len(interp.Mounts))
+	for i, m := range interp.Mounts {
+		mounts[i] = sandbox.Mount{Source: m}
+	}
+	python, release, err := m.sessionEnv(ctx, interp, req.Requirements, req.Progress)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range release.dirs {
+		mounts = append(mounts, sandbox.Mount{Source: d})
+	}
+	now := run.Now()
+	s := &Live{
+		caller: req.Caller, python: interp.Version, release: release.release, startForks: !release.layered, created: now, last: now,
+		expires: now.Add(life),
+		spec: sandbox.Spec{
+			Argv:          runner.SessionArgv(python, runner.SessionOptions{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}),
+			Env:           env,
+			Dir:           sandbox.WorkDir,
+			Mounts:        mounts,
+			Network:       req.Network,
+			Limits:        limits,
+			ResultChannel: true,
+			StreamChannel: true,
+			Requests:      true,
+			LiveOnly:      true,
+		},
+	}
+	if err := s.spec.Validate(); err != nil {
+		release.release()
+		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)
+	}
+	return s, nil
+}
+
+// envLease is a session's dependency environment, if it has one.
+type envLease struct {
+	dirs    []string
+	release func()
+	layered bool // requirements of the session's own over the base
+}
+
+// sessionEnv leases the session's environment and returns the
+// interpreter to run in it: the base environment, with requirements
+// layered over it when there are any. Requirements "-" ask for the bare
+// interpreter. A base environment that cannot be built leaves a session
+// without requirements on the bare interpreter (logged); requirements
+// that cannot be installed are an ErrInvalid whose message starts with
+// install_error.
+func (m *Service) sessionEnv(ctx context.Context, in run.Interpreter, requirements string, progress func(string)) (string, envLease, error) {
+	none := envLease{release: func() {}}
+	if m.deps.Envs == nil {
+		if requirements != "" && requirements != pyenv.NoDetection {
+			return "", none, invalidf("requirements need dependency environments, which this engine was started without")
+		}
+		return in.Path, none, nil
+	}
+	if requirements == pyenv.NoDetection {
+		return in.Path, none, nil
+	}
+	var own pyenv.Set
+	if requirements != "" {
+		needs, err := m.deps.Envs.Resolve(ctx, in, nil, "", requirements)
+		if err != nil {
+			return "", none, fmt.Errorf("%w: %w", run.ErrInvalid, err)
+		}
+		own = needs.Set
+	}
+	set := pyenv.Merge(own, m.deps.Envs.Base()) // the session's own constraints win
+	if len(set) == 0 {
+		return in.Path, none, nil
+	}
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if len(own) > 0 && len(set) > len(own) {
+		// The base first (built, or joined while it builds) so that the
+		// requirements become a small layer over it.
+		if base, err := m.deps.Envs.Acquire(ctx, in, m.deps.Envs.Base(), progress); err == nil {
+			defer base.Release()
+		}
+	}
+	lease, err := m.deps.Envs.Acquire(ctx, in, set, progress)
+	switch {
+	case err != nil && len(own) == 0 && errors.Is(err, pyenv.ErrInstall):
+		m.log.Warn("session starts without the base environment, which could not be built", "err", err)
+		return in.Path, none, nil
+	case errors.Is(err, pyenv.ErrInstall):
+		return "", none, fmt.Errorf("%w: %s: %w", run.ErrInvalid, run.ReasonInstallError, err)
+	case err != nil:
+		return "", none, fmt.Errorf("engine: preparing the session's environment: %w", err)
+	}
+	return lease.Python(), envLease{dirs: lease.Dirs(), release: lease.Release, layered: len(own) > 0}, nil
+}
+
+func pickDuration(v, def, maxv time.Duration, what string) (time.Duration, error) {
+	switch {
+	case v < 0:
+		return 0, invalidf("%s must not be negative", what)
+	case v == 0:
+		return def, nil
+	case v > maxv:
+		return 0, invalidf("%s %s exceeds the server's limit of %s", what, v, maxv)
+	}
+	return v, nil
+}
+
+// reserve registers s under the node's and its caller's caps.
+func (m *Service) reserve(s *Live) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return run.ErrClosed
+	}
+	if len(m.live) >= m.cfg.Max {
+		return fmt.Errorf("%w: this server holds its maximum of %d sessions", ErrTooMany, m.cfg.Max)
+	}
+	mine := 0
+	for _, o := range m.live {
+		if o.caller == s.caller {
+			mine++
+		}
+	}
+	if mine >= m.cfg.MaxPerCaller {
+		return fmt.Errorf("%w: at most %d sessions per caller", ErrTooMany, m.cfg.MaxPerCaller)
+	}
+	m.live[s.id] = s
+	return nil
+}
+
+// forget removes s from the registry; it reports whether s was there.
+func (m *Service) forget(s *Live) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live[s.id] != s {
+		return false
+	}
+	delete(m.live, s.id)
+	s.mu.Lock()
+	s.gone = true
+	s.mu.Unlock()
+	return true
+}
+
+// watchKernel ends the session's kernel bookkeeping when it dies.
+func (m *Service) watchKernel(k *kernel) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		k.watch()
+	}()
+}
+
+// Lookup finds the live session id; ErrNotFound when there is none. It
+// does not check who asks: the engine does, before anything else.
+func (m *Service) Lookup(id string) (*Live, error) {
+	m.mu.Lock()
+	s := m.live[id]
+	m.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+// List lists the live sessions of the owners may accepts, oldest first.
+func (m *Service) List(may func(owner string) bool) []Session {
+	m.mu.Lock()
+	var list []*Live
+	for _, s := range m.live {
+		if may(s.caller) {
+			list = append(list, s)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]Session, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.Info())
+	}
+	sortSessions(out)
+	return out
+}
+
+// Delete ends a session: its interpreter, its jail and its files. A
+// running cell ends with it.
+func (m *Service) Delete(s *Live) { m.endSession(s, "deleted") }
+
+// endSession removes s and stops its kernel.
+func (m *Service) endSession(s *Live, why string) {
+	if !m.forget(s) {
+		return
+	}
+	if k := s.kernel(); k != nil {
+		k.stop()
+	}
+	s.release()
+	m.sessionEnded(s)
+	m.log.Info("session ended", "session_id", s.id, "why", why)
+}
+
+// Stats counts this node's live and busy sessions.
+func (m *Service) Stats() Stats {
+	m.mu.Lock()
+	list := make([]*Live, 0, len(m.live))
+	for _, s := range m.live {
+		list = append(list, s)
+	}
+	m.mu.Unlock()
+	st := Stats{Live: len(list)}
+	for _, s := range list {
+		s.mu.Lock()
+		if s.busy {
+			st.Busy++
+		}
+		k := s.k
+		s.mu.Unlock()
+		if k != nil {
+			st.MemoryBytes += k.proc.MemoryUsage()
+		}
+	}
+	return st
+}
+
+// newID returns "ses_" + a UUIDv7, made as execution ids are.
+func newID() (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("engine: generating an id: %w", err)
+	}
+	return "ses_" + u.String(), nil
+}

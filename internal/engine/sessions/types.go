@@ -1,0 +1,196 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// Session errors; the API maps them with errors.Is (the engine
+// re-exports them as ErrSessionNotFound, ErrSessionBusy...).
+var (
+	ErrNotFound = errors.New("session not found")                         // 404
+	ErrBusy     = errors.New("a cell is already running in the session")  // 409
+	ErrEnded    = errors.New("the session has ended")                     // 410
+	ErrTooMany  = errors.New("too many live sessions")                    // 429
+	ErrDisabled = errors.New("sessions are not available on this server") // 501
+)
+
+// Jails prepares the jail a session lives in; *sandbox.Manager implements
+// it.
+type Jails interface {
+	Prepare(ctx context.Context, base sandbox.Base) (*sandbox.Jail, error)
+}
+
+// Forker starts session kernels by forking them from a fork server whose
+// interpreter already imported the base environment's modules;
+// *pool.Pool implements it. start allows starting a fork server that is
+// not running. A nil jail and nil error from ForkSession say the spec does
+// not fork: the kernel then starts cold, in a jail of its own (Jails).
+// release is called once the jail is closed.
+type Forker interface {
+	ForkSession(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc, start bool) (j *sandbox.Jail, p *sandbox.Process, release func(), err error)
+}
+
+// Config is the operator's configuration of sessions. Zero fields
+// take the defaults documented on each.
+type Config struct {
+	// Max bounds the live sessions of this node; MaxPerCaller those of one
+	// caller (API key). Defaults 32 and 8.
+	Max, MaxPerCaller int
+	// DefaultIdle ends a session that ran no cell for that long; a request
+	// may ask for up to MaxIdle. Defaults 10m and 1h.
+	DefaultIdle, MaxIdle time.Duration
+	// DefaultLifetime ends a session that long after it was created,
+	// whatever it does; a request may ask for up to MaxLifetime. Defaults
+	// 1h and 24h.
+	DefaultLifetime, MaxLifetime time.Duration
+	// DefaultMemoryBytes is the memory of a session that asks for none
+	// (the jail's whole cgroup: every cell). Default 256 MiB.
+	DefaultMemoryBytes int64
+	// InterruptGrace is how long a timed-out cell has to yield to its
+	// interrupt before the session is killed. Default 2s.
+	InterruptGrace time.Duration
+	// ReapInterval is how often idle and expired sessions are looked for.
+	// Default 1s.
+	ReapInterval time.Duration
+	// MaxFileBytes caps one file read from a session's workspace. Default
+	// 64 MiB.
+	MaxFileBytes int64
+}
+
+func (c Config) withDefaults() Config {
+	set := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Max == 0 {
+		c.Max = 32
+	}
+	if c.MaxPerCaller == 0 {
+		c.MaxPerCaller = 8
+	}
+	set(&c.DefaultIdle, 10*time.Minute)
+	set(&c.MaxIdle, time.Hour)
+	set(&c.DefaultLifetime, time.Hour)
+	set(&c.MaxLifetime, 24*time.Hour)
+	set(&c.InterruptGrace, 2*time.Second)
+	set(&c.ReapInterval, time.Second)
+	if c.DefaultMemoryBytes == 0 {
+		c.DefaultMemoryBytes = 256 << 20
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 64 << 20
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Max < 1 || c.MaxPerCaller < 1:
+		return errors.New("session caps must be at least 1")
+	case c.DefaultIdle <= 0 || c.DefaultIdle > c.MaxIdle:
+		return errors.New("session idle timeout must be positive and at most the max idle timeout")
+	case c.DefaultLifetime <= 0 || c.DefaultLifetime > c.MaxLifetime:
+		return errors.New("session lifetime must be positive and at most the max lifetime")
+	case c.DefaultMemoryBytes < 4<<20:
+		return errors.New("session memory must be at least 4 MiB")
+	case c.InterruptGrace < time.Millisecond || c.ReapInterval < time.Millisecond:
+		return errors.New("session interrupt grace and reap interval must be positive")
+	case c.MaxFileBytes < 1:
+		return errors.New("session file size cap must be positive")
+	}
+	return nil
+}
+
+// Request creates a session. Zero values mean the server defaults.
+type Request struct {
+	PythonVersion string   `json:"python_version,omitempty"`
+	Requirements  string   `json:"requirements,omitempty"`
+	Env           []string `json:"env,omitempty"` // KEY=value, added to the allowlisted base
+	MemoryBytes   int64    `json:"memory_bytes,omitempty"`
+	DiskBytes     int64    `json:"disk_bytes,omitempty"`
+	CPUShares     int      `json:"cpu_shares,omitempty"`
+	Network       bool     `json:"network,omitempty"`
+	// IdleTimeout ends the session after that long without a cell;
+	// MaxLifetime that long after its creation.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	MaxLifetime time.Duration `json:"max_lifetime,omitempty"`
+	// FigureFormat and MaxRows are as in run.Request, for every cell.
+	FigureFormat string `json:"figure_format,omitempty"`
+	MaxRows      int    `json:"max_rows,omitempty"`
+	// Caller owns the session (the API key's name); the per-caller cap
+	// counts by it.
+	Caller string `json:"caller,omitempty"`
+	// Progress, if set, receives the installer's lines while the session's
+	// environment is built (the create call waits for it).
+	Progress func(string) `json:"-"`
+}
+
+// State says what a session is doing.
+type State string
+
+// Session states. A session that ended is gone: it is not listed.
+const (
+	Idle State = "idle" // waiting for a cell
+	Busy State = "busy" // running a cell
+)
+
+// Session describes a live session.
+type Session struct {
+	ID             string        `json:"session_id"`
+	State          State         `json:"state"`
+	PythonVersion  string        `json:"python_version"`
+	Caller         string        `json:"caller,omitempty"`
+	Network        bool          `json:"network"`
+	ExecutionCount int           `json:"execution_count"`
+	CreatedAt      time.Time     `json:"created_at"`
+	LastActivity   time.Time     `json:"last_activity"`
+	ExpiresAt      time.Time     `json:"expires_at"` // the end of its max lifetime
+	IdleTimeout    time.Duration `json:"idle_timeout"`
+	MemoryBytes    int64         `json:"memory_bytes"`       // in use now, every process of the jail
+	MemoryLimit    int64         `json:"memory_limit_bytes"` // the jail's limit
+	DiskLimit      int64         `json:"disk_limit_bytes"`
+	Restarts       int           `json:"restarts,omitempty"`
+}
+
+// CellRequest is one cell to run in a session.
+type CellRequest struct {
+	Code         string        `json:"code"`
+	EvalLastExpr bool          `json:"eval_last_expr,omitempty"`
+	Timeout      time.Duration `json:"timeout,omitempty"` // 0: the server's default timeout
+}
+
+// CellResult is the outcome of a cell: the execution result shape (its
+// ExecutionID is "<session id>-<count>", not a stored execution) plus the
+// session's execution count.
+type CellResult struct {
+	run.Execution
+	SessionID      string `json:"session_id"`
+	ExecutionCount int    `json:"execution_count"`
+	// SessionEnded says the session did not survive the cell (its
+	// interpreter died, or a timed-out cell did not yield to its interrupt).
+	SessionEnded bool `json:"session_ended,omitempty"`
+}
+
+// File is a file of a session's workspace.
+type File struct {
+	Path     string    `json:"path"`
+	Size     int64     `json:"size"`
+	Modified time.Time `json:"modified"`
+}
+
+// Stats counts this node's sessions (for metrics).
+type Stats struct {
+	Live, Busy  int
+	MemoryBytes int64 // in use now by every session's jail
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", run.ErrInvalid, fmt.Sprintf(format, args...))
+}
