@@ -18,8 +18,9 @@
 #
 # Environment:
 #   TESTVM_DIR   work directory (default /tmp/testvm); logs end up in $TESTVM_DIR/out
-#   SUITES       Go packages run as root (default "sandbox pool engine engine.executions engine.sessions
-#                engine.fleet e2e"; a dot stands for a slash: engine.executions is internal/engine/executions)
+#   SUITES       Go packages run as root (default "sandbox sandbox.cgroups pool engine engine.executions
+#                engine.sessions engine.fleet e2e"; a dot stands for a slash: engine.executions is
+#                internal/engine/executions)
 #   PARTS        which groups of checks run (default "root container rootless restarts")
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
@@ -32,7 +33,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 W=${TESTVM_DIR:-/tmp/testvm}
-SUITES=${SUITES-"sandbox pool engine engine.executions engine.sessions engine.fleet e2e"}
+SUITES=${SUITES-"sandbox sandbox.cgroups pool engine engine.executions engine.sessions engine.fleet e2e"}
 PARTS=${PARTS-"root container rootless restarts"}
 ACCEL=${ACCEL:-auto}
 VM_CPUS=${VM_CPUS:-$(nproc)}

@@ -27,7 +27,7 @@ var notVariables = []string{
 	"PYEXEC_NODES",
 	"PYEXEC_SESSIONS",
 	// the test harness
-	"PYEXEC_TEST_TOOLS", "PYEXEC_TEST_ENV_DIR", "PYEXEC_EGRESS_TEST_WORLD",
+	"PYEXEC_TEST_TOOLS", "PYEXEC_TEST_ENV_DIR", "PYEXEC_EGRESS_TEST_WORLD", "PYEXEC_EGRESS_TEST_CLIENTS",
 	// internal/testserver and its launcher (docs/testing.md), and CI's caches
 	"PYEXEC_BINARY", "PYEXEC_TESTSERVER", "PYEXEC_TEST_URL", "PYEXEC_TEST_API_KEY", "PYEXEC_CI_CACHE",
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -143,6 +144,9 @@ func checkRuns(ctx context.Context, bin, version string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--version")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "NO_COLOR=1"}
+	// Its own process group: Ctrl-C in the terminal of a server started
+	// by hand must not reach it (the server stops its work itself).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))

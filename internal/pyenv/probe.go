@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -85,6 +86,9 @@ func probe(ctx context.Context, real string) (Interpreter, probeResult, error) {
 	cmd := exec.CommandContext(ctx, real, "-I", "-S", "-c", probeScript)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"}
 	cmd.Dir = "/"
+	// Its own process group: Ctrl-C in the terminal of a server started
+	// by hand must not reach it (the server stops its work itself).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

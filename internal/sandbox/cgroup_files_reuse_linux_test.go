@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,52 +10,68 @@ import (
 	"time"
 )
 
-// cgroupLimits reads the memory, task and CPU limits a jail's cgroup holds
-// from the kernel, by path (not through the descriptors the cgroup keeps).
-func cgroupLimits(t *testing.T, cg jailCgroup) map[string]string {
+// cgroupLimits reads the memory, task and CPU limits the jail cgroup name
+// holds from the kernel, by path (not through the descriptors the server
+// keeps), in whichever hierarchies it has a directory.
+func cgroupLimits(t *testing.T, name string) map[string]string {
 	t.Helper()
-	files := map[string]string{}
-	switch j := cg.(type) {
-	case *v1Jail:
-		files["memory"] = filepath.Join(j.mem, "memory.limit_in_bytes")
-		if j.d.swap {
-			files["memory+swap"] = filepath.Join(j.mem, "memory.memsw.limit_in_bytes")
-		}
-		files["pids"] = filepath.Join(j.pids, "pids.max")
-		files["cpu"] = filepath.Join(j.cpu, "cpu.cfs_quota_us")
-	case *v2Jail:
-		files["memory"] = filepath.Join(j.dir, "memory.max")
-		files["pids"] = filepath.Join(j.dir, "pids.max")
-		files["cpu"] = filepath.Join(j.dir, "cpu.max")
-	default:
-		t.Fatalf("unknown cgroup type %T", cg)
+	files := map[string]string{
+		// cgroup v1: the memory, pids and cpu hierarchies.
+		"memory.limit_in_bytes": "memory", "memory.memsw.limit_in_bytes": "memory+swap",
+		"pids.max": "pids", "cpu.cfs_quota_us": "cpu",
+		// cgroup v2: one directory (pids.max as on v1).
+		"memory.max": "memory", "cpu.max": "cpu",
 	}
 	out := map[string]string{}
-	for k, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	for _, dir := range jailCgroups() {
+		if filepath.Base(dir) != name {
+			continue
 		}
-		out[k] = strings.TrimSpace(string(b))
+		for file, limit := range files {
+			b, err := os.ReadFile(filepath.Join(dir, file))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[limit] = strings.TrimSpace(string(b))
+		}
 	}
 	return out
 }
 
-// wantLimits is what cgroupLimits reads in cg's cgroup when it holds l.
-func wantLimits(cg jailCgroup, l Limits) map[string]string {
+// wantLimits is what cgroupLimits reads in a jail's cgroup when it holds
+// l; got is what it read (whether the host caps memory+swap).
+func wantLimits(l Limits, got map[string]string) map[string]string {
 	mem := strconv.FormatInt(l.MemoryBytes, 10)
-	quota, period := cpuQuota(l.CPUs)
-	out := map[string]string{"memory": mem, "pids": strconv.FormatInt(l.Pids, 10)}
-	switch j := cg.(type) {
-	case *v1Jail:
-		if j.d.swap {
-			out["memory+swap"] = mem
-		}
-		out["cpu"] = strconv.FormatInt(quota, 10)
-	case *v2Jail:
-		out["cpu"] = strconv.FormatInt(quota, 10) + " " + strconv.FormatUint(period, 10)
+	quota := strconv.FormatInt(int64(l.CPUs*100_000), 10) // of a 100 ms period
+	out := map[string]string{"memory": mem, "pids": strconv.FormatInt(l.Pids, 10), "cpu": quota}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		out["cpu"] = quota + " 100000" // cgroup v2's cpu.max
+	}
+	if _, ok := got["memory+swap"]; ok {
+		out["memory+swap"] = mem
 	}
 	return out
+}
+
+// heldOpen counts the descriptors of this process open on control files
+// of the jail cgroup name.
+func heldOpen(t *testing.T, name string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && filepath.Base(filepath.Dir(target)) == name && filepath.Base(filepath.Dir(filepath.Dir(target))) == testParent {
+			n++
+		}
+	}
+	return n
 }
 
 // TestReusedCgroupGetsTheNextLimits: executions with alternately large and
@@ -74,9 +91,10 @@ print("ALLOCATED")`
 		name string
 		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
 	}{{"cold", runPy}, {"forked", forked(startTemplate(t, m))}}
+	before := cgroupNames() // the fork server's
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			var prev jailCgroup
+			var prev string
 			for i, l := range []Limits{large, small, large, small} {
 				r := mode.run(t, m, alloc, withLimits(l))
 				fits := strings.Contains(string(r.Stdout), "ALLOCATED")
@@ -87,15 +105,16 @@ print("ALLOCATED")`
 					t.Fatalf("run %d: 150 MiB in %d MiB: status %s (%s), stdout %q; want OOM", i, l.MemoryBytes>>20, r.Status, r.Reason, r.Stdout)
 				}
 				if peakResetRefused(t, m) {
-					noSpares(t, m)
+					noSpares(t, m, before)
 					continue
 				}
-				cg := spare(t, m)
-				if prev != nil && cg != prev {
+				cg := spare(t, m, before)
+				if prev != "" && cg != prev {
 					t.Fatalf("run %d did not run in the cgroup of the run before", i)
 				}
 				prev = cg
-				got, want := cgroupLimits(t, cg), wantLimits(cg, l)
+				got := cgroupLimits(t, cg)
+				want := wantLimits(l, got)
 				for k, v := range want {
 					if got[k] != v {
 						t.Errorf("run %d: the cgroup's %s limit is %s, want %s (the request's)", i, k, got[k], v)
@@ -117,26 +136,20 @@ func TestCgroupFilesNotInPayload(t *testing.T) {
 		name string
 		run  func(t testing.TB, m *Manager, code string, opts ...pyOpt) Result
 	}{{"cold", runPy}, {"warm", runWarm}, {"forked", forked(tpl)}}
+	before := cgroupNames() // the fork server's
 	runPy(t, m, "print(1)")
 	if peakResetRefused(t, m) {
 		t.Skip("this kernel cannot reset memory.peak: no cgroup is kept for reuse")
 	}
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			cg := spare(t, m)
+			cg := spare(t, m, before)
 			r := mode.run(t, m, ownViewProbe)
 			ownView(t, r)
-			if spare(t, m) != cg {
+			if spare(t, m, before) != cg {
 				t.Fatal("the payload did not run in the kept cgroup")
 			}
-			var files *ctlFiles
-			switch j := cg.(type) {
-			case *v1Jail:
-				files = &j.files
-			case *v2Jail:
-				files = &j.files
-			}
-			if n := len(openFds(files)); n < 3 {
+			if n := heldOpen(t, cg); n < 3 {
 				t.Fatalf("the server held %d of the cgroup's control files open, want its limits' at least", n)
 			}
 		})

@@ -4,23 +4,33 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox/cgroups"
 )
 
-// blockingCgroup is a jail cgroup whose current() waits for release: it
+// blockingCgroup is a jail cgroup whose Current waits for release: it
 // stands for a reader caught between taking a jail's cgroup and using it.
+// Only Current is called on it.
 type blockingCgroup struct {
-	v1Jail
-	entered, release, destroyed chan struct{}
+	cgroups.Cgroup
+	entered, release chan struct{}
 }
 
-func (c *blockingCgroup) current() (int64, error) {
+func (c *blockingCgroup) Current() (int64, error) {
 	close(c.entered)
 	<-c.release
 	return 0, nil
 }
 
-func (c *blockingCgroup) destroy() error {
-	close(c.destroyed)
+// droppedKeeper records that a cgroup was given back (to be removed or kept
+// for reuse). Only Drop is called on it.
+type droppedKeeper struct {
+	cgroupKeeper
+	dropped chan struct{}
+}
+
+func (k *droppedKeeper) Drop(cgroups.Cgroup) error {
+	close(k.dropped)
 	return nil
 }
 
@@ -29,8 +39,9 @@ func (c *blockingCgroup) destroy() error {
 // or have its memory read as this one's) while a reader of the jail still
 // uses it.
 func TestCgroupNotReleasedWhileInUse(t *testing.T) {
-	cg := &blockingCgroup{entered: make(chan struct{}), release: make(chan struct{}), destroyed: make(chan struct{})}
-	j := &Jail{m: &Manager{log: slog.New(slog.DiscardHandler)}, cg: cg}
+	cg := &blockingCgroup{entered: make(chan struct{}), release: make(chan struct{})}
+	keeper := &droppedKeeper{dropped: make(chan struct{})}
+	j := &Jail{m: &Manager{log: slog.New(slog.DiscardHandler), cgroups: keeper}, cg: cg}
 	p := &Process{j: j}
 	read := make(chan struct{})
 	go func() {
@@ -44,7 +55,7 @@ func TestCgroupNotReleasedWhileInUse(t *testing.T) {
 		close(released)
 	}()
 	select {
-	case <-cg.destroyed:
+	case <-keeper.dropped:
 		t.Error("the cgroup was released while MemoryUsage was reading it")
 	case <-time.After(100 * time.Millisecond):
 	}
@@ -52,7 +63,7 @@ func TestCgroupNotReleasedWhileInUse(t *testing.T) {
 	<-read
 	<-released
 	select {
-	case <-cg.destroyed:
+	case <-keeper.dropped:
 	default:
 		t.Error("the cgroup was not released once its reader was done")
 	}

@@ -371,7 +371,7 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	}()
 	l := spec.Limits.WithDefaults()
 	if m.cgroups != nil {
-		cg, err := m.newCgroup(j.id, l)
+		cg, err := m.cgroups.Take(j.id, l.cgroup())
 		if err != nil {
 			return nil, nil, err
 		}
@@ -447,7 +447,7 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 // the pid was written, so the pid was its own.
 func (j *Jail) place() error {
 	if j.cg != nil {
-		if err := j.cg.add(j.reaper.pid); err != nil {
+		if err := j.cg.Add(j.reaper.pid); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -80,6 +81,14 @@ func runInit(w *wire) error {
 	if m.Exec == nil {
 		return step("read exec", errors.New("empty exec message"))
 	}
+	// From the payload's start on, init must need no task it does not
+	// have yet: the payload may take every pid left in the jail's cgroup
+	// (a fork bomb at its limit), and a Go runtime that cannot start a
+	// thread it needs ends the process, and with it the jail, before the
+	// payload's exit is reported. So signals are caught, and the threads
+	// the runtime will need are made, now.
+	sigs := catchSignals()
+	reserveThreads(spareThreads)
 	pid, err := startPayload(setup, m.Exec)
 	if err != nil {
 		return err
@@ -87,7 +96,7 @@ func runInit(w *wire) error {
 	if err := w.send(message{Kind: kindStarted, Started: &startedMsg{Pid: pid}}); err != nil {
 		return err
 	}
-	exit := reap(pid)
+	exit := reap(pid, sigs)
 	// Our own exit then tears down the pid namespace: every process the
 	// payload left behind is killed by the kernel.
 	if err := w.send(message{Kind: kindExit, Exit: &exit}); err != nil || m.Exec.Collect == nil {
@@ -254,12 +263,53 @@ func writeFiles(dir string, files []File, uid, gid int) error {
 	return root.Lchown(".", uid, gid)
 }
 
-// reap waits for the payload, reaping every other process that is
-// re-parented to us (we are PID 1), and forwards termination signals to the
-// payload's session.
-func reap(pid int) exitInfo {
+// spareThreads is how many idle threads init leaves its Go runtime before
+// it starts the payload (reserveThreads). Once it runs, init's runtime
+// has at most one thread running Go code (GOMAXPROCS 1) besides those
+// blocked for good (the reap loop's wait4, the relay's accept, the
+// signal threads, sysmon): one for whichever goroutine wakes while
+// another blocks, one for the collector, and room to spare.
+const spareThreads = 4
+
+// reserveThreads makes the Go runtime start n threads that then wait,
+// idle, for work: the runtime takes an idle thread before it makes one,
+// and never ends one. Each of n goroutines locks itself to a thread of
+// its own and waits until all are locked, so n threads exist at once;
+// unlocked, they go back to the runtime's idle list. With GOMAXPROCS 1,
+// init then needs no new thread once its payload runs.
+func reserveThreads(n int) {
+	runtime.GOMAXPROCS(1)
+	var locked, done sync.WaitGroup
+	release := make(chan struct{})
+	locked.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	close(release)
+	done.Wait()
+}
+
+// catchSignals starts catching the termination signals init forwards to
+// the payload's session (reap), before the payload exists: catching them
+// later starts a thread of the runtime's then.
+func catchSignals() chan os.Signal {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT)
+	return sigs
+}
+
+// reap waits for the payload, reaping every other process that is
+// re-parented to us (we are PID 1), and forwards the termination signals
+// caught on sigs to the payload's session.
+func reap(pid int, sigs <-chan os.Signal) exitInfo {
 	done := make(chan struct{})
 	defer close(done)
 	go func() {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/containerd/cgroups/v3"
+	"github.com/pyexec/pyexec/internal/sandbox/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,25 +75,11 @@ func probeCgroups(cfg Config) (string, error) {
 	if cfg.Disable.NoCgroups {
 		return "", errors.New("disabled by the operator")
 	}
-	if cgroups.Mode() == cgroups.Unavailable {
-		return "", errors.New("no cgroup hierarchy is mounted")
-	}
 	parent := cfg.CgroupParent
 	if parent == "" {
 		parent = "pyexec"
 	}
-	d, err := newCgroupDriver(parent)
-	if err != nil {
-		return "", err
-	}
-	cg, err := d.create("probe-"+newID(), DefaultLimits())
-	if err != nil {
-		return "", fmt.Errorf("%s; cannot create a jail cgroup: %w", d.describe(), err)
-	}
-	if err := cg.destroy(); err != nil {
-		return "", fmt.Errorf("%s; cannot remove a jail cgroup: %w", d.describe(), err)
-	}
-	return d.describe(), nil
+	return cgroups.Probe(parent, "probe-"+newID(), DefaultLimits().cgroup())
 }
 
 func probeSeccomp() error {

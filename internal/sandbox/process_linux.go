@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/sandbox/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,8 +67,8 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // cgroup).
 func (p *Process) MemoryUsage() int64 {
 	var n int64
-	_ = p.j.withCgroup(func(cg jailCgroup) error {
-		n, _ = cg.current()
+	_ = p.j.withCgroup(func(cg cgroups.Cgroup) error {
+		n, _ = cg.Current()
 		return nil
 	})
 	return n
@@ -115,7 +116,7 @@ func (p *Process) Retune(l Limits, files []File) error {
 			return err
 		}
 	}
-	if err := p.j.withCgroup(func(cg jailCgroup) error { return cg.setLimits(l) }); err != nil {
+	if err := p.j.withCgroup(func(cg cgroups.Cgroup) error { return cg.SetLimits(l.cgroup()) }); err != nil {
 		return err
 	}
 	if !p.j.m.cfg.Unsafe {

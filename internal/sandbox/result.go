@@ -95,6 +95,9 @@ type ending struct {
 	oomKilled   bool
 	outputLimit Stream
 	limits      Limits
+	// initSaid is the first line the jail's init wrote to its stderr, if
+	// any: why a jail that ended under its payload did.
+	initSaid string
 }
 
 func (e ending) classify() (Status, string) {
@@ -113,6 +116,8 @@ func (e ending) classify() (Status, string) {
 		return StatusKilled, "killed on request"
 	case e.oomKilled:
 		return StatusOOM, fmt.Sprintf("memory limit of %d bytes exceeded", e.limits.MemoryBytes)
+	case !e.haveExit && e.initSaid != "":
+		return StatusKilled, "the jail ended before the payload reported an exit status; its init said: " + e.initSaid
 	case !e.haveExit:
 		return StatusKilled, "the jail ended before the payload reported an exit status"
 	case e.exit.Signal == sigXCPU:

@@ -55,7 +55,7 @@ func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer
 	p := j.newProcess(ctx, spec, out)
 	p.exec.ForkServer = forkServer
 	if j.cg != nil {
-		if err := j.cg.setLimits(p.r.limits); err != nil {
+		if err := j.cg.SetLimits(p.r.limits.cgroup()); err != nil {
 			return p.failed(err), nil
 		}
 	}
@@ -373,7 +373,7 @@ func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, re
 			r.mu.Unlock()
 			wall.Reset(l.WallTime)
 			if j.cg != nil {
-				cpuBase, _ = j.cg.cpuUsage()
+				cpuBase, _ = j.cg.CPUUsage()
 			}
 		case <-wall.C:
 			r.mu.Lock()
@@ -381,7 +381,7 @@ func (r *runState) wait(ctx context.Context, j *Jail, exitCh <-chan exitInfo, re
 			r.mu.Unlock()
 			return
 		case <-tick:
-			if used, err := j.cg.cpuUsage(); err == nil && used-cpuBase > r.currentLimits().CPUTime {
+			if used, err := j.cg.CPUUsage(); err == nil && used-cpuBase > r.currentLimits().CPUTime {
 				r.mu.Lock()
 				r.end.cpuTimeout = true
 				r.mu.Unlock()
@@ -419,10 +419,10 @@ func (j *Jail) cgroupUsage() cgroupUsage {
 	if cg == nil {
 		return u
 	}
-	if cpu, err := cg.cpuUsage(); err == nil {
+	if cpu, err := cg.CPUUsage(); err == nil {
 		u.cpu, u.haveCPU = cpu, true
 	}
-	if peak, oom, err := cg.usage(); err == nil {
+	if peak, oom, err := cg.Usage(); err == nil {
 		u.peak, u.oom, u.haveMem = peak, oom, true
 	}
 	return u
@@ -448,6 +448,10 @@ func (r *runState) result(j *Jail, u cgroupUsage, stdout, stderr, channel *captu
 	end := r.end
 	r.mu.Unlock()
 	end.limits = r.currentLimits()
+	if !end.haveExit {
+		said, _, _ := bytes.Cut(bytes.TrimSpace(j.initStderr.Bytes()), []byte("\n"))
+		end.initSaid = string(said)
+	}
 	res.Status, res.Reason = end.classify()
 	if end.haveExit {
 		res.ExitCode = end.exit.exitCode()

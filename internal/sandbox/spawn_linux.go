@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/pyexec/pyexec/internal/sandbox/cgroups"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,11 +22,10 @@ import (
 type Manager struct {
 	cfg      Config
 	initPath string
-	cgroups  cgroupDriver // nil when cgroups are disabled or in unsafe mode
+	cgroups  cgroupKeeper // nil when cgroups are disabled or in unsafe mode
 	userns   bool         // the server is not root: jails get a user namespace
 	log      *slog.Logger
 	releases sync.WaitGroup
-	spares   cgroupSpares // vacated cgroups for the next jails
 	// chunks are the output captures' read buffers, reused across
 	// executions (OutputFunc gets a slice valid during its call only).
 	chunks sync.Pool
@@ -42,6 +42,18 @@ func (m *Manager) chunk() *[]byte {
 }
 
 var _ Runner = (*Manager)(nil)
+
+// cgroupKeeper is what jails need of the manager of their cgroups
+// (*cgroups.Manager): one for each jail, given back when it ends.
+type cgroupKeeper interface {
+	Take(id string, initial cgroups.Limits) (cgroups.Cgroup, error)
+	Drop(cg cgroups.Cgroup) error
+	Sweep(prefix string) (int, error)
+	Close() error
+	Reusing() bool
+}
+
+var _ cgroupKeeper = (*cgroups.Manager)(nil)
 
 // New validates cfg and prepares the host side of the jail (the cgroup
 // parent). It fails when a required layer is unavailable.
@@ -61,8 +73,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.SpareCgroups < 0 {
 		return nil, fmt.Errorf("%w: negative number of spare cgroups", ErrInvalidSpec)
 	}
-	m := &Manager{cfg: cfg, initPath: cfg.InitPath, userns: os.Geteuid() != 0, log: cfg.Logger,
-		spares: cgroupSpares{max: cfg.SpareCgroups}}
+	m := &Manager{cfg: cfg, initPath: cfg.InitPath, userns: os.Geteuid() != 0, log: cfg.Logger}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -74,11 +85,14 @@ func New(cfg Config) (*Manager, error) {
 		return m, nil
 	}
 	if !cfg.Disable.NoCgroups {
-		d, err := newCgroupDriver(cfg.CgroupParent)
+		cg, err := cgroups.New(cgroups.Config{Parent: cfg.CgroupParent, Spares: cfg.SpareCgroups, Logger: m.log})
 		if err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)
 		}
-		m.cgroups = d
+		if cfg.SpareCgroups > 0 && !cg.Reusing() {
+			m.log.Info("the cgroups of finished jails are not reused: this kernel cannot reset their peak memory (see pyexec doctor)")
+		}
+		m.cgroups = cg
 	}
 	return m, nil
 }
@@ -92,10 +106,7 @@ func (m *Manager) Sweep() (int, error) {
 	}
 	// This manager's own spares carry the same prefix: they are removed
 	// first, not counted, and not left in the list after the sweep.
-	if err := m.removeSpares(false); err != nil {
-		return 0, err
-	}
-	return m.cgroups.sweep(m.jailPrefix())
+	return m.cgroups.Sweep(m.jailPrefix())
 }
 
 // jailPrefix starts the name of every jail of this instance.
@@ -148,6 +159,17 @@ func (m *Manager) Release(j *Jail) {
 // Wait blocks until every jail given to Release is removed.
 func (m *Manager) Wait() { m.releases.Wait() }
 
+// Close waits for every jail given to Release (Wait) and removes the
+// cgroups kept for reuse. Jails made after it get new cgroups and remove
+// them when they end.
+func (m *Manager) Close() error {
+	m.Wait()
+	if m.cgroups == nil {
+		return nil
+	}
+	return m.cgroups.Close()
+}
+
 // Jail is a started jail whose init waits for its one payload. A warm pool
 // keeps prepared jails and hands each to exactly one Run.
 type Jail struct {
@@ -155,7 +177,7 @@ type Jail struct {
 	id   string
 	base Base
 	cmd  *exec.Cmd
-	cg   jailCgroup
+	cg   cgroups.Cgroup
 	wire *wire
 
 	// parent ends of the pipes
@@ -198,7 +220,7 @@ func (m *Manager) prepare(ctx context.Context, base Base, withForkSock bool) (_ 
 		}
 	}()
 	if m.cgroups != nil {
-		cg, err := m.newCgroup(j.id, DefaultLimits())
+		cg, err := m.cgroups.Take(j.id, DefaultLimits().cgroup())
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +291,11 @@ func (j *Jail) start(withForkSock bool) error {
 	cmd.Env = []string{} // nothing of the server's environment enters the jail
 	cmd.ExtraFiles = child
 	cmd.Stderr = j.initStderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A session of its own: a jail never receives what a terminal sends
+	// its foreground process group (Ctrl-C in the terminal of a server
+	// started by hand would otherwise interrupt every jail at once; init
+	// forwards SIGINT to its payload). Only this server stops a jail.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if !m.cfg.Unsafe {
 		// No CLONE_NEWCGROUP here: a namespace made at clone is rooted at
 		// the server's cgroup. init makes its own once it is in the jail's.
@@ -285,11 +311,11 @@ func (j *Jail) start(withForkSock bool) error {
 		}
 		cmd.SysProcAttr.Cloneflags = flags
 	}
-	if j.cg != nil && j.cg.intoFD() >= 0 {
+	if j.cg != nil && j.cg.IntoFD() >= 0 {
 		// cgroup v2: the child is born inside its cgroup (CLONE_INTO_CGROUP),
 		// so not one instruction of it runs unconfined.
 		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = j.cg.intoFD()
+		cmd.SysProcAttr.CgroupFD = j.cg.IntoFD()
 	}
 	if err = cmd.Start(); err != nil {
 		return fmt.Errorf("starting jail init: %w", err)
@@ -299,10 +325,10 @@ func (j *Jail) start(withForkSock bool) error {
 		_ = cmd.Wait()
 		close(j.initDone)
 	}()
-	if j.cg != nil && j.cg.intoFD() < 0 {
+	if j.cg != nil && j.cg.IntoFD() < 0 {
 		// cgroup v1: init waits for its setup message, which is sent only
 		// after this, so it runs nothing of substance before confinement.
-		if err := j.cg.add(cmd.Process.Pid); err != nil {
+		if err := j.cg.Add(cmd.Process.Pid); err != nil {
 			return err
 		}
 	}
@@ -470,7 +496,7 @@ func (j *Jail) Close() error {
 }
 
 // cgroup returns the jail's cgroup while it exists.
-func (j *Jail) cgroup() jailCgroup {
+func (j *Jail) cgroup() cgroups.Cgroup {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.cg
@@ -479,7 +505,7 @@ func (j *Jail) cgroup() jailCgroup {
 // withCgroup calls f with the jail's cgroup while it has one (else not),
 // holding the jail's lock: releaseCgroup waits for f, so a cgroup kept for
 // reuse is never given to another jail while f still acts on it.
-func (j *Jail) withCgroup(f func(jailCgroup) error) error {
+func (j *Jail) withCgroup(f func(cgroups.Cgroup) error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.cg == nil {
@@ -489,7 +515,8 @@ func (j *Jail) withCgroup(f func(jailCgroup) error) error {
 }
 
 // releaseCgroup kills anything left in the jail's cgroup and removes it
-// or keeps it for reuse (Manager.dropCgroup), once; later calls do nothing.
+// or keeps it for reuse (cgroups.Manager.Drop), once; later calls do
+// nothing.
 func (j *Jail) releaseCgroup() error {
 	j.mu.Lock()
 	cg := j.cg
@@ -498,7 +525,7 @@ func (j *Jail) releaseCgroup() error {
 	if cg == nil {
 		return nil
 	}
-	return j.m.dropCgroup(cg)
+	return j.m.cgroups.Drop(cg)
 }
 
 func newID() string {

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox/cgroups"
 )
 
 // Spec describes one payload run. Everything the payload sees comes from
@@ -165,6 +167,11 @@ func (l Limits) WithDefaults() Limits {
 		out.CPUs = d.CPUs
 	}
 	return out
+}
+
+// cgroup is what l asks of the jail's cgroup.
+func (l Limits) cgroup() cgroups.Limits {
+	return cgroups.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUs: l.CPUs}
 }
 
 // validate reports the first problem with l, after defaults were applied.

@@ -86,6 +86,8 @@ func TestClassify(t *testing.T) {
 		{"output limit wins", ending{outputLimit: Stdout, wallTimeout: true}, StatusOutputLimit, "stdout exceeded"},
 		{"cancelled", ending{cancelled: true}, StatusKilled, "killed on request"},
 		{"no exit report", ending{}, StatusKilled, "before the payload reported"},
+		{"no exit report, init said why", ending{initSaid: "runtime: failed to create new OS thread"}, StatusKilled,
+			"before the payload reported an exit status; its init said: runtime: failed to create new OS thread"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // DefaultTimeout is how long a server has to answer /health, and how long
@@ -46,6 +49,11 @@ type Config struct {
 	Env []string
 	// StartTimeout and StopTimeout default to DefaultTimeout.
 	StartTimeout, StopTimeout time.Duration
+	// InTerminal runs the server in a terminal of its own (a pty) as the
+	// terminal's foreground process group, as a developer who starts it by
+	// hand does; Server.Terminal is then the terminal's master side, and
+	// what the server writes to it goes to Logs.
+	InTerminal bool
 }
 
 // Server is one `pyexec serve`. Start may be called again after Stop or
@@ -60,6 +68,10 @@ type Server struct {
 	Logs *LogBuffer
 	// Exited is closed once that process has ended and been waited for.
 	Exited <-chan struct{}
+	// Terminal is the master side of the server's terminal (InTerminal):
+	// what is written to it is typed there. It is closed once the server
+	// and whatever held the terminal are gone.
+	Terminal *os.File
 }
 
 // New prepares a server; Start runs it.
@@ -121,8 +133,7 @@ func (s *Server) Launch() error {
 	}
 	s.Cmd = exec.Command(s.Binary, append(args, s.Flags...)...)
 	s.Cmd.Env = s.Env
-	s.Cmd.Stdout, s.Cmd.Stderr = s.Logs, s.Logs
-	if err := s.Cmd.Start(); err != nil {
+	if err := s.start(); err != nil {
 		return err
 	}
 	go func(cmd *exec.Cmd) {
@@ -156,6 +167,28 @@ func (s *Server) WaitHealthy(ctx context.Context) error {
 	}
 	_ = s.Stop()
 	return fmt.Errorf("server not healthy after %s:\n%s", s.StartTimeout, s.Logs)
+}
+
+// start starts the process, its output going to Logs: directly, or
+// through a new terminal whose session it leads (pty.Start: setsid and
+// the terminal as its controlling one, so its process group is the
+// terminal's foreground one). The terminal is read until nothing holds
+// its other side: a full terminal would block the server's writes.
+func (s *Server) start() error {
+	if !s.InTerminal {
+		s.Cmd.Stdout, s.Cmd.Stderr = s.Logs, s.Logs
+		return s.Cmd.Start()
+	}
+	tty, err := pty.Start(s.Cmd)
+	if err != nil {
+		return err
+	}
+	s.Terminal = tty
+	go func(logs *LogBuffer) {
+		_, _ = io.Copy(logs, tty)
+		tty.Close()
+	}(s.Logs)
+	return nil
 }
 
 // Stop ends the server gracefully (SIGTERM) and waits; one still running

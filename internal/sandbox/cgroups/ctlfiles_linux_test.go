@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"errors"
@@ -158,7 +158,7 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 	for _, v := range []string{"v1", "v2"} {
 		t.Run(v, func(t *testing.T) {
 			var (
-				cg    jailCgroup
+				cg    Cgroup
 				dir   string
 				files *ctlFiles
 			)
@@ -183,14 +183,14 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 				}
 				return out
 			}
-			a := DefaultLimits()
-			if err := cg.setLimits(a); err != nil {
+			a := defaultLimits()
+			if err := cg.SetLimits(a); err != nil {
 				t.Fatal(err)
 			}
 			if got := written(); len(got) != len(limitFiles[v]) {
 				t.Fatalf("first limits wrote %v, want every limit", got)
 			}
-			if err := cg.setLimits(a); err != nil {
+			if err := cg.SetLimits(a); err != nil {
 				t.Fatal(err)
 			}
 			if got := written(); len(got) != 0 {
@@ -198,7 +198,7 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 			}
 			b := a
 			b.MemoryBytes = 64 << 20
-			if err := cg.setLimits(b); err != nil {
+			if err := cg.SetLimits(b); err != nil {
 				t.Fatal(err)
 			}
 			mem := strconv.FormatInt(b.MemoryBytes, 10)
@@ -215,12 +215,12 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 			repair := breakCtlFile(t, files, dir, "pids.max")
 			c := b
 			c.Pids = 50
-			if err := cg.setLimits(c); err == nil {
+			if err := cg.SetLimits(c); err == nil {
 				t.Fatal("setLimits succeeded while pids.max could not be written")
 			}
 			repair()
 			written()
-			if err := cg.setLimits(b); err != nil {
+			if err := cg.SetLimits(b); err != nil {
 				t.Fatal(err)
 			}
 			if got := written(); len(got) != len(limitFiles[v]) || got["pids.max"] != strconv.FormatInt(b.Pids, 10) {
@@ -236,7 +236,7 @@ func TestLimitsWrittenOnlyWhenChanged(t *testing.T) {
 // before, and every other file through its own.
 func TestReuseKeepsItsDescriptors(t *testing.T) {
 	j, write := fakeV2Jail(t)
-	small, large := DefaultLimits(), DefaultLimits()
+	small, large := defaultLimits(), defaultLimits()
 	large.MemoryBytes, large.Pids, large.CPUs = 1<<30, 256, 2
 	cycle := func(l Limits) {
 		t.Helper()
@@ -246,16 +246,16 @@ func TestReuseKeepsItsDescriptors(t *testing.T) {
 		if err := j.reuse(large); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.add(4321); err != nil {
+		if err := j.Add(4321); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.setLimits(l); err != nil {
+		if err := j.SetLimits(l); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := j.cpuUsage(); err != nil {
+		if _, err := j.CPUUsage(); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := j.usage(); err != nil {
+		if _, _, err := j.Usage(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -268,7 +268,7 @@ func TestReuseKeepsItsDescriptors(t *testing.T) {
 	if after := openFds(&j.files); len(after) != len(before) {
 		t.Errorf("%d descriptors after five reuses, %d after the first: one opened per reuse", len(after), len(before))
 	}
-	if peak, _, err := j.usage(); err != nil || peak != 7000000 {
+	if peak, _, err := j.Usage(); err != nil || peak != 7000000 {
 		t.Errorf("peak %d (%v) through the reset descriptor, want what memory.peak holds", peak, err)
 	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"bufio"
@@ -93,10 +93,10 @@ func serverLayout(own string, isRoot bool) (service, leaf string) {
 // cgroup or be the server's leaf.
 func checkCgroupParent(parent string) error {
 	if parent == "" || parent == "." || path.IsAbs(parent) || path.Clean(parent) != parent || strings.HasPrefix(parent, "..") {
-		return fmt.Errorf("%w: cgroup parent %q must be a relative path below the server's cgroup", ErrInvalidSpec, parent)
+		return fmt.Errorf("%w: cgroup parent %q must be a relative path below the server's cgroup", ErrInvalidParent, parent)
 	}
 	if strings.Split(parent, "/")[0] == serverLeaf {
-		return fmt.Errorf("%w: cgroup parent %q would be the server's own leaf cgroup", ErrInvalidSpec, parent)
+		return fmt.Errorf("%w: cgroup parent %q would be the server's own leaf cgroup", ErrInvalidParent, parent)
 	}
 	return nil
 }

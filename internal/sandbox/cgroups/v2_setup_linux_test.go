@@ -1,11 +1,9 @@
-package sandbox
+package cgroups
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +26,7 @@ const cgroupAfterSetup = "cgroups after setup: "
 // server moves into its leaf once, never into a leaf of its leaf.
 func TestJailCgroupSetupNeverNests(t *testing.T) {
 	if parent := os.Getenv(cgroupSetupEnv); parent != "" {
-		if _, err := newCgroupDriver(parent); err != nil {
+		if _, err := newDriver(parent); err != nil {
 			t.Fatalf("cgroup setup: %v", err)
 		}
 		b, err := os.ReadFile("/proc/self/cgroup")
@@ -38,7 +36,7 @@ func TestJailCgroupSetupNeverNests(t *testing.T) {
 		os.Stdout.WriteString(cgroupAfterSetup + strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " ") + "\n")
 		return
 	}
-	needJail(t)
+	needRoot(t)
 	var first string
 	for i := range 10 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestJailCgroupSetupNeverNests$", "-test.count=1")
@@ -82,76 +80,6 @@ func TestJailCgroupSetupNeverNests(t *testing.T) {
 	t.Logf("every start ended in %s", first)
 }
 
-// rootlessEnv makes the test binary, re-executed by
-// TestUnprivilegedServerWithDelegatedCgroup as an unprivileged user, run
-// a memory bomb under a cgroup limit and print the outcome.
-const rootlessEnv = "PYEXEC_TEST_ROOTLESS_CGROUP"
-
-// TestUnprivilegedServerWithDelegatedCgroup: a server that is not root,
-// given a cgroup v2 subtree as systemd's Delegate=yes gives it (the
-// directory and its cgroup.procs, cgroup.subtree_control and
-// cgroup.threads owned by the server's uid), moves itself into its leaf,
-// confines its jails (in user namespaces) with cgroup limits and removes
-// their cgroups.
-func TestUnprivilegedServerWithDelegatedCgroup(t *testing.T) {
-	if parent := os.Getenv(rootlessEnv); parent != "" {
-		m, err := New(Config{CgroupParent: parent})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := m.Run(context.Background(), Spec{Argv: []string{python, "-c", "x = bytearray(200 << 20)\nprint('allocated')"},
-			Limits: Limits{MemoryBytes: 64 << 20, WallTime: time.Minute}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Wait()
-		os.Stdout.WriteString("outcome: " + string(r.Status) + " uid " + strconv.Itoa(os.Geteuid()) + "\n")
-		return
-	}
-	needJail(t)
-	if cgroups.Mode() != cgroups.Unified {
-		t.Skip("needs cgroup v2: a v1 hierarchy cannot be delegated to an unprivileged user safely")
-	}
-	own := testOwnCgroupV2(t)
-	// A sibling of this binary's leaf, delegated to nobody.
-	delegated := filepath.Join(v2Mount, filepath.Dir(own), testParent+"-rootless")
-	if err := os.Mkdir(delegated, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer removeCgroupTree(t, delegated)
-	for _, p := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
-		if err := os.Chown(filepath.Join(delegated, p), 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd, err := unix.Open(delegated, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	cmd := commandAsNobody(t, "TestUnprivilegedServerWithDelegatedCgroup", rootlessEnv+"=pyexec")
-	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "outcome: oom uid 65534") {
-		t.Fatalf("a memory bomb in a rootless server's jail was not stopped by its cgroup:\n%s", out)
-	}
-	entries, err := os.ReadDir(filepath.Join(delegated, "pyexec"))
-	if err != nil {
-		t.Fatalf("no jails' parent in the delegated cgroup: %v", err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			t.Errorf("jail cgroup left: %s", e.Name())
-		}
-	}
-	if _, err := os.Stat(filepath.Join(delegated, serverLeaf)); err != nil {
-		t.Fatalf("the server did not move into its leaf: %v", err)
-	}
-}
-
 // testOwnCgroupV2 is the cgroup v2 path of the test binary itself.
 func testOwnCgroupV2(t *testing.T) string {
 	t.Helper()
@@ -191,7 +119,7 @@ func removeCgroupTree(t *testing.T, dir string) {
 // controllers are missing and the command or unit setting that delegates
 // them.
 func TestCgroupSetupWithoutDelegationNamesTheFix(t *testing.T) {
-	needJail(t)
+	needRoot(t)
 	if cgroups.Mode() != cgroups.Unified {
 		t.Skip("needs cgroup v2: delegation is a cgroup v2 notion")
 	}

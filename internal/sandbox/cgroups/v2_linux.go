@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"errors"
@@ -51,9 +51,16 @@ func peakResettable(dir string) bool {
 	return err == nil
 }
 
-func (d *cgroupV2) describe() string { return d.l.describe() }
+func (d *cgroupV2) describe() string {
+	if !d.reusable() {
+		return d.l.describe() + "; memory.peak cannot be reset (Linux < 6.12): cgroups of finished jails are not reused"
+	}
+	return d.l.describe()
+}
 
-func (d *cgroupV2) create(id string, initial Limits) (jailCgroup, error) {
+func (d *cgroupV2) reusable() bool { return !d.noPeakReset.Load() }
+
+func (d *cgroupV2) create(id string, initial Limits) (Cgroup, error) {
 	dir := filepath.Join(v2Mount, d.l.base, id)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating cgroup: %w", err)
@@ -71,7 +78,7 @@ func (d *cgroupV2) create(id string, initial Limits) (jailCgroup, error) {
 			return nil, fmt.Errorf("setting cgroup limits: %w", err)
 		}
 	}
-	if err := j.setLimits(initial); err != nil {
+	if err := j.SetLimits(initial); err != nil {
 		_ = j.destroy()
 		return nil, err
 	}
@@ -111,85 +118,37 @@ func (d *cgroupV2) sweep(prefix string) (int, error) {
 // v2Jail is one jail's cgroup directory. The files read or written on
 // every execution stay open (files) until destroy.
 type v2Jail struct {
-	d       *cgroupV2
-	dir     string
-	fd      int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
-	files   ctlFiles // its open control files
-	applied Limits   // what setLimits last wrote
-	set     bool     // whether it wrote anything yet
-	base    baseline // counters when it was last reused
+	d     *cgroupV2
+	dir   string
+	fd    int      // O_PATH fd of dir for CLONE_INTO_CGROUP; -1 when closed
+	files ctlFiles // its open control files
+	last  applied  // what SetLimits last wrote
+	base  baseline // counters when it was last reused
 	// peakReset is set once reuse reset the peak through peakKey's
 	// descriptor: the reset holds for reads through that descriptor only.
 	// A new cgroup's peak is its own.
 	peakReset bool
 }
 
-// peakKey is the memory.peak descriptor that resets and reads the peak of
-// a reused cgroup; each write through it starts the peak again.
-func (j *v2Jail) peakKey() ctlKey { return ctlKey{j.dir, "memory.peak", unix.O_RDWR} }
-
 // write writes a file written once in the cgroup's life, by path.
 func (j *v2Jail) write(file, val string) error {
 	return os.WriteFile(filepath.Join(j.dir, file), []byte(val), 0)
 }
 
-func (j *v2Jail) intoFD() int { return j.fd }
+func (j *v2Jail) IntoFD() int { return j.fd }
 
-func (j *v2Jail) add(pid int) error {
+func (j *v2Jail) Add(pid int) error {
 	if err := j.files.write(j.dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("adding pid %d to cgroup: %w", pid, err)
 	}
 	return nil
 }
 
-func (j *v2Jail) setLimits(l Limits) error {
-	// Only what changed is written: a hand-off usually changes the memory
-	// and the CPU quota of the ceilings the cgroup was created with.
-	quota, period := cpuQuota(l.CPUs)
-	oldQuota, _ := cpuQuota(j.applied.CPUs)
-	for _, w := range []struct {
-		file, val string
-		changed   bool
-	}{
-		{"memory.max", strconv.FormatInt(l.MemoryBytes, 10), l.MemoryBytes != j.applied.MemoryBytes},
-		{"pids.max", strconv.FormatInt(l.Pids, 10), l.Pids != j.applied.Pids},
-		{"cpu.max", fmt.Sprintf("%d %d", quota, period), quota != oldQuota},
-	} {
-		if j.set && !w.changed {
-			continue
-		}
-		if err := j.files.write(j.dir, w.file, w.val); err != nil {
-			j.set = false // what the cgroup holds is unknown: write it all next time
-			return fmt.Errorf("setting cgroup limits: %w", err)
-		}
-	}
-	j.applied, j.set = l, true
-	return nil
-}
-
-func (j *v2Jail) cpuUsage() (time.Duration, error) {
-	us, err := j.files.readKey(j.dir, "cpu.stat", "usage_usec")
-	return j.base.cpuSince(time.Duration(us) * time.Microsecond), err
-}
-
-func (j *v2Jail) current() (int64, error) {
-	return j.files.readInt(j.dir, "memory.current")
-}
-
-func (j *v2Jail) usage() (int64, bool, error) {
-	var peak int64
-	var err error
-	if j.peakReset {
-		peak, err = j.files.readIntVia(j.peakKey())
-	} else {
-		// memory.peak exists since Linux 5.19; older kernels report 0.
-		peak, err = j.files.readInt(j.dir, "memory.peak")
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, false, err
-	}
-	kills, err := j.files.readKey(j.dir, "memory.events", "oom_kill")
-	return peak, j.base.oomSince(kills), err
+// SetLimits writes the limits that differ from what the cgroup was last
+// given, controller by controller (v2_memory_linux.go, v2_pids_linux.go,
+// v2_cpu_linux.go).
+func (j *v2Jail) SetLimits(l Limits) error {
+	return j.last.apply(l, j.setMemory, j.setPids, j.setCPU)
 }
 
 func (j *v2Jail) vacate() error {
@@ -208,36 +167,19 @@ func (j *v2Jail) vacate() error {
 			return fmt.Errorf("cgroup %s is still populated (%v)", j.dir, err)
 		}
 	}
-	pids := func() (int64, error) { return j.files.readInt(j.dir, "pids.current") }
-	if err := vacated(pids, 100*time.Millisecond); err != nil {
+	if err := vacated(j.pidsCurrent, 100*time.Millisecond); err != nil {
 		return err
 	}
-	return chargeFree(j.current, 100*time.Millisecond)
+	return chargeFree(j.Current, 100*time.Millisecond)
 }
 
 func (j *v2Jail) reuse(l Limits) error {
-	// Since Linux 6.12 a write to memory.peak restarts the peak from the
-	// memory in use now (at most spareMaxCharge), for reads through the
-	// same descriptor; a later write through it restarts it again.
-	j.peakReset = false
-	if err := j.files.writeVia(j.peakKey(), "0"); err != nil {
-		if _, serr := os.Stat(j.dir); serr == nil {
-			// The kernel refused, not a cgroup removed meanwhile (Sweep).
-			j.d.noPeakReset.Store(true)
-		}
-		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
-	}
-	j.peakReset = true
-	us, err := j.files.readKey(j.dir, "cpu.stat", "usage_usec")
+	b, err := newBaseline(j)
 	if err != nil {
-		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
+		return err
 	}
-	kills, err := j.files.readKey(j.dir, "memory.events", "oom_kill")
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
-	}
-	j.base = baseline{cpu: time.Duration(us) * time.Microsecond, ooms: kills}
-	return j.setLimits(l)
+	j.base = b
+	return j.SetLimits(l)
 }
 
 // destroy kills every task of the jail and removes its cgroup.

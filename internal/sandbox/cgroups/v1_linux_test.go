@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"os"
@@ -12,12 +12,12 @@ import (
 // jail's cgroup may have removed it from the memory hierarchy only; the
 // next server's sweep still finds and removes the rest (cgroup v1).
 func TestSweepFindsPartlyRemovedJails(t *testing.T) {
-	needJail(t)
-	m, err := New(Config{CgroupParent: testParent, Instance: "sweepv1"})
+	needRoot(t)
+	m, err := New(Config{Parent: testParent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, ok := m.cgroups.(*cgroupV1)
+	v1, ok := m.d.(*cgroupV1)
 	if !ok {
 		t.Skip("cgroup v1 only: a v2 jail is one directory")
 	}
@@ -29,7 +29,7 @@ func TestSweepFindsPartlyRemovedJails(t *testing.T) {
 		}
 		left = append(left, dir)
 	}
-	n, err := m.Sweep()
+	n, err := m.Sweep("sweepv1-")
 	if err != nil || n != 1 {
 		t.Fatalf("sweep removed %d jails (err %v), want the one left in cpu and pids", n, err)
 	}

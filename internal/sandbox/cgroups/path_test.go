@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"errors"
@@ -88,7 +88,7 @@ func TestCheckCgroupParent(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"", ".", "/abs", "../up", "a/../../b", "a//b", "server", "server/x"} {
-		if err := checkCgroupParent(p); !errors.Is(err, ErrInvalidSpec) {
+		if err := checkCgroupParent(p); !errors.Is(err, ErrInvalidParent) {
 			t.Errorf("%q accepted (%v)", p, err)
 		}
 	}

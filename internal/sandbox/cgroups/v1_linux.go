@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"errors"
@@ -97,7 +97,11 @@ func (d *cgroupV1) describe() string {
 	return s
 }
 
-func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
+// reusable: writing 0 to memory.max_usage_in_bytes resets the peak on
+// every kernel.
+func (d *cgroupV1) reusable() bool { return true }
+
+func (d *cgroupV1) create(id string, initial Limits) (Cgroup, error) {
 	j := d.jail(id)
 	for _, dir := range j.dirs() {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -105,7 +109,7 @@ func (d *cgroupV1) create(id string, initial Limits) (jailCgroup, error) {
 			return nil, fmt.Errorf("creating cgroup: %w", err)
 		}
 	}
-	if err := j.setLimits(initial); err != nil {
+	if err := j.SetLimits(initial); err != nil {
 		j.destroy()
 		return nil, err
 	}
@@ -157,8 +161,7 @@ type v1Jail struct {
 	id                   string
 	mem, pids, cpu, acct string   // its directory in each hierarchy
 	files                ctlFiles // its open control files
-	applied              Limits   // what setLimits last wrote
-	set                  bool     // whether it wrote anything yet
+	last                 applied  // what SetLimits last wrote
 	base                 baseline // counters when it was last reused
 	// partial is set when a task was added to some hierarchies only: it
 	// may then be in one whose emptiness vacate does not read.
@@ -183,9 +186,9 @@ func (j *v1Jail) dirs() []string {
 	return out
 }
 
-func (j *v1Jail) intoFD() int { return -1 }
+func (j *v1Jail) IntoFD() int { return -1 }
 
-func (j *v1Jail) add(pid int) error {
+func (j *v1Jail) Add(pid int) error {
 	s := strconv.Itoa(pid)
 	for _, dir := range j.dirs() {
 		if err := j.files.write(dir, "cgroup.procs", s); err != nil {
@@ -196,104 +199,39 @@ func (j *v1Jail) add(pid int) error {
 	return nil
 }
 
-func (j *v1Jail) setLimits(l Limits) error {
-	// Only what changed is written: a hand-off usually changes the memory
-	// and the CPU quota of the ceilings the cgroup was created with.
-	if !j.set || l.MemoryBytes != j.applied.MemoryBytes {
-		// memory.memsw.limit_in_bytes may never be below
-		// memory.limit_in_bytes: raising both, memsw goes first; lowering,
-		// the plain limit goes first.
-		mem := strconv.FormatInt(l.MemoryBytes, 10)
-		files := []string{"memory.limit_in_bytes"}
-		if j.d.swap {
-			files = append(files, "memory.memsw.limit_in_bytes")
-			if j.set && l.MemoryBytes > j.applied.MemoryBytes {
-				files[0], files[1] = files[1], files[0]
-			}
-		}
-		for _, f := range files {
-			if err := j.files.write(j.mem, f, mem); err != nil {
-				j.set = false // what the cgroup holds is unknown: write it all next time
-				return fmt.Errorf("setting cgroup limits: %w", err)
-			}
-		}
-	}
-	quota, period := cpuQuota(l.CPUs)
-	oldQuota, _ := cpuQuota(j.applied.CPUs)
-	for _, w := range []struct {
-		dir, file, val string
-		changed        bool
-	}{
-		{j.pids, "pids.max", strconv.FormatInt(l.Pids, 10), l.Pids != j.applied.Pids},
-		{j.cpu, "cpu.cfs_period_us", strconv.FormatUint(period, 10), false},
-		{j.cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10), quota != oldQuota},
-	} {
-		if j.set && !w.changed {
-			continue
-		}
-		if err := j.files.write(w.dir, w.file, w.val); err != nil {
-			j.set = false // what the cgroup holds is unknown: write it all next time
-			return fmt.Errorf("setting cgroup limits: %w", err)
-		}
-	}
-	j.applied, j.set = l, true
-	return nil
-}
-
-func (j *v1Jail) cpuUsage() (time.Duration, error) {
-	ns, err := j.files.readInt(j.acct, "cpuacct.usage")
-	return j.base.cpuSince(time.Duration(ns)), err
-}
-
-func (j *v1Jail) current() (int64, error) {
-	return j.files.readInt(j.mem, "memory.usage_in_bytes")
-}
-
-func (j *v1Jail) usage() (int64, bool, error) {
-	peak, err := j.files.readInt(j.mem, "memory.max_usage_in_bytes")
-	if err != nil {
-		return 0, false, err
-	}
-	kills, err := j.files.readKey(j.mem, "memory.oom_control", "oom_kill")
-	return peak, j.base.oomSince(kills), err
+// SetLimits writes the limits that differ from what the cgroup was last
+// given, controller by controller (v1_memory_linux.go, v1_pids_linux.go,
+// v1_cpu_linux.go).
+func (j *v1Jail) SetLimits(l Limits) error {
+	return j.last.apply(l, j.setMemory, j.setPids, j.setCPU)
 }
 
 func (j *v1Jail) vacate() error {
 	if j.partial {
 		return errors.New("a task joined some of its hierarchies only")
 	}
-	// Every task of the jail entered the pids hierarchy (add writes them
-	// all or sets partial) and only add moves tasks in: none charged to
+	// Every task of the jail entered the pids hierarchy (Add writes them
+	// all or sets partial) and only Add moves tasks in: none charged to
 	// its pids cgroup means none in any of its cgroups. The jail is dead,
 	// so what is charged is at most a zombie its parent reaps in a moment;
 	// only when the counter does not drop is the pid list read (costly on
 	// v1: the kernel builds it) to kill what is left.
-	pids := func() (int64, error) { return j.files.readInt(j.pids, "pids.current") }
-	if vacated(pids, 10*time.Millisecond) != nil {
+	if vacated(j.pidsCurrent, 10*time.Millisecond) != nil {
 		killProcs(filepath.Join(j.pids, "cgroup.procs"))
-		if err := vacated(pids, time.Second); err != nil {
+		if err := vacated(j.pidsCurrent, time.Second); err != nil {
 			return err
 		}
 	}
-	return chargeFree(j.current, 100*time.Millisecond)
+	return chargeFree(j.Current, 100*time.Millisecond)
 }
 
 func (j *v1Jail) reuse(l Limits) error {
-	// Writing 0 sets the peak to the memory in use now, at most
-	// spareMaxCharge (vacate).
-	if err := j.files.write(j.mem, "memory.max_usage_in_bytes", "0"); err != nil {
-		return fmt.Errorf("resetting the cgroup's peak memory: %w", err)
-	}
-	ns, err := j.files.readInt(j.acct, "cpuacct.usage")
+	b, err := newBaseline(j)
 	if err != nil {
-		return fmt.Errorf("reading the cgroup's CPU time: %w", err)
+		return err
 	}
-	kills, err := j.files.readKey(j.mem, "memory.oom_control", "oom_kill")
-	if err != nil {
-		return fmt.Errorf("reading the cgroup's OOM kills: %w", err)
-	}
-	j.base = baseline{cpu: time.Duration(ns), ooms: kills}
-	return j.setLimits(l)
+	j.base = b
+	return j.SetLimits(l)
 }
 
 func (j *v1Jail) destroy() error {

@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // TestSparesAreBounded: the list keeps at most its size, hands the last
 // kept back first, and keeps nothing once closed.
 func TestSparesAreBounded(t *testing.T) {
-	s := cgroupSpares{max: 2}
+	s := spares{max: 2}
 	a, b, c := &v1Jail{id: "a"}, &v1Jail{id: "b"}, &v1Jail{id: "c"}
 	if !s.put(a) || !s.put(b) {
 		t.Fatal("a list of two refused its first two cgroups")
@@ -89,13 +89,13 @@ func fakeV2Jail(t *testing.T) (*v2Jail, func(name, val string)) {
 // to, CPU time and OOM kills are what was added since.
 func TestV2ReuseCountsFromTheTake(t *testing.T) {
 	j, write := fakeV2Jail(t)
-	if peak, oom, err := j.usage(); err != nil || peak != 300000000 || !oom {
+	if peak, oom, err := j.Usage(); err != nil || peak != 300000000 || !oom {
 		t.Fatalf("new cgroup: peak %d, oom %v, err %v; want its own counters", peak, oom, err)
 	}
 	if err := j.vacate(); err != nil {
 		t.Fatalf("vacate of an empty cgroup: %v", err)
 	}
-	l := DefaultLimits()
+	l := defaultLimits()
 	if err := j.reuse(l); err != nil {
 		t.Fatalf("reuse: %v", err)
 	}
@@ -105,15 +105,15 @@ func TestV2ReuseCountsFromTheTake(t *testing.T) {
 	// What the kernel would show after the next execution.
 	write("memory.peak", "5000000\n")
 	write("cpu.stat", "usage_usec 2030000\nuser_usec 1520000\n")
-	peak, oom, err := j.usage()
+	peak, oom, err := j.Usage()
 	if err != nil || peak != 5000000 || oom {
 		t.Errorf("reused: peak %d, oom %v, err %v; want 5000000 and no OOM kill", peak, oom, err)
 	}
-	if cpu, err := j.cpuUsage(); err != nil || cpu != 30*time.Millisecond {
+	if cpu, err := j.CPUUsage(); err != nil || cpu != 30*time.Millisecond {
 		t.Errorf("reused: cpu %s (err %v), want 30ms", cpu, err)
 	}
 	write("memory.events", "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n")
-	if _, oom, _ := j.usage(); !oom {
+	if _, oom, _ := j.Usage(); !oom {
 		t.Error("an OOM kill after the take was not reported")
 	}
 }
@@ -146,7 +146,7 @@ func TestV2VacateFailsClosed(t *testing.T) {
 		if err := os.Mkdir(peak, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.reuse(DefaultLimits()); err == nil {
+		if err := j.reuse(defaultLimits()); err == nil {
 			t.Fatal("reuse succeeded without resetting the peak")
 		}
 		if err := j.vacate(); err == nil {
@@ -163,7 +163,7 @@ func TestV2RemovedSpareKeepsReuseOn(t *testing.T) {
 	if err := os.RemoveAll(j.dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.reuse(DefaultLimits()); err == nil {
+	if err := j.reuse(defaultLimits()); err == nil {
 		t.Fatal("reuse of a removed cgroup succeeded")
 	}
 	if j.d.noPeakReset.Load() {
@@ -177,8 +177,8 @@ func TestV2RemovedSpareKeepsReuseOn(t *testing.T) {
 // larger memory.max) because the new value equals one never applied.
 func TestV2FailedLimitsAreRewrittenOnReuse(t *testing.T) {
 	j, write := fakeV2Jail(t)
-	small := DefaultLimits()
-	if err := j.setLimits(small); err != nil {
+	small := defaultLimits()
+	if err := j.SetLimits(small); err != nil {
 		t.Fatal(err)
 	}
 	// pids.max cannot be written (its descriptor is read-only now):
@@ -187,7 +187,7 @@ func TestV2FailedLimitsAreRewrittenOnReuse(t *testing.T) {
 	big := small
 	big.MemoryBytes *= 2
 	big.Pids++
-	if err := j.setLimits(big); err == nil {
+	if err := j.SetLimits(big); err == nil {
 		t.Fatal("setLimits succeeded without pids.max")
 	}
 	pids()

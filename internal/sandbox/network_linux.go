@@ -1,0 +1,54 @@
+package sandbox
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/pyexec/pyexec/internal/sandbox/netns"
+)
+
+// AttachEgress gives a prepared jail with network its route out: a TUN
+// device in the jail's network namespace, addressed and routed as
+// EgressJailAddr4 (and EgressJailAddr6), whose file e then serves. Call
+// it between Prepare and Run; Manager.Run does for Spec.Egress. The device
+// is created from this process (the payload has no capability to make or
+// change interfaces) and dies with the namespace.
+func (j *Jail) AttachEgress(e Egress) error {
+	if !j.base.Network || j.m.cfg.Unsafe {
+		return fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
+	}
+	tun, err := netns.OpenLink(j.initPid(), netns.Link{Name: EgressInterface, MTU: EgressMTU,
+		Addr4: EgressJailAddr4, Addr6: EgressJailAddr6})
+	if err != nil {
+		return fmt.Errorf("egress link: %w", err)
+	}
+	if err := e.Serve(tun); err != nil {
+		tun.Close()
+		return fmt.Errorf("egress: %w", err)
+	}
+	return nil
+}
+
+// ListenInside opens a listener in the network namespace of a prepared
+// jail without network, so that its payload can reach the caller through
+// the jail's loopback while the socket's other side stays in the
+// caller's process (a filtering proxy, say). Call it between Prepare and
+// Run; the caller closes the listener.
+func (j *Jail) ListenInside(network, addr string) (net.Listener, error) {
+	if j.base.Network || j.m.cfg.Unsafe {
+		// A jail with network goes out through its egress only.
+		return nil, fmt.Errorf("%w: only a jail without network takes a listener", ErrInvalidSpec)
+	}
+	return netns.Listen(j.initPid(), network, addr)
+}
+
+// PayloadOwner returns the host uid and gid that own what a payload
+// creates in a writable mount: the configured payload ids, or the
+// server's own ids when jails run in a user namespace.
+func (m *Manager) PayloadOwner() (uid, gid int) {
+	if m.userns {
+		return os.Geteuid(), os.Getegid()
+	}
+	return m.cfg.UID, m.cfg.GID
+}
