@@ -28,9 +28,9 @@ type Cluster struct {
 	dir        string
 	ownDir     bool
 	maxPayload int32 // 0: NATS's default
-	clients []int // client port of each server
-	routes  []int // cluster (route) port of each server
-	servers []*natsserver.Server
+	clients    []int // client port of each server
+	routes     []int // cluster (route) port of each server
+	servers    []*natsserver.Server
 }
 
 // StartCluster starts n clustered servers named name-0, name-1… with their
