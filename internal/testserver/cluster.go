@@ -56,8 +56,9 @@ func StartCluster(name string, n int, dir string) (_ *Cluster, err error) {
 }
 
 // NewCluster chooses the ports and directories of n clustered servers
-// that take messages of up to maxPayload bytes (0: NATS's default, 1 MB),
-// and starts none of them: clients may be started first (Start, StartAll).
+// (n = 1: one standalone server) that take messages of up to maxPayload
+// bytes (0: NATS's default, 1 MB), and starts none of them: clients may
+// be started first (Start, StartAll).
 func NewCluster(name string, n int, dir string, maxPayload int32) (_ *Cluster, err error) {
 	c := &Cluster{name: name, dir: dir, maxPayload: maxPayload, servers: make([]*natsserver.Server, n)}
 	if dir == "" {
@@ -113,7 +114,7 @@ func (c *Cluster) options(i int) *natsserver.Options {
 			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 		}
 	}
-	return &natsserver.Options{
+	o := &natsserver.Options{
 		ServerName: fmt.Sprintf("%s-%d", c.name, i),
 		Host:       "127.0.0.1",
 		Port:       c.clients[i],
@@ -129,6 +130,12 @@ func (c *Cluster) options(i int) *natsserver.Options {
 		},
 		Routes: natsserver.RoutesFromStr(strings.Join(routes, ",")),
 	}
+	if len(c.servers) == 1 {
+		// A standalone server: one with a cluster block waits for peers,
+		// its JetStream unavailable (a minute, then a bench gave up).
+		o.Cluster, o.Routes = natsserver.ClusterOpts{}, nil
+	}
+	return o
 }
 
 // Start starts server i (again) on its ports and data.
