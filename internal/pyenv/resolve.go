@@ -36,6 +36,10 @@ type ResolverConfig struct {
 type Needs struct {
 	Set      Set      // empty: the bare interpreter will do
 	Warnings []string // policy warnings, detected imports not installed
+	// Analysis is what the import detector found (nil: it did not run).
+	// A queued execution carries it to the node that runs it, which
+	// gives it to Remember instead of running the detector again.
+	Analysis *Analysis
 }
 
 // Resolver turns a request into its dependency set: the request's
@@ -112,7 +116,7 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 		if err != nil {
 			return Needs{}, err
 		}
-		needs.Warnings = w
+		needs.Warnings, needs.Analysis = w, an
 		if detect {
 			var detected []Requirement
 			for _, req := range an.Requirements(r.cfg.Imports) {
@@ -127,6 +131,17 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 	}
 	needs.Set = Merge(lists...)
 	return needs, nil
+}
+
+// Remember keeps an that Resolve returned for the same interpreter,
+// files and entry (on this node or another): a later Resolve of that
+// project uses it instead of running the detector. Everything else
+// Resolve decides (requirements, allow and deny lists, policy) is
+// decided again.
+func (r *Resolver) Remember(in Interpreter, files []File, entry string, an *Analysis) {
+	if an != nil {
+		r.an.store(analysisKey(in, files, entry), an)
+	}
 }
 
 func (r *Resolver) allowed(name string) error {
