@@ -11,7 +11,6 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/store"
 )
 
 // detectingEnvs plays the resolver of one process: it "runs the detector"
@@ -69,24 +68,7 @@ func TestQueuedJobCarriesItsAnalysis(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	open := func(envs *detectingEnvs) *env {
-		emb, err := store.StartEmbedded(ctx, dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := &env{dir: dir, emb: emb, st: st}
-		t.Cleanup(func() {
-			if !e.emb.Conn().IsClosed() {
-				_ = e.emb.Close()
-			}
-		})
-		e.node = newNode(t, nodeConfig{slots: admission.Config{Concurrency: 1}}, Deps{Store: st, Runner: &runtest.Runner{},
-			Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}, Envs: envs})
-		e.eng = e.node.x
-		return e
+		return start(t, dir, nodeConfig{slots: admission.Config{Concurrency: 1}, envs: envs}, nil)
 	}
 	before := &detectingEnvs{known: map[string]*pyenv.Analysis{}}
 	first := open(before)
