@@ -48,6 +48,13 @@ var (
 // ErrBadProfile marks a lint profile that is neither default nor strict.
 var ErrBadProfile = errors.New("unknown lint profile")
 
+// builtinsSetting tells ruff the names pyexec's driver adds to the
+// builtins of every run and cell (display), so that code calling them is
+// not flagged as using an undefined name (F821). An inline setting,
+// which --isolated still reads (a top-level one: ruff has no
+// lint.builtins).
+const builtinsSetting = `builtins = ["display"]`
+
 // ruffInJail is where the jail sees ruff: a path of its own, so that ruff
 // may live anywhere on the host, under /tmp as well (which the jail
 // replaces with its own).
@@ -181,7 +188,7 @@ func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Dia
 		return []Diagnostic{}, nil
 	}
 	argv := []string{ruffInJail, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
-		"--select", strings.Join(sel, ",")}
+		"--config", builtinsSetting, "--select", strings.Join(sel, ",")}
 	if len(ignore) > 0 {
 		argv = append(argv, "--ignore", strings.Join(ignore, ","))
 	}

@@ -36,6 +36,12 @@ func VersionFromImage(image string) (string, bool) { return interp.VersionFromIm
 // Analyzer detects the imports and calls of projects (see detect.Analyzer).
 type Analyzer = detect.Analyzer
 
+// Analysis is what detection found in a project (see detect.Analysis).
+type Analysis = detect.Analysis
+
+// Import is one import statement's module (see detect.Import).
+type Import = detect.Import
+
 // AnalyzerConfig configures an Analyzer.
 type AnalyzerConfig = detect.AnalyzerConfig
 

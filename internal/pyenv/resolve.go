@@ -44,6 +44,10 @@ type ResolverConfig struct {
 type Needs struct {
 	Set      Set      // empty: the bare interpreter will do
 	Warnings []string // policy warnings, detected imports not installed
+	// Analysis is what the import detector found (nil: it did not run).
+	// A queued execution carries it to the node that runs it, which
+	// gives it to Remember instead of running the detector again.
+	Analysis *Analysis
 }
 
 // Resolver turns a request into its dependency set: the request's
@@ -112,11 +116,7 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 		}
 	}
 	if detecting || len(r.cfg.Policy.Rules) > 0 {
-		df := make([]detect.File, len(files))
-		for i, f := range files {
-			df[i] = detect.File{Path: f.Path, Data: f.Data}
-		}
-		an, err := r.an.Analyze(ctx, in, df, entry, r.cfg.Policy.readsCalls())
+		an, err := r.an.Analyze(ctx, in, detectFiles(files), entry, r.cfg.Policy.readsCalls())
 		if err != nil {
 			return Needs{}, err
 		}
@@ -124,7 +124,7 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 		if err != nil {
 			return Needs{}, err
 		}
-		needs.Warnings = w
+		needs.Warnings, needs.Analysis = w, an
 		if detecting {
 			var detected []Requirement
 			for _, req := range r.cfg.Imports.Requirements(an.Imports) {
@@ -141,6 +141,15 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 	return needs, nil
 }
 
+// Remember keeps an that Resolve returned for the same interpreter,
+// files and entry (on this node or another): a later Resolve of that
+// project uses it instead of running the detector. Everything else
+// Resolve decides (requirements, allow and deny lists, policy) is
+// decided again.
+func (r *Resolver) Remember(in Interpreter, files []File, entry string, an *Analysis) {
+	r.an.Remember(in, detectFiles(files), entry, an)
+}
+
 func (r *Resolver) allowed(name string) error {
 	if slices.Contains(r.cfg.Deny, name) {
 		return fmt.Errorf("%w: %s is on the denylist", ErrNotAllowed, name)
@@ -149,4 +158,13 @@ func (r *Resolver) allowed(name string) error {
 		return fmt.Errorf("%w: %s is not on the allowlist", ErrNotAllowed, name)
 	}
 	return nil
+}
+
+// detectFiles is files as detection takes them.
+func detectFiles(files []File) []detect.File {
+	df := make([]detect.File, len(files))
+	for i, f := range files {
+		df[i] = detect.File{Path: f.Path, Data: f.Data}
+	}
+	return df
 }

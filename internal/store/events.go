@@ -20,8 +20,13 @@ const followBatch = 1
 
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
+// Data too large for a message is spilled (spill.go).
 func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
-	if _, err := s.js.Publish(ctx, EventsPrefix+id, data); err != nil {
+	m, err := s.eventMsg(ctx, id, data)
+	if err == nil {
+		_, err = s.js.PublishMsg(ctx, m)
+	}
+	if err != nil {
 		return fmt.Errorf("store: publishing event of %s: %w", id, mapErr(err))
 	}
 	return nil
@@ -35,7 +40,11 @@ func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
 func (s *NATS) PublishEvents(ctx context.Context, id string, data [][]byte) error {
 	acks := make([]jetstream.PubAckFuture, 0, len(data))
 	for _, d := range data {
-		ack, err := s.js.PublishAsync(EventsPrefix+id, d)
+		m, err := s.eventMsg(ctx, id, d)
+		if err != nil {
+			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
+		}
+		ack, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
 		}
@@ -100,7 +109,11 @@ func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, er
 				return
 			}
 			seq++
-			ev := EventMsg{Seq: seq, Data: msg.Data(), Time: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
+			data, err := s.eventData(ctx, msg.Headers(), msg.Data())
+			if err != nil {
+				continue // its spilled data expired before the event: nothing to show
+			}
+			ev := EventMsg{Seq: seq, Data: data, Time: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
 			select {
 			case out <- ev:
 			case <-ctx.Done():

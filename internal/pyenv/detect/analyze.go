@@ -178,6 +178,16 @@ func python3Minor(full string) (int, bool) {
 	return mi, true
 }
 
+// Remember keeps an, which Analyze returned for the same interpreter,
+// files and entry (on this node or another, before a restart): when the
+// scan leaves that project to the detector again, its answer is an
+// instead of a jail. Nil is ignored.
+func (a *Analyzer) Remember(in interp.Interpreter, files []File, entry string, an *Analysis) {
+	if an != nil {
+		a.cache.store(analysisKey(in, files, entry), an)
+	}
+}
+
 // analyze runs the detector on the project, or returns its cached answer.
 func (a *Analyzer) analyze(ctx context.Context, in interp.Interpreter, files []File, entry string) (*Analysis, error) {
 	key := analysisKey(in, files, entry)

@@ -235,11 +235,14 @@ func probeAll(ctx context.Context, paths []string, log *slog.Logger) []candidate
 			defer wg.Done()
 			defer func() { <-sem }()
 			in, r, err := probe(ctx, real)
-			if err == nil {
-				err = usable(r)
-			}
 			if err != nil {
 				log.Info("skipping python candidate", "path", real, "reason", err)
+				return
+			}
+			// Too old, a pre-release, free-threaded: left out by design,
+			// on many hosts at every start, so not worth an info line.
+			if err := usable(r); err != nil {
+				log.Debug("skipping python candidate", "path", real, "reason", err)
 				return
 			}
 			results[i] = &candidate{in: in, micro: patchLevel(r.Version)}
