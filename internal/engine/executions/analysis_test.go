@@ -49,9 +49,22 @@ func (d *detectingEnvs) Remember(_ run.Interpreter, files []run.File, _ string, 
 	d.known[projectKey(files)] = an
 }
 
-func (d *detectingEnvs) Acquire(context.Context, run.Interpreter, pyenv.Set, func(string)) (run.EnvLease, error) {
-	return nil, errors.New("nothing is installed in this test")
+// Acquire gives an empty set the interpreter itself (the base
+// environment of a server without one); it installs nothing.
+func (d *detectingEnvs) Acquire(_ context.Context, in run.Interpreter, set pyenv.Set, _ func(string)) (run.EnvLease, error) {
+	if len(set) > 0 {
+		return nil, errors.New("nothing is installed in this test")
+	}
+	return hostLease(in.Path), nil
 }
+
+// hostLease is the host's interpreter as an environment.
+type hostLease string
+
+func (l hostLease) Python() string    { return string(l) }
+func (l hostLease) Dirs() []string    { return nil }
+func (l hostLease) Skipped() []string { return nil }
+func (l hostLease) Release()          {}
 
 func (d *detectingEnvs) Base() pyenv.Set { return nil }
 
