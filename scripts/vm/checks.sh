@@ -10,9 +10,10 @@
 #   rootless   doctor, the smoke test and the sandbox suite as a non-root
 #              user in a cgroup delegated to it as systemd delegates one
 #   restarts   ten starts of serve by one supervisor in one service cgroup
-# The Go suites of every part run first, side by side (a suite runs one jail
-# at a time, which leaves the other vCPU idle under emulation), each apart
-# from the others; each part then tells its suites' results in its place.
+# The Go suites of every part run first, $SUITE_JOBS at a time (a suite runs
+# one jail at a time, which leaves the other vCPU idle under emulation), each
+# apart from the others; each part then tells its suites' results in its
+# place.
 # Leftovers are counted after every suite and server: processes anywhere in
 # the service's cgroup subtree and jail cgroups (names ending in 24 hex
 # digits).
@@ -132,6 +133,10 @@ doctor() {
 
 # suite name pkg cg wrapper...: one Go test binary, run in its package
 # directory as `go test` runs it; then the leftovers in cg.
+# SUITE_ENV: what the suites are told about emulation. A fork costs tens of
+# times its native cost, so each kind of jail runs one fork bomb alone and
+# six at once (not three alone) with a pids limit of 64 and 30 s to reach it.
+SUITE_ENV=(env PYEXEC_TEST_FORK_BOMBS=1 PYEXEC_TEST_FORK_BOMB_PIDS=64 PYEXEC_TEST_FORK_BOMB_WALL=30s)
 suite() {
   local name=$1 pkg=$2 cg=$3 extra=() t=$(now) rc log=$OUT/$1.log
   shift 3
@@ -141,7 +146,7 @@ suite() {
   [ "$pkg" = e2e ] && extra=(-test.skip '^(TestEnvironments|TestFleet.*)$')
   local dir=$SRC/internal/${pkg//.//}
   [ "$pkg" = e2e ] && dir=$SRC/e2e
-  (cd "$dir" && "$@" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
+  (cd "$dir" && "$@" "${SUITE_ENV[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
     -test.timeout "${SUITE_TIMEOUT}s" "${extra[@]}") > "$log" 2>&1
   rc=$?
   n() { grep -cE "$1" "$log"; }
@@ -155,7 +160,7 @@ suite() {
   local failed
   failed=$(grep -E '^--- FAIL' "$log" | awk '{print $3}' | paste -sd'|')
   if [ $rc != 0 ] && [ -n "$failed" ] && ! grep -qE 'left things behind|^panic:|test timed out|outlived' "$log"; then
-    (cd "$dir" && "$@" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
+    (cd "$dir" && "$@" "${SUITE_ENV[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
       -test.timeout "${SUITE_TIMEOUT}s" -test.run "^($failed)\$") > "$OUT/$name.rerun.log" 2>&1
     rc=$?
     if [ $rc = 0 ]; then
@@ -266,9 +271,14 @@ rootless_user() {
 }
 
 # start_suite name pkg cg wrapper...: suite in the background, its results
-# and summary in files of its own until tell_suite.
+# and summary in files of its own until tell_suite. At most $SUITE_JOBS
+# suites run at once: every suite beside another under emulation slows
+# both, and all of them at once on two vCPUs left servers unhealthy after
+# 30 s and fleet heartbeats late (e2e, engine.fleet failed), so a new one
+# starts when one ends.
 start_suite() {
   local name=$1
+  while [ "$(jobs -rp | wc -l)" -ge "${SUITE_JOBS:-2}" ]; do wait -n; done
   (R=$OUT/$name.results S=$OUT/$name.summary
     : > "$R"
     : > "$S"
