@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,6 +18,14 @@ import (
 // followers of a loud execution, two in flight each cost several MiB more
 // peak RSS (bench/followers) and bought no visible speed.
 const followBatch = 1
+
+// followExpiry bounds each pull of a follower. A pull that went unanswered
+// is replaced when it expires (nats.go's default is 30 s): under load the
+// store's test saw a follower wait more than 9 s for an event already
+// stored, once in a CI run and once in a local run beside other suites.
+// With 5 s such a wait ends within 5 s; an idle follower costs one pull
+// request every 5 s.
+const followExpiry = 5 * time.Second
 
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
@@ -79,7 +88,7 @@ func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, er
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(followBatch))
+	iter, err := cons.Messages(jetstream.PullMaxMessages(followBatch), jetstream.PullExpiry(followExpiry))
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
