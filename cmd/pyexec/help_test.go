@@ -28,6 +28,7 @@ var notVariables = []string{
 	"PYEXEC_SESSIONS",
 	// the test harness
 	"PYEXEC_TEST_TOOLS", "PYEXEC_TEST_ENV_DIR", "PYEXEC_EGRESS_TEST_WORLD", "PYEXEC_EGRESS_TEST_CLIENTS",
+	"PYEXEC_TEST_FORK_BOMBS", "PYEXEC_TEST_FORK_BOMB_PIDS", "PYEXEC_TEST_FORK_BOMB_WALL",
 	// internal/testserver and its launcher (docs/testing.md), and CI's caches
 	"PYEXEC_BINARY", "PYEXEC_TESTSERVER", "PYEXEC_TEST_URL", "PYEXEC_TEST_API_KEY", "PYEXEC_CI_CACHE",
 }
