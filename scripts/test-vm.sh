@@ -27,8 +27,8 @@
 #   VM_TIMEOUT   seconds before the VM is stopped (default 3600)
 #   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1800; the
 #                suites run side by side, so each takes longer than alone)
-#   SUITE_JOBS   how many Go suites run at once in the guest (default 2; the longest
-#                are first in SUITES)
+#   SUITE_JOBS   how many Go suites run at once in the guest (default 1: two at once
+#                failed on 2026-11-29, see docs/testing.md; the longest are first in SUITES)
 # Exit status: 0 when every check ran and passed; 1 when one failed or the
 # guest did not finish; 2 when the host cannot run the VM.
 set -euo pipefail
@@ -42,7 +42,7 @@ VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_MEM=${VM_MEM:-8G}
 VM_TIMEOUT=${VM_TIMEOUT:-3600}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1800}
-SUITE_JOBS=${SUITE_JOBS:-2}
+SUITE_JOBS=${SUITE_JOBS:-1}
 
 t0=$(date +%s)
 log() { echo "[test-vm $(($(date +%s) - t0))s] $*"; }
