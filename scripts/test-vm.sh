@@ -24,6 +24,8 @@
 #   PARTS        which groups of checks run (default "root container rootless restarts")
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
+#   VM_CPU       the CPU model QEMU emulates under TCG (default max; NumPy's wheels need
+#                SSE4.2, so not qemu64)
 #   VM_TIMEOUT   seconds before the VM is stopped (default 3600)
 #   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1800; the
 #                suites run side by side, so each takes longer than alone)
@@ -40,6 +42,7 @@ PARTS=${PARTS-"root container rootless restarts"}
 ACCEL=${ACCEL:-auto}
 VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_MEM=${VM_MEM:-8G}
+VM_CPU=${VM_CPU:-max}
 VM_TIMEOUT=${VM_TIMEOUT:-3600}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1800}
 SUITE_JOBS=${SUITE_JOBS:-1}
@@ -163,7 +166,7 @@ if [ "$ACCEL" = auto ]; then
 fi
 case $ACCEL in
   kvm) accel=(-enable-kvm -cpu host) ;;
-  tcg) accel=(-accel tcg,thread=multi -cpu max) ;;
+  tcg) accel=(-accel tcg,thread=multi -cpu "$VM_CPU") ;;
   *) die "ACCEL must be auto, kvm or tcg" ;;
 esac
 log "booting Linux $KVER with $ACCEL, $VM_CPUS vCPUs, $VM_MEM, at most ${VM_TIMEOUT}s"
