@@ -208,13 +208,6 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, pr
 }
 
 func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool) {
-	if r.URL.EscapedPath()+"/" == prefix {
-		// The app's root without its slash: its relative links would
-		// resolve one level up.
-		http.Redirect(w, r, prefix, http.StatusMovedPermanently)
-		_ = conn.Close()
-		return
-	}
 	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed,
 		OnError: func(w http.ResponseWriter, err error) {
 			p.s.log.Info("preview: the app gave no answer", "path", r.URL.Path, "err", err)
