@@ -53,7 +53,9 @@ func proxyTo(t *testing.T, appAddr net.Addr, m *Meter, sandboxed bool) string {
 			return
 		}
 		Serve(w, r, Forward{Conn: m.Wrap(c), Prefix: "/p/", Sandboxed: sandboxed,
-			OnError: func(w http.ResponseWriter, err error) { http.Error(w, "no answer: "+err.Error(), http.StatusBadGateway) }})
+			OnError: func(w http.ResponseWriter, err error) {
+				http.Error(w, "no answer: "+err.Error(), http.StatusBadGateway)
+			}})
 	}))
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
