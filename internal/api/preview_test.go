@@ -69,10 +69,11 @@ threading.Thread(target=srv.serve_forever, daemon=True).start()
 print("serving")
 `
 
-// previewStack is a real engine with previews, served twice: on the
-// API's origin only (api), and with a preview host (hosted).
+// previewStack is a real engine with previews, served three times: on
+// the API's origin only (api), with a preview host (hosted) and with a
+// wildcard preview host (wild).
 type previewStack struct {
-	api, hosted *httptest.Server
+	api, hosted, wild *httptest.Server
 	session     string
 }
 
@@ -98,7 +99,7 @@ func startPreviewStack(t *testing.T, ttl time.Duration) previewStack {
 		t.Cleanup(ts.Close)
 		return ts
 	}
-	st := previewStack{api: serve(""), hosted: serve("http://" + previewHost)}
+	st := previewStack{api: serve(""), hosted: serve("http://" + previewHost), wild: serve("http://*." + previewHost)}
 	code, _, body := call(t, st.api, http.MethodPost, "/api/v1/sessions", "application/json", []byte(`{}`), as(keyA))
 	if code != http.StatusCreated {
 		t.Fatalf("a's session: %d %s", code, body)
@@ -269,6 +270,25 @@ func TestPreview(t *testing.T) {
 		// The API is not served on the preview host, even with a key.
 		if code, _, body := get(t, st.hosted, previewHost, "/api/v1/sessions", as(keyA)); code != http.StatusNotFound {
 			t.Errorf("the API on the preview host: %d %s", code, body)
+		}
+	})
+
+	t.Run("wildcard preview host", func(t *testing.T) {
+		code, _, body := call(t, st.wild, http.MethodPost, ports+"8000/share", "", nil, as(keyA))
+		sh := decode[PreviewShare](t, body)
+		if code != http.StatusCreated || !strings.HasSuffix(sh.URL, "."+previewHost+"/") || sh.Isolation != "per_preview" {
+			t.Fatalf("share: %d %s", code, body)
+		}
+		host := strings.TrimSuffix(strings.TrimPrefix(sh.URL, "http://"), "/")
+		code, _, body = get(t, st.wild, strings.ToUpper(host), "/headers", nil)
+		if p, _ := appSaw(t, body); code != 200 || p != "/headers" {
+			t.Errorf("on its own origin the app saw %d %s", code, body)
+		}
+		if code, _, body := get(t, st.wild, "x"+host, "/headers", nil); code != http.StatusForbidden {
+			t.Errorf("another label: %d %s", code, body)
+		}
+		if code, _, body := get(t, st.wild, previewHost, "/headers", nil); code != http.StatusNotFound {
+			t.Errorf("the bare preview host: %d %s", code, body)
 		}
 	})
 }
