@@ -74,7 +74,7 @@ print("serving")
 // wildcard preview host (wild).
 type previewStack struct {
 	api, hosted, wild *httptest.Server
-	session     string
+	session           string
 }
 
 const previewHost = "preview.test:8443"
