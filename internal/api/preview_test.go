@@ -159,6 +159,8 @@ func TestPreview(t *testing.T) {
 	viewer := map[string]string{"X-API-Key": keyA, "Authorization": "Bearer " + keyA, "Cookie": "pyexec_key=" + keyA + "; app=1"}
 
 	t.Run("owner", func(t *testing.T) {
+		_, _, before := call(t, st.api, http.MethodGet, "/api/v1/sessions/"+st.session, "", nil, as(keyA))
+		time.Sleep(10 * time.Millisecond)
 		code, hdr, body := get(t, st.api, "", ports+"8000/headers?x=1", viewer)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
@@ -169,6 +171,11 @@ func TestPreview(t *testing.T) {
 		}
 		if !strings.HasPrefix(hdr.Get("Content-Security-Policy"), "sandbox") {
 			t.Errorf("served on the API's origin without the sandbox: %v", hdr)
+		}
+		// A preview is the session's activity: its idle timeout starts again.
+		_, _, after := call(t, st.api, http.MethodGet, "/api/v1/sessions/"+st.session, "", nil, as(keyA))
+		if a, b := decode[SessionInfo](t, after).LastActivity, decode[SessionInfo](t, before).LastActivity; !a.After(b.Time) {
+			t.Errorf("last_activity %v after a preview, %v before", a, b)
 		}
 		// The mux sends the app's root to its slash, where the app's
 		// relative links resolve.
