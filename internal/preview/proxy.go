@@ -29,7 +29,8 @@ type Forward struct {
 	Prefix string
 	// Sandboxed: the app is served on the API's own origin (no preview
 	// host): its responses get Content-Security-Policy: sandbox and lose
-	// their Set-Cookie (a cookie would be the API origin's).
+	// their Set-Cookie and Clear-Site-Data (they would act on the API
+	// origin's cookies and storage).
 	Sandboxed bool
 	// OnError writes the answer to a request the app never answered (it
 	// closed the connection, sent no valid response, or the limits closed
@@ -88,7 +89,10 @@ func Serve(w http.ResponseWriter, r *http.Request, f Forward) {
 		ModifyResponse: func(resp *http.Response) error {
 			if f.Sandboxed {
 				resp.Header.Add("Content-Security-Policy", sandboxPolicy)
+				// Both would act on the API origin's own state: its
+				// cookies, and its storage (the playground's key).
 				resp.Header.Del("Set-Cookie")
+				resp.Header.Del("Clear-Site-Data")
 			}
 			return nil
 		},

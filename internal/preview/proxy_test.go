@@ -21,6 +21,7 @@ func app(t *testing.T) net.Addr {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo/", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "app", Value: "1"})
+		w.Header().Set("Clear-Site-Data", `"storage"`)
 		_ = json.NewEncoder(w).Encode(map[string]any{"uri": r.RequestURI, "host": r.Host, "header": r.Header})
 	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +122,9 @@ func TestServeSandboxed(t *testing.T) {
 	}
 	if c := resp.Header.Values("Set-Cookie"); len(c) > 0 {
 		t.Errorf("Set-Cookie %q on the API's origin", c)
+	}
+	if c := resp.Header.Get("Clear-Site-Data"); c != "" {
+		t.Errorf("Clear-Site-Data %q on the API's origin: it would wipe the playground's key", c)
 	}
 }
 
