@@ -171,12 +171,17 @@ func (p *previews) onPreviewHost(api http.Handler) http.Handler {
 		prefix := "/"
 		if p.origin.Isolation() == preview.SharedHost {
 			rest, found := strings.CutPrefix(r.URL.EscapedPath(), preview.PathPrefix)
-			token, _, _ = strings.Cut(rest, "/")
+			var slash bool
+			token, _, slash = strings.Cut(rest, "/")
 			if !found || token == "" {
 				writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves %s<token>/ only", preview.PathPrefix))
 				return
 			}
 			prefix = preview.PathPrefix + token + "/"
+			if !slash { // the app's root: its relative links need the slash
+				http.Redirect(w, r, prefix, http.StatusTemporaryRedirect)
+				return
+			}
 		}
 		if token == "" {
 			writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves <token>.%s only", strings.TrimPrefix(p.origin.String(), "*.")))
@@ -208,6 +213,13 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, pr
 }
 
 func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool) {
+	if !strings.HasPrefix(r.URL.EscapedPath(), prefix) {
+		// The mux matched a spelling with escapes (%61 for a): what the
+		// app would be asked for is unclear, so nothing is.
+		_ = conn.Close()
+		writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+		return
+	}
 	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed,
 		OnError: func(w http.ResponseWriter, err error) {
 			p.s.log.Info("preview: the app gave no answer", "path", r.URL.Path, "err", err)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -243,6 +244,11 @@ func TestPreview(t *testing.T) {
 		if code, _, body := get(t, st.api, "", preview.PathPrefix+string(alt)+"/headers", nil); code != http.StatusForbidden {
 			t.Errorf("an altered token: %d %s", code, body)
 		}
+		// The same token spelled with an escape is not guessed at.
+		escaped := preview.PathPrefix + fmt.Sprintf("%%%02X", tok[0]) + tok[1:] + "/headers"
+		if code, _, body := get(t, st.api, "", escaped, nil); code != http.StatusBadRequest {
+			t.Errorf("an escaped token: %d %s", code, body)
+		}
 		// The preview host serves nothing of it.
 		if code, _, body := get(t, st.hosted, "", sh.URL+"headers", nil); code != http.StatusNotFound {
 			t.Errorf("the API origin of a server with a preview host: %d %s", code, body)
@@ -270,6 +276,9 @@ func TestPreview(t *testing.T) {
 		}
 		if hdr.Get("Content-Security-Policy") != "" {
 			t.Errorf("the app's own origin needs no sandbox: %v", hdr)
+		}
+		if code, hdr, _ := get(t, st.hosted, previewHost, strings.TrimSuffix(path, "/"), nil); code != http.StatusTemporaryRedirect || hdr.Get("Location") != path {
+			t.Errorf("the preview's root without its slash: %d %v", code, hdr)
 		}
 		if got := wsEcho(t, st.hosted.Listener.Addr().String(), previewHost, path+"ws", nil, "hosted"); got != "echo:hosted" {
 			t.Errorf("WebSocket on the preview host: %q", got)

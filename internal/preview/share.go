@@ -55,22 +55,12 @@ func LoadKey(dir string) ([]byte, error) {
 	p := filepath.Join(dir, KeyFile)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		b = make([]byte, keyLen)
-		if _, err := rand.Read(b); err != nil {
-			return nil, err
+		b, err = newKey(p)
+		if !errors.Is(err, fs.ErrExist) {
+			return b, err
 		}
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("creating the preview key: %w", err)
-		}
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("writing the preview key: %w", err)
-		}
-		if err := f.Close(); err != nil {
-			return nil, fmt.Errorf("writing the preview key: %w", err)
-		}
-		return b, nil
+		// Another server on this data dir made it first: read its key.
+		b, err = os.ReadFile(p)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the preview key: %w", err)
@@ -84,6 +74,36 @@ func LoadKey(dir string) ([]byte, error) {
 	}
 	if len(b) != keyLen {
 		return nil, fmt.Errorf("the preview key %s holds %d bytes, want %d", p, len(b), keyLen)
+	}
+	return b, nil
+}
+
+// newKey writes a random key to a new file p (mode 0600). fs.ErrExist:
+// p exists already.
+func newKey(p string) ([]byte, error) {
+	b := make([]byte, keyLen)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	// The file is written in full before it takes the name: a server
+	// reading it meanwhile never sees half a key.
+	tmp, err := os.CreateTemp(filepath.Dir(p), KeyFile+".*")
+	if err != nil {
+		return nil, fmt.Errorf("creating the preview key: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("writing the preview key: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("writing the preview key: %w", err)
+	}
+	if err := os.Link(tmp.Name(), p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("creating the preview key: %w", err)
 	}
 	return b, nil
 }

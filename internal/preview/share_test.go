@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -114,5 +115,30 @@ func TestLoadKey(t *testing.T) {
 	}
 	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
 		t.Errorf("a key others may read: %v, want refused", err)
+	}
+}
+
+// TestLoadKeyConcurrently: servers starting at once on one data dir all
+// end up with the one key that took the name.
+func TestLoadKeyConcurrently(t *testing.T) {
+	dir := t.TempDir()
+	keys := make([][]byte, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys[i], errs[i] = LoadKey(dir)
+		}()
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || string(keys[i]) != string(keys[0]) {
+			t.Fatalf("load %d: %v (same key as the first: %v)", i, errs[i], string(keys[i]) == string(keys[0]))
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files left in the data dir, want the key only", len(entries))
 	}
 }
