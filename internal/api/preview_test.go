@@ -59,12 +59,28 @@ class H(http.server.BaseHTTPRequestHandler):
                 data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
                 self.wfile.write(bytes([0x81, len(b"echo:" + data)]) + b"echo:" + data)
                 self.wfile.flush()
-        body = json.dumps({"path": self.path, "headers": dict(self.headers.items())}).encode()
+        ctype, body = "application/json", json.dumps({"path": self.path, "headers": dict(self.headers.items())}).encode()
+        if self.path == "/probe":
+            ctype, body = "text/html", PROBE.encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+PROBE = """<!doctype html><title>probe</title><h1>preview probe</h1><pre id="out">running</pre><script>
+var r = {};
+try { r.storage = String(localStorage.getItem("pyexec-test-key")); } catch (e) { r.storage = "blocked: " + e.name; }
+try { r.cookie = document.cookie; } catch (e) { r.cookie = "blocked: " + e.name; }
+function show() { document.getElementById("out").textContent = JSON.stringify(r); }
+fetch("/api/v1/sessions").then(function (x) { return x.text().then(function (t) { return x.status + " " + t; }); },
+    function (e) { return "refused: " + e.name; }).then(function (s) {
+  r.api = s;
+  var ws = new WebSocket(location.href.replace(/^http/, "ws").replace(/probe$/, "ws"));
+  ws.onopen = function () { ws.send("browser"); };
+  ws.onmessage = function (ev) { r.ws = ev.data; r.done = true; show(); };
+  ws.onerror = function () { r.ws = "error"; r.done = true; show(); };
+});
+</script>"""
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8000), H)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 print("serving")
