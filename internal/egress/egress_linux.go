@@ -29,6 +29,7 @@ import (
 type Egress struct {
 	cfg    Config
 	policy Policy
+	grant  Grant
 	hooks  Hooks
 
 	ctx    context.Context
@@ -64,15 +65,15 @@ type Egress struct {
 
 var _ sandbox.Egress = (*Egress)(nil)
 
-// New makes the egress of one execution, with the operator's policy in
-// cfg narrowed to p.
-func New(cfg Config, p Policy, hooks Hooks) *Egress {
+// New makes the egress of one execution, with what g grants it: the
+// operator's policy in cfg narrowed, and its secrets.
+func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &Egress{cfg: cfg, policy: p, hooks: hooks, ctx: ctx, cancel: cancel,
+	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
 		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{}}
 	go e.deliver()
