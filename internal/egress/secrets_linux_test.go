@@ -15,9 +15,9 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// secretValue is the operator's credential in the tests: what must never
+// testSecretValue is the operator's credential in the tests: what must never
 // reach the payload.
-const secretValue = "ghp_S3cr3tV4lue-0123456789-abcdefXYZ"
+const testSecretValue = "ghp_S3cr3tV4lue-0123456789-abcdefXYZ"
 
 // interceptWorld is the test world with an egress CA (which the jail
 // trusts besides the world's own) and the world's CA as the roots the
@@ -47,7 +47,7 @@ func githubToken(t *testing.T) Bound {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Secret{Name: "GITHUB_TOKEN", Value: NewValue(secretValue), Hosts: hosts,
+	b, err := Secret{Name: "GITHUB_TOKEN", Value: NewValue(testSecretValue), Hosts: hosts,
 		Header: "Authorization", Prefix: "Bearer "}.Bind()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestSecretInjection(t *testing.T) {
 	got := egresstest.Lines(string(res.Stdout))
 
 	h := egresstest.Hash
-	injected := "1 " + h("Bearer "+secretValue) + " " + h("") + " " + h("")
+	injected := "1 " + h("Bearer "+testSecretValue) + " " + h("") + " " + h("")
 	kept := "1 " + h("Bearer "+b.Placeholder) + " " + h("") + " " + h("")
 	want := map[string]string{
 		"urllib":       injected,
@@ -296,8 +296,8 @@ func noValue(t *testing.T, res sandbox.Result, rec *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, form := range []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue)),
-		base64.RawURLEncoding.EncodeToString([]byte(secretValue)), hex.EncodeToString([]byte(secretValue))} {
+	for _, form := range []string{testSecretValue, base64.StdEncoding.EncodeToString([]byte(testSecretValue)),
+		base64.RawURLEncoding.EncodeToString([]byte(testSecretValue)), hex.EncodeToString([]byte(testSecretValue))} {
 		for where, b := range map[string][]byte{"stdout": res.Stdout, "stderr": res.Stderr, "events": events} {
 			if bytes.Contains(b, []byte(form)) {
 				t.Errorf("the value (as %q) is in the %s", form, where)
