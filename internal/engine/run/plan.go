@@ -23,6 +23,9 @@ type Config struct {
 	// operator's policy, the always-denied guard, the resolver and the
 	// limits. Required with AllowNetwork.
 	Network *egress.Config
+	// Secrets are the operator's secrets a request may ask for by name
+	// (nil: none); the façade checked the caller may use them.
+	Secrets *egress.Catalog
 	// Collect says that the files a run produces are collected (the
 	// engine has somewhere to store them); MaxFiles and MaxFileBytes cap
 	// them (count, total bytes), zero meaning the jail's defaults
@@ -74,6 +77,9 @@ type Plan struct {
 	Limits      AuditLimits
 	Env         EnvPlan
 	Network     egress.Policy // with Spec.Network
+	// Secrets are the request's secrets bound to placeholders, for its
+	// egress only: never stored, never logged.
+	Secrets []egress.Bound
 }
 
 // AuditLimits are the limits a run has, as the audit trail records them.
@@ -124,6 +130,10 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 			return nil, invalid("%v", err)
 		}
 	}
+	secrets, err := pl.bindSecrets(req, network)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
 	}
@@ -139,6 +149,9 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	}
 	env, err := BuildEnv(req.Env)
 	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	if env, err = secretEnv(env, req.Env, secrets); err != nil {
 		return nil, invalid("%v", err)
 	}
 	limits, err := pl.cfg.Limits.For(req)
@@ -174,6 +187,7 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		},
 		Interpreter: interp,
 		Network:     network,
+		Secrets:     secrets,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),
