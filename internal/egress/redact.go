@@ -17,6 +17,7 @@ type redactor struct {
 	w       io.Writer
 	secrets []Bound
 	carry   []byte
+	buf     []byte // reused for each write: the carry, then what came
 }
 
 func newRedactor(w io.Writer, secrets []Bound) *redactor {
@@ -27,14 +28,15 @@ func (r *redactor) Write(p []byte) (int, error) {
 	if len(r.secrets) == 0 {
 		return r.w.Write(p)
 	}
-	buf := append(r.carry, p...)
+	r.buf = append(append(r.buf[:0], r.carry...), p...)
+	buf := r.buf
 	redactAll(buf, r.secrets)
 	hold := 0
 	for _, s := range r.secrets {
 		hold = max(hold, prefixAtEnd(buf, s.Value.v))
 	}
 	out := buf[:len(buf)-hold]
-	r.carry = append([]byte(nil), buf[len(buf)-hold:]...)
+	r.carry = append(r.carry[:0], buf[len(buf)-hold:]...)
 	if len(out) > 0 {
 		if _, err := r.w.Write(out); err != nil {
 			return 0, err
