@@ -141,6 +141,7 @@ const (
 	ReasonPayloadTLS      = "payload_tls_failed"     // the payload did not complete TLS with the egress (does it trust the server's CA?)
 	ReasonEncodedResponse = "encoded_response"       // a response to a secret's destination in a content coding the egress cannot redact (502)
 	ReasonBadHTTPResponse = "bad_http_response"      // a response the egress cannot read strictly (502)
+	ReasonNoTermination   = "tls_not_terminated"     // TLS to a destination with a secret or HTTP rule, and no CA to terminate it with
 
 	// A placeholder found where it is never replaced by its value.
 	ReasonPlaceholderOtherHost = "placeholder_other_host" // in the secret's header, to a destination not among its hosts

@@ -19,10 +19,11 @@ import (
 // intercepts reports whether the egress takes part in the HTTP of
 // connections to name on port, rather than relaying their bytes: when a
 // secret of the execution or an HTTP rule of the operator names the
-// destination (and the server has a CA to terminate TLS with).
+// destination. Without a CA to terminate TLS with, such a connection
+// over TLS is refused (intercept), never relayed unchecked.
 func (e *Egress) intercepts(name string, port uint16) bool {
 	ic := e.cfg.Intercept
-	if ic == nil || ic.Issuer == nil || name == "" {
+	if ic == nil || name == "" {
 		return false
 	}
 	for i := range e.grant.Secrets {
@@ -56,6 +57,9 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 		return ReasonUnrecognised
 	}
 	ic := r.e.cfg.Intercept
+	if ic.Issuer == nil {
+		return ReasonNoTermination
+	}
 	ctx, cancel := context.WithTimeout(r.e.ctx, r.e.cfg.Limits.ConnectTimeout)
 	defer cancel()
 	// The destination first: a payload whose destination cannot be

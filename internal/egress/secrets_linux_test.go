@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/egress/egresstest"
@@ -282,6 +283,17 @@ func TestHTTPRules(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s\nevents: %+v", res.Stdout, res.Stderr, rec.events)
+	}
+
+	// Without a CA the rules cannot be applied over TLS: the connection
+	// is refused, never relayed unchecked.
+	cfg.Intercept.Issuer = nil
+	res, rec = runGranted(t, w, cfg, Grant{Policy: cfg.Policy},
+		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", pyRules}, Files: files})
+	got = egresstest.Lines(string(res.Stdout))
+	if !strings.HasPrefix(got["allowed"], "ERR ") || got["untouched"] != "hello allowed.test" ||
+		!rec.find("tcp", "other.test", VerdictDeny, ReasonNoTermination) {
+		t.Errorf("without a CA: %v, events %+v", got, rec.events)
 	}
 }
 
