@@ -57,7 +57,7 @@ func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
 			return reason
 		}
 		// A placeholder is never replaced on plain HTTP; it is reported.
-		x := &exchange{h: h, path: eventPath(h.Target)}
+		x := &exchange{h: h, path: eventPath(h.Method, h.Target, t.name, t.port)}
 		for _, s := range placeholdersIn(raw, r.e.grant.Secrets) {
 			r.placeholderEvent(t, x, s, placeholderWhere(h, s, t, false))
 		}

@@ -185,7 +185,7 @@ func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t ta
 // found anywhere else are reported.
 func (r *relay) prepare(raw []byte, h *http1.Head, t target, secure bool) *exchange {
 	secrets := r.e.grant.Secrets
-	x := &exchange{h: h, path: eventPath(h.Target)}
+	x := &exchange{h: h, path: eventPath(h.Method, h.Target, t.name, t.port)}
 	plain := r.plainResponses(t)
 	var b bytes.Buffer
 	b.WriteString(h.Method + " " + h.Target + " HTTP/1." + string(rune('0'+h.Minor)) + "\r\n")

@@ -221,8 +221,14 @@ probe("auth", get)
 
 // pyRules is the payload of TestHTTPRules.
 const pyRules = pyProbe + `
-import ssl, subprocess, urllib.request, urllib.error
+import http.client, ssl, subprocess, urllib.request, urllib.error
 CA = "/work/ca.pem"
+def raw(method, target, headers={}):
+    c = http.client.HTTPSConnection("other.test", 443, timeout=10, context=ssl.create_default_context(cafile=CA))
+    c.request(method, target, headers=headers)
+    r = c.getresponse()
+    body = r.read().decode()
+    return body if r.status == 200 else f"{r.status} {r.headers.get('X-Pyexec-Egress')}"
 def get(url, method="GET"):
     ctx = ssl.create_default_context(cafile=CA)
     try:
@@ -241,6 +247,10 @@ probe("encoded_slash", lambda: get("https://other.test/repos%2F..%2Fadmin"))
 probe("plain_http", lambda: get("http://other.test/admin"))
 probe("untouched", lambda: get("https://allowed.test/admin"))
 probe("curl_http2", lambda: curl("--http2"))
+probe("query_scheme", lambda: raw("DELETE", "/user/keys/123?x=https://a/repos/"))
+probe("path_scheme", lambda: raw("GET", "/admin://x/repos/"))
+probe("absolute_other", lambda: raw("GET", "https://allowed.test/repos/x"))
+probe("absolute_same", lambda: raw("GET", "https://other.test/repos/x"))
 `
 
 // TestHTTPRules: on a destination with HTTP rules only what they list
@@ -268,13 +278,19 @@ func TestHTTPRules(t *testing.T) {
 		"plain_http":    refused,
 		"untouched":     "hello allowed.test",
 		"curl_http2":    "hello other.test 1.1",
+		// A scheme in an origin-form target's query or path says nothing
+		// of the path served; absolute-form must name the destination.
+		"query_scheme":   refused,
+		"path_scheme":    refused,
+		"absolute_other": "421 " + ReasonHostMismatch,
+		"absolute_same":  "hello other.test",
 	}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: got %q, want %q", k, got[k], v)
 		}
 	}
-	for _, path := range []string{"/repos/x", "/admin"} {
+	for _, path := range []string{"/repos/x", "/admin", "/user/keys/123", "/admin://x/repos/"} {
 		if rec.count(func(e Event) bool {
 			return e.Proto == "http" && e.Reason == ReasonHTTPRule && e.Host == "other.test" && e.Path == path
 		}) == 0 {

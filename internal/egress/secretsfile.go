@@ -233,7 +233,7 @@ func parseHTTPRule(hosts, methods, paths []string) (HTTPRule, error) {
 		}
 	}
 	for _, p := range paths {
-		if _, clean := requestPath(p); !strings.HasPrefix(p, "/") || !clean || strings.ContainsAny(p, "?#") {
+		if !strings.HasPrefix(p, "/") || !cleanPath(p) || strings.ContainsAny(p, "?#") {
 			return HTTPRule{}, fmt.Errorf("path %q is not a plain path prefix starting with /", p)
 		}
 	}
