@@ -141,7 +141,10 @@ const (
 	ReasonPayloadTLS      = "payload_tls_failed"     // the payload did not complete TLS with the egress (does it trust the server's CA?)
 	ReasonEncodedResponse = "encoded_response"       // a response to a secret's destination in a content coding the egress cannot redact (502)
 	ReasonBadHTTPResponse = "bad_http_response"      // a response the egress cannot read strictly (502)
+	ReasonPartialResponse = "partial_response"       // a part of a resource (206, multipart/byteranges) from a secret's destination (502)
+	ReasonOverrideHeader  = "override_header"        // a method or URL override (X-HTTP-Method-Override, X-Original-URL, _method, …) to a destination with a secret or HTTP rule (403)
 	ReasonNoTermination   = "tls_not_terminated"     // TLS to a destination with a secret or HTTP rule, and no CA to terminate it with
+	ReasonRuledAddress    = "ruled_address"          // an address literal of a destination with a secret or HTTP rule, which is reached by name only
 
 	// A placeholder found where it is never replaced by its value.
 	ReasonPlaceholderOtherHost = "placeholder_other_host" // in the secret's header, to a destination not among its hosts
@@ -159,9 +162,14 @@ type Config struct {
 	Guard    *Guard
 	Resolver Resolver // nil: the system's
 	Limits   Limits
+	// HTTPRules are the operator's HTTP rules. They hold whether or not
+	// Intercept is set: a destination they cover is always served by the
+	// egress's HTTP proxy (plain HTTP), and its TLS is terminated with
+	// Intercept or refused (tls_not_terminated), never relayed unchecked.
+	HTTPRules []HTTPRule
 	// Intercept, when set, lets the egress terminate TLS to the
-	// destinations of an execution's secrets and of the operator's HTTP
-	// rules (intercept_linux.go); nil: every connection is relayed.
+	// destinations of an execution's secrets and of the HTTP rules
+	// (intercept_linux.go); nil: such TLS is refused.
 	Intercept *Interception
 }
 

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +24,7 @@ import (
 // destination. Without a CA to terminate TLS with, such a connection
 // over TLS is refused (intercept), never relayed unchecked.
 func (e *Egress) intercepts(name string, port uint16) bool {
-	ic := e.cfg.Intercept
-	if ic == nil || name == "" {
+	if name == "" {
 		return false
 	}
 	for i := range e.grant.Secrets {
@@ -31,9 +32,54 @@ func (e *Egress) intercepts(name string, port uint16) bool {
 			return true
 		}
 	}
-	for i := range ic.Rules {
-		if ic.Rules[i].For(name, port) {
+	for i := range e.cfg.HTTPRules {
+		if e.cfg.HTTPRules[i].For(name, port) {
 			return true
+		}
+	}
+	return false
+}
+
+// ruledAddress reports whether a, connected to by address on port, is an
+// address of a destination the egress intercepts: of a name a secret or
+// an HTTP rule names exactly (resolved now), or of a name the execution
+// looked up that one covers (wildcards included). Such a connection would
+// reach the destination with no rule applied and is refused; wildcard
+// names never looked up cannot be known (docs/network.md).
+func (e *Egress) ruledAddress(a netip.Addr, port uint16) bool {
+	if len(e.cfg.HTTPRules) == 0 && len(e.grant.Secrets) == 0 {
+		return false
+	}
+	var names []string
+	add := func(rules []Rule) {
+		for _, r := range rules {
+			if r.Host != "" && !strings.HasPrefix(r.Host, "*") && r.portOK(port) {
+				names = append(names, r.Host)
+			}
+		}
+	}
+	for i := range e.grant.Secrets {
+		add(e.grant.Secrets[i].Hosts)
+	}
+	for i := range e.cfg.HTTPRules {
+		add(e.cfg.HTTPRules[i].Hosts)
+	}
+	for _, en := range e.names.entries() {
+		if e.intercepts(en.name, port) && slices.Contains(en.real, a) {
+			return true
+		}
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Limits.ConnectTimeout)
+	defer cancel()
+	for _, n := range names {
+		addrs, err := e.cfg.Resolver.LookupNetIP(ctx, "ip", n)
+		if err != nil {
+			continue
+		}
+		for _, x := range addrs {
+			if x.Unmap() == a {
+				return true
+			}
 		}
 	}
 	return false
@@ -57,7 +103,7 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 		return ReasonUnrecognised
 	}
 	ic := r.e.cfg.Intercept
-	if ic.Issuer == nil {
+	if ic == nil || ic.Issuer == nil {
 		return ReasonNoTermination
 	}
 	ctx, cancel := context.WithTimeout(r.e.ctx, r.e.cfg.Limits.ConnectTimeout)
@@ -150,8 +196,15 @@ func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t ta
 			respond(out, status, reason, "the request does not name "+t.name)
 			return reason
 		}
+		if overrides(h) {
+			r.e.emit(r.httpEvent(t, &exchange{h: h, path: eventPath(h.Method, h.Target, t.name, t.port)},
+				VerdictDeny, ReasonOverrideHeader, 0))
+			respond(out, http.StatusForbidden, ReasonOverrideHeader,
+				"a request to "+t.name+" may not ask the destination to take another method or path than its request line's")
+			return ReasonOverrideHeader
+		}
 		x := r.prepare(raw, h, t, secure)
-		if !ruleVerdict(r.e.cfg.Intercept.Rules, t.name, t.port, h.Method, h.Target) {
+		if !ruleVerdict(r.e.cfg.HTTPRules, t.name, t.port, h.Method, h.Target) {
 			ev := r.httpEvent(t, x, VerdictDeny, ReasonHTTPRule, 0)
 			for _, b := range x.injected {
 				ev.Secret = b.Name
@@ -194,7 +247,9 @@ func (r *relay) prepare(raw []byte, h *http1.Head, t target, secure bool) *excha
 		case strings.EqualFold(f.Name, "expect") && strings.EqualFold(f.Value, "100-continue"):
 			x.expect = true
 			continue
-		case strings.EqualFold(f.Name, "accept-encoding") && plain:
+		case plain && (fieldIs(f, "accept-encoding") || fieldIs(f, "range") || fieldIs(f, "if-range")):
+			// A part of a response could hold a part of a value, which
+			// the redaction cannot know as the value's.
 			continue
 		}
 		if s := r.injectable(h, f, t, secure); s != nil {
@@ -300,12 +355,24 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 		case err != nil || resp.Status == http.StatusSwitchingProtocols || x.h.Minor == 0 && resp.Framing == http1.Chunked:
 			respond(out, http.StatusBadGateway, ReasonBadHTTPResponse, "the destination's answer is not HTTP/1.x the egress can read strictly")
 			return 0, ReasonBadHTTPResponse, false
-		case r.plainResponses(t) && !identity(resp.Get("Content-Encoding")):
+		case r.plainResponses(t) && !identity(resp):
 			respond(out, http.StatusBadGateway, ReasonEncodedResponse,
-				"the destination answered in a content coding ("+resp.Get("Content-Encoding")+") the egress cannot redact secrets in")
+				"the destination answered in a content coding the egress cannot redact secrets in")
 			return resp.Status, ReasonEncodedResponse, false
+		case r.plainResponses(t) && partial(resp):
+			respond(out, http.StatusBadGateway, ReasonPartialResponse,
+				"the destination answered with a part of a resource, in which the egress cannot redact secrets")
+			return resp.Status, ReasonPartialResponse, false
 		}
+		// After content on a method that commonly has none the
+		// destination may not have read it all: what it left would be
+		// read as the start of the next request, which the egress never
+		// checked. The connection ends with this response.
+		last := resp.Status >= 200 && unusualContent(x.h)
 		head := bytes.Clone(raw)
+		if last {
+			head = closingHead(raw, resp)
+		}
 		redactAll(head, secrets)
 		if _, err := out.Write(head); err != nil {
 			return resp.Status, "", false
@@ -319,7 +386,7 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 		if err := copyContent(out, upR, resp, secrets); err != nil {
 			return resp.Status, "", false
 		}
-		closeAfter := resp.Close || x.h.Minor == 0 || hasToken(x.h, "Connection", "close")
+		closeAfter := last || resp.Close || x.h.Minor == 0 || hasToken(x.h, "Connection", "close")
 		return resp.Status, "", !closeAfter
 	}
 }
@@ -422,9 +489,83 @@ func (r *relay) placeholderEvent(t target, x *exchange, s *Bound, reason string)
 	r.e.emit(ev)
 }
 
-// identity reports whether a Content-Encoding says the content is as is.
-func identity(coding string) bool {
-	return coding == "" || strings.EqualFold(coding, "identity")
+// identity reports whether a response's content is as is: every
+// Content-Encoding field it has (a client would apply them all) says
+// identity.
+func identity(resp *http1.Response) bool {
+	for _, f := range resp.Fields {
+		if fieldIs(f, "content-encoding") && !strings.EqualFold(f.Value, "identity") {
+			return false
+		}
+	}
+	return true
+}
+
+// partial reports whether a response carries a part of a resource (206,
+// or multipart/byteranges whatever its status).
+func partial(resp *http1.Response) bool {
+	if resp.Status == http.StatusPartialContent {
+		return true
+	}
+	for _, f := range resp.Fields {
+		if fieldIs(f, "content-type") && strings.Contains(strings.ToLower(f.Value), "multipart/byteranges") {
+			return true
+		}
+	}
+	return false
+}
+
+// overrides reports whether a request asks the destination to take
+// another method or path than its request line's: method-override
+// fields, URL-rewrite fields, or a _method query parameter, which many
+// frameworks and gateways honour. A destination with a secret or an HTTP
+// rule gets none of them: the rules, and the events, see only the request
+// line.
+func overrides(h *http1.Head) bool {
+	for _, f := range h.Fields {
+		for _, name := range []string{"x-http-method-override", "x-http-method", "x-method-override",
+			"x-original-url", "x-rewrite-url", "x-original-method"} {
+			if fieldIs(f, name) {
+				return true
+			}
+		}
+	}
+	_, query, _ := strings.Cut(h.Target, "?")
+	for _, p := range strings.Split(query, "&") {
+		if k, _, _ := strings.Cut(p, "="); strings.EqualFold(k, "_method") {
+			return true
+		}
+	}
+	return false
+}
+
+// unusualContent reports whether a request has content on a method other
+// than POST, PUT or PATCH (a server may answer it unread).
+func unusualContent(h *http1.Head) bool {
+	has := h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
+	return has && h.Method != "POST" && h.Method != "PUT" && h.Method != "PATCH"
+}
+
+// closingHead is a response head written again with Connection: close in
+// place of its Connection and Keep-Alive fields.
+func closingHead(raw []byte, resp *http1.Response) []byte {
+	line, _, _ := bytes.Cut(raw, []byte("\r\n"))
+	var b bytes.Buffer
+	b.Write(line)
+	b.WriteString("\r\n")
+	for _, f := range resp.Fields {
+		if !fieldIs(f, "connection") && !fieldIs(f, "keep-alive") {
+			b.WriteString(f.Name + ": " + f.Value + "\r\n")
+		}
+	}
+	b.WriteString("Connection: close\r\n\r\n")
+	return b.Bytes()
+}
+
+// fieldIs reports whether f is called name (lower case), taking '_' as
+// '-' as CGI-style servers do.
+func fieldIs(f http1.Field, name string) bool {
+	return len(f.Name) == len(name) && strings.EqualFold(strings.ReplaceAll(f.Name, "_", "-"), name)
 }
 
 // hasToken reports whether a field of h called name lists tok.
@@ -441,11 +582,12 @@ func hasToken(h *http1.Head, name, tok string) bool {
 	return false
 }
 
-// fieldCount counts the fields of h called name.
+// fieldCount counts the fields of h called name, with '_' taken as '-'
+// (a CGI-style server would merge X_Api_Key into X-Api-Key).
 func fieldCount(h *http1.Head, name string) int {
 	n := 0
 	for _, f := range h.Fields {
-		if strings.EqualFold(f.Name, name) {
+		if fieldIs(f, strings.ToLower(name)) {
 			n++
 		}
 	}

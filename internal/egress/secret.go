@@ -150,7 +150,6 @@ type Interception struct {
 	// Roots verify the destinations the egress opens TLS to itself; nil:
 	// the host's.
 	Roots *x509.CertPool
-	Rules []HTTPRule
 }
 
 // Grant is what one execution may do through its egress: its policy (the

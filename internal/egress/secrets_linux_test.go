@@ -264,7 +264,7 @@ func TestHTTPRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Intercept.Rules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET"}, Paths: []string{"/repos/"}}}
+	cfg.HTTPRules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET"}, Paths: []string{"/repos/"}}}
 	res, rec := runGranted(t, w, cfg, Grant{Policy: cfg.Policy},
 		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", pyRules}, Files: files})
 	got := egresstest.Lines(string(res.Stdout))
@@ -302,13 +302,13 @@ func TestHTTPRules(t *testing.T) {
 	}
 
 	// Without a CA the rules cannot be applied over TLS: the connection
-	// is refused, never relayed unchecked.
-	cfg.Intercept.Issuer = nil
+	// is refused, never relayed unchecked. Plain HTTP still gets them.
+	cfg.Intercept = nil
 	res, rec = runGranted(t, w, cfg, Grant{Policy: cfg.Policy},
 		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", pyRules}, Files: files})
 	got = egresstest.Lines(string(res.Stdout))
 	if !strings.HasPrefix(got["allowed"], "ERR ") || got["untouched"] != "hello allowed.test" ||
-		!rec.find("tcp", "other.test", VerdictDeny, ReasonNoTermination) {
+		got["plain_http"] != refused || !rec.find("tcp", "other.test", VerdictDeny, ReasonNoTermination) {
 		t.Errorf("without a CA: %v, events %+v", got, rec.events)
 	}
 }

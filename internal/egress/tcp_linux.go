@@ -126,6 +126,9 @@ func (e *Egress) decide(dst netip.Addr, port uint16) (target, Event) {
 	if !e.policy.AddrAllowed(dst, port) {
 		return deny(ReasonNotAllowed)
 	}
+	if e.ruledAddress(dst, port) {
+		return deny(ReasonRuledAddress)
+	}
 	return target{host: dst.String(), addrs: []netip.Addr{dst}, port: port}, ev
 }
 

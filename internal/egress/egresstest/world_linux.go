@@ -277,6 +277,19 @@ func serveHTTP(t testing.TB, network, addr string, s *sites) {
 			w.(http.Flusher).Flush()
 			io.WriteString(w, a[len(a)/2:]+"|"+a)
 			return
+		case "/range":
+			// A reflecting destination that honours Range (as a file
+			// or blob server does): a part of the value at a time.
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(r.Header.Get("Authorization")))
+			return
+		case "/partial":
+			// A destination that answers with a part of what it
+			// reflects whatever was asked.
+			a := r.Header.Get("Authorization")
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-9/%d", len(a)))
+			w.WriteHeader(http.StatusPartialContent)
+			io.WriteString(w, a[:10])
+			return
 		case "/gzip":
 			// A destination that compresses whatever was asked.
 			w.Header().Set("Content-Encoding", "gzip")
