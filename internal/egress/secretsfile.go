@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // Catalog is the operator's secrets file (--secrets-file): the secrets
@@ -249,4 +250,36 @@ func (s *Secret) Within(p Policy) bool {
 		}
 	}
 	return true
+}
+
+// LiveCatalog is the operator's secrets file as last loaded: its secrets
+// and its HTTP rules are replaced together (a reload swaps one pointer),
+// so that an execution planned from one Load sees one file, never half
+// of two.
+type LiveCatalog struct{ p atomic.Pointer[Catalog] }
+
+// NewLiveCatalog holds c (nil: an empty catalog).
+func NewLiveCatalog(c *Catalog) *LiveCatalog {
+	l := &LiveCatalog{}
+	l.Store(c)
+	return l
+}
+
+// Load returns the catalog as it is now, never nil (also on a nil l).
+func (l *LiveCatalog) Load() *Catalog {
+	if l == nil {
+		return &Catalog{}
+	}
+	if c := l.p.Load(); c != nil {
+		return c
+	}
+	return &Catalog{}
+}
+
+// Store replaces the catalog (nil: an empty one).
+func (l *LiveCatalog) Store(c *Catalog) {
+	if c == nil {
+		c = &Catalog{}
+	}
+	l.p.Store(c)
 }

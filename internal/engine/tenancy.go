@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
-
-	"github.com/pyexec/pyexec/internal/egress"
 
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/run"
@@ -40,24 +37,6 @@ func (c Caller) owns(owner string) bool {
 // Owns reports whether c may see and change what owner created, for
 // layers that hold a copy of the owner (a fleet's session registry).
 func (c Caller) Owns(owner string) bool { return c.owns(owner) }
-
-// secretsAllowed checks that req's caller may use each secret it asks for:
-// a secret with a keys list is for those API keys only (admin keys too:
-// a secret is not work to oversee). Another key is told the secret is
-// not defined, exactly as for an unknown name (ErrInvalid, 400).
-func secretsAllowed(cat *egress.Catalog, req Request) error {
-	for _, name := range req.Secrets {
-		var s egress.CatalogSecret
-		ok := cat != nil
-		if ok {
-			s, ok = cat.Secrets[name]
-		}
-		if !ok || s.Keys != nil && (req.Caller == "" || !slices.Contains(s.Keys, req.Caller)) {
-			return fmt.Errorf("%w: %w", ErrInvalid, run.UnknownSecret(name))
-		}
-	}
-	return nil
-}
 
 // loadFor reads a record on behalf of c: ErrNotFound, worded as for an
 // unknown id, when it is not c's to see. action names what c does, for

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
 
@@ -176,38 +175,5 @@ func TestSessionTenancy(t *testing.T) {
 	}
 	if len(listed) != 1 || listed[0].Caller != "ops" {
 		t.Errorf("listing audit = %+v, want the admin's listing only", listed)
-	}
-}
-
-// TestSecretsAllowed: a secret with a keys list is for those keys only
-// (not for admin keys either); another key, and a name not in the
-// catalog, get the same 400.
-func TestSecretsAllowed(t *testing.T) {
-	cat, err := egress.ParseCatalog([]byte(`{"secrets": [
-	  {"name": "ALICE_TOKEN", "value": "alice-value-1", "hosts": ["a.test"], "header": "Authorization: Bearer {value}", "keys": ["alice"]},
-	  {"name": "SHARED", "value": "shared-value-1", "hosts": ["a.test"], "header": "X-Key: {value}"}]}`), egress.OSLookup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		caller  string
-		secrets []string
-		ok      bool
-	}{
-		{"alice", []string{"ALICE_TOKEN", "SHARED"}, true},
-		{"bob", []string{"SHARED"}, true},
-		{"bob", []string{"ALICE_TOKEN"}, false},
-		{"", []string{"ALICE_TOKEN"}, false},
-		{"alice", []string{"NOPE"}, false},
-		{"alice", nil, true},
-	} {
-		err := secretsAllowed(cat, Request{Caller: c.caller, Secrets: c.secrets})
-		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s asking for %v: %v", c.caller, c.secrets, err)
-		}
-	}
-	other := secretsAllowed(cat, Request{Caller: "bob", Secrets: []string{"ALICE_TOKEN"}})
-	if want := secretsAllowed(nil, Request{Caller: "bob", Secrets: []string{"ALICE_TOKEN"}}); other.Error() != want.Error() {
-		t.Errorf("another key's secret is refused as %q, an unknown one as %q", other, want)
 	}
 }

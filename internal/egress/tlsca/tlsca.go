@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -88,6 +89,9 @@ func LoadOrCreate(dir string) (*CA, error) {
 	keyPEM, kerr := os.ReadFile(filepath.Join(dir, KeyFile))
 	switch {
 	case cerr == nil && kerr == nil:
+		if err := privateFile(filepath.Join(dir, KeyFile)); err != nil {
+			return nil, err
+		}
 		return parse(certPEM, keyPEM)
 	case !errors.Is(cerr, os.ErrNotExist) && cerr != nil:
 		return nil, cerr
@@ -114,6 +118,23 @@ func LoadOrCreate(dir string) (*CA, error) {
 		return nil, err
 	}
 	return ca, nil
+}
+
+// privateFile refuses a key file that others than its owner may read or
+// write, or that another user owns (a key restored from a backup with the
+// wrong mode is not used silently).
+func privateFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("tlsca: %s is mode %o: the CA's key must be readable by its owner only (chmod 600)", path, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("tlsca: %s is owned by uid %d, not this server's user", path, st.Uid)
+	}
+	return nil
 }
 
 // writeNew writes a file that must not exist yet.

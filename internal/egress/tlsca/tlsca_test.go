@@ -30,6 +30,17 @@ func TestLoadOrCreate(t *testing.T) {
 	if !bytes.Equal(ca.CertPEM(), again.CertPEM()) {
 		t.Error("the CA read back is another one")
 	}
+	// A key others may read (restored from a backup with the wrong mode)
+	// is refused, not used.
+	if err := os.Chmod(filepath.Join(dir, KeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreate(dir); err == nil {
+		t.Error("a world-readable key was used")
+	}
+	if err := os.Chmod(filepath.Join(dir, KeyFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(filepath.Join(dir, CertFile)); err != nil {
 		t.Fatal(err)
 	}

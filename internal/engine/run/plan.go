@@ -23,9 +23,15 @@ type Config struct {
 	// operator's policy, the always-denied guard, the resolver and the
 	// limits. Required with AllowNetwork.
 	Network *egress.Config
-	// Secrets are the operator's secrets a request may ask for by name
-	// (nil: none); the façade checked the caller may use them.
-	Secrets *egress.Catalog
+	// Secrets are the operator's secrets file as last loaded (nil: none):
+	// the secrets a request may ask for by name, and the HTTP rules of its
+	// egress.
+	Secrets *egress.LiveCatalog
+	// TrustBundle is a host file (absolute, outside any workspace) of the
+	// host's roots and the egress CA, bound read-only into the jails whose
+	// egress terminates TLS, with the usual variables pointing at it
+	// (secrets.go); "": none.
+	TrustBundle string
 	// Collect says that the files a run produces are collected (the
 	// engine has somewhere to store them); MaxFiles and MaxFileBytes cap
 	// them (count, total bytes), zero meaning the jail's defaults
@@ -80,6 +86,9 @@ type Plan struct {
 	// Secrets are the request's secrets bound to placeholders, for its
 	// egress only: never stored, never logged.
 	Secrets []egress.Bound
+	// HTTPRules are the operator's HTTP rules from the same catalog as
+	// Secrets, for its egress.
+	HTTPRules []egress.HTTPRule
 }
 
 // AuditLimits are the limits a run has, as the audit trail records them.
@@ -130,7 +139,8 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 			return nil, invalid("%v", err)
 		}
 	}
-	secrets, err := pl.bindSecrets(req, network)
+	cat := pl.cfg.Secrets.Load()
+	secrets, err := pl.bindSecrets(req, network, cat)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -154,6 +164,10 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	if env, err = secretEnv(env, req.Env, secrets); err != nil {
 		return nil, invalid("%v", err)
 	}
+	trust := pl.trustMount(req, secrets, cat)
+	if trust != nil {
+		env = trustEnv(env, pl.cfg.TrustBundle)
+	}
 	limits, err := pl.cfg.Limits.For(req)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -170,6 +184,9 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	mounts := make([]sandbox.Mount, len(interp.Mounts))
 	for i, m := range interp.Mounts {
 		mounts[i] = sandbox.Mount{Source: m}
+	}
+	if trust != nil {
+		mounts = append(mounts, *trust)
 	}
 	p := &Plan{
 		Spec: sandbox.Spec{
@@ -188,6 +205,7 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		Interpreter: interp,
 		Network:     network,
 		Secrets:     secrets,
+		HTTPRules:   cat.Rules,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),

@@ -3,18 +3,25 @@ package run
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/egress"
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
-// bindSecrets checks the secrets req asks for and binds each to a fresh
-// placeholder: network must be on, the server must terminate TLS, each
-// name must be in the catalog (the façade checked the caller may use it),
-// and each secret's hosts must be within the request's policy. Any of
-// these failing refuses the execution: a secret that cannot be applied is
-// never silently left out.
-func (pl *Planner) bindSecrets(req Request, policy egress.Policy) ([]egress.Bound, error) {
+// bindSecrets checks the secrets req asks for in cat (the operator's
+// catalog as the plan sees it) and binds each to a fresh placeholder:
+// network must be on, the server must terminate TLS, each name must be in
+// the catalog for req's caller (a secret with a keys list is for those
+// API keys only, admin keys too; another key is told it is not defined,
+// exactly as for an unknown name), and each secret's hosts must be within
+// the request's policy. It runs on every Prepare, so a queued request is
+// checked again against the catalog when it runs. Any of these failing
+// refuses the execution: a secret that cannot be applied is never
+// silently left out.
+func (pl *Planner) bindSecrets(req Request, policy egress.Policy, cat *egress.Catalog) ([]egress.Bound, error) {
 	if len(req.Secrets) == 0 {
 		return nil, nil
 	}
@@ -31,8 +38,8 @@ func (pl *Planner) bindSecrets(req Request, policy egress.Policy) ([]egress.Boun
 			return nil, fmt.Errorf("secret %q is asked for twice", name)
 		}
 		seen[name] = true
-		s, ok := pl.catalogSecret(name)
-		if !ok {
+		s, ok := cat.Secrets[name]
+		if !ok || s.Keys != nil && (req.Caller == "" || !slices.Contains(s.Keys, req.Caller)) {
 			return nil, UnknownSecret(name)
 		}
 		if !s.Within(policy) {
@@ -52,13 +59,40 @@ func (pl *Planner) bindSecrets(req Request, policy egress.Policy) ([]egress.Boun
 	return out, nil
 }
 
-// catalogSecret looks name up in the operator's catalog.
-func (pl *Planner) catalogSecret(name string) (egress.Secret, bool) {
-	if pl.cfg.Secrets == nil {
-		return egress.Secret{}, false
+// trustMount is the read-only bind of the trust bundle for a request
+// whose egress terminates TLS (it has secrets, or the catalog has HTTP
+// rules), nil for any other: a jail trusts the egress CA only when its
+// egress uses it.
+func (pl *Planner) trustMount(req Request, secrets []egress.Bound, cat *egress.Catalog) *sandbox.Mount {
+	if pl.cfg.TrustBundle == "" || !req.Network || len(secrets) == 0 && len(cat.Rules) == 0 {
+		return nil
 	}
-	s, ok := pl.cfg.Secrets.Secrets[name]
-	return s.Secret, ok
+	return &sandbox.Mount{Source: filepath.Dir(pl.cfg.TrustBundle), Target: trustDir}
+}
+
+// trustDir is where the trust bundle's directory is bound in a jail:
+// outside the workspace, read-only.
+const trustDir = "/opt/pyexec-trust"
+
+// trustVars are the variables Python's ssl (OpenSSL), requests, pip and
+// curl read their trusted roots from.
+var trustVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE"}
+
+// trustEnv points trustVars at the bundle as the jail sees it, in place
+// of any the request set: a TLS-terminating egress is reached only by
+// trusting its CA.
+func trustEnv(env []string, bundle string) []string {
+	bundle = trustDir + "/" + filepath.Base(bundle)
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(trustVars, k) {
+			out = append(out, kv)
+		}
+	}
+	for _, k := range trustVars {
+		out = append(out, k+"="+bundle)
+	}
+	return out
 }
 
 // UnknownSecret is the refusal of a secret name the caller may not use,
