@@ -65,6 +65,20 @@ var (
 	tokenName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
+// reservedName reports whether a secret's name (its environment
+// variable in the jail) would replace one the jail, the interpreter, the
+// dynamic linker or TLS clients read: the placeholder would take its place.
+func reservedName(name string) bool {
+	switch strings.ToUpper(name) {
+	case "PATH", "HOME", "LANG", "TMPDIR", "SHELL", "USER", "PWD", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR",
+		"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS", "HTTP_PROXY", "HTTPS_PROXY",
+		"NO_PROXY", "ALL_PROXY", "XDG_CACHE_HOME":
+		return true
+	}
+	upper := strings.ToUpper(name)
+	return strings.HasPrefix(upper, "LD_") || strings.HasPrefix(upper, "PYTHON") || strings.HasPrefix(upper, "PYEXEC_")
+}
+
 // framingFields are the fields a secret may not go in: they decide where
 // a request ends, where it goes, or what the connection becomes.
 var framingFields = map[string]bool{"host": true, "content-length": true, "transfer-encoding": true,
@@ -82,13 +96,26 @@ func ParseCatalog(data []byte, look Lookup) (*Catalog, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		// json's errors quote no values of the file, only its syntax.
+		// A syntax error's message quotes the character it stopped at,
+		// which may be a byte of an inline value: only its offset is
+		// told. Type errors name the field, unknown fields their name.
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return bad("not JSON (at byte %d)", syn.Offset)
+		}
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return bad("field %s is not a %s", typ.Field, typ.Type)
+		}
 		return bad("%v", err)
 	}
 	c := &Catalog{Secrets: map[string]CatalogSecret{}}
 	for i, s := range f.Secrets {
 		if !envName.MatchString(s.Name) {
 			return bad("secret %d: name %q is not an environment variable name", i+1, s.Name)
+		}
+		if reservedName(s.Name) {
+			return bad("secret %s: the name is a variable the jail, Python or TLS clients rely on", s.Name)
 		}
 		if _, dup := c.Secrets[s.Name]; dup {
 			return bad("secret %s is defined twice", s.Name)

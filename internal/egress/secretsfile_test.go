@@ -76,6 +76,12 @@ func mustJSON(t *testing.T, v any) string {
 // TestParseCatalogRefuses: what cannot be applied safely is refused, and
 // no refusal quotes a value.
 func TestParseCatalogRefuses(t *testing.T) {
+	// An unquoted inline value: json's message would quote its first
+	// byte; only the offset is told.
+	if _, err := ParseCatalog([]byte(`{"secrets": [{"name": "T", "value": Zsecret-value-1}]}`), fakeLookup); err == nil ||
+		strings.Contains(err.Error(), "Z") || !strings.Contains(err.Error(), "at byte") {
+		t.Errorf("a syntax error in a value: %v", err)
+	}
 	secret := func(fields string) string { return `{"secrets": [{` + fields + `}]}` }
 	ok := `"name": "T", "value": "secret-value-1", "hosts": ["a.test"], "header": "Authorization: Bearer {value}"`
 	for name, file := range map[string]string{
@@ -104,6 +110,9 @@ func TestParseCatalogRefuses(t *testing.T) {
 		"lower-case method":   `{"http_rules": [{"hosts": ["a.test"], "methods": ["get"]}]}`,
 		"relative path":       `{"http_rules": [{"hosts": ["a.test"], "paths": ["repos/"]}]}`,
 		"dot segment in path": `{"http_rules": [{"hosts": ["a.test"], "paths": ["/repos/../"]}]}`,
+		"reserved name":       secret(strings.Replace(ok, `"T"`, `"SSL_CERT_FILE"`, 1)),
+		"linker variable":     secret(strings.Replace(ok, `"T"`, `"LD_PRELOAD"`, 1)),
+		"Python variable":     secret(strings.Replace(ok, `"T"`, `"PYTHONPATH"`, 1)),
 	} {
 		_, err := ParseCatalog([]byte(file), fakeLookup)
 		switch {
