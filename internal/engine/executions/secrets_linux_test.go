@@ -48,15 +48,7 @@ for path in ("/auth", "/reflect"):
 // keeps (records, events, audit) holds the value, its base64 or its hex.
 // A key the secret is not for is refused with the words of an unknown name.
 func TestSecretsThroughTheEngine(t *testing.T) {
-	if os.Geteuid() == 0 && !egresstest.Isolated() {
-		args := []string{"-test.run=^TestSecretsThroughTheEngine$", "-test.count=1"}
-		if testing.Verbose() {
-			args = append(args, "-test.v")
-		}
-		code, err := egresstest.Isolate(args)
-		if err != nil || code != 0 {
-			t.Fatalf("the test in its own network namespace failed (exit %d, %v)", code, err)
-		}
+	if ranIsolated(t) {
 		return
 	}
 	w := egresstest.New(t)
