@@ -178,14 +178,36 @@ func parse(certPEM, keyPEM []byte) (*CA, error) {
 func (c *CA) CertPEM() []byte { return c.certPEM }
 
 // Certificate returns a certificate for name (a DNS name), signed by the
-// CA, issued once and kept until a day before it ends.
+// CA, issued once and kept until a day before it ends. Keys are made and
+// signed outside the lock (one payload walking through names does not
+// hold up another's handshakes); at maxLeaves one other leaf makes room,
+// not all of them.
 func (c *CA) Certificate(name string) (*tls.Certificate, error) {
 	now := time.Now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if leaf, ok := c.leaves[name]; ok && now.Add(leafRenew).Before(leaf.Leaf.NotAfter) {
+	leaf, ok := c.leaves[name]
+	c.mu.Unlock()
+	if ok && now.Add(leafRenew).Before(leaf.Leaf.NotAfter) {
 		return leaf, nil
 	}
+	cert, err := c.issue(name, now)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.leaves[name]; !ok && len(c.leaves) >= maxLeaves {
+		for other := range c.leaves {
+			delete(c.leaves, other)
+			break
+		}
+	}
+	c.leaves[name] = cert
+	return cert, nil
+}
+
+// issue makes a key and a leaf certificate for name, valid from now.
+func (c *CA) issue(name string, now time.Time) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -209,12 +231,7 @@ func (c *CA) Certificate(name string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(c.leaves) >= maxLeaves {
-		clear(c.leaves)
-	}
-	cert := &tls.Certificate{Certificate: [][]byte{der, c.cert.Raw}, PrivateKey: key, Leaf: leaf}
-	c.leaves[name] = cert
-	return cert, nil
+	return &tls.Certificate{Certificate: [][]byte{der, c.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 // serialNumber draws a random 128-bit serial.

@@ -2,7 +2,9 @@ package tlsca
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,5 +83,34 @@ func TestCertificate(t *testing.T) {
 	otherRoots.AppendCertsFromPEM(other.CertPEM())
 	if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: otherRoots, DNSName: "api.example.test"}); err == nil {
 		t.Error("leaf verifies against another CA")
+	}
+}
+
+// TestLeavesKept: past maxLeaves names one leaf makes room for the next,
+// the others stay (a payload walking through names does not evict every
+// other execution's leaves); a name asked again gets the same leaf.
+func TestLeavesKept(t *testing.T) {
+	ca, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *tls.Certificate
+	for i := 0; i <= maxLeaves; i++ {
+		if last, err = ca.Certificate(fmt.Sprintf("n%d.test", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca.mu.Lock()
+	n := len(ca.leaves)
+	ca.mu.Unlock()
+	if n != maxLeaves {
+		t.Errorf("%d leaves kept after %d names, want %d", n, maxLeaves+1, maxLeaves)
+	}
+	again, err := ca.Certificate(fmt.Sprintf("n%d.test", maxLeaves))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != last {
+		t.Error("a name asked again got another leaf")
 	}
 }
