@@ -28,16 +28,19 @@ import (
 const secretValue = "ghp_EngineS3cretValue-98765-zyxw"
 
 // pyUseSecret reads the placeholder from its environment, sends it to the
-// secret's host (trusting the egress CA through SSL_CERT_FILE, as any
-// client does, without being told a CA file) and to a host that reflects
-// it, and prints what came back.
+// secret's host with urllib and curl (trusting the egress CA through
+// SSL_CERT_FILE and CURL_CA_BUNDLE, without being told a CA file) and to a
+// host that reflects it, and prints what came back.
 const pyUseSecret = `
-import os, urllib.request
+import os, subprocess, urllib.request
 token = os.environ["GITHUB_TOKEN"]
 print("placeholder=" + token)
 for path in ("/auth", "/reflect"):
     req = urllib.request.Request("https://allowed.test" + path, headers={"Authorization": "Bearer " + token})
     print(path[1:] + "=" + urllib.request.urlopen(req, timeout=10).read().decode())
+curl = subprocess.run(["curl", "-sS", "-H", "Authorization: Bearer " + token, "https://allowed.test/auth"],
+    capture_output=True, text=True, timeout=20)
+print("curl=" + curl.stdout + curl.stderr.strip())
 `
 
 // TestSecretsThroughTheEngine: an execution asking for an operator secret
@@ -111,8 +114,11 @@ func TestSecretsThroughTheEngine(t *testing.T) {
 		t.Fatalf("status %s stdout %q stderr %q", x.Status, x.Stdout, x.Stderr)
 	}
 	h := egresstest.Hash
-	if want := "1 " + h("Bearer "+secretValue) + " " + h("") + " " + h(""); got["auth"] != want {
-		t.Errorf("the host received %q, want %q (the value)", got["auth"], want)
+	want := "1 " + h("Bearer "+secretValue) + " " + h("") + " " + h("")
+	for _, k := range []string{"auth", "curl"} {
+		if got[k] != want {
+			t.Errorf("%s: the host received %q, want %q (the value)", k, got[k], want)
+		}
 	}
 	if want := "Bearer " + ph + "|Bearer " + ph; got["reflect"] != want {
 		t.Errorf("the reflection read %q, want %q", got["reflect"], want)
