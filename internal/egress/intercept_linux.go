@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -334,9 +335,21 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 		}
 	}
 	scan := newPlaceholderScan(r.e.grant.Secrets)
-	if err := http1.CopyBodySeen(upW, scan, in, x.h); err != nil {
-		if errors.Is(err, http1.ErrChunk) {
+	var seen io.Writer = scan
+	if coveredByRules(r.e.cfg.HTTPRules, t) {
+		seen = io.MultiWriter(scan, &overrideScan{})
+	}
+	if err := http1.CopyBodySeen(upW, seen, in, x.h); err != nil {
+		switch {
+		case errors.Is(err, http1.ErrChunk):
 			return 0, ReasonBadHTTPRequest, false
+		case errors.Is(err, errOverrideInContent):
+			// The content stops before its end: the destination never
+			// gets a whole request to act on.
+			r.e.emit(r.httpEvent(t, x, VerdictDeny, ReasonOverrideHeader, 0))
+			respond(out, http.StatusForbidden, ReasonOverrideHeader,
+				"a request to "+t.name+" may not carry _method in its content: the destination could take another method than its request line's")
+			return 0, ReasonOverrideHeader, false
 		}
 		return 0, "", false
 	}
@@ -531,12 +544,48 @@ func overrides(h *http1.Head) bool {
 		}
 	}
 	_, query, _ := strings.Cut(h.Target, "?")
-	for _, p := range strings.Split(query, "&") {
-		if k, _, _ := strings.Cut(p, "="); strings.EqualFold(k, "_method") {
+	for _, p := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, _, _ := strings.Cut(p, "=")
+		if d, err := url.QueryUnescape(k); err == nil {
+			k = d
+		}
+		if strings.EqualFold(strings.TrimSpace(k), "_method") {
 			return true
 		}
 	}
 	return false
+}
+
+// coveredByRules reports whether an HTTP rule covers t.
+func coveredByRules(rules []HTTPRule, t target) bool {
+	for i := range rules {
+		if rules[i].For(t.name, t.port) {
+			return true
+		}
+	}
+	return false
+}
+
+// errOverrideInContent stops a request's content that names _method.
+var errOverrideInContent = errors.New("_method in a request's content")
+
+// overrideScan fails as soon as the content written to it holds
+// "_method" or "%5Fmethod" (any case), also split across writes: form and
+// JSON bodies carry the method override of Rails, Laravel and the like,
+// which HTTP rules, checking the request line, would not see.
+type overrideScan struct{ tail []byte }
+
+func (o *overrideScan) Write(p []byte) (int, error) {
+	buf := bytes.ToLower(append(o.tail, p...))
+	if bytes.Contains(buf, []byte("_method")) || bytes.Contains(buf, []byte("%5fmethod")) {
+		return 0, errOverrideInContent
+	}
+	const keep = len("%5fmethod") - 1
+	if len(buf) > keep {
+		buf = buf[len(buf)-keep:]
+	}
+	o.tail = append(o.tail[:0], buf...)
+	return len(p), nil
 }
 
 // unusualContent reports whether a request has content on a method other

@@ -16,9 +16,9 @@ TOKEN = os.environ["GITHUB_TOKEN"]
 AUTH = {"Authorization": "Bearer " + TOKEN}
 def ctx():
     return ssl.create_default_context(cafile=CA)
-def raw(host, method, target, headers={}):
+def raw(host, method, target, headers={}, body=None):
     c = http.client.HTTPSConnection(host, 443, timeout=10, context=ctx())
-    c.request(method, target, headers=headers)
+    c.request(method, target, body=body, headers=headers)
     r = c.getresponse()
     body = r.read().decode()
     return f"{r.status} {body}" if r.status < 300 else f"{r.status} {r.headers.get('X-Pyexec-Egress')}"
@@ -57,6 +57,10 @@ probe("override_underscore", lambda: raw("other.test", "GET", "/repos/x", {"X_HT
 probe("override_url", lambda: raw("other.test", "GET", "/repos/x", {"X-Original-URL": "/admin"}))
 probe("rewrite_url", lambda: raw("other.test", "GET", "/repos/x", {"X-Rewrite-URL": "/admin"}))
 probe("override_query", lambda: raw("other.test", "GET", "/repos/x?a=1&_method=DELETE"))
+probe("override_query_encoded", lambda: raw("other.test", "GET", "/repos/x?a=1;%5Fmethod=DELETE"))
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+probe("post_plain", lambda: raw("other.test", "POST", "/repos/x", FORM, b"a=1&method=GET"))
+probe("override_body", lambda: raw("other.test", "POST", "/repos/x", FORM, b"a=1&_method=DELETE"))
 probe("override_secret", lambda: raw("allowed.test", "GET", "/auth", {**AUTH, "X-HTTP-Method-Override": "DELETE"}))
 probe("ranged", ranged)
 probe("partial", lambda: raw("allowed.test", "GET", "/partial", AUTH))
@@ -66,7 +70,8 @@ probe("by_address_80", lambda: by_address(80))
 `
 
 // TestInterceptRefusals: on destinations with a secret or an HTTP rule,
-// method and URL override fields (and _method) are refused with their
+// method and URL override fields (and _method, in the query or, where
+// rules apply, in the content) are refused with their
 // reason before anything reaches the destination; Range and If-Range
 // never reach a secret's destination and a partial answer from it is
 // refused rather than passed on; content on a method other than POST,
@@ -80,7 +85,7 @@ func TestInterceptRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.HTTPRules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET"}, Paths: []string{"/repos/"}}}
+	cfg.HTTPRules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET", "POST"}, Paths: []string{"/repos/"}}}
 	b := githubToken(t)
 	res, rec := runGranted(t, w, cfg, Grant{Policy: cfg.Policy, Secrets: []Bound{b}},
 		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", pyRefusals}, Files: files,
@@ -96,7 +101,11 @@ func TestInterceptRefusals(t *testing.T) {
 		"override_url":        override,
 		"rewrite_url":         override,
 		"override_query":      override,
-		"override_secret":     override,
+		// Also percent-encoded, after ';', and in form content.
+		"override_query_encoded": override,
+		"post_plain":             "200 hello other.test",
+		"override_body":          override,
+		"override_secret":        override,
 		// Range stripped: the whole reflection, redacted.
 		"ranged":  "200 Bearer " + b.Placeholder,
 		"partial": "502 " + ReasonPartialResponse,
@@ -117,8 +126,8 @@ func TestInterceptRefusals(t *testing.T) {
 	if n := rec.count(func(e Event) bool { return e.Host == egresstest.PublicHost && e.Reason == ReasonRuledAddress }); n != 2 {
 		t.Errorf("%d %s events, want 2", n, ReasonRuledAddress)
 	}
-	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 8 {
-		t.Errorf("%d %s events, want 8", n, ReasonOverrideHeader)
+	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 10 {
+		t.Errorf("%d %s events, want 10", n, ReasonOverrideHeader)
 	}
 	if !rec.find("tcp", "allowed.test", VerdictDeny, ReasonPartialResponse) {
 		t.Errorf("no %s event", ReasonPartialResponse)

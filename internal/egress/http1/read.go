@@ -64,9 +64,10 @@ func CopyBody(w io.Writer, r *bufio.Reader, h *Head) error {
 }
 
 // CopyBodySeen is CopyBody that also writes the content's data alone
-// (without chunk framing) to seen, which must not fail.
+// (without chunk framing) to seen, before w: an error of seen stops the
+// copy, and the data it refused never reaches w.
 func CopyBodySeen(w, seen io.Writer, r *bufio.Reader, h *Head) error {
-	data := io.MultiWriter(w, seen)
+	data := io.MultiWriter(seen, w)
 	switch h.Framing {
 	case Length:
 		return copyN(data, r, h.Length)
