@@ -248,7 +248,8 @@ func (r *relay) prepare(raw []byte, h *http1.Head, t target, secure bool) *excha
 		case strings.EqualFold(f.Name, "expect") && strings.EqualFold(f.Value, "100-continue"):
 			x.expect = true
 			continue
-		case plain && (fieldIs(f, "accept-encoding") || fieldIs(f, "range") || fieldIs(f, "if-range")):
+		case plain && (fieldIs(f, "accept-encoding") || fieldIs(f, "range") || fieldIs(f, "if-range") ||
+			fieldIs(f, "request-range")):
 			// A part of a response could hold a part of a value, which
 			// the redaction cannot know as the value's.
 			continue

@@ -23,7 +23,8 @@ def raw(host, method, target, headers={}, body=None):
     body = r.read().decode()
     return f"{r.status} {body}" if r.status < 300 else f"{r.status} {r.headers.get('X-Pyexec-Egress')}"
 def ranged():
-    req = urllib.request.Request("https://allowed.test/range", headers={**AUTH, "Range": "bytes=0-9", "If-Range": "x"})
+    req = urllib.request.Request("https://allowed.test/range", headers={**AUTH, "Range": "bytes=0-9", "If-Range": "x",
+        "Request-Range": "bytes=0-9"})
     with urllib.request.urlopen(req, timeout=10, context=ctx()) as r:
         return f"{r.status} {r.read().decode()}"
 def desync():
