@@ -107,6 +107,9 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	if ic == nil || ic.Issuer == nil {
 		return ReasonNoTermination
 	}
+	if !r.e.terminate(t.name) {
+		return ReasonTerminationLimit
+	}
 	ctx, cancel := context.WithTimeout(r.e.ctx, r.e.cfg.Limits.ConnectTimeout)
 	defer cancel()
 	// The destination first: a payload whose destination cannot be
@@ -134,6 +137,24 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 		return ReasonPayloadTLS
 	}
 	return r.proxyHTTP(dc, uc, nil, time.Time{}, t, true)
+}
+
+// maxTerminatedNames bounds the names one execution has the egress
+// terminate TLS for: each new one costs a key and a signature in the
+// server's process, and a wildcard HTTP rule would let a payload walk
+// through names.
+const maxTerminatedNames = 64
+
+// terminate records that the execution has name's TLS terminated; false
+// when that would be a name past maxTerminatedNames.
+func (e *Egress) terminate(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.terminated[name] && len(e.terminated) >= maxTerminatedNames {
+		return false
+	}
+	e.terminated[name] = true
+	return true
 }
 
 // replayConn is the payload's side of a connection whose first bytes were

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -142,5 +143,22 @@ func TestInterceptRefusals(t *testing.T) {
 	noValue(t, res, rec)
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s\nevents: %+v", res.Stdout, res.Stderr, rec.events)
+	}
+}
+
+// TestTerminationLimit: one execution has the egress terminate TLS for at
+// most maxTerminatedNames names; a name it had terminated stays usable.
+func TestTerminationLimit(t *testing.T) {
+	e := &Egress{terminated: map[string]bool{}}
+	for i := range maxTerminatedNames {
+		if !e.terminate(fmt.Sprintf("n%d.example.test", i)) {
+			t.Fatalf("name %d refused", i+1)
+		}
+	}
+	if e.terminate("one-more.example.test") {
+		t.Errorf("name %d accepted", maxTerminatedNames+1)
+	}
+	if !e.terminate("n0.example.test") {
+		t.Error("a name already terminated was refused")
 	}
 }
