@@ -191,7 +191,8 @@ func (c *cache) linkSource(h string, a attrs) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(v), 0o700); err != nil {
 		return "", fmt.Errorf("copying blob %s: %w", h, err)
 	}
-	if err := c.copyTo(src, v, a); err != nil {
+	// Another builder making the same variant at once is no error.
+	if err := c.copyTo(src, v, a); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("copying blob %s: %w", h, err)
 	}
 	return v, nil

@@ -32,6 +32,17 @@ func (m *Manager) at(ctx context.Context, c Caller, ref Ref, n int64) (wsRecord,
 	return rec, v, man, err
 }
 
+// head loads the workspace ref names, as c may see it, and the manifest
+// of its current version: the base of an API write.
+func (m *Manager) head(ctx context.Context, c Caller, ref Ref) (wsRecord, string, manifest, error) {
+	rec, key, err := m.find(ctx, c, ref)
+	if err != nil {
+		return wsRecord{}, "", nil, err
+	}
+	man, err := m.manifest(ctx, rec.Head.Root)
+	return rec, key, man, err
+}
+
 // Files lists what is inside dir ("" for all) at version n, sorted by
 // path, directories and links included.
 func (m *Manager) Files(ctx context.Context, c Caller, ref Ref, n int64, dir string) ([]File, error) {
@@ -97,11 +108,7 @@ func (m *Manager) WriteFile(ctx context.Context, c Caller, ref Ref, path string,
 	if err != nil {
 		return Commit{}, err
 	}
-	rec, key, err := m.find(ctx, c, ref)
-	if err != nil {
-		return Commit{}, err
-	}
-	base, err := m.manifest(ctx, rec.Head.Root)
+	rec, key, base, err := m.head(ctx, c, ref)
 	if err != nil {
 		return Commit{}, err
 	}
@@ -168,11 +175,7 @@ func (m *Manager) Remove(ctx context.Context, c Caller, ref Ref, path string) (C
 	if err != nil {
 		return Commit{}, err
 	}
-	rec, key, err := m.find(ctx, c, ref)
-	if err != nil {
-		return Commit{}, err
-	}
-	base, err := m.manifest(ctx, rec.Head.Root)
+	rec, key, base, err := m.head(ctx, c, ref)
 	if err != nil {
 		return Commit{}, err
 	}

@@ -93,8 +93,10 @@ func (r *merger) change(p string, o *entry) {
 		// the same change, made by both
 	case o == nil && !inHead:
 		// both deleted it
-	case o != nil && o.Kind == kindDir && inHead && h.Kind == kindDir:
-		// a directory both have: keep the head's
+	case o != nil && o.Kind == kindDir && (!inHead || h.Kind == kindDir):
+		// A directory both have keeps the head's mode; one the other writer
+		// deleted stays deleted unless this writer's files are in it
+		// (settle brings it back for them).
 	case o == nil && inBase && b.Kind == kindDir && inHead && h.Kind == kindDir:
 		// a directory this writer deleted and another changed the mode of:
 		// delete it (settle puts it back if files remain in it)

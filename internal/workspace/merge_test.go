@@ -120,6 +120,10 @@ func TestMerge(t *testing.T) {
 		base: tree(), head: tree("d/t=1"), ours: tree("d/o=2"),
 		want: map[string]string{"d": "<dir>", "d/t": h("1"), "d/o": h("2")},
 	}, {
+		name: "a folder whose mode this writer changed, deleted by another, stays deleted",
+		base: tree("d/"), head: tree(), ours: manifest{"d": {Path: "d", Kind: kindDir, Mode: 0o700}},
+		want: map[string]string{"d": "<absent>", "d.conflict-5": "<absent>"},
+	}, {
 		name: "a conflict name already taken is numbered on",
 		base: tree("a=1"), head: tree("a=2", "a.conflict-5=x"), ours: tree("a=3"),
 		want:      map[string]string{"a": h("2"), "a.conflict-5": h("x"), "a.conflict-5-2": h("3")},

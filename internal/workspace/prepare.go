@@ -125,6 +125,20 @@ func (m *Manager) Prepare(ctx context.Context, c Caller, ref Ref, mode Mode, run
 	return mt, nil
 }
 
+// Warm builds the tree of the workspace's current version on this node
+// if it has none, so that the next Prepare finds it. After a commit the
+// engine calls it off the run's path (the result does not wait): a
+// version the node has not mounted costs a hard link per file to build,
+// ≈ 0.3 s for 10,000 files here, against a millisecond once built.
+func (m *Manager) Warm(ctx context.Context, c Caller, ref Ref) error {
+	rec, _, err := m.find(ctx, c, ref)
+	if err != nil {
+		return err
+	}
+	_, err = m.tree(ctx, rec.Head.Root)
+	return err
+}
+
 func checkRunID(run string) error {
 	ok := run != "" && len(run) <= 64 && !strings.HasPrefix(run, "-")
 	for _, r := range run {

@@ -14,9 +14,11 @@ import (
 )
 
 // Reading a run's upper directory into a change set. What the run left is
-// hostile: the directory is read through an os.Root, entries are judged
-// by lstat before anything is opened, a file is opened without following
-// links or blocking and must be the inode lstat saw, and sizes are held to
+// hostile: the directory is read through an os.Root (nothing resolves
+// outside it), entries are judged by lstat before anything is opened, a
+// file is opened without blocking (a FIFO cannot hang the scan) and must
+// be the regular file lstat saw (os.Root follows a link inside the root
+// even with O_NOFOLLOW, so the inode is compared), and sizes are held to
 // the quota before a byte is read, so a sparse file of a terabyte costs
 // nothing but a refusal.
 //

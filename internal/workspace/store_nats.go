@@ -114,7 +114,9 @@ func (r kvRecords) keys(ctx context.Context, prefix string) ([]string, error) {
 	for k := range l.Keys() {
 		out = append(out, k)
 	}
-	if err := l.Stop(); err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	// The lister stops itself after the last key, or early when ctx ends:
+	// then the list is short, and that is an error.
+	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("listing records %s: %w", prefix, err)
 	}
 	return out, nil

@@ -39,11 +39,7 @@ func (m *Manager) Upload(ctx context.Context, c Caller, ref Ref, dir string, r i
 	if err != nil {
 		return Commit{}, err
 	}
-	rec, key, err := m.find(ctx, c, ref)
-	if err != nil {
-		return Commit{}, err
-	}
-	base, err := m.manifest(ctx, rec.Head.Root)
+	rec, key, base, err := m.head(ctx, c, ref)
 	if err != nil {
 		return Commit{}, err
 	}

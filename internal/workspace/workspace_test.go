@@ -543,3 +543,33 @@ func TestGC(t *testing.T) {
 		t.Errorf("tree of an old version: %v", err)
 	}
 }
+
+// Warm builds the current version's tree ahead of the next Prepare.
+func TestWarmBuildsTheCurrentTree(t *testing.T) {
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 0)
+	mustWrite(t, m, alice, ref, "a", "content")
+	rec, _, err := m.find(ctx, alice, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(m.dirs.trees, rec.Head.Root)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a tree before any mount or Warm: %v", err)
+	}
+	if err := m.Warm(ctx, bob, ref); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob warms alice's: %v", err)
+	}
+	if err := m.Warm(ctx, alice, ref); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "content" {
+		t.Errorf("warmed tree: %q, %v", b, err)
+	}
+	mt, err := m.Prepare(ctx, alice, ref, ReadOnly, "r")
+	if err != nil || mt.Lower != dir {
+		t.Fatalf("prepare: %+v, %v", mt, err)
+	}
+	mt.Release()
+}
