@@ -573,3 +573,31 @@ func TestWarmBuildsTheCurrentTree(t *testing.T) {
 	}
 	mt.Release()
 }
+
+func TestStatsAndModes(t *testing.T) {
+	m := newLocal(t, Limits{})
+	mustCreate(t, m, alice, "w", 0)
+	mustCreate(t, m, bob, "w", 0)
+	mustWrite(t, m, alice, Ref{Name: "w"}, "a", "12345")
+	mustWrite(t, m, bob, Ref{Name: "w"}, "b", "123")
+	mt, err := m.Prepare(ctx, bob, Ref{Name: "w"}, ReadOnly, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mt.Release()
+	st, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Workspaces != 2 || st.Bytes != 8 || st.Mounts != 1 || st.StoreBytes != st.CacheBytes || st.CacheBytes < 8 {
+		t.Errorf("stats %+v", st)
+	}
+	for in, want := range map[string]Mode{"": ReadWrite, "rw": ReadWrite, "ro": ReadOnly} {
+		if got, err := ParseMode(in); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := ParseMode("RW"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParseMode(RW): %v", err)
+	}
+}
