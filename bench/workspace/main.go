@@ -340,7 +340,7 @@ func inOverlay(mt *workspace.Mount, f func(merged string) error) (time.Duration,
 			return
 		}
 		t := time.Now()
-		if err := unix.Mount("overlay", target, "overlay", 0, mt.OverlayOptions()); err != nil {
+		if err := unix.Mount("overlay", target, "overlay", 0, mt.Jail().OverlayOptions()); err != nil {
 			done <- fmt.Errorf("overlay: %w", err)
 			return
 		}

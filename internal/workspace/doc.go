@@ -34,8 +34,9 @@
 // quota before anything is read), and the run's upper directory is read
 // through an os.Root.
 //
-// The package never imports the engine, the API or the jail: the jail mounts
-// the overlay from the directories Prepare returns (OverlayOptions), and the
-// engine decides when to prepare and commit. It never mounts an overlay
-// itself and never runs user code.
+// The package never imports the engine or the API, and of the jail only
+// the type that names what a jail mounts: the jail mounts the overlay from
+// the directories Prepare returns (Mount.Jail), and the engine decides when
+// to prepare and commit. It never mounts an overlay itself and never runs
+// user code.
 package workspace

@@ -88,7 +88,7 @@ func runIn(t *testing.T, mt *Mount, script string, kill time.Duration) runResult
 				err = unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
 			}
 		} else {
-			err = unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, mt.OverlayOptions())
+			err = unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, mt.Jail().OverlayOptions())
 		}
 		if err != nil {
 			fail(err)

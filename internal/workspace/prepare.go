@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Handing a workspace to a run. Prepare gives the jail what it mounts at
@@ -77,17 +79,12 @@ type mountState struct {
 	Base verRecord `json:"base"`
 }
 
-// OverlayOptions is the data of the overlay mount the jail makes at
-// /workspace for a read-write Mount. Directory renames across layers
-// (redirect_dir), metadata-only copy-up (metacopy), the inode index and
-// xino are off: the upper directory then holds whole files, plain
-// whiteouts and opaque directories — what Commit reads. A rename of a
-// directory from the base fails with EXDEV, and mv falls back to copy and
-// delete. The directory paths must not contain ',' or ':' (Prepare's
-// never do).
-func (mt *Mount) OverlayOptions() string {
-	return "lowerdir=" + mt.Lower + ",upperdir=" + mt.Upper + ",workdir=" + mt.Work +
-		",redirect_dir=off,metacopy=off,index=off,xino=off"
+// Jail is what the jail mounts at /workspace for this Mount: an overlay
+// of Upper on Lower (its options: sandbox.WorkspaceMount.OverlayOptions),
+// or Lower read-only. The directory paths contain no ',' or ':' (Prepare's
+// never do, as long as the workspace directory has none).
+func (mt *Mount) Jail() *sandbox.WorkspaceMount {
+	return &sandbox.WorkspaceMount{Lower: mt.Lower, Upper: mt.Upper, Work: mt.Work, ReadOnly: mt.ReadOnly}
 }
 
 // Prepare readies workspace ref for run (an id unique on this node, used
