@@ -89,6 +89,8 @@ type Config struct {
 	Envs Envs
 	// Sessions configures stateful sessions.
 	Sessions Sessions
+	// Workspaces configures named workspaces.
+	Workspaces Workspaces
 	// Network configures egress for executions with network.
 	Network Network
 	// Followers bounds live event streams.
@@ -137,6 +139,7 @@ func Default() Config {
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
+		Workspaces:          defaultWorkspaces(),
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 		Cluster:             defaultCluster(),

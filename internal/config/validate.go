@@ -125,6 +125,7 @@ func (c *Config) Validate() error {
 
 	c.validateEnvs(bad)
 	c.validateSessions(bad)
+	c.validateWorkspaces(bad)
 	c.validateNetwork(bad)
 	c.validateFollowers(bad)
 	c.validateFairness(bad)
