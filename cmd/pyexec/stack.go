@@ -135,7 +135,12 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 	// Closed after the engine: its sessions end first (and are marked
 	// node_shutdown in the registry), so no request of another node waits.
 	s.closers = append(s.closers, func(context.Context) error { return s.sessions.Close() })
+	workspaces, err := openWorkspaces(ctx, cfg, nats, log.With("component", "workspaces"))
+	if err != nil {
+		return nil, err
+	}
 	deps := engine.Deps{
+		Workspaces:   workspaces,
 		Store:        st,
 		Runner:       runner,
 		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
