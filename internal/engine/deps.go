@@ -38,6 +38,11 @@ type Deps struct {
 	// Workspaces keeps named workspaces (workspaces.go); nil refuses
 	// every workspace call (ErrWorkspacesDisabled).
 	Workspaces *workspace.Manager
+	// WorkspaceMounts reports whether this node's jails can mount a
+	// workspace, and why not (*sandbox.Manager.Workspaces); nil: they
+	// cannot. A run naming a workspace is refused with its reason
+	// (ErrWorkspaceMounts) rather than run without it.
+	WorkspaceMounts func() error
 	// Forker, if set, forks session kernels from fork servers (Jails
 	// still hosts those that do not fork).
 	Forker Forker

@@ -77,7 +77,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		FlushInterval: cfg.FlushInterval, FlushBytes: cfg.FlushBytes, KillWait: cfg.KillWait,
 		StoreMaxBytes: cfg.StoreMaxBytes, EvictInterval: cfg.EvictInterval},
 		executions.Deps{Store: deps.Store, Runner: deps.Runner, Interpreters: deps.Interpreters, Driver: deps.Driver,
-			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Slots: e.adm, Alive: e.nodeAlive,
+			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Workspaces: deps.Workspaces, Slots: e.adm, Alive: e.nodeAlive,
 			Logger: log, OnFinish: deps.OnFinish})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)

@@ -20,6 +20,9 @@ import (
 // ends killed). Errors are ErrInvalid, ErrOverloaded, ErrClosed or a store
 // failure. The execution belongs to req.Caller.
 func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
+	if err := e.runWorkspace(ctx, req); err != nil {
+		return nil, err
+	}
 	return e.exec.RunSync(ctx, req)
 }
 
@@ -27,6 +30,9 @@ func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
 // id once the job is durably queued. Errors are ErrInvalid,
 // ErrOverloaded, ErrClosed or a store failure.
 func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
+	if err := e.runWorkspace(ctx, req); err != nil {
+		return "", err
+	}
 	return e.exec.Submit(ctx, req)
 }
 

@@ -191,7 +191,7 @@ func TestWorkspaceTenancy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startWith(t, Config{}, Deps{Runner: &runtest.Runner{}, Workspaces: ws})
+	e := startWith(t, Config{}, Deps{Runner: &runtest.Runner{}, Workspaces: ws, WorkspaceMounts: func() error { return nil }})
 	ctx := context.Background()
 	a, b := Caller{Name: "a"}, Caller{Name: "b"}
 	admin := Caller{Name: "ops", Admin: true}

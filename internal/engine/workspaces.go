@@ -41,13 +41,50 @@ var (
 	ErrWorkspaceLimit     = workspace.ErrLimit                                                                    // 413
 	ErrWorkspaceInvalid   = workspace.ErrInvalid                                                                  // 400
 	ErrWorkspacesDisabled = fmt.Errorf("%w: workspaces are not enabled on this server", workspace.ErrUnsupported) // 501
+	// ErrWorkspaceMounts: this server keeps workspaces but its jails
+	// cannot mount them; the error wraps the reason.
+	ErrWorkspaceMounts = fmt.Errorf("%w: this server's jails cannot mount workspaces", workspace.ErrUnsupported) // 501
 )
 
+// runWorkspace checks, before admission, the workspace a run names: req's
+// caller must own one of that name (another key's is ErrWorkspaceNotFound,
+// as for an unknown one), and this node's jails must be able to mount it.
+func (e *Engine) runWorkspace(ctx context.Context, req Request) error {
+	if req.Workspace == "" {
+		return nil
+	}
+	m, wc, wr, err := e.workspaceFor(ctx, Caller{Name: req.Caller}, WorkspaceRef{Name: req.Workspace}, "")
+	if err != nil {
+		return err
+	}
+	if _, err := m.Get(ctx, wc, wr); err != nil {
+		return err
+	}
+	return e.canMountWorkspaces()
+}
+
+// canMountWorkspaces: ErrWorkspaceMounts, with the reason, when this
+// node's jails cannot mount a workspace. A workspace no run could use is
+// not created; those that exist can still be read and deleted.
+func (e *Engine) canMountWorkspaces() error {
+	if e.deps.WorkspaceMounts == nil {
+		return ErrWorkspaceMounts
+	}
+	if err := e.deps.WorkspaceMounts(); err != nil {
+		return fmt.Errorf("%w: %w", ErrWorkspaceMounts, err)
+	}
+	return nil
+}
+
 // CreateWorkspace makes an empty workspace (version 0) owned by c; a zero
-// quota takes the server's default.
+// quota takes the server's default. ErrWorkspaceMounts when this node's
+// jails cannot mount one.
 func (e *Engine) CreateWorkspace(ctx context.Context, c Caller, name string, quotaBytes int64) (WorkspaceInfo, error) {
 	m, wc, _, err := e.workspaceFor(ctx, c, WorkspaceRef{Name: name}, "")
 	if err != nil {
+		return WorkspaceInfo{}, err
+	}
+	if err := e.canMountWorkspaces(); err != nil {
 		return WorkspaceInfo{}, err
 	}
 	return m.Create(ctx, wc, name, quotaBytes)

@@ -74,6 +74,8 @@ type Plan struct {
 	Limits      AuditLimits
 	Env         EnvPlan
 	Network     egress.Policy // with Spec.Network
+	// Workspace is mounted at /workspace when the run starts (nil: none).
+	Workspace *WorkspaceUse
 }
 
 // AuditLimits are the limits a run has, as the audit trail records them.
@@ -123,6 +125,10 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		if network, err = pl.networkPolicy(req); err != nil {
 			return nil, invalid("%v", err)
 		}
+	}
+	ws, err := workspaceUse(req)
+	if err != nil {
+		return nil, err
 	}
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
@@ -174,6 +180,7 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		},
 		Interpreter: interp,
 		Network:     network,
+		Workspace:   ws,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),
