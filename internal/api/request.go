@@ -29,6 +29,9 @@ type ExecConfig struct {
 	CPUShares       int   `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
 	// Network narrows the operator's allow list; it asks for network too.
 	Network *NetworkConfig `json:"network,omitempty" doc:"Network for this execution, narrowed to these destinations (each must also be on the operator's list); implies network_disabled: false"`
+	// Workspace names one of the caller's workspaces (docs/workspaces.md).
+	Workspace     string `json:"workspace,omitempty" doc:"A workspace of yours mounted at /workspace for the run; what the run leaves there is committed as its next version, whatever the outcome"`
+	WorkspaceMode string `json:"workspace_mode,omitempty" enum:"rw,ro" doc:"rw (default) or ro: the workspace mounted read-only"`
 }
 
 // NetworkConfig is the "config.network" object (docs/network.md).
@@ -159,6 +162,7 @@ func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 	req.MemoryBytes = int64(c.MemoryMB) << 20
 	req.DiskBytes = int64(c.DiskMB) << 20
 	req.CPUShares = c.CPUShares
+	req.Workspace, req.WorkspaceMode = c.Workspace, c.WorkspaceMode
 	return l.applyNetwork(req, c)
 }
 

@@ -195,6 +195,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)
 	}
+	if we, ok := eng.(WorkspaceEngine); ok {
+		s.registerWorkspaces(hapi, mux, we)
+	}
 	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
 	registerPlayground(mux)

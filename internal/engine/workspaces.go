@@ -35,12 +35,13 @@ type WorkspaceRef struct {
 const WorkspaceHead = workspace.Head
 
 var (
-	ErrWorkspaceNotFound  = workspace.ErrNotFound                                                                 // 404
-	ErrWorkspaceExists    = workspace.ErrExists                                                                   // 409
-	ErrWorkspaceQuota     = workspace.ErrQuota                                                                    // 413
-	ErrWorkspaceLimit     = workspace.ErrLimit                                                                    // 413
-	ErrWorkspaceInvalid   = workspace.ErrInvalid                                                                  // 400
-	ErrWorkspacesDisabled = fmt.Errorf("%w: workspaces are not enabled on this server", workspace.ErrUnsupported) // 501
+	ErrWorkspaceNotFound    = workspace.ErrNotFound                                                                 // 404
+	ErrWorkspaceExists      = workspace.ErrExists                                                                   // 409
+	ErrWorkspaceQuota       = workspace.ErrQuota                                                                    // 413
+	ErrWorkspaceLimit       = workspace.ErrLimit                                                                    // 413
+	ErrWorkspaceInvalid     = workspace.ErrInvalid                                                                  // 400
+	ErrWorkspaceUnsupported = workspace.ErrUnsupported                                                              // 501
+	ErrWorkspacesDisabled   = fmt.Errorf("%w: workspaces are not enabled on this server", workspace.ErrUnsupported) // 501
 	// ErrWorkspaceMounts: this server keeps workspaces but its jails
 	// cannot mount them; the error wraps the reason.
 	ErrWorkspaceMounts = fmt.Errorf("%w: this server's jails cannot mount workspaces", workspace.ErrUnsupported) // 501
