@@ -62,6 +62,9 @@ type Options struct {
 	Tools func() ToolsHealth
 	// Store, if set, reports how full the shared store is on /health.
 	Store func() engine.StoreStats
+	// Workspaces, if set, measures this node's workspaces for /health
+	// (serve sets it when workspaces are enabled).
+	Workspaces func(context.Context) (engine.WorkspaceStats, error)
 	// Node names this server in a fleet on /health; NATS, if set,
 	// reports the store's connection there.
 	Node string
@@ -93,6 +96,7 @@ type Server struct {
 	baseEnv   func() string
 	tools     func() ToolsHealth
 	store     func() engine.StoreStats
+	wsUsage   func(context.Context) (engine.WorkspaceStats, error)
 	nats      func() NATSHealth
 	heartbeat time.Duration
 	shutdown  time.Duration
@@ -150,6 +154,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		baseEnv:   opts.BaseEnvironment,
 		tools:     opts.Tools,
 		store:     opts.Store,
+		wsUsage:   opts.Workspaces,
 		nats:      opts.NATS,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,

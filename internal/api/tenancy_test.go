@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
@@ -40,7 +43,8 @@ func tenancyServer(t *testing.T) *httptest.Server {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
+	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail", Workspaces: eng.WorkspaceUsage,
+		Collectors: []prometheus.Collector{metrics.WorkspaceCollector(eng.WorkspaceUsage)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path"
 	"slices"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -84,13 +83,7 @@ func (s *Server) registerWorkspaceFiles(mux *http.ServeMux, we WorkspaceEngine) 
 			return
 		}
 		defer f.Close()
-		ct := mime.TypeByExtension(path.Ext(p))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		w.Header().Set("Content-Type", ct)
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+		attachmentHeaders(w, p)
 		if info.SHA256 != "" {
 			w.Header().Set("ETag", `"`+info.SHA256+`"`)
 		}

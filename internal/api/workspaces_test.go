@@ -204,3 +204,78 @@ time.sleep(3)
 		t.Errorf("the workspace after two writers: %d %s, want version 2", code, body)
 	}
 }
+
+// TestWorkspaceSession: a session created with a workspace sees its files,
+// keeps its changes across a restart, and leaves them to the next run
+// when it ends; another key cannot create a session on it.
+func TestWorkspaceSession(t *testing.T) {
+	ts := tenancyServer(t)
+	createWorkspace(t, ts, keyA, "nb")
+	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/nb/files/seed.txt", "application/octet-stream", []byte("seed"), as(keyA)); code != 200 {
+		t.Fatalf("seed: %d %s", code, body)
+	}
+	js := "application/json"
+	code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(`{"workspace":"nb"}`), as(keyA))
+	if code != http.StatusCreated {
+		t.Fatalf("session: %d %s", code, body)
+	}
+	sid := decode[SessionInfo](t, body).SessionID
+	cell := func(code string) string {
+		t.Helper()
+		b, _ := json.Marshal(map[string]string{"code": code})
+		status, _, out := call(t, ts, http.MethodPost, "/api/v1/sessions/"+sid+"/execute", js, b, as(keyA))
+		res := decode[CellResult](t, out)
+		if status != 200 || res.ExitCode != 0 {
+			t.Fatalf("cell %q: %d %s", code, status, out)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	if got := cell("print(open('/workspace/seed.txt').read())\nopen('/workspace/cell.txt', 'w').write('from the session')"); got != "seed" {
+		t.Errorf("the session reads %q, want seed", got)
+	}
+	if code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions/"+sid+"/restart", js, nil, as(keyA)); code != 200 {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	if got := cell("print(open('/workspace/cell.txt').read())"); got != "from the session" {
+		t.Errorf("after a restart the session reads %q", got)
+	}
+	if code, _, body := call(t, ts, http.MethodDelete, "/api/v1/sessions/"+sid, "", nil, as(keyA)); code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	if code, res, body := wsEval(t, ts, keyA, "print(open('/workspace/cell.txt').read())", `{"workspace":"nb","workspace_mode":"ro"}`); code != 200 || strings.TrimSpace(res.Stdout) != "from the session" || res.Workspace.Version != 2 {
+		t.Errorf("the next run after the session: %d %s", code, body)
+	}
+	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(`{"workspace":"nb"}`), as(keyB))
+	wantCode, _, want := call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(`{"workspace":"nope"}`), as(keyB))
+	if code != http.StatusNotFound || code != wantCode || string(body) != string(want) {
+		t.Errorf("b's session on a's workspace: %d %s; on an unknown one: %d %s", code, body, wantCode, want)
+	}
+}
+
+// TestWorkspaceUsage: /health and /metrics count the workspaces and the
+// bytes of their current versions.
+func TestWorkspaceUsage(t *testing.T) {
+	ts := tenancyServer(t)
+	createWorkspace(t, ts, keyA, "one")
+	createWorkspace(t, ts, keyB, "two")
+	data := strings.Repeat("x", 5000)
+	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/one/files/big.txt", "application/octet-stream", []byte(data), as(keyA)); code != 200 {
+		t.Fatalf("write: %d %s", code, body)
+	}
+	code, _, body := call(t, ts, http.MethodGet, "/health", "", nil, nil)
+	var h struct {
+		Workspaces *workspacesHealth `json:"workspaces"`
+	}
+	if err := json.Unmarshal(body, &h); code != 200 || err != nil || h.Workspaces == nil {
+		t.Fatalf("health: %d %s", code, body)
+	}
+	if w := h.Workspaces; w.Workspaces != 2 || w.Bytes != 5000 || w.StoreBytes < 5000 || w.Mounts != 0 || w.Error != "" {
+		t.Errorf("health's workspaces: %+v, want 2 holding 5000 bytes", *w)
+	}
+	code, _, body = call(t, ts, http.MethodGet, "/metrics", "", nil, as(keyA))
+	for _, want := range []string{"pyexec_workspaces 2\n", "pyexec_workspace_bytes 5000\n", "pyexec_workspace_mounts 0\n"} {
+		if code != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("metrics: %d, no %q", code, strings.TrimSpace(want))
+		}
+	}
+}

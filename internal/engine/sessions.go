@@ -11,6 +11,9 @@ import "context"
 // the node's or the caller's cap, ErrInvalid for a request the server
 // refuses and ErrSessionsDisabled on a server without jails for them.
 func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if err := e.runWorkspace(ctx, Request{Caller: req.Caller, Workspace: req.Workspace}); err != nil {
+		return Session{}, err
+	}
 	return e.sess.Create(ctx, req)
 }
 

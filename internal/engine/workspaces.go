@@ -200,10 +200,15 @@ func (e *Engine) RemoveWorkspaceFile(ctx context.Context, c Caller, ref Workspac
 }
 
 // WorkspaceUsage is what /health and metrics show of this node's
-// workspaces.
+// workspaces. With measurements it may return ErrWorkspaceMounts: they
+// are kept, but this node's jails cannot mount them.
 func (e *Engine) WorkspaceUsage(ctx context.Context) (WorkspaceStats, error) {
 	if e.deps.Workspaces == nil {
 		return WorkspaceStats{}, ErrWorkspacesDisabled
 	}
-	return e.deps.Workspaces.Stats(ctx)
+	st, err := e.deps.Workspaces.Stats(ctx)
+	if err != nil {
+		return st, err
+	}
+	return st, e.canMountWorkspaces()
 }
