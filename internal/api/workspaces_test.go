@@ -1,12 +1,19 @@
 package api
 
 import (
+	"archive/tar"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/engine/enginetest"
 )
 
 // The workspace tests run real jails with workspaces through the API
@@ -22,7 +29,7 @@ func wsEval(t *testing.T, ts *httptest.Server, key, code, config string) (int, E
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, _, out := call(t, ts, http.MethodPost, "/api/v1/eval", "application/json", body, as(key))
+	status, _, out := call(t, ts, http.MethodPost, "/api/v1/eval", "application/json", body, keyHeader(key))
 	var res ExecutionResult
 	if status == http.StatusOK {
 		res = decode[ExecutionResult](t, out)
@@ -30,11 +37,20 @@ func wsEval(t *testing.T, ts *httptest.Server, key, code, config string) (int, E
 	return status, res, out
 }
 
+// keyHeader is the header of a request made with key; none for "" (a
+// server without keys).
+func keyHeader(key string) map[string]string {
+	if key == "" {
+		return nil
+	}
+	return as(key)
+}
+
 // createWorkspace makes workspace name for key.
 func createWorkspace(t *testing.T, ts *httptest.Server, key, name string) {
 	t.Helper()
 	code, _, body := call(t, ts, http.MethodPost, "/api/v1/workspaces", "application/json",
-		[]byte(`{"name":"`+name+`","quota_mb":16}`), as(key))
+		[]byte(`{"name":"`+name+`","quota_mb":16}`), keyHeader(key))
 	if code != http.StatusCreated {
 		t.Fatalf("creating workspace %s: %d %s", name, code, body)
 	}
@@ -276,6 +292,89 @@ func TestWorkspaceUsage(t *testing.T) {
 	for _, want := range []string{"pyexec_workspaces 2\n", "pyexec_workspace_bytes 5000\n", "pyexec_workspace_mounts 0\n"} {
 		if code != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("metrics: %d, no %q", code, strings.TrimSpace(want))
+		}
+	}
+}
+
+// TestWorkspaceRunKilled: an async run with a workspace killed while it
+// sleeps after writing a file: the kill is recorded, and so is the commit
+// of what the run had written, which the workspace then holds.
+func TestWorkspaceRunKilled(t *testing.T) {
+	ts := tenancyServer(t)
+	createWorkspace(t, ts, keyA, "k")
+	tarData := makeTar(t, tar.FormatUSTAR, tarEntry{Name: "main.py",
+		Body: "import time\nopen('/workspace/before.txt', 'w').write('written before the kill')\nprint('written', flush=True)\ntime.sleep(60)\n"})
+	ct, mp := multipartBody(t, tarData, `{"config":{"workspace":"k"}}`, metaFormField)
+	code, _, body := call(t, ts, http.MethodPost, "/api/v1/exec/async", ct, mp, as(keyA))
+	if code != http.StatusAccepted {
+		t.Fatalf("async: %d %s", code, body)
+	}
+	id := decode[map[string]string](t, body)["execution_id"]
+	waitForStatus(t, ts, keyA, id, "running")
+	time.Sleep(3 * time.Second) // the interpreter starts and writes the file
+	if code, body := call2(t, ts, http.MethodDelete, "/api/v1/executions/"+id, keyA); code != 200 {
+		t.Fatalf("kill: %d %s", code, body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var res ExecutionResult
+	for {
+		_, body := call2(t, ts, http.MethodGet, "/api/v1/executions/"+id, keyA)
+		res = decode[ExecutionResult](t, body)
+		if res.Workspace != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if res.Status != "killed" || res.Workspace == nil || res.Workspace.Version != 1 || res.Workspace.Error != "" {
+		t.Fatalf("the killed run: %s, workspace %+v; want killed with version 1", res.Status, res.Workspace)
+	}
+	code, _, file := call(t, ts, http.MethodGet, "/api/v1/workspaces/k/files/before.txt", "", nil, as(keyA))
+	if code != 200 || string(file) != "written before the kill" {
+		t.Errorf("before.txt: %d %q", code, file)
+	}
+}
+
+// TestWorkspaceTwentyWriters: twenty runs at once on one workspace, four
+// at a time, each writing a file of its own: every file is there, each
+// run made a version of its own, and none was told of a conflict.
+func TestWorkspaceTwentyWriters(t *testing.T) {
+	eng := enginetest.StartWithWorkspaces(t, engine.Config{Concurrency: 4, QueueSize: 32, DefaultTimeout: 60 * time.Second}, nil)
+	c := config.Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	createWorkspace(t, ts, "", "many")
+	const n = 20
+	var wg sync.WaitGroup
+	versions := make([]int64, n)
+	for i := range n {
+		wg.Go(func() {
+			code, res, body := wsEval(t, ts, "", fmt.Sprintf("open('/workspace/f%02d.txt', 'w').write('%d')", i, i), `{"workspace":"many"}`)
+			if code != 200 || res.ExitCode != 0 || res.Workspace == nil || res.Workspace.Error != "" || len(res.Workspace.Conflicts) > 0 || !res.Workspace.Changed {
+				t.Errorf("writer %d: %d %s", i, code, body)
+				return
+			}
+			versions[i] = res.Workspace.Version
+		})
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for _, v := range versions {
+		seen[v] = true
+	}
+	if len(seen) != n || seen[0] {
+		t.Errorf("the writers made versions %v, want %d different ones", versions, n)
+	}
+	for i := range n {
+		code, _, body := call(t, ts, http.MethodGet, fmt.Sprintf("/api/v1/workspaces/many/files/f%02d.txt", i), "", nil, nil)
+		if code != 200 || string(body) != fmt.Sprint(i) {
+			t.Errorf("f%02d.txt: %d %q", i, code, body)
 		}
 	}
 }
