@@ -83,6 +83,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	}
 	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance,
 		SpareCgroups: spareCgroups, Logger: log.With("component", "sandbox")}
+	if cfg.Workspaces.Enabled && !cfg.UnsafeNoIsolation && os.Geteuid() == 0 {
+		// Every jail gets a slot a workspace can be mounted on (an
+		// unprivileged or unisolated server's cannot: Workspaces says why).
+		jcfg.WorkspaceSlots = filepath.Join(cfg.DataDir, "workspace-slots")
+	}
 	if !cfg.UnsafeNoIsolation {
 		if err := checkIsolation(jcfg); err != nil {
 			return nil, err
@@ -138,17 +143,23 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	// Closed after the engine: its sessions end first (and are marked
 	// node_shutdown in the registry), so no request of another node waits.
 	s.closers = append(s.closers, func(context.Context) error { return s.sessions.Close() })
+	workspaces, err := openWorkspaces(ctx, cfg, nats, log.With("component", "workspaces"))
+	if err != nil {
+		return nil, err
+	}
 	deps := engine.Deps{
-		Store:        st,
-		Runner:       runner,
-		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
-		Driver:       engine.RunnerDriver{},
-		Jails:        jails,
-		Artifacts:    st,
-		Logger:       log.With("component", "engine"),
-		OnFinish:     onFinish,
-		OnSessionEnd: s.sessions.SessionEnded,
-		OnNodeLost:   s.sessions.NodeLost, // its sessions end for every client at once
+		Workspaces:      workspaces,
+		WorkspaceMounts: jails.Workspaces,
+		Store:           st,
+		Runner:          runner,
+		Interpreters:    engine.PyenvInterpreters{Set: s.pythons},
+		Driver:          engine.RunnerDriver{},
+		Jails:           jails,
+		Artifacts:       st,
+		Logger:          log.With("component", "engine"),
+		OnFinish:        onFinish,
+		OnSessionEnd:    s.sessions.SessionEnded,
+		OnNodeLost:      s.sessions.NodeLost, // its sessions end for every client at once
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }

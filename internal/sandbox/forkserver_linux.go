@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -71,6 +72,11 @@ type forkConfig struct {
 	ProcReadOnly []string      `json:"proc_read_only"`
 	Bounding     []int         `json:"bounding"` // the server's bounding set, for its executions to drop
 	Relay        string        `json:"relay"`    // where each reaper serves its payload's pipes (relayPath)
+	// Slots: the server's /workspace is its jail's workspace slot; an
+	// execution with a workspace binds its own from below it
+	// (forkRequest.Slot), and every execution drops the server's view,
+	// which sees every sibling's (slots_linux.go).
+	Slots bool `json:"slots,omitempty"`
 }
 
 // forkRequest asks for one execution; its descriptors travel with it.
@@ -82,8 +88,12 @@ type forkRequest struct {
 	FileSizeBytes   int64  `json:"file_size_bytes"`
 	CPUSeconds      int64  `json:"cpu_seconds"`
 	Dir             string `json:"dir"`
-	Collect         bool   `json:"collect"`
-	Channel         bool   `json:"channel"` // the reaper serves the payload its result channel
+	// Slot is the execution's workspace slot, a directory of the
+	// server's /workspace on which its workspace is mounted (with
+	// forkConfig.Slots); empty: the execution has no workspace.
+	Slot    string `json:"slot,omitempty"`
+	Collect bool   `json:"collect"`
+	Channel bool   `json:"channel"` // the reaper serves the payload its result channel
 	// Args, if set, are the driver's arguments instead of waiting for a
 	// request (a session's kernel: "--session 4 ..."); Env are KEY=value
 	// additions to the server's environment, set before the driver runs.
@@ -214,7 +224,8 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 // in the same form, as a cold jail.
 func (t *Template) config() (forkConfig, error) {
 	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
-		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath}
+		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath,
+		Slots: t.jail.slot != ""}
 	if !t.m.cfg.Disable.NoSeccomp {
 		raw, err := buildFilter()
 		if err != nil {
@@ -362,13 +373,28 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 		return nil, nil, fmt.Errorf("%w: mounts or network differ from the fork server's", ErrInvalidSpec)
 	}
 	m := t.m
-	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: t.base, used: true,
+	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: t.base, used: true, template: t.jail,
 		initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
 	defer func() {
 		if retErr != nil {
 			j.Close()
 		}
 	}()
+	if spec.Workspace != nil {
+		// Mounted before the fork, so that the execution binds it in
+		// place of its server's view and confines itself (Landlock) with
+		// it there: a mount arriving later would hide the Landlock rule
+		// of /workspace, whose directory it covers.
+		if t.jail.slot == "" {
+			return nil, nil, fmt.Errorf("mounting the workspace: %w", m.Workspaces())
+		}
+		if err := j.makeSlot(t.jail.slot); err != nil {
+			return nil, nil, err
+		}
+		if err := j.mountWorkspace(spec.Workspace); err != nil {
+			return nil, nil, err
+		}
+	}
 	l := spec.Limits.WithDefaults()
 	if m.cgroups != nil {
 		cg, err := m.cgroups.Take(j.id, l.cgroup())
@@ -388,6 +414,9 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
 		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env}
+	if j.slot != "" {
+		req.Slot = filepath.Base(j.slot)
+	}
 	if copyAhead {
 		req.PrecopyBudget = l.MemoryBytes / PrecopyShare
 	}

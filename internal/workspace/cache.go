@@ -1,0 +1,233 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The node's blob cache: one file per blob under blobs/<2 hex>/<hash>. On
+// one node it is the store of record; in a fleet it holds what this node
+// fetched or wrote, and blobs missing from it are fetched from the store.
+//
+// Version trees hard-link their files to these blobs, so a blob's inode
+// attributes (owner, mode, modification time) are those of the files that
+// link to it: a new blob takes the attributes of the first file that
+// brings it, and a file with the same content but other attributes links
+// to a copy made once under variants/ (an empty __init__.py with another
+// mtime, say). A blob is never changed once in place.
+
+// attrs are the inode attributes a tree needs of a file.
+type attrs struct {
+	Mode  uint32 // permission bits
+	MTime int64  // Unix nanoseconds
+}
+
+type cache struct {
+	blobs, variants, tmp string
+	uid, gid             int // owner of linked files; -1: leave as created
+	remote               blobStore
+}
+
+func hashBytes(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func shard(dir, h string) string { return filepath.Join(dir, h[:2], h) }
+
+func (c *cache) path(h string) string { return shard(c.blobs, h) }
+
+// has reports whether a blob is in this node's cache.
+func (c *cache) has(h string) bool {
+	_, err := os.Lstat(c.path(h))
+	return err == nil
+}
+
+// errTooBig ends an ingest that read more than its limit.
+var errTooBig = errors.New("larger than allowed")
+
+// ingest copies r into the cache as a blob and returns its hash and size.
+// More than limit bytes fail with errTooBig. A new blob takes a's
+// attributes; one already cached is left as it is.
+func (c *cache) ingest(r io.Reader, limit int64, a attrs) (string, int64, error) {
+	f, err := c.tempFile()
+	if err != nil {
+		return "", 0, fmt.Errorf("caching a blob: %w", err)
+	}
+	defer f.discard()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, limit+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("caching a blob: %w", err)
+	}
+	if n > limit {
+		return "", 0, errTooBig
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	return sum, n, c.place(f, sum, a)
+}
+
+// putDoc caches a manifest root or page.
+func (c *cache) putDoc(b []byte) (string, error) {
+	h, _, err := c.ingest(bytes.NewReader(b), int64(len(b)), attrs{Mode: 0o444})
+	return h, err
+}
+
+// place gives the temporary file f the attributes a and links it as blob
+// h, unless the blob is already there.
+func (c *cache) place(f *tempFile, h string, a attrs) error {
+	dst := c.path(h)
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	if err := c.setAttrs(f, a); err != nil {
+		return fmt.Errorf("caching blob %s: %w", h, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("caching blob %s: %w", h, err)
+	}
+	// A link, not a rename: when two callers cache the same content at
+	// once, the first blob stays as it is and the second copy goes.
+	if err := f.link(dst); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("caching blob %s: %w", h, err)
+	}
+	return nil
+}
+
+func (c *cache) setAttrs(f *tempFile, a attrs) error {
+	if c.uid >= 0 {
+		if err := f.Chown(c.uid, c.gid); err != nil {
+			return err
+		}
+	}
+	if err := f.Chmod(os.FileMode(a.Mode)); err != nil {
+		return err
+	}
+	t := time.Unix(0, a.MTime)
+	return os.Chtimes(f.path, t, t)
+}
+
+// ensure makes blob h present in the cache, fetching it from the store
+// when this node lacks it; a fetched blob takes a's attributes. On one
+// node a missing blob is corruption.
+func (c *cache) ensure(ctx context.Context, h string, a attrs) error {
+	if c.has(h) {
+		return nil
+	}
+	if c.remote == nil {
+		return fmt.Errorf("%w: blob %s is missing", ErrCorrupt, h)
+	}
+	f, err := c.tempFile()
+	if err != nil {
+		return fmt.Errorf("fetching blob %s: %w", h, err)
+	}
+	defer f.discard()
+	sum := sha256.New()
+	if err := c.remote.get(ctx, h, io.MultiWriter(f, sum)); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != h {
+		return fmt.Errorf("%w: blob %s holds content hashing to %s", ErrCorrupt, h, got)
+	}
+	return c.place(f, h, a)
+}
+
+// readDoc returns a manifest root or page, fetched if need be, checked
+// against its hash.
+func (c *cache) readDoc(ctx context.Context, h string) ([]byte, error) {
+	if err := c.ensure(ctx, h, attrs{Mode: 0o444}); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(c.path(h))
+	if err != nil {
+		return nil, fmt.Errorf("reading blob %s: %w", h, err)
+	}
+	if hashBytes(b) != h {
+		return nil, fmt.Errorf("%w: blob %s does not match its hash", ErrCorrupt, h)
+	}
+	return b, nil
+}
+
+// upload makes sure the store of record holds blob h (a no-op on one
+// node, where the cache is the store).
+func (c *cache) upload(ctx context.Context, h string) error {
+	if c.remote == nil {
+		return nil
+	}
+	ok, err := c.remote.has(ctx, h)
+	if err != nil || ok {
+		return err
+	}
+	f, err := os.Open(c.path(h))
+	if err != nil {
+		return fmt.Errorf("uploading blob %s: %w", h, err)
+	}
+	defer f.Close()
+	return c.remote.put(ctx, h, f)
+}
+
+// linkSource returns a cached file with content h and attributes a, to
+// hard-link into a tree: the blob itself when its attributes are a, else
+// a variant copied from it once.
+func (c *cache) linkSource(h string, a attrs) (string, error) {
+	src := c.path(h)
+	if c.matches(src, a) {
+		return src, nil
+	}
+	v := shard(c.variants, h) + "-" + strconv.FormatUint(uint64(a.Mode), 8) + "-" + strconv.FormatInt(a.MTime, 10)
+	if _, err := os.Lstat(v); err == nil {
+		return v, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(v), 0o700); err != nil {
+		return "", fmt.Errorf("copying blob %s: %w", h, err)
+	}
+	// Another builder making the same variant at once is no error.
+	if err := c.copyTo(src, v, a); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("copying blob %s: %w", h, err)
+	}
+	return v, nil
+}
+
+// copyTo copies the file src to dst (through a temporary file linked in
+// place, so dst is whole or absent) with attributes a.
+func (c *cache) copyTo(src, dst string, a attrs) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	f, err := c.tempFile()
+	if err != nil {
+		return err
+	}
+	defer f.discard()
+	if _, err := io.Copy(f, in); err != nil {
+		return err
+	}
+	if err := c.setAttrs(f, a); err != nil {
+		return err
+	}
+	return f.link(dst)
+}
+
+func (c *cache) matches(name string, a attrs) bool {
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint32(fi.Mode().Perm()) != a.Mode || fi.ModTime().UnixNano() != a.MTime {
+		return false
+	}
+	return c.uid < 0 || (int(st.Uid) == c.uid && int(st.Gid) == c.gid)
+}
