@@ -378,3 +378,31 @@ func TestWorkspaceTwentyWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspacesDisabled: on a server without workspaces, creating one and
+// a run naming one are 501 with the reason, and the run never starts.
+func TestWorkspacesDisabled(t *testing.T) {
+	eng := enginetest.Start(t, engine.Config{Concurrency: 1, QueueSize: 2, DefaultTimeout: 60 * time.Second}, nil)
+	c := config.Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	code, _, body := call(t, ts, http.MethodPost, "/api/v1/workspaces", "application/json", []byte(`{"name":"w"}`), nil)
+	if code != http.StatusNotImplemented || !strings.Contains(string(body), "not enabled") {
+		t.Errorf("create: %d %s, want 501 saying why", code, body)
+	}
+	code, _, body = wsEval(t, ts, "", "print('ran')", `{"workspace":"w"}`)
+	if code != http.StatusNotImplemented || !strings.Contains(string(body), "not enabled") {
+		t.Errorf("a run with a workspace: %d %s, want 501 saying why", code, body)
+	}
+	_, _, body = call(t, ts, http.MethodGet, "/api/v1/executions", "", nil, nil)
+	if n := len(decode[ExecutionList](t, body).Executions); n != 0 {
+		t.Errorf("%d executions recorded, want none", n)
+	}
+}
