@@ -364,11 +364,14 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 				"the destination answered with a part of a resource, in which the egress cannot redact secrets")
 			return resp.Status, ReasonPartialResponse, false
 		}
-		// After content on a method that commonly has none the
-		// destination may not have read it all: what it left would be
-		// read as the start of the next request, which the egress never
-		// checked. The connection ends with this response.
-		last := resp.Status >= 200 && unusualContent(x.h)
+		// After content the destination may not have read it all (a
+		// server may answer any method, POST included, before its
+		// content): what it left would be read as the start of the next
+		// request, which the egress never checked, with the next head's
+		// fields (a secret's value among them) as its own. The connection
+		// ends with this response, so that a request the egress forwards
+		// is always what the destination reads.
+		last := resp.Status >= 200 && hasContent(x.h)
 		head := bytes.Clone(raw)
 		if last {
 			head = closingHead(raw, resp)
@@ -539,11 +542,10 @@ func overrides(h *http1.Head) bool {
 	return false
 }
 
-// unusualContent reports whether a request has content on a method other
-// than POST, PUT or PATCH (a server may answer it unread).
-func unusualContent(h *http1.Head) bool {
-	has := h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
-	return has && h.Method != "POST" && h.Method != "PUT" && h.Method != "PATCH"
+// hasContent reports whether a request has content (which a server may
+// answer unread).
+func hasContent(h *http1.Head) bool {
+	return h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
 }
 
 // closingHead is a response head written again with Connection: close in

@@ -26,13 +26,13 @@ def ranged():
     req = urllib.request.Request("https://allowed.test/range", headers={**AUTH, "Range": "bytes=0-9", "If-Range": "x"})
     with urllib.request.urlopen(req, timeout=10, context=ctx()) as r:
         return f"{r.status} {r.read().decode()}"
-def desync():
-    # Content on DELETE holding the start of a request, then a request
+def desync(method):
+    # Content (on DELETE, or POST) holding the start of a request, then a request
     # the egress would put the value in, on one connection: a server that
     # left the content unread would glue the two.
     s = ctx().wrap_socket(socket.create_connection(("allowed.test", 443), timeout=10), server_hostname="allowed.test")
     smuggled = b"GET /admin HTTP/1.1\r\nHost: allowed.test\r\nX-Pad: "
-    s.sendall(b"DELETE /auth HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n" % len(smuggled) + smuggled +
+    s.sendall(method + b" /auth HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n" % len(smuggled) + smuggled +
               b"GET /auth HTTP/1.1\r\nHost: allowed.test\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n\r\n")
     data = b""
     while True:
@@ -60,7 +60,8 @@ probe("override_query", lambda: raw("other.test", "GET", "/repos/x?a=1&_method=D
 probe("override_secret", lambda: raw("allowed.test", "GET", "/auth", {**AUTH, "X-HTTP-Method-Override": "DELETE"}))
 probe("ranged", ranged)
 probe("partial", lambda: raw("allowed.test", "GET", "/partial", AUTH))
-probe("desync", desync)
+probe("desync", lambda: desync(b"DELETE"))
+probe("desync_post", lambda: desync(b"POST"))
 probe("by_address_443", lambda: by_address(443))
 probe("by_address_80", lambda: by_address(80))
 `
@@ -69,10 +70,10 @@ probe("by_address_80", lambda: by_address(80))
 // method and URL override fields (and _method) are refused with their
 // reason before anything reaches the destination; Range and If-Range
 // never reach a secret's destination and a partial answer from it is
-// refused rather than passed on; content on a method other than POST,
-// PUT or PATCH ends the connection after its answer, so nothing the
-// payload sends after it reaches the destination on that connection
-// (the value is not injected into it); and such a destination cannot
+// refused rather than passed on; content on any method (POST included)
+// ends the connection after its answer, so nothing the payload sends
+// after it reaches the destination on that connection (the value is not
+// injected into it, nor logged as sent); and such a destination cannot
 // be reached by its address, where no rule would apply.
 func TestInterceptRefusals(t *testing.T) {
 	w, cfg, files := interceptWorld(t, "allowed.test", "other.test", egresstest.PublicHost)
@@ -102,7 +103,8 @@ func TestInterceptRefusals(t *testing.T) {
 		"partial": "502 " + ReasonPartialResponse,
 		// One answer, marked as the connection's last; the request after
 		// the content never went.
-		"desync": "HTTP/1.1 200 OK|True|1",
+		"desync":      "HTTP/1.1 200 OK|True|1",
+		"desync_post": "HTTP/1.1 200 OK|True|1",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -124,7 +126,8 @@ func TestInterceptRefusals(t *testing.T) {
 		t.Errorf("no %s event", ReasonPartialResponse)
 	}
 	// The value went only with the requests the egress checked and sent:
-	// ranged, partial, and the DELETE (which carried no placeholder).
+	// ranged, partial, and the DELETE and POST (which carried no
+	// placeholder); never the requests sent after their content.
 	injections := rec.count(func(e Event) bool { return e.Proto == "http" && e.Verdict == VerdictAllow && e.Secret == b.Name })
 	if injections != 2 {
 		t.Errorf("%d injections, want 2 (ranged, partial)", injections)
