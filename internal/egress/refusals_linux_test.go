@@ -16,9 +16,9 @@ TOKEN = os.environ["GITHUB_TOKEN"]
 AUTH = {"Authorization": "Bearer " + TOKEN}
 def ctx():
     return ssl.create_default_context(cafile=CA)
-def raw(host, method, target, headers={}):
+def raw(host, method, target, headers={}, body=None, chunked=False):
     c = http.client.HTTPSConnection(host, 443, timeout=10, context=ctx())
-    c.request(method, target, headers=headers)
+    c.request(method, target, headers=headers, body=iter([body[:3], body[3:]]) if chunked else body, encode_chunked=chunked)
     r = c.getresponse()
     body = r.read().decode()
     return f"{r.status} {body}" if r.status < 300 else f"{r.status} {r.headers.get('X-Pyexec-Egress')}"
@@ -57,6 +57,17 @@ probe("override_underscore", lambda: raw("other.test", "GET", "/repos/x", {"X_HT
 probe("override_url", lambda: raw("other.test", "GET", "/repos/x", {"X-Original-URL": "/admin"}))
 probe("rewrite_url", lambda: raw("other.test", "GET", "/repos/x", {"X-Rewrite-URL": "/admin"}))
 probe("override_query", lambda: raw("other.test", "GET", "/repos/x?a=1&_method=DELETE"))
+probe("override_q5f", lambda: raw("other.test", "GET", "/repos/x?%5Fmethod=DELETE"))
+probe("override_qdot", lambda: raw("other.test", "GET", "/repos/x?a=1;.method=DELETE"))
+FORM = {**AUTH, "Content-Type": "application/x-www-form-urlencoded"}
+MULTI = b'--b\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--b--\r\n'
+probe("form_method", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&_method=DELETE"))
+probe("form_method_chunked", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&%5Fmethod=DELETE", True))
+probe("multipart_method", lambda: raw("allowed.test", "POST", "/auth", {**AUTH, "Content-Type": "multipart/form-data; boundary=b"}, MULTI))
+probe("untyped_method", lambda: raw("allowed.test", "POST", "/auth", AUTH, b"_method=DELETE"))
+probe("form_large", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=" + b"x" * 70000))
+probe("form", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&b=2"))
+probe("form_chunked", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&b=2", True))
 probe("override_secret", lambda: raw("allowed.test", "GET", "/auth", {**AUTH, "X-HTTP-Method-Override": "DELETE"}))
 probe("ranged", ranged)
 probe("partial", lambda: raw("allowed.test", "GET", "/partial", AUTH))
@@ -67,7 +78,9 @@ probe("by_address_80", lambda: by_address(80))
 `
 
 // TestInterceptRefusals: on destinations with a secret or an HTTP rule,
-// method and URL override fields (and _method) are refused with their
+// method and URL override fields and _method (in the query however a
+// framework would decode its key, and in form content, which is read
+// whole up to its cap and then forwarded as sent) are refused with their
 // reason before anything reaches the destination; Range and If-Range
 // never reach a secret's destination and a partial answer from it is
 // refused rather than passed on; content on any method (POST included)
@@ -88,6 +101,8 @@ func TestInterceptRefusals(t *testing.T) {
 			Env: []string{"GITHUB_TOKEN=" + b.Placeholder}})
 	got := egresstest.Lines(string(res.Stdout))
 	override := "403 " + ReasonOverrideHeader
+	h := egresstest.Hash
+	form := "200 1 " + h("Bearer "+testSecretValue) + " " + h("") + " " + h("a=1&b=2")
 	want := map[string]string{
 		"plain":               "200 hello other.test",
 		"override_method":     override,
@@ -97,6 +112,17 @@ func TestInterceptRefusals(t *testing.T) {
 		"override_url":        override,
 		"rewrite_url":         override,
 		"override_query":      override,
+		"override_q5f":        override,
+		"override_qdot":       override,
+		// _method in form content (or in content a framework reads as a
+		// form) is refused too; other form content goes, whole.
+		"form_method":         override,
+		"form_method_chunked": override,
+		"multipart_method":    override,
+		"untyped_method":      override,
+		"form_large":          "413 " + ReasonFormContent,
+		"form":                form,
+		"form_chunked":        form,
 		"override_secret":     override,
 		// Range stripped: the whole reflection, redacted.
 		"ranged":  "200 Bearer " + b.Placeholder,
@@ -119,18 +145,22 @@ func TestInterceptRefusals(t *testing.T) {
 	if n := rec.count(func(e Event) bool { return e.Host == egresstest.PublicHost && e.Reason == ReasonRuledAddress }); n != 2 {
 		t.Errorf("%d %s events, want 2", n, ReasonRuledAddress)
 	}
-	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 8 {
-		t.Errorf("%d %s events, want 8", n, ReasonOverrideHeader)
+	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 14 {
+		t.Errorf("%d %s events, want 14", n, ReasonOverrideHeader)
+	}
+	if !rec.find("http", "allowed.test", VerdictDeny, ReasonFormContent) {
+		t.Errorf("no %s event", ReasonFormContent)
 	}
 	if !rec.find("tcp", "allowed.test", VerdictDeny, ReasonPartialResponse) {
 		t.Errorf("no %s event", ReasonPartialResponse)
 	}
 	// The value went only with the requests the egress checked and sent:
-	// ranged, partial, and the DELETE and POST (which carried no
-	// placeholder); never the requests sent after their content.
+	// ranged, partial, the two forms, and the DELETE and POST (which
+	// carried no placeholder); never the requests sent after their
+	// content, nor those refused.
 	injections := rec.count(func(e Event) bool { return e.Proto == "http" && e.Verdict == VerdictAllow && e.Secret == b.Name })
-	if injections != 2 {
-		t.Errorf("%d injections, want 2 (ranged, partial)", injections)
+	if injections != 4 {
+		t.Errorf("%d injections, want 4 (ranged, partial, form, form_chunked)", injections)
 	}
 	noValue(t, res, rec)
 	if t.Failed() {
