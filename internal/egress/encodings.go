@@ -13,10 +13,10 @@ import (
 // escapes of the common encoders: \" or \u0022, \\, \/ or /, and \uXXXX
 // for some or all punctuation, in either hex case), percent-encoded (as
 // the common URL encoders leave or encode its reserved characters, in
-// either hex case), with HTML character references, in hex, and in base64
-// (standard and URL alphabets, at each of the three alignments the value
-// can have in an encoded text: the whole groups of three bytes that hold
-// only the value's bytes). The redaction replaces each of them
+// either hex case, a space as %20 or '+'), with HTML character
+// references, in hex, and in base64 (standard and URL alphabets, at each
+// of the three alignments the value can have in an encoded text: the
+// whole groups of three bytes that hold only the value's bytes). The redaction replaces each of them
 // (redact.go): a payload that decodes an echo gets no value. Forms of a
 // value that an encoder leaves as it is are the value and are not listed
 // twice.
@@ -38,7 +38,10 @@ func encodings(v string) []string {
 	}
 	for _, keep := range []string{"", "/", "!'()*", ":@!$&'()*+,;=/"} {
 		for _, hexf := range []string{"%%%02X", "%%%02x"} {
-			add(percentForm(v, keep, hexf))
+			f := percentForm(v, keep, hexf)
+			add(f)
+			// A form encoder writes an inner space as '+'.
+			add(strings.ReplaceAll(f, fmt.Sprintf(hexf, ' '), "+"))
 		}
 	}
 	for _, refs := range []map[byte]string{
