@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"strconv"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/egress/http1"
@@ -78,10 +79,8 @@ func percentDecode(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] == '%' && i+2 < len(s) {
-			hi, ok1 := hexDigit(s[i+1])
-			lo, ok2 := hexDigit(s[i+2])
-			if ok1 && ok2 {
-				b.WriteByte(hi<<4 | lo)
+			if c, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(c))
 				i += 2
 				continue
 			}
@@ -89,19 +88,6 @@ func percentDecode(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// hexDigit is the value of the hex digit c.
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // formContent reports whether a request's content may be read as a form
