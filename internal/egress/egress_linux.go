@@ -53,6 +53,9 @@ type Egress struct {
 	outClosed bool
 	names     *nameTable
 	udpSeen   map[string]bool
+	// terminated are the names whose TLS this execution had the egress
+	// terminate (at most maxTerminatedNames).
+	terminated map[string]bool
 
 	active            atomic.Int64 // TCP connections open or being dialled
 	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
@@ -75,7 +78,8 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
 		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
-		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{}}
+		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
+		terminated: map[string]bool{}}
 	go e.deliver()
 	return e
 }

@@ -64,3 +64,39 @@ func TestRuleTargets(t *testing.T) {
 		t.Error("a destination without rules was refused")
 	}
 }
+
+// TestOverrideScan: "_method" in a request's content is found in any case,
+// percent-encoded, and split across writes, before the write that
+// completes it is let through; content without it passes whole.
+func TestOverrideScan(t *testing.T) {
+	for _, parts := range [][]string{
+		{"a=1&_method=DELETE"},
+		{"a=1&_MeThOd=DELETE"},
+		{"a=1&%5Fmethod=DELETE"},
+		{`{"_method": "DELETE"}`},
+		{"a=1&_me", "thod=DELETE"},
+		{"a=1&%5", "fmeth", "od=x"},
+	} {
+		o := &overrideScan{}
+		var err error
+		for i, p := range parts {
+			n, werr := o.Write([]byte(p))
+			if werr != nil {
+				err = werr
+				if i != len(parts)-1 || n != 0 {
+					t.Errorf("%q: refused at write %d of %d having taken %d bytes", parts, i+1, len(parts), n)
+				}
+				break
+			}
+		}
+		if err != errOverrideInContent {
+			t.Errorf("%q: %v, want it refused", parts, err)
+		}
+	}
+	o := &overrideScan{}
+	for _, p := range []string{"a=1&method=GET&b=_metho", "x&c=%5fmeth", "_od"} {
+		if n, err := o.Write([]byte(p)); err != nil || n != len(p) {
+			t.Errorf("%q: %d, %v, want it passed whole", p, n, err)
+		}
+	}
+}

@@ -106,6 +106,9 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	if ic == nil || ic.Issuer == nil {
 		return ReasonNoTermination
 	}
+	if !r.e.terminate(t.name) {
+		return ReasonTerminationLimit
+	}
 	ctx, cancel := context.WithTimeout(r.e.ctx, r.e.cfg.Limits.ConnectTimeout)
 	defer cancel()
 	// The destination first: a payload whose destination cannot be
@@ -133,6 +136,24 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 		return ReasonPayloadTLS
 	}
 	return r.proxyHTTP(dc, uc, nil, time.Time{}, t, true)
+}
+
+// maxTerminatedNames bounds the names one execution has the egress
+// terminate TLS for: each new one costs a key and a signature in the
+// server's process, and a wildcard HTTP rule would let a payload walk
+// through names.
+const maxTerminatedNames = 64
+
+// terminate records that the execution has name's TLS terminated; false
+// when that would be a name past maxTerminatedNames.
+func (e *Egress) terminate(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.terminated[name] && len(e.terminated) >= maxTerminatedNames {
+		return false
+	}
+	e.terminated[name] = true
+	return true
 }
 
 // replayConn is the payload's side of a connection whose first bytes were
@@ -328,7 +349,8 @@ func (r *relay) prepare(raw []byte, h *http1.Head, t target, secure bool) *excha
 		case strings.EqualFold(f.Name, "expect") && strings.EqualFold(f.Value, "100-continue"):
 			x.expect = true
 			continue
-		case plain && (fieldIs(f, "accept-encoding") || fieldIs(f, "range") || fieldIs(f, "if-range")):
+		case plain && (fieldIs(f, "accept-encoding") || fieldIs(f, "range") || fieldIs(f, "if-range") ||
+			fieldIs(f, "request-range")):
 			// A part of a response could hold a part of a value, which
 			// the redaction cannot know as the value's.
 			continue
@@ -413,9 +435,21 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 		return 0, "", false
 	}
 	scan := newPlaceholderScan(r.e.grant.Secrets)
-	if err := http1.CopyBodySeen(upW, scan, in, x.h); err != nil {
-		if errors.Is(err, http1.ErrChunk) {
+	var seen io.Writer = scan
+	if coveredByRules(r.e.cfg.HTTPRules, t) {
+		seen = io.MultiWriter(scan, &overrideScan{})
+	}
+	if err := http1.CopyBodySeen(upW, seen, in, x.h); err != nil {
+		switch {
+		case errors.Is(err, http1.ErrChunk):
 			return 0, ReasonBadHTTPRequest, false
+		case errors.Is(err, errOverrideInContent):
+			// The content stops before its end: the destination never
+			// gets a whole request to act on.
+			r.e.emit(r.httpEvent(t, x, VerdictDeny, ReasonOverrideHeader, 0))
+			respond(out, http.StatusForbidden, ReasonOverrideHeader,
+				"a request to "+t.name+" may not carry _method in its content: the destination could take another method than its request line's")
+			return 0, ReasonOverrideHeader, false
 		}
 		return 0, "", false
 	}
@@ -595,6 +629,38 @@ func partial(resp *http1.Response) bool {
 		}
 	}
 	return false
+}
+
+// coveredByRules reports whether an HTTP rule covers t.
+func coveredByRules(rules []HTTPRule, t target) bool {
+	for i := range rules {
+		if rules[i].For(t.name, t.port) {
+			return true
+		}
+	}
+	return false
+}
+
+// errOverrideInContent stops a request's content that names _method.
+var errOverrideInContent = errors.New("_method in a request's content")
+
+// overrideScan fails as soon as the content written to it holds
+// "_method" or "%5Fmethod" (any case), also split across writes: form and
+// JSON bodies carry the method override of Rails, Laravel and the like,
+// which HTTP rules, checking the request line, would not see.
+type overrideScan struct{ tail []byte }
+
+func (o *overrideScan) Write(p []byte) (int, error) {
+	buf := bytes.ToLower(append(o.tail, p...))
+	if bytes.Contains(buf, []byte("_method")) || bytes.Contains(buf, []byte("%5fmethod")) {
+		return 0, errOverrideInContent
+	}
+	const keep = len("%5fmethod") - 1
+	if len(buf) > keep {
+		buf = buf[len(buf)-keep:]
+	}
+	o.tail = append(o.tail[:0], buf...)
+	return len(p), nil
 }
 
 // hasContent reports whether a request has content (which a server may

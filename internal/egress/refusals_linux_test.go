@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,7 +24,8 @@ def raw(host, method, target, headers={}, body=None, chunked=False):
     body = r.read().decode()
     return f"{r.status} {body}" if r.status < 300 else f"{r.status} {r.headers.get('X-Pyexec-Egress')}"
 def ranged():
-    req = urllib.request.Request("https://allowed.test/range", headers={**AUTH, "Range": "bytes=0-9", "If-Range": "x"})
+    req = urllib.request.Request("https://allowed.test/range", headers={**AUTH, "Range": "bytes=0-9", "If-Range": "x",
+        "Request-Range": "bytes=0-9"})
     with urllib.request.urlopen(req, timeout=10, context=ctx()) as r:
         return f"{r.status} {r.read().decode()}"
 def desync(method):
@@ -68,6 +70,10 @@ probe("untyped_method", lambda: raw("allowed.test", "POST", "/auth", AUTH, b"_me
 probe("form_large", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=" + b"x" * 70000))
 probe("form", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&b=2"))
 probe("form_chunked", lambda: raw("allowed.test", "POST", "/auth", FORM, b"a=1&b=2", True))
+probe("override_query_encoded", lambda: raw("other.test", "GET", "/repos/x?a=1;%5Fmethod=DELETE"))
+PLAIN_FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+probe("post_plain", lambda: raw("other.test", "POST", "/repos/x", PLAIN_FORM, b"a=1&method=GET"))
+probe("override_body", lambda: raw("other.test", "POST", "/repos/x", PLAIN_FORM, b"a=1&_method=DELETE"))
 probe("override_secret", lambda: raw("allowed.test", "GET", "/auth", {**AUTH, "X-HTTP-Method-Override": "DELETE"}))
 probe("ranged", ranged)
 probe("partial", lambda: raw("allowed.test", "GET", "/partial", AUTH))
@@ -94,7 +100,7 @@ func TestInterceptRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.HTTPRules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET"}, Paths: []string{"/repos/"}}}
+	cfg.HTTPRules = []HTTPRule{{Hosts: hosts, Methods: []string{"GET", "POST"}, Paths: []string{"/repos/"}}}
 	b := githubToken(t)
 	res, rec := runGranted(t, w, cfg, Grant{Policy: cfg.Policy, Secrets: []Bound{b}},
 		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", pyRefusals}, Files: files,
@@ -123,7 +129,12 @@ func TestInterceptRefusals(t *testing.T) {
 		"form_large":          "413 " + ReasonFormContent,
 		"form":                form,
 		"form_chunked":        form,
-		"override_secret":     override,
+		// Percent-encoded after ';', a form without _method, and one with it
+		// to a ruled host.
+		"override_query_encoded": override,
+		"post_plain":             "200 hello other.test",
+		"override_body":          override,
+		"override_secret":        override,
 		// Range stripped: the whole reflection, redacted.
 		"ranged":  "200 Bearer " + b.Placeholder,
 		"partial": "502 " + ReasonPartialResponse,
@@ -145,8 +156,8 @@ func TestInterceptRefusals(t *testing.T) {
 	if n := rec.count(func(e Event) bool { return e.Host == egresstest.PublicHost && e.Reason == ReasonRuledAddress }); n != 2 {
 		t.Errorf("%d %s events, want 2", n, ReasonRuledAddress)
 	}
-	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 14 {
-		t.Errorf("%d %s events, want 14", n, ReasonOverrideHeader)
+	if n := rec.count(func(e Event) bool { return e.Proto == "http" && e.Reason == ReasonOverrideHeader }); n != 16 {
+		t.Errorf("%d %s events, want 16", n, ReasonOverrideHeader)
 	}
 	if !rec.find("http", "allowed.test", VerdictDeny, ReasonFormContent) {
 		t.Errorf("no %s event", ReasonFormContent)
@@ -165,5 +176,22 @@ func TestInterceptRefusals(t *testing.T) {
 	noValue(t, res, rec)
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s\nevents: %+v", res.Stdout, res.Stderr, rec.events)
+	}
+}
+
+// TestTerminationLimit: one execution has the egress terminate TLS for at
+// most maxTerminatedNames names; a name it had terminated stays usable.
+func TestTerminationLimit(t *testing.T) {
+	e := &Egress{terminated: map[string]bool{}}
+	for i := range maxTerminatedNames {
+		if !e.terminate(fmt.Sprintf("n%d.example.test", i)) {
+			t.Fatalf("name %d refused", i+1)
+		}
+	}
+	if e.terminate("one-more.example.test") {
+		t.Errorf("name %d accepted", maxTerminatedNames+1)
+	}
+	if !e.terminate("n0.example.test") {
+		t.Error("a name already terminated was refused")
 	}
 }

@@ -54,8 +54,9 @@ func ReadHead(r *bufio.Reader) (raw []byte, h *Head, err error) {
 const maxChunkLine = 17
 
 // CopyBody copies the content of the request h heads from r to w as
-// sent, chunk framing included (chunk-size lines in canonical form), and stops where the content ends:
-// what r holds after it is the next request. Chunked content is checked
+// sent, chunk framing included (chunk-size lines in canonical form), and
+// stops where the content ends: what r holds after it is the next
+// request. Chunked content is checked
 // as it passes: a chunk-size line of anything but 1-15 hex digits (no
 // extensions), chunk data not followed by CRLF, and trailer fields are
 // refused with ErrChunk. A stream that ends early is io.ErrUnexpectedEOF;
@@ -65,9 +66,10 @@ func CopyBody(w io.Writer, r *bufio.Reader, h *Head) error {
 }
 
 // CopyBodySeen is CopyBody that also writes the content's data alone
-// (without chunk framing) to seen, which must not fail.
+// (without chunk framing) to seen, before w: an error of seen stops the
+// copy, and the data it refused never reaches w.
 func CopyBodySeen(w, seen io.Writer, r *bufio.Reader, h *Head) error {
-	data := io.MultiWriter(w, seen)
+	data := io.MultiWriter(seen, w)
 	switch h.Framing {
 	case Length:
 		return copyN(data, r, h.Length)
