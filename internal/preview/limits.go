@@ -15,8 +15,10 @@ var ErrTooManyConns = errors.New("too many open connections to this preview")
 
 // Limits bound what one preview (a session's port) may cost the server.
 type Limits struct {
-	// Conns bounds the connections open at once to one session's port,
-	// whoever opened them (the owner's key and every share).
+	// Conns bounds the connections open at once to one session's port
+	// by its owner's key, and apart from those, the connections open
+	// through the port's preview URLs together: a URL's holders cannot
+	// take the owner's.
 	Conns int
 	// Bytes bounds what one connection carries, both ways together; the
 	// connection is closed once it is reached.
@@ -31,7 +33,13 @@ type Limits struct {
 type Meter struct {
 	lim  Limits
 	mu   sync.Mutex
-	open map[Target]int // by session and port; Owner left empty
+	open map[meterKey]int
+}
+
+type meterKey struct {
+	session string
+	port    int
+	shared  bool // through a preview URL, not the owner's key
 }
 
 // NewMeter returns a Meter enforcing lim.
@@ -39,20 +47,25 @@ func NewMeter(lim Limits) (*Meter, error) {
 	if lim.Conns < 1 || lim.Bytes < 1 || lim.Idle <= 0 {
 		return nil, fmt.Errorf("preview limits must be positive: %+v", lim)
 	}
-	return &Meter{lim: lim, open: make(map[Target]int)}, nil
+	return &Meter{lim: lim, open: make(map[meterKey]int)}, nil
 }
 
 // Limits are the limits m enforces.
 func (m *Meter) Limits() Limits { return m.lim }
 
-// Acquire counts a connection to session's port; release uncounts it.
-// ErrTooManyConns when the port has Limits.Conns already.
-func (m *Meter) Acquire(session string, port int) (release func(), err error) {
-	k := Target{Session: session, Port: port}
+// Acquire counts a connection to session's port, opened through a
+// preview URL (shared) or by the owner's key; release uncounts it.
+// ErrTooManyConns when those have Limits.Conns already.
+func (m *Meter) Acquire(session string, port int, shared bool) (release func(), err error) {
+	k := meterKey{session: session, port: port, shared: shared}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.open[k] >= m.lim.Conns {
-		return nil, fmt.Errorf("%w (%d, --preview-max-conns)", ErrTooManyConns, m.lim.Conns)
+		by := "the owner's key"
+		if shared {
+			by = "its preview URLs"
+		}
+		return nil, fmt.Errorf("%w (%d by %s, --preview-max-conns)", ErrTooManyConns, m.lim.Conns, by)
 	}
 	m.open[k]++
 	var once sync.Once
