@@ -41,7 +41,7 @@ func (p *Preview) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&p.Host, "preview-host", p.Host, "")
 	add("preview-host", "separate origin of preview URLs, [https://]host[:port] or [https://]*.domain[:port] (default: the API's origin, sandboxed)")
 	fs.IntVar(&p.MaxConns, "preview-max-conns", p.MaxConns, "")
-	add("preview-max-conns", "connections open at once to one session's port")
+	add("preview-max-conns", "connections open at once to one session's port by its owner's key, and as many through its preview URLs")
 	fs.Var(sizeValue{&p.MaxBytes}, "preview-max-bytes", "")
 	add("preview-max-bytes", "bytes one preview connection carries, both ways together")
 	fs.Var(secondsValue{&p.IdleTimeout}, "preview-idle-timeout", "")

@@ -35,8 +35,6 @@ var (
 	// ErrShareInvalid wraps preview.ErrUnknownShare, ErrRevoked and
 	// ErrExpired (403).
 	ErrShareInvalid = errors.New("preview URL refused")
-	// ErrTooManyShares: preview.MaxSharesPerPort or MaxSharesPerKey (429).
-	ErrTooManyShares = preview.ErrTooManyShares
 )
 
 // PortShare is an issued preview URL's token.
@@ -79,7 +77,7 @@ func (e *Engine) DialSessionPort(ctx context.Context, id string, c Caller, port 
 // ShareSessionPort issues a preview URL token for port of c's session id:
 // it opens that port only, to anyone holding it, until it expires, is
 // revoked or the session ends. Nothing needs to listen on the port yet.
-// ErrTooManyShares past preview.MaxSharesPerPort or MaxSharesPerKey.
+// preview.ErrTooManyShares past MaxSharesPerPort or MaxSharesPerKey.
 func (e *Engine) ShareSessionPort(_ context.Context, id string, c Caller, port int) (PortShare, error) {
 	if e.shares == nil {
 		return PortShare{}, ErrPreviewDisabled
