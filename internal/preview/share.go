@@ -9,12 +9,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -64,35 +66,60 @@ const (
 var tokenEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // LoadKey reads the signing key of preview URLs from dir/KeyFile, making
-// a random one (mode 0600) when there is none. A key file that others
-// than its owner may read or write is refused rather than used: whoever
+// a random one (mode 0600) when there is none. A key file that is not a
+// regular file of the server's own user (a symbolic link included), or
+// that others may read or write, is refused rather than used: whoever
 // reads it could sign a URL.
 func LoadKey(dir string) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("preview key: %w", err)
 	}
 	p := filepath.Join(dir, KeyFile)
-	b, err := os.ReadFile(p)
+	b, err := readKey(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		b, err = newKey(p)
 		if !errors.Is(err, fs.ErrExist) {
 			return b, err
 		}
 		// Another server on this data dir made it first: read its key.
-		b, err = os.ReadFile(p)
+		b, err = readKey(p)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != keyLen {
+		return nil, fmt.Errorf("the preview key %s holds %d bytes, want %d", p, len(b), keyLen)
+	}
+	return b, nil
+}
+
+// readKey reads the key file p, checked as LoadKey says on the file it
+// opened (no link followed).
+func readKey(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the preview key %s (it must be a regular file, not a link): %w", p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("reading the preview key: %w", err)
 	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, fmt.Errorf("reading the preview key: %w", err)
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("the preview key %s is not a regular file", p)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("the preview key %s is not owned by this server's user (uid %d)", p, os.Geteuid())
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("the preview key %s has mode %v: others may read it; make it 0600", p, st.Mode().Perm())
 	}
-	if len(b) != keyLen {
-		return nil, fmt.Errorf("the preview key %s holds %d bytes, want %d", p, len(b), keyLen)
+	b, err := io.ReadAll(io.LimitReader(f, keyLen+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the preview key: %w", err)
 	}
 	return b, nil
 }

@@ -119,6 +119,29 @@ func TestLoadKey(t *testing.T) {
 	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
 		t.Errorf("a key others may read: %v, want refused", err)
 	}
+	// A link to a key of the right mode is not followed.
+	other := filepath.Join(t.TempDir(), "data")
+	if _, err := LoadKey(other); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(t.TempDir(), "linked")
+	if err := os.MkdirAll(linked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, KeyFile), filepath.Join(linked, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(linked); err == nil || !strings.Contains(err.Error(), "not a link") {
+		t.Errorf("a key behind a symbolic link: %v, want refused", err)
+	}
+	if os.Geteuid() == 0 { // only root can give the file to another user
+		if err := os.Chown(filepath.Join(other, KeyFile), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadKey(other); err == nil || !strings.Contains(err.Error(), "not owned") {
+			t.Errorf("a key of another user: %v, want refused", err)
+		}
+	}
 }
 
 // TestLoadKeyConcurrently: servers starting at once on one data dir all
