@@ -81,7 +81,8 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 		"Share a preview URL of a port the session serves", errs...)
 	o.Tags = []string{"sessions"}
 	o.DefaultStatus = http.StatusCreated
-	o.Description = "Returns a signed URL that opens the web app the session serves on `port` in a browser, without the API key, until it expires (--preview-ttl), is revoked (DELETE on this path) or the session ends. It opens that session's port only. A port holds at most 16 live URLs and a key 256 URLs (revoked ones count until they would have expired): 429 beyond. Needs a server started with --preview (else 501)."
+	o.Description = fmt.Sprintf("Returns a signed URL that opens the web app the session serves on `port` in a browser, without the API key, until it expires (--preview-ttl), is revoked (DELETE on this path) or the session ends. It opens that session's port only. A port holds at most %d live URLs and a key %d URLs (revoked ones count until they would have expired): 429 beyond. Needs a server started with --preview (else 501).",
+		preview.MaxSharesPerPort, preview.MaxSharesPerKey)
 	huma.Register(hapi, o, func(ctx context.Context, in *portInput) (*struct{ Body PreviewShare }, error) {
 		port, err := p.check(in.Port)
 		if err != nil {
