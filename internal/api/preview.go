@@ -149,7 +149,7 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 	}
 	var release func()
 	conn, err := p.eng.DialSessionPort(r.Context(), id, callerFrom(r.Context()).engine(), port, func(sh preview.Share) (err error) {
-		release, err = p.meter.Acquire(sh.Session, sh.Port, false)
+		release, err = p.meter.Acquire(sh.Target, false)
 		return err
 	})
 	if release != nil {
@@ -222,7 +222,7 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, la
 			// Another share's host: that origin is not this app's.
 			return fmt.Errorf("%w: %w", engine.ErrShareInvalid, preview.ErrUnknownShare)
 		}
-		release, err = p.meter.Acquire(sh.Session, sh.Port, true)
+		release, err = p.meter.Acquire(sh.Target, true)
 		return err
 	})
 	if release != nil {

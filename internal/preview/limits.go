@@ -20,6 +20,10 @@ type Limits struct {
 	// through the port's preview URLs together: a URL's holders cannot
 	// take the owner's.
 	Conns int
+	// KeyConns bounds the connections open at once to the previews of
+	// all the sessions of one key: those of the owner's key, and apart
+	// from those, those through the key's preview URLs together.
+	KeyConns int
 	// Bytes bounds what one connection carries, both ways together; the
 	// connection is closed once it is reached.
 	Bytes int64
@@ -33,7 +37,8 @@ type Limits struct {
 type Meter struct {
 	lim  Limits
 	mu   sync.Mutex
-	open map[meterKey]int
+	open map[meterKey]int // by session, port and shared
+	keys map[meterKey]int // by owner (in session) and shared
 }
 
 type meterKey struct {
@@ -44,30 +49,36 @@ type meterKey struct {
 
 // NewMeter returns a Meter enforcing lim.
 func NewMeter(lim Limits) (*Meter, error) {
-	if lim.Conns < 1 || lim.Bytes < 1 || lim.Idle <= 0 {
+	if lim.Conns < 1 || lim.KeyConns < 1 || lim.Bytes < 1 || lim.Idle <= 0 {
 		return nil, fmt.Errorf("preview limits must be positive: %+v", lim)
 	}
-	return &Meter{lim: lim, open: make(map[meterKey]int)}, nil
+	return &Meter{lim: lim, open: make(map[meterKey]int), keys: make(map[meterKey]int)}, nil
 }
 
 // Limits are the limits m enforces.
 func (m *Meter) Limits() Limits { return m.lim }
 
-// Acquire counts a connection to session's port, opened through a
-// preview URL (shared) or by the owner's key; release uncounts it.
-// ErrTooManyConns when those have Limits.Conns already.
-func (m *Meter) Acquire(session string, port int, shared bool) (release func(), err error) {
-	k := meterKey{session: session, port: port, shared: shared}
+// Acquire counts a connection to t's port, opened through a preview URL
+// (shared) or by the owner's key; release uncounts it. ErrTooManyConns
+// when those have Limits.Conns already, or those of t's owner
+// Limits.KeyConns.
+func (m *Meter) Acquire(t Target, shared bool) (release func(), err error) {
+	k := meterKey{session: t.Session, port: t.Port, shared: shared}
+	kk := meterKey{session: t.Owner, shared: shared}
+	by := "the owner's key"
+	if shared {
+		by = "preview URLs"
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.open[k] >= m.lim.Conns {
-		by := "the owner's key"
-		if shared {
-			by = "its preview URLs"
-		}
-		return nil, fmt.Errorf("%w (%d by %s, --preview-max-conns)", ErrTooManyConns, m.lim.Conns, by)
+		return nil, fmt.Errorf("%w (%d to this port by %s, --preview-max-conns)", ErrTooManyConns, m.lim.Conns, by)
+	}
+	if m.keys[kk] >= m.lim.KeyConns {
+		return nil, fmt.Errorf("%w (%d to this key's sessions by %s, --preview-max-key-conns)", ErrTooManyConns, m.lim.KeyConns, by)
 	}
 	m.open[k]++
+	m.keys[kk]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -75,6 +86,9 @@ func (m *Meter) Acquire(session string, port int, shared bool) (release func(), 
 			defer m.mu.Unlock()
 			if m.open[k]--; m.open[k] <= 0 {
 				delete(m.open, k)
+			}
+			if m.keys[kk]--; m.keys[kk] <= 0 {
+				delete(m.keys, kk)
 			}
 		})
 	}, nil

@@ -74,7 +74,7 @@ func testMeter(t *testing.T, lim Limits) *Meter {
 	return m
 }
 
-var wide = Limits{Conns: 4, Bytes: 1 << 20, Idle: time.Minute}
+var wide = Limits{Conns: 4, KeyConns: 8, Bytes: 1 << 20, Idle: time.Minute}
 
 // TestServeKeepsTheViewersKey: the app gets the request's path below the
 // prefix and its query, and neither the viewer's API key (either header)
@@ -163,7 +163,7 @@ func TestServeUpgrade(t *testing.T) {
 // idle time, the connection is closed.
 func TestLimitsEndAnUpgradedConnection(t *testing.T) {
 	t.Run("bytes", func(t *testing.T) {
-		c, br := upgrade(t, proxyTo(t, app(t), testMeter(t, Limits{Conns: 1, Bytes: 300, Idle: time.Minute}), false))
+		c, br := upgrade(t, proxyTo(t, app(t), testMeter(t, Limits{Conns: 1, KeyConns: 1, Bytes: 300, Idle: time.Minute}), false))
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		line := strings.Repeat("x", 99) + "\n"
 		got := 0
@@ -182,7 +182,7 @@ func TestLimitsEndAnUpgradedConnection(t *testing.T) {
 		}
 	})
 	t.Run("idle", func(t *testing.T) {
-		c, br := upgrade(t, proxyTo(t, app(t), testMeter(t, Limits{Conns: 1, Bytes: 1 << 20, Idle: 200 * time.Millisecond}), false))
+		c, br := upgrade(t, proxyTo(t, app(t), testMeter(t, Limits{Conns: 1, KeyConns: 1, Bytes: 1 << 20, Idle: 200 * time.Millisecond}), false))
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		start := time.Now()
 		if _, err := br.ReadByte(); err == nil {
@@ -197,26 +197,26 @@ func TestLimitsEndAnUpgradedConnection(t *testing.T) {
 }
 
 func TestMeterConns(t *testing.T) {
-	m := testMeter(t, Limits{Conns: 2, Bytes: 1, Idle: time.Second})
-	r1, err1 := m.Acquire("ses_a", 80, false)
-	_, err2 := m.Acquire("ses_a", 80, false)
+	m := testMeter(t, Limits{Conns: 2, KeyConns: 8, Bytes: 1, Idle: time.Second})
+	r1, err1 := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false)
+	_, err2 := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false)
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	if _, err := m.Acquire("ses_a", 80, false); !errors.Is(err, ErrTooManyConns) {
+	if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false); !errors.Is(err, ErrTooManyConns) {
 		t.Errorf("third: %v", err)
 	}
-	if r, err := m.Acquire("ses_a", 81, false); err != nil {
+	if r, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 81}, false); err != nil {
 		t.Errorf("another port: %v", err)
 	} else {
 		r()
 	}
 	r1()
 	r1() // twice is once
-	if _, err := m.Acquire("ses_a", 80, false); err != nil {
+	if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false); err != nil {
 		t.Errorf("after a release: %v", err)
 	}
-	if _, err := m.Acquire("ses_a", 80, false); !errors.Is(err, ErrTooManyConns) {
+	if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false); !errors.Is(err, ErrTooManyConns) {
 		t.Errorf("a double release freed two: %v", err)
 	}
 }
@@ -224,17 +224,17 @@ func TestMeterConns(t *testing.T) {
 // TestMeterKeepsTheOwnersConns: the holders of a port's preview URLs
 // taking every connection they may leave the owner's key its own.
 func TestMeterKeepsTheOwnersConns(t *testing.T) {
-	m := testMeter(t, Limits{Conns: 2, Bytes: 1, Idle: time.Second})
+	m := testMeter(t, Limits{Conns: 2, KeyConns: 8, Bytes: 1, Idle: time.Second})
 	for i := range 2 {
-		if _, err := m.Acquire("ses_a", 80, true); err != nil {
+		if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, true); err != nil {
 			t.Fatalf("URL connection %d: %v", i, err)
 		}
 	}
-	if _, err := m.Acquire("ses_a", 80, true); !errors.Is(err, ErrTooManyConns) {
+	if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, true); !errors.Is(err, ErrTooManyConns) {
 		t.Errorf("a third URL connection: %v", err)
 	}
 	for i := range 2 {
-		if _, err := m.Acquire("ses_a", 80, false); err != nil {
+		if _, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80}, false); err != nil {
 			t.Errorf("the owner's connection %d with the URLs' taken: %v", i, err)
 		}
 	}
@@ -329,5 +329,34 @@ func TestServeSandboxedAsksNoPassword(t *testing.T) {
 		if v := resp.Header.Get(h); v != "" {
 			t.Errorf("%s: %s on the API's origin", h, v)
 		}
+	}
+}
+
+// TestMeterKeyConns: one key's previews together hold KeyConns
+// connections by its key and as many through its URLs, whatever the
+// ports; another key's are its own.
+func TestMeterKeyConns(t *testing.T) {
+	m := testMeter(t, Limits{Conns: 2, KeyConns: 3, Bytes: 1, Idle: time.Second})
+	var releases []func()
+	for port := range 3 {
+		r, err := m.Acquire(Target{Session: "ses_a", Owner: "alice", Port: 80 + port}, true)
+		if err != nil {
+			t.Fatalf("URL connection to port %d: %v", 80+port, err)
+		}
+		releases = append(releases, r)
+	}
+	if _, err := m.Acquire(Target{Session: "ses_b", Owner: "alice", Port: 90}, true); !errors.Is(err, ErrTooManyConns) ||
+		!strings.Contains(err.Error(), "--preview-max-key-conns") {
+		t.Errorf("a fourth URL connection of the key: %v", err)
+	}
+	if _, err := m.Acquire(Target{Session: "ses_b", Owner: "alice", Port: 90}, false); err != nil {
+		t.Errorf("the owner's key, with its URLs' taken: %v", err)
+	}
+	if _, err := m.Acquire(Target{Session: "ses_c", Owner: "bob", Port: 80}, true); err != nil {
+		t.Errorf("another key: %v", err)
+	}
+	releases[0]()
+	if _, err := m.Acquire(Target{Session: "ses_b", Owner: "alice", Port: 90}, true); err != nil {
+		t.Errorf("after a release: %v", err)
 	}
 }
