@@ -266,7 +266,10 @@ func previewError(s *Server, err error) error {
 		return errorf(http.StatusBadGateway, "%s", err)
 	case errors.Is(err, engine.ErrNoOwnNetwork):
 		return errorf(http.StatusConflict, "%s", err)
-	case errors.Is(err, preview.ErrTooManyConns), errors.Is(err, preview.ErrTooManyShares):
+	case errors.Is(err, preview.ErrTooManyShares):
+		// No Retry-After: a URL frees its place when revoked or expired.
+		return errorf(http.StatusTooManyRequests, "%s", err)
+	case errors.Is(err, preview.ErrTooManyConns):
 		e := errorf(http.StatusTooManyRequests, "%s", err)
 		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
 		return e

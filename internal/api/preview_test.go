@@ -266,7 +266,12 @@ func TestPreview(t *testing.T) {
 		// The token opens only what it was issued for: altered, it opens nothing.
 		tok := strings.TrimSuffix(strings.TrimPrefix(sh.URL, preview.PathPrefix), "/")
 		alt := []byte(tok)
-		alt[len(alt)-1] ^= 1
+		// Another letter of the token's alphabet, so the path needs no escape.
+		if alt[len(alt)-1] == 'a' {
+			alt[len(alt)-1] = 'b'
+		} else {
+			alt[len(alt)-1] = 'a'
+		}
 		if code, _, body := get(t, st.api, "", preview.PathPrefix+string(alt)+"/headers", nil); code != http.StatusForbidden {
 			t.Errorf("an altered token: %d %s", code, body)
 		}
