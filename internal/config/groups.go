@@ -31,7 +31,7 @@ func FlagGroups() []FlagGroup {
 			"max-running-per-key", "max-queued-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
 			"session-lifetime", "max-session-lifetime", "session-memory-mb"}},
-		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns",
+		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns", "preview-max-key-conns",
 			"preview-max-bytes", "preview-idle-timeout"}},
 		{"Workspaces", []string{"workspaces", "workspace-quota-mb", "max-workspace-quota-mb", "workspace-key-quota-mb",
 			"max-workspaces-per-key", "max-workspace-entries", "workspace-keep-versions", "workspace-keep-for"}},
