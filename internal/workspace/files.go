@@ -114,18 +114,37 @@ func (m *Manager) WriteFile(ctx context.Context, c Caller, ref Ref, path string,
 	}
 	a := attrs{Mode: uploadMode(mode), MTime: m.now().UnixNano()}
 	defer m.writing()()
-	h, size, err := m.cache.ingest(r, maxBytes, a)
+	// The bytes go to a staged file no larger than the room left, and
+	// become a blob only once the whole change is known to fit.
+	room, what, err := m.roomFor(ctx, rec, base)
+	if err != nil {
+		return Commit{}, err
+	}
+	if old, ok := base[p]; ok && old.Kind == kindFile {
+		room += old.Size
+	}
+	s, err := m.cache.stage(r, min(maxBytes, max(room, 0)))
+	if errors.Is(err, errTooBig) && room < maxBytes {
+		return Commit{}, fmt.Errorf("%w: the file does not fit: %s leaves room for %d bytes", ErrQuota, what, max(room, 0))
+	}
 	if errors.Is(err, errTooBig) {
 		return Commit{}, fmt.Errorf("%w: the file is larger than %d bytes", ErrLimit, maxBytes)
 	}
 	if err != nil {
 		return Commit{}, err
 	}
+	defer s.drop()
 	changes := map[string]*entry{}
-	if err := putWithParents(base, changes, entry{Path: p, Kind: kindFile, Hash: h, Size: size, Mode: a.Mode, MTime: a.MTime}); err != nil {
+	if err := putWithParents(base, changes, entry{Path: p, Kind: kindFile, Hash: s.hash, Size: s.size, Mode: a.Mode, MTime: a.MTime}); err != nil {
 		return Commit{}, err
 	}
-	return m.commit(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "write"})
+	if err := m.fitsBefore(ctx, rec, base, changes); err != nil {
+		return Commit{}, err
+	}
+	if err := m.cache.placeStaged(s, a); err != nil {
+		return Commit{}, err
+	}
+	return m.commitPlaced(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "write"})
 }
 
 // uploadMode keeps the permission bits an upload may set, as uploads of

@@ -36,6 +36,41 @@ type GCStats struct {
 	TreesRemoved int   `json:"trees_removed"`
 }
 
+// CollectEvery is how often Collect runs a collection unprompted.
+const CollectEvery = 10 * time.Minute
+
+// collectSoon asks Collect for a collection without waiting for it.
+func (m *Manager) collectSoon() {
+	select {
+	case m.collect <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// Collect runs GC every interval and whenever a Delete or a refused API
+// write asks for one, until ctx ends; the server runs it for its
+// lifetime. Each collection that removed something, or failed, is logged.
+func (m *Manager) Collect(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.collect:
+		}
+		st, err := m.GC(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.log.Warn("workspace collection failed", "err", err)
+		case err == nil && st.BlobsRemoved+st.CacheRemoved+st.TreesRemoved > 0:
+			m.log.Info("workspace collection", "versions", st.Versions, "blobs", st.Blobs, "blobs_removed", st.BlobsRemoved,
+				"bytes_removed", st.BytesRemoved, "cache_removed", st.CacheRemoved, "trees_removed", st.TreesRemoved)
+		}
+	}
+}
+
 // GC removes what no kept version needs. In a fleet one node at a time
 // should run it (any node may: it is safe, only wasteful, to run twice).
 func (m *Manager) GC(ctx context.Context) (GCStats, error) {
