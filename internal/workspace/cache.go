@@ -50,6 +50,26 @@ func hashBytes(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// A file blob's hash is salted with its owner: SHA-256 of the SHA-256 of
+// the owner's name, then the content. So deduplication happens within a
+// key only, and no key can learn by the store's growth (or a fleet commit's
+// time) whether another key holds some content. Manifest documents are
+// not salted: they name salted hashes already.
+
+// saltOf is the prefix of owner's file hashes.
+func saltOf(owner string) []byte {
+	s := sha256.Sum256([]byte(owner))
+	return s[:]
+}
+
+// fileHash is the hash of content b as a file of owner's.
+func fileHash(owner string, b []byte) string {
+	h := sha256.New()
+	h.Write(saltOf(owner))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 func shard(dir, h string) string { return filepath.Join(dir, h[:2], h) }
 
 func (c *cache) path(h string) string { return shard(c.blobs, h) }
@@ -63,16 +83,18 @@ func (c *cache) has(h string) bool {
 // errTooBig ends an ingest that read more than its limit.
 var errTooBig = errors.New("larger than allowed")
 
-// ingest copies r into the cache as a blob and returns its hash and size.
-// More than limit bytes fail with errTooBig. A new blob takes a's
-// attributes; one already cached is left as it is.
-func (c *cache) ingest(r io.Reader, limit int64, a attrs) (string, int64, error) {
+// ingest copies r into the cache as a blob and returns its hash (salted
+// with salt: nil for a manifest document) and size. More than limit bytes
+// fail with errTooBig. A new blob takes a's attributes; one already cached
+// is left as it is.
+func (c *cache) ingest(r io.Reader, limit int64, a attrs, salt []byte) (string, int64, error) {
 	f, err := c.tempFile()
 	if err != nil {
 		return "", 0, fmt.Errorf("caching a blob: %w", err)
 	}
 	defer f.discard()
 	h := sha256.New()
+	h.Write(salt)
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, limit+1))
 	if err != nil {
 		return "", 0, fmt.Errorf("caching a blob: %w", err)
@@ -86,7 +108,7 @@ func (c *cache) ingest(r io.Reader, limit int64, a attrs) (string, int64, error)
 
 // putDoc caches a manifest root or page.
 func (c *cache) putDoc(b []byte) (string, error) {
-	h, _, err := c.ingest(bytes.NewReader(b), int64(len(b)), attrs{Mode: 0o444})
+	h, _, err := c.ingest(bytes.NewReader(b), int64(len(b)), attrs{Mode: 0o444}, nil)
 	return h, err
 }
 
@@ -124,10 +146,10 @@ func (c *cache) setAttrs(f *tempFile, a attrs) error {
 	return os.Chtimes(f.path, t, t)
 }
 
-// ensure makes blob h present in the cache, fetching it from the store
-// when this node lacks it; a fetched blob takes a's attributes. On one
-// node a missing blob is corruption.
-func (c *cache) ensure(ctx context.Context, h string, a attrs) error {
+// ensure makes blob h (salted with salt) present in the cache, fetching it
+// from the store when this node lacks it; a fetched blob takes a's
+// attributes. On one node a missing blob is corruption.
+func (c *cache) ensure(ctx context.Context, h string, a attrs, salt []byte) error {
 	if c.has(h) {
 		return nil
 	}
@@ -140,6 +162,7 @@ func (c *cache) ensure(ctx context.Context, h string, a attrs) error {
 	}
 	defer f.discard()
 	sum := sha256.New()
+	sum.Write(salt)
 	if err := c.remote.get(ctx, h, io.MultiWriter(f, sum)); err != nil {
 		return err
 	}
@@ -152,7 +175,7 @@ func (c *cache) ensure(ctx context.Context, h string, a attrs) error {
 // readDoc returns a manifest root or page, fetched if need be, checked
 // against its hash.
 func (c *cache) readDoc(ctx context.Context, h string) ([]byte, error) {
-	if err := c.ensure(ctx, h, attrs{Mode: 0o444}); err != nil {
+	if err := c.ensure(ctx, h, attrs{Mode: 0o444}, nil); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(c.path(h))
@@ -250,14 +273,16 @@ type staged struct {
 }
 
 // stage writes r (more than limit bytes fail with errTooBig) to a named
-// temporary file and hashes it. The caller places or drops it.
-func (c *cache) stage(r io.Reader, limit int64) (staged, error) {
+// temporary file and hashes it, salted with salt. The caller places or
+// drops it.
+func (c *cache) stage(r io.Reader, limit int64, salt []byte) (staged, error) {
 	f, err := os.CreateTemp(c.tmp, "stage-")
 	if err != nil {
 		return staged{}, fmt.Errorf("staging a file: %w", err)
 	}
 	s := staged{path: f.Name()}
 	h := sha256.New()
+	h.Write(salt)
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr

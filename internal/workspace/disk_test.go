@@ -163,3 +163,59 @@ func TestHistoryHeldToTheQuota(t *testing.T) {
 		t.Errorf("kept %d small versions, want 20", len(vs))
 	}
 }
+
+// Deduplication stays within a key: another key's copy of the same
+// content is stored again, so the store's growth tells a key nothing about
+// what other keys hold; a key's own copies are stored once.
+func TestDedupWithinAKeyOnly(t *testing.T) {
+	m := newLocal(t, Limits{})
+	secret := "API_TOKEN=hunter2-7731\n" + strings.Repeat("#", 64<<10)
+	mustCreate(t, m, alice, "a", 0)
+	mustCreate(t, m, alice, "a2", 0)
+	mustCreate(t, m, bob, "b", 0)
+	mustWrite(t, m, alice, Ref{Name: "a"}, ".env", secret)
+	blobs := func() int64 { n, _ := dirBytes(t, m.cache.blobs); return n }
+	before := blobs()
+	mustWrite(t, m, bob, Ref{Name: "b"}, "guess", secret)
+	if grew := blobs() - before; grew < int64(len(secret)) {
+		t.Errorf("bob's copy of alice's file grew the store by %d bytes, less than its %d: deduplicated across keys", grew, len(secret))
+	}
+	before = blobs()
+	mustWrite(t, m, alice, Ref{Name: "a2"}, "copy", secret)
+	if grew := blobs() - before; grew >= int64(len(secret)) {
+		t.Errorf("alice's second copy grew the store by %d bytes: not deduplicated within the key", grew)
+	}
+	if readFile(t, m, bob, Ref{Name: "b"}, Head, "guess") != secret || readFile(t, m, alice, Ref{Name: "a2"}, Head, "copy") != secret {
+		t.Error("the copies do not read back")
+	}
+}
+
+// A measurement is reused for StatsFor (so /health and scrapes do not walk
+// the cache each time), one is made at a time, and a walk stops when its
+// context ends.
+func TestStatsReusedAndBounded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	m, err := OpenLocal(Config{Dir: t.TempDir(), UID: -1, GID: -1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, m, alice, "w", 0)
+	mustWrite(t, m, alice, Ref{Name: "w"}, "a", "12345")
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Stats(done); !errors.Is(err, context.Canceled) {
+		t.Errorf("a measurement with an ended context: %v", err)
+	}
+	first, err := m.Stats(ctx)
+	if err != nil || first.Bytes != 5 {
+		t.Fatalf("stats %+v, %v", first, err)
+	}
+	mustWrite(t, m, alice, Ref{Name: "w"}, "b", "678")
+	if again, _ := m.Stats(ctx); again != first {
+		t.Errorf("within StatsFor: %+v, want the reused %+v", again, first)
+	}
+	now = now.Add(StatsFor)
+	if later, _ := m.Stats(ctx); later.Bytes != 8 || later.CacheBytes <= first.CacheBytes {
+		t.Errorf("after StatsFor: %+v, want 8 bytes and a larger cache than %+v", later, first)
+	}
+}

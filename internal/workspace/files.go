@@ -72,7 +72,7 @@ func (m *Manager) Open(ctx context.Context, c Caller, ref Ref, n int64, path str
 	if err != nil {
 		return nil, File{}, err
 	}
-	_, _, man, err := m.at(ctx, c, ref, n)
+	rec, _, man, err := m.at(ctx, c, ref, n)
 	if err != nil {
 		return nil, File{}, err
 	}
@@ -83,15 +83,16 @@ func (m *Manager) Open(ctx context.Context, c Caller, ref Ref, n int64, path str
 	if e.Kind != kindFile {
 		return nil, File{}, fmt.Errorf("%w: %s is a %s, not a file", ErrInvalid, quoted(p), e.file().Type)
 	}
-	f, err := m.openBlob(ctx, e)
+	f, err := m.openBlob(ctx, e, rec.Owner)
 	if err != nil {
 		return nil, File{}, err
 	}
 	return f, e.file(), nil
 }
 
-func (m *Manager) openBlob(ctx context.Context, e entry) (*os.File, error) {
-	if err := m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime}); err != nil {
+// openBlob opens the blob of e, a file of owner's.
+func (m *Manager) openBlob(ctx context.Context, e entry, owner string) (*os.File, error) {
+	if err := m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime}, saltOf(owner)); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(m.cache.path(e.Hash))
@@ -123,7 +124,7 @@ func (m *Manager) WriteFile(ctx context.Context, c Caller, ref Ref, path string,
 	if old, ok := base[p]; ok && old.Kind == kindFile {
 		room += old.Size
 	}
-	s, err := m.cache.stage(r, min(maxBytes, max(room, 0)))
+	s, err := m.cache.stage(r, min(maxBytes, max(room, 0)), saltOf(rec.Owner))
 	if errors.Is(err, errTooBig) && room < maxBytes {
 		return Commit{}, fmt.Errorf("%w: the file does not fit: %s leaves room for %d bytes", ErrQuota, what, max(room, 0))
 	}

@@ -105,6 +105,7 @@ type Manager struct {
 	// Delete or a refused API write. Buffered by one, so asking never
 	// blocks and asks pile into one collection.
 	collect chan struct{}
+	stats   statsCache
 
 	mu     sync.Mutex
 	inUse  map[string]int // tree root → mounts using it
@@ -195,6 +196,7 @@ func newManager(cfg Config) (*Manager, error) {
 		dirs: d, lim: lim, log: log, now: now,
 		cache: &cache{blobs: filepath.Join(root, "blobs"), variants: filepath.Join(root, "variants"), tmp: d.tmp, uid: uid, gid: gid},
 		inUse: map[string]int{}, mounts: map[string]bool{}, collect: make(chan struct{}, 1),
+		stats: statsCache{sem: make(chan struct{}, 1)},
 	}, nil
 }
 

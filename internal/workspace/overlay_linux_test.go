@@ -429,7 +429,7 @@ func TestCommitRefusesHostileUpper(t *testing.T) {
 		t.Errorf("kept %v", got)
 	}
 	passwd, _ := os.ReadFile("/etc/passwd")
-	if m.cache.has(hashBytes(passwd)) {
+	if m.cache.has(fileHash(alice.Name, passwd)) {
 		t.Error("/etc/passwd was read into the store")
 	}
 	t.Logf("refused: %v", refused)

@@ -39,6 +39,7 @@ type upperScan struct {
 	files   []candidate
 	refused []Refused
 	seen    map[string]bool
+	salt    []byte // of the workspace's owner
 }
 
 // candidate is a regular file of the upper directory, not yet read.
@@ -59,7 +60,7 @@ func (m *Manager) scan(ctx context.Context, upper string, base manifest, rec wsR
 		return changeSet{}, fmt.Errorf("opening the upper directory: %w", err)
 	}
 	defer root.Close()
-	s := &upperScan{ctx: ctx, root: root, base: base, changes: map[string]*entry{}, seen: map[string]bool{}}
+	s := &upperScan{ctx: ctx, root: root, base: base, changes: map[string]*entry{}, seen: map[string]bool{}, salt: saltOf(rec.Owner)}
 	if err := s.dir(""); err != nil {
 		return changeSet{}, err
 	}
@@ -247,7 +248,7 @@ func (s *upperScan) read(m *Manager, c candidate) (entry, error) {
 		return entry{}, errChanged
 	}
 	a := attrs{Mode: c.mode, MTime: c.mtime}
-	h, n, err := m.cache.ingest(f, c.size, a)
+	h, n, err := m.cache.ingest(f, c.size, a, s.salt)
 	if errors.Is(err, errTooBig) || (err == nil && n != c.size) {
 		return entry{}, errChanged
 	}

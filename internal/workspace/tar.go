@@ -60,7 +60,7 @@ func (m *Manager) Upload(ctx context.Context, c Caller, ref Ref, dir string, r i
 		}
 		return nil
 	}
-	entries, stagedFiles, err := m.readTar(r, lim, fits)
+	entries, stagedFiles, err := m.readTar(r, lim, saltOf(rec.Owner), fits)
 	defer func() {
 		for _, s := range stagedFiles {
 			s.drop()
@@ -100,7 +100,7 @@ func (m *Manager) Upload(ctx context.Context, c Caller, ref Ref, dir string, r i
 // has the bytes of its files, in order. fits is asked about
 // each file's path and size before its bytes are read. The caller drops
 // what is staged, also on error.
-func (m *Manager) readTar(r io.Reader, lim UploadLimits, fits func(p string, size int64) error) (out []entry, held []staged, err error) {
+func (m *Manager) readTar(r io.Reader, lim UploadLimits, salt []byte, fits func(p string, size int64) error) (out []entry, held []staged, err error) {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, _ := br.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
@@ -163,7 +163,7 @@ func (m *Manager) readTar(r io.Reader, lim UploadLimits, fits func(p string, siz
 		if err := fits(p, hdr.Size); err != nil {
 			return out, held, err
 		}
-		s, err := m.cache.stage(tr, hdr.Size)
+		s, err := m.cache.stage(tr, hdr.Size, salt)
 		if err != nil {
 			return out, held, tarError(err, lim)
 		}
@@ -265,7 +265,7 @@ func (m *Manager) Tar(ctx context.Context, c Caller, ref Ref, n int64, dir strin
 	if err != nil {
 		return err
 	}
-	_, _, man, err := m.at(ctx, c, ref, n)
+	rec, _, man, err := m.at(ctx, c, ref, n)
 	if err != nil {
 		return err
 	}
@@ -274,14 +274,14 @@ func (m *Manager) Tar(ctx context.Context, c Caller, ref Ref, n int64, dir strin
 	}
 	tw := tar.NewWriter(w)
 	for _, p := range man.under(d) {
-		if err := m.tarEntry(ctx, tw, man[p], strings.TrimPrefix(strings.TrimPrefix(p, d), "/")); err != nil {
+		if err := m.tarEntry(ctx, tw, man[p], rec.Owner, strings.TrimPrefix(strings.TrimPrefix(p, d), "/")); err != nil {
 			return err
 		}
 	}
 	return tw.Close()
 }
 
-func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, name string) error {
+func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, owner, name string) error {
 	hdr := &tar.Header{Name: name, Mode: int64(e.Mode), Format: tar.FormatPAX}
 	switch e.Kind {
 	case kindDir:
@@ -297,7 +297,7 @@ func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, name st
 	if e.Kind != kindFile {
 		return nil
 	}
-	f, err := m.openBlob(ctx, e)
+	f, err := m.openBlob(ctx, e, owner)
 	if err != nil {
 		return err
 	}
