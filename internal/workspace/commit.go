@@ -165,7 +165,12 @@ func (m *Manager) prepareCommit(ctx context.Context, rec wsRecord, base manifest
 	} else {
 		mg = merge(base, head, cs.base.Number, n, cs.changes)
 	}
-	refused, err := m.fit(ctx, rec, head, &mg, cs.partial)
+	refused, err := escapingLinks(head, &mg, cs.partial)
+	if err != nil {
+		return Commit{}, verRecord{}, err
+	}
+	out.Refused = append(out.Refused, refused...)
+	refused, err = m.fit(ctx, rec, head, &mg, cs.partial)
 	if err != nil {
 		return Commit{}, verRecord{}, err
 	}
@@ -216,6 +221,38 @@ func (m *Manager) uploadNew(ctx context.Context, head, man manifest) error {
 		}
 	}
 	return forEach(ctx, fetchWorkers, fresh, func(h string) error { return m.cache.upload(ctx, h) })
+}
+
+// escapingLinks judges every link of the merged tree through the tree
+// (linkEscapes). A partial commit (a run's) refuses each link that climbs
+// above the top, the head's entry at its path put back if it was no link;
+// a whole one fails. Taking a link out can change how others resolve, so
+// it judges again until none escapes.
+func escapingLinks(head manifest, mg *merged, partial bool) ([]Refused, error) {
+	var refused []Refused
+	for {
+		var bad []string
+		for p, e := range mg.man {
+			if e.Kind == kindLink && mg.man.linkEscapes(p) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 0 {
+			return refused, nil
+		}
+		slices.Sort(bad)
+		if !partial {
+			return nil, fmt.Errorf("%w: the symbolic link %s would point out of the workspace through other links", ErrInvalid, quoted(bad[0]))
+		}
+		for _, p := range bad {
+			refused = append(refused, Refused{Path: p, Reason: fmt.Sprintf("a symbolic link pointing out of the workspace through other links (to %s)", quoted(mg.man[p].Target))})
+			if h, ok := head[p]; ok && h.Kind != kindLink {
+				mg.man[p] = h
+			} else {
+				delete(mg.man, p)
+			}
+		}
+	}
 }
 
 // fit holds the merged manifest to the workspace's quota, the key's quota

@@ -476,3 +476,32 @@ func TestRecoverCommitsLeftRuns(t *testing.T) {
 		t.Errorf("version source %q", vs[len(vs)-1].Source)
 	}
 }
+
+// A run that chains links, each inside on its own text, to climb out of
+// the workspace gets those links refused by name at commit; the link they
+// went through, which stays inside, is kept.
+func TestRunChainedLinksRefused(t *testing.T) {
+	requireRoot(t)
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 1<<20)
+	mt := prepare(t, m, alice, ref, ReadWrite, "chained")
+	mustRun(t, mt, `mkdir -p a/b/c && ln -s ../../.. a/b/c/up && ln -s a/b/c/up/../../../etc x && ln -s a/b/c/up/.. y && ln -s a/b/c/up/a z`)
+	c := mustCommit(t, mt)
+	refused := refusedPaths(c)
+	for _, p := range []string{"x", "y"} {
+		if !strings.Contains(refused[p], "out of the workspace") {
+			t.Errorf("%s not refused: %v", p, c.Refused)
+		}
+	}
+	got := files(t, m, alice, ref, Head)
+	if _, ok := got["x"]; ok {
+		t.Errorf("x kept: %v", got)
+	}
+	if _, ok := got["y"]; ok {
+		t.Errorf("y kept: %v", got)
+	}
+	if got["a/b/c/up"] != "->../../.." || got["z"] != "->a/b/c/up/a" {
+		t.Errorf("links inside: up %q, z %q", got["a/b/c/up"], got["z"])
+	}
+}
