@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Records of workspaces and versions, and the one way a version is made:
@@ -165,7 +167,12 @@ func (m *Manager) prepareCommit(ctx context.Context, rec wsRecord, base manifest
 	} else {
 		mg = merge(base, head, cs.base.Number, n, cs.changes)
 	}
-	refused, err := escapingLinks(head, &mg, cs.partial)
+	refused, err := beyondLimits(head, &mg, cs.partial)
+	if err != nil {
+		return Commit{}, verRecord{}, err
+	}
+	out.Refused = append(out.Refused, refused...)
+	refused, err = escapingLinks(head, &mg, cs.partial)
 	if err != nil {
 		return Commit{}, verRecord{}, err
 	}
@@ -221,6 +228,30 @@ func (m *Manager) uploadNew(ctx context.Context, head, man manifest) error {
 		}
 	}
 	return forEach(ctx, fetchWorkers, fresh, func(h string) error { return m.cache.upload(ctx, h) })
+}
+
+// beyondLimits holds every path of the merged tree to the jail's path
+// limits (sandbox.CheckPathLimits), so no stored version has a path a run
+// could not mount. A partial commit refuses each path beyond them (the
+// head's entry put back if it had one); a whole one fails.
+func beyondLimits(head manifest, mg *merged, partial bool) ([]Refused, error) {
+	var refused []Refused
+	for _, p := range mg.man.paths() {
+		err := sandbox.CheckPathLimits(p)
+		if err == nil {
+			continue
+		}
+		if !partial {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, quoted(p), err)
+		}
+		refused = append(refused, Refused{Path: p, Reason: err.Error()})
+		if h, ok := head[p]; ok {
+			mg.man[p] = h
+		} else {
+			delete(mg.man, p)
+		}
+	}
+	return refused, nil
 }
 
 // escapingLinks judges every link of the merged tree through the tree
