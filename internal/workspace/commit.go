@@ -182,7 +182,7 @@ func (m *Manager) prepareCommit(ctx context.Context, rec wsRecord, base manifest
 		return Commit{}, verRecord{}, err
 	}
 	out.Refused = append(out.Refused, refused...)
-	out.Added, out.Modified, out.Deleted, out.Conflicts = mg.added, mg.modified, mg.deleted, mg.conflicts
+	out.Added, out.Modified, out.Deleted, out.Conflicts = mg.added, mg.modified, mg.deleted, notKept(mg.conflicts, out.Refused)
 	if maps.EqualFunc(mg.man, head, func(a, b entry) bool { return a == b }) {
 		return out, verRecord{}, nil
 	}
@@ -228,6 +228,22 @@ func (m *Manager) uploadNew(ctx context.Context, head, man manifest) error {
 		}
 	}
 	return forEach(ctx, fetchWorkers, fresh, func(h string) error { return m.cache.upload(ctx, h) })
+}
+
+// notKept clears the kept_as of each conflict whose copy was refused (over
+// the quota, say): the writer is told its content was not kept, and why.
+func notKept(conflicts []Conflict, refused []Refused) []Conflict {
+	why := map[string]string{}
+	for _, r := range refused {
+		why[r.Path] = r.Reason
+	}
+	for i, c := range conflicts {
+		if r, ok := why[c.KeptAs]; ok && c.KeptAs != "" {
+			conflicts[i].Reason = fmt.Sprintf("%s; this writer's copy was not kept (%s)", c.Reason, r)
+			conflicts[i].KeptAs = ""
+		}
+	}
+	return conflicts
 }
 
 // beyondLimits holds every path of the merged tree to the jail's path

@@ -219,3 +219,41 @@ func TestStatsReusedAndBounded(t *testing.T) {
 		t.Errorf("after StatsFor: %+v, want 8 bytes and a larger cache than %+v", later, first)
 	}
 }
+
+// A conflict copy refused over the quota is reported as not kept, and is
+// not in the workspace.
+func TestConflictCopyOverQuotaNotReportedKept(t *testing.T) {
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 1<<20)
+	mk := func(b byte) string { return strings.Repeat(string([]byte{b}), 450<<10) }
+	mustWrite(t, m, alice, ref, "f", mk('a'))
+	rec, key, err := m.find(ctx, alice, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, m, alice, ref, "f", mk('c'))
+	mustWrite(t, m, alice, ref, "h", strings.Repeat("h", 400<<10))
+	// A run that started at version 1 changed f too: its copy cannot fit.
+	done := m.writing()
+	h, size, err := m.cache.ingest(strings.NewReader(mk('b')), 1<<20, attrs{Mode: 0o644, MTime: 1}, saltOf(alice.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.commit(ctx, key, rec.ID, changeSet{base: rec.Head, partial: true, source: "run",
+		changes: map[string]*entry{"f": {Path: "f", Kind: kindFile, Hash: h, Size: size, Mode: 0o644, MTime: 1}}})
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Conflicts) != 1 || c.Conflicts[0].KeptAs != "" || !strings.Contains(c.Conflicts[0].Reason, "not kept") {
+		t.Errorf("conflicts %+v, want f reported not kept", c.Conflicts)
+	}
+	if len(c.Refused) != 1 || !strings.Contains(c.Refused[0].Reason, "quota") {
+		t.Errorf("refused %+v", c.Refused)
+	}
+	got := files(t, m, alice, ref, Head)
+	if len(got) != 2 || got["f"] != mk('c') {
+		t.Errorf("the head holds %d paths", len(got))
+	}
+}

@@ -505,3 +505,39 @@ func TestRunChainedLinksRefused(t *testing.T) {
 		t.Errorf("links inside: up %q, z %q", got["a/b/c/up"], got["z"])
 	}
 }
+
+// Overlay markers a run forges as user.overlay.* attributes are ordinary
+// attributes to this overlay: the commit keeps what the run saw. And group
+// or world write bits a run sets are not kept.
+func TestRunCannotForgeOverlayMarkers(t *testing.T) {
+	requireRoot(t)
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 1<<20)
+	mustWrite(t, m, alice, ref, "data/a", "A")
+	mustWrite(t, m, alice, ref, "data/b", "B")
+	mt := prepare(t, m, alice, ref, ReadWrite, "forge")
+	mustRun(t, mt, `/usr/bin/python3 -c "
+import os
+os.setxattr('data', 'user.overlay.opaque', b'y')
+open('ghost','w').close(); os.setxattr('ghost', 'user.overlay.whiteout', b'')
+open('open','w').write('o'); os.chmod('open', 0o777); os.mkdir('shared'); os.chmod('shared', 0o777)
+"`)
+	c := mustCommit(t, mt)
+	got := files(t, m, alice, ref, Head)
+	if got["data/a"] != "A" || got["data/b"] != "B" {
+		t.Errorf("a forged opaque marker dropped what the run saw: %v", got)
+	}
+	if _, ok := got["ghost"]; !ok {
+		t.Errorf("a forged whiteout dropped the run's file ghost: %v (commit %+v)", got, c)
+	}
+	list, err := m.Files(ctx, alice, ref, Head, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range list {
+		if (f.Path == "open" || f.Path == "shared") && f.Mode.Perm() != 0o755 {
+			t.Errorf("%s kept mode %v, want 0755", f.Path, f.Mode.Perm())
+		}
+	}
+}
