@@ -239,7 +239,7 @@ func notKept(conflicts []Conflict, refused []Refused) []Conflict {
 	}
 	for i, c := range conflicts {
 		if r, ok := why[c.KeptAs]; ok && c.KeptAs != "" {
-			conflicts[i].Reason = fmt.Sprintf("%s; this writer's copy was not kept (%s)", c.Reason, r)
+			conflicts[i].Reason = fmt.Sprintf("%s; but that copy was not kept: %s", c.Reason, r)
 			conflicts[i].KeptAs = ""
 		}
 	}
