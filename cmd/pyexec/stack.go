@@ -23,6 +23,7 @@ import (
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 var _ engine.Forker = (*pool.Pool)(nil)
@@ -146,6 +147,14 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	workspaces, err := openWorkspaces(ctx, cfg, nats, log.With("component", "workspaces"))
 	if err != nil {
 		return nil, err
+	}
+	if workspaces != nil {
+		// The collector removes what deleted workspaces, pruned versions and
+		// refused writes left, for as long as the server runs.
+		gcCtx, stopGC := context.WithCancel(context.WithoutCancel(ctx))
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); workspaces.Collect(gcCtx, workspace.CollectEvery) }()
+		s.closers = append(s.closers, func(context.Context) error { stopGC(); <-gcDone; return nil })
 	}
 	deps := engine.Deps{
 		Workspaces:      workspaces,

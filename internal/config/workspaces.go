@@ -16,7 +16,8 @@ type Workspaces struct {
 	Enabled bool
 	// QuotaMB is a workspace's quota when its creation asks for none;
 	// MaxQuotaMB the largest one may ask for. KeyQuotaMB caps all of a
-	// key's workspaces together (0: no cap beyond each workspace's).
+	// key's workspaces together (16 GiB; 0: no cap beyond each workspace's,
+	// which lets one key claim MaxPerKey times MaxQuotaMB of the disk).
 	QuotaMB, MaxQuotaMB, KeyQuotaMB int
 	// MaxPerKey bounds the workspaces of one key; MaxEntries the files,
 	// directories and links of one workspace.
@@ -29,7 +30,7 @@ type Workspaces struct {
 }
 
 func defaultWorkspaces() Workspaces {
-	return Workspaces{Enabled: true, QuotaMB: 1024, MaxQuotaMB: 16 << 10, MaxPerKey: 100, MaxEntries: 100_000,
+	return Workspaces{Enabled: true, QuotaMB: 1024, MaxQuotaMB: 16 << 10, KeyQuotaMB: 16 << 10, MaxPerKey: 100, MaxEntries: 100_000,
 		KeepVersions: 20, KeepFor: 30 * 24 * time.Hour}
 }
 
@@ -58,7 +59,7 @@ func (c *Config) validateWorkspaces(bad func(env, format string, args ...any)) {
 	if w.QuotaMB < 1 || w.QuotaMB > w.MaxQuotaMB {
 		bad("PYEXEC_WORKSPACE_QUOTA_MB", "must be at least 1 and at most PYEXEC_MAX_WORKSPACE_QUOTA_MB (%d), got %d", w.MaxQuotaMB, w.QuotaMB)
 	}
-	if w.KeyQuotaMB < 0 || (w.KeyQuotaMB > 0 && w.KeyQuotaMB < w.QuotaMB) {
+	if w.KeyQuotaMB < 0 || (w.KeyQuotaMB > 0 && w.KeyQuotaMB < w.QuotaMB && w.QuotaMB <= w.MaxQuotaMB) {
 		bad("PYEXEC_WORKSPACE_KEY_QUOTA_MB", "must be 0 (no cap) or at least PYEXEC_WORKSPACE_QUOTA_MB (%d), got %d", w.QuotaMB, w.KeyQuotaMB)
 	}
 	if w.MaxPerKey < 1 {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // Records of workspaces and versions, and the one way a version is made:
@@ -39,6 +41,9 @@ type verRecord struct {
 	Entries int       `json:"entries"`
 	Created time.Time `json:"created"`
 	Source  string    `json:"source"`
+	// NewBytes is what its files hold whose content its parent did not
+	// have: what keeping it costs once it is no longer the head (prune).
+	NewBytes int64 `json:"new_bytes,omitempty"`
 }
 
 // Record keys: "ws.<owner in hex>.<name>" for a workspace, and
@@ -162,12 +167,22 @@ func (m *Manager) prepareCommit(ctx context.Context, rec wsRecord, base manifest
 	} else {
 		mg = merge(base, head, cs.base.Number, n, cs.changes)
 	}
-	refused, err := m.fit(ctx, rec, head, &mg, cs.partial)
+	refused, err := beyondLimits(head, &mg, cs.partial)
 	if err != nil {
 		return Commit{}, verRecord{}, err
 	}
 	out.Refused = append(out.Refused, refused...)
-	out.Added, out.Modified, out.Deleted, out.Conflicts = mg.added, mg.modified, mg.deleted, mg.conflicts
+	refused, err = escapingLinks(head, &mg, cs.partial)
+	if err != nil {
+		return Commit{}, verRecord{}, err
+	}
+	out.Refused = append(out.Refused, refused...)
+	refused, err = m.fit(ctx, rec, head, &mg, cs.partial)
+	if err != nil {
+		return Commit{}, verRecord{}, err
+	}
+	out.Refused = append(out.Refused, refused...)
+	out.Added, out.Modified, out.Deleted, out.Conflicts = mg.added, mg.modified, mg.deleted, notKept(mg.conflicts, out.Refused)
 	if maps.EqualFunc(mg.man, head, func(a, b entry) bool { return a == b }) {
 		return out, verRecord{}, nil
 	}
@@ -190,7 +205,7 @@ func (m *Manager) prepareCommit(ctx context.Context, rec wsRecord, base manifest
 		source = fmt.Sprintf("restore of version %d", cs.restore.Number)
 	}
 	next := verRecord{Number: n, Parent: rec.Head.Number, Root: root, Bytes: u.Bytes, Files: u.Files,
-		Entries: u.Entries, Created: m.now(), Source: source}
+		Entries: u.Entries, Created: m.now(), Source: source, NewBytes: newBytes(head, mg.man)}
 	out.Version, out.Changed = n, true
 	return out, next, nil
 }
@@ -213,6 +228,78 @@ func (m *Manager) uploadNew(ctx context.Context, head, man manifest) error {
 		}
 	}
 	return forEach(ctx, fetchWorkers, fresh, func(h string) error { return m.cache.upload(ctx, h) })
+}
+
+// notKept clears the kept_as of each conflict whose copy was refused (over
+// the quota, say): the writer is told its content was not kept, and why.
+func notKept(conflicts []Conflict, refused []Refused) []Conflict {
+	why := map[string]string{}
+	for _, r := range refused {
+		why[r.Path] = r.Reason
+	}
+	for i, c := range conflicts {
+		if r, ok := why[c.KeptAs]; ok && c.KeptAs != "" {
+			conflicts[i].Reason = fmt.Sprintf("%s; but that copy was not kept: %s", c.Reason, r)
+			conflicts[i].KeptAs = ""
+		}
+	}
+	return conflicts
+}
+
+// beyondLimits holds every path of the merged tree to the jail's path
+// limits (sandbox.CheckPathLimits), so no stored version has a path a run
+// could not mount. A partial commit refuses each path beyond them (the
+// head's entry put back if it had one); a whole one fails.
+func beyondLimits(head manifest, mg *merged, partial bool) ([]Refused, error) {
+	var refused []Refused
+	for _, p := range mg.man.paths() {
+		err := sandbox.CheckPathLimits(p)
+		if err == nil {
+			continue
+		}
+		if !partial {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, quoted(p), err)
+		}
+		refused = append(refused, Refused{Path: p, Reason: err.Error()})
+		if h, ok := head[p]; ok {
+			mg.man[p] = h
+		} else {
+			delete(mg.man, p)
+		}
+	}
+	return refused, nil
+}
+
+// escapingLinks judges every link of the merged tree through the tree
+// (linkEscapes). A partial commit (a run's) refuses each link that climbs
+// above the top, the head's entry at its path put back if it was no link;
+// a whole one fails. Taking a link out can change how others resolve, so
+// it judges again until none escapes.
+func escapingLinks(head manifest, mg *merged, partial bool) ([]Refused, error) {
+	var refused []Refused
+	for {
+		var bad []string
+		for p, e := range mg.man {
+			if e.Kind == kindLink && mg.man.linkEscapes(p) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 0 {
+			return refused, nil
+		}
+		slices.Sort(bad)
+		if !partial {
+			return nil, fmt.Errorf("%w: the symbolic link %s would point out of the workspace through other links", ErrInvalid, quoted(bad[0]))
+		}
+		for _, p := range bad {
+			refused = append(refused, Refused{Path: p, Reason: fmt.Sprintf("a symbolic link pointing out of the workspace through other links (to %s)", quoted(mg.man[p].Target))})
+			if h, ok := head[p]; ok && h.Kind != kindLink {
+				mg.man[p] = h
+			} else {
+				delete(mg.man, p)
+			}
+		}
+	}
 }
 
 // fit holds the merged manifest to the workspace's quota, the key's quota
@@ -265,6 +352,49 @@ func (m *Manager) fit(ctx context.Context, rec wsRecord, head manifest, mg *merg
 		u.Entries += more
 	}
 	return refused, nil
+}
+
+// roomFor is how many more bytes rec's workspace may take on top of
+// base: its quota or the key's room, less what base holds; what, the
+// quota that binds, for messages. API writes measure what they stage
+// against it before any byte becomes a blob.
+func (m *Manager) roomFor(ctx context.Context, rec wsRecord, base manifest) (room int64, what string, err error) {
+	keyRoom, err := m.keyRoom(ctx, rec)
+	if err != nil {
+		return 0, "", err
+	}
+	what = "the workspace's quota"
+	if keyRoom < rec.QuotaBytes {
+		what = "the key's quota"
+	}
+	return min(rec.QuotaBytes, keyRoom) - base.usage().Bytes, what, nil
+}
+
+// fitsBefore holds base with changes applied to the quotas and the entry
+// limit, as the commit will, before staged bytes are placed as blobs.
+func (m *Manager) fitsBefore(ctx context.Context, rec wsRecord, base manifest, changes map[string]*entry) error {
+	man := maps.Clone(base)
+	for p, e := range changes {
+		if e == nil {
+			delete(man, p)
+		} else {
+			man[p] = *e
+		}
+	}
+	_, err := m.fit(ctx, rec, base, &merged{man: man}, false)
+	return err
+}
+
+// commitPlaced commits an API change whose blobs were just placed. When
+// the commit fails (the head moved and the merge no longer fits, say),
+// those blobs are referenced by nothing: a collection is asked for, so
+// they do not stay.
+func (m *Manager) commitPlaced(ctx context.Context, key, id string, cs changeSet) (Commit, error) {
+	out, err := m.commit(ctx, key, id, cs)
+	if err != nil {
+		m.collectSoon()
+	}
+	return out, err
 }
 
 func quotaError(rec wsRecord, bytes, keyRoom int64) error {
@@ -362,10 +492,31 @@ func (m *Manager) loadVersion(ctx context.Context, rec wsRecord, n int64) (verRe
 	return v, nil
 }
 
+// newBytes is the size of man's files whose content head lacks.
+func newBytes(head, man manifest) int64 {
+	had := map[string]bool{}
+	for _, e := range head {
+		if e.Kind == kindFile {
+			had[e.Hash] = true
+		}
+	}
+	var n int64
+	for _, e := range man {
+		if e.Kind == kindFile && !had[e.Hash] {
+			had[e.Hash] = true
+			n += e.Size
+		}
+	}
+	return n
+}
+
 // prune drops the versions beyond what is kept: at most KeepVersions
-// versions counting the head, and none replaced longer than KeepFor ago
-// (a version's age counts from when the next one replaced it, so the
-// version before a change can be restored for KeepFor after it). The
+// versions counting the head, none replaced longer than KeepFor ago (a
+// version's age counts from when the next one replaced it, so the version
+// before a change can be restored for KeepFor after it), and none older
+// than the newest ones whose new content (the sum of their NewBytes)
+// passes the workspace's quota: so what only old versions keep on disk
+// stays within about twice the quota. The
 // blobs they alone referenced go at the next collection (GC). A failure
 // is logged: the commit it follows stands.
 func (m *Manager) prune(ctx context.Context, rec wsRecord) {
@@ -377,10 +528,15 @@ func (m *Manager) prune(ctx context.Context, rec wsRecord) {
 	nums = slices.DeleteFunc(nums, func(n int64) bool { return n >= rec.Head.Number })
 	keep := m.lim.KeepVersions - 1 // the head is one
 	replaced := rec.Head.Created   // when the newest of nums was replaced
+	var history int64              // NewBytes of the versions kept so far
 	for i := len(nums) - 1; i >= 0; i-- {
 		n := nums[i]
 		v, err := m.loadVersion(ctx, rec, n)
-		old := len(nums)-i > keep || (err == nil && m.lim.KeepFor > 0 && m.now().Sub(replaced) > m.lim.KeepFor)
+		if err == nil {
+			history += v.NewBytes
+		}
+		old := len(nums)-i > keep || (err == nil && m.lim.KeepFor > 0 && m.now().Sub(replaced) > m.lim.KeepFor) ||
+			history > rec.QuotaBytes
 		if err == nil {
 			replaced = v.Created
 		}

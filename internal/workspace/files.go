@@ -72,7 +72,7 @@ func (m *Manager) Open(ctx context.Context, c Caller, ref Ref, n int64, path str
 	if err != nil {
 		return nil, File{}, err
 	}
-	_, _, man, err := m.at(ctx, c, ref, n)
+	rec, _, man, err := m.at(ctx, c, ref, n)
 	if err != nil {
 		return nil, File{}, err
 	}
@@ -83,15 +83,16 @@ func (m *Manager) Open(ctx context.Context, c Caller, ref Ref, n int64, path str
 	if e.Kind != kindFile {
 		return nil, File{}, fmt.Errorf("%w: %s is a %s, not a file", ErrInvalid, quoted(p), e.file().Type)
 	}
-	f, err := m.openBlob(ctx, e)
+	f, err := m.openBlob(ctx, e, rec.Owner)
 	if err != nil {
 		return nil, File{}, err
 	}
 	return f, e.file(), nil
 }
 
-func (m *Manager) openBlob(ctx context.Context, e entry) (*os.File, error) {
-	if err := m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime}); err != nil {
+// openBlob opens the blob of e, a file of owner's.
+func (m *Manager) openBlob(ctx context.Context, e entry, owner string) (*os.File, error) {
+	if err := m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime}, saltOf(owner)); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(m.cache.path(e.Hash))
@@ -114,18 +115,37 @@ func (m *Manager) WriteFile(ctx context.Context, c Caller, ref Ref, path string,
 	}
 	a := attrs{Mode: uploadMode(mode), MTime: m.now().UnixNano()}
 	defer m.writing()()
-	h, size, err := m.cache.ingest(r, maxBytes, a)
+	// The bytes go to a staged file no larger than the room left, and
+	// become a blob only once the whole change is known to fit.
+	room, what, err := m.roomFor(ctx, rec, base)
+	if err != nil {
+		return Commit{}, err
+	}
+	if old, ok := base[p]; ok && old.Kind == kindFile {
+		room += old.Size
+	}
+	s, err := m.cache.stage(r, min(maxBytes, max(room, 0)), saltOf(rec.Owner))
+	if errors.Is(err, errTooBig) && room < maxBytes {
+		return Commit{}, fmt.Errorf("%w: the file does not fit: %s leaves room for %d bytes", ErrQuota, what, max(room, 0))
+	}
 	if errors.Is(err, errTooBig) {
 		return Commit{}, fmt.Errorf("%w: the file is larger than %d bytes", ErrLimit, maxBytes)
 	}
 	if err != nil {
 		return Commit{}, err
 	}
+	defer s.drop()
 	changes := map[string]*entry{}
-	if err := putWithParents(base, changes, entry{Path: p, Kind: kindFile, Hash: h, Size: size, Mode: a.Mode, MTime: a.MTime}); err != nil {
+	if err := putWithParents(base, changes, entry{Path: p, Kind: kindFile, Hash: s.hash, Size: s.size, Mode: a.Mode, MTime: a.MTime}); err != nil {
 		return Commit{}, err
 	}
-	return m.commit(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "write"})
+	if err := m.fitsBefore(ctx, rec, base, changes); err != nil {
+		return Commit{}, err
+	}
+	if err := m.cache.placeStaged(s, a); err != nil {
+		return Commit{}, err
+	}
+	return m.commitPlaced(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "write"})
 }
 
 // uploadMode keeps the permission bits an upload may set, as uploads of

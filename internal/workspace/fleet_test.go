@@ -163,7 +163,7 @@ func TestFleetConcurrentWriters(t *testing.T) {
 	}
 	commitOne := func(m *Manager, body string) Commit {
 		defer m.writing()()
-		h, size, err := m.cache.ingest(strings.NewReader(body), 100, attrs{Mode: 0o644, MTime: 1})
+		h, size, err := m.cache.ingest(strings.NewReader(body), 100, attrs{Mode: 0o644, MTime: 1}, saltOf(alice.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestFleetRefusesACorruptBlob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := obs.PutString(ctx, hashBytes([]byte("genuine")), "forged"); err != nil {
+	if _, err := obs.PutString(ctx, fileHash(alice.Name, []byte("genuine")), "forged"); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := n3.Open(ctx, alice, ref, Head, "f"); !errors.Is(err, ErrCorrupt) {
@@ -230,7 +230,7 @@ func TestFleetGC(t *testing.T) {
 	if st, err = n1.GC(ctx); err != nil || st.BlobsRemoved < 2 {
 		t.Fatalf("old blobs: %+v, %v", st, err)
 	}
-	ok, err := n1.cache.remote.has(ctx, hashBytes([]byte("in a workspace about to go")))
+	ok, err := n1.cache.remote.has(ctx, fileHash(alice.Name, []byte("in a workspace about to go")))
 	if err != nil || ok {
 		t.Errorf("the deleted workspace's blob: in the store %v, %v", ok, err)
 	}

@@ -36,6 +36,41 @@ type GCStats struct {
 	TreesRemoved int   `json:"trees_removed"`
 }
 
+// CollectEvery is how often Collect runs a collection unprompted.
+const CollectEvery = 10 * time.Minute
+
+// collectSoon asks Collect for a collection without waiting for it.
+func (m *Manager) collectSoon() {
+	select {
+	case m.collect <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// Collect runs GC every interval and whenever a Delete or a refused API
+// write asks for one, until ctx ends; the server runs it for its
+// lifetime. Each collection that removed something, or failed, is logged.
+func (m *Manager) Collect(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.collect:
+		}
+		st, err := m.GC(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.log.Warn("workspace collection failed", "err", err)
+		case err == nil && st.BlobsRemoved+st.CacheRemoved+st.TreesRemoved > 0:
+			m.log.Info("workspace collection", "versions", st.Versions, "blobs", st.Blobs, "blobs_removed", st.BlobsRemoved,
+				"bytes_removed", st.BytesRemoved, "cache_removed", st.CacheRemoved, "trees_removed", st.TreesRemoved)
+		}
+	}
+}
+
 // GC removes what no kept version needs. In a fleet one node at a time
 // should run it (any node may: it is safe, only wasteful, to run twice).
 func (m *Manager) GC(ctx context.Context) (GCStats, error) {
@@ -249,13 +284,48 @@ type Stats struct {
 	Workspaces int   `json:"workspaces"`
 	Bytes      int64 `json:"bytes"`       // their current versions, together
 	StoreBytes int64 `json:"store_bytes"` // the store of record: blobs and manifests of every kept version
-	CacheBytes int64 `json:"cache_bytes"` // this node's blob cache (on one node: the store)
+	CacheBytes int64 `json:"cache_bytes"` // this node's blob cache and variants (on one node: the store)
 	Mounts     int   `json:"mounts"`      // runs with a workspace mounted on this node
 }
 
-// Stats measures the workspaces of every key and this node's cache. It
-// walks the cache directory: callers poll it no more often than a scrape.
+// StatsFor is how long a measurement (Stats) is reused: /health and
+// every scrape ask for one, and each walks the blob cache.
+const StatsFor = 30 * time.Second
+
+// statsCache holds the last measurement; sem lets one caller at a time
+// measure, the others wait for its result (or their context).
+type statsCache struct {
+	sem chan struct{}
+	at  time.Time
+	st  Stats
+}
+
+// Stats measures the workspaces of every key and this node's cache
+// (blobs and variants). A measurement is reused for StatsFor, one is made
+// at a time, and the walk of the cache stops when ctx ends. Mounts are
+// always current.
 func (m *Manager) Stats(ctx context.Context) (Stats, error) {
+	select {
+	case m.stats.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Stats{}, fmt.Errorf("measuring the workspaces: %w", ctx.Err())
+	}
+	defer func() { <-m.stats.sem }()
+	st := m.stats.st
+	if m.stats.at.IsZero() || m.now().Sub(m.stats.at) >= StatsFor {
+		var err error
+		if st, err = m.measure(ctx); err != nil {
+			return Stats{}, err
+		}
+		m.stats.st, m.stats.at = st, m.now()
+	}
+	m.mu.Lock()
+	st.Mounts = len(m.mounts)
+	m.mu.Unlock()
+	return st, nil
+}
+
+func (m *Manager) measure(ctx context.Context) (Stats, error) {
 	recs, err := m.listRecords(ctx, AllOwners)
 	if err != nil {
 		return Stats{}, err
@@ -265,14 +335,19 @@ func (m *Manager) Stats(ctx context.Context) (Stats, error) {
 	for _, r := range recs {
 		st.Bytes += r.Head.Bytes
 	}
-	err = filepath.WalkDir(m.cache.blobs, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			st.CacheBytes += fileSize(d)
+	for _, dir := range []string{m.cache.blobs, m.cache.variants} {
+		err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err == nil && !d.IsDir() {
+				st.CacheBytes += fileSize(d)
+			}
+			return err
+		})
+		if err != nil {
+			return Stats{}, fmt.Errorf("measuring the blob cache: %w", err)
 		}
-		return err
-	})
-	if err != nil {
-		return Stats{}, fmt.Errorf("measuring the blob cache: %w", err)
 	}
 	st.StoreBytes = st.CacheBytes
 	if m.cache.remote != nil {
@@ -280,8 +355,5 @@ func (m *Manager) Stats(ctx context.Context) (Stats, error) {
 			return Stats{}, err
 		}
 	}
-	m.mu.Lock()
-	st.Mounts = len(m.mounts)
-	m.mu.Unlock()
 	return st, nil
 }

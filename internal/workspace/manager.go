@@ -101,6 +101,11 @@ type Manager struct {
 	// gcMu: a writer holds it shared (writing) from the first blob it
 	// caches until the head names them; the collector holds it alone.
 	gcMu sync.RWMutex
+	// collect asks the collector (Collect) for a collection soon: after a
+	// Delete or a refused API write. Buffered by one, so asking never
+	// blocks and asks pile into one collection.
+	collect chan struct{}
+	stats   statsCache
 
 	mu     sync.Mutex
 	inUse  map[string]int // tree root → mounts using it
@@ -190,7 +195,8 @@ func newManager(cfg Config) (*Manager, error) {
 	return &Manager{
 		dirs: d, lim: lim, log: log, now: now,
 		cache: &cache{blobs: filepath.Join(root, "blobs"), variants: filepath.Join(root, "variants"), tmp: d.tmp, uid: uid, gid: gid},
-		inUse: map[string]int{}, mounts: map[string]bool{},
+		inUse: map[string]int{}, mounts: map[string]bool{}, collect: make(chan struct{}, 1),
+		stats: statsCache{sem: make(chan struct{}, 1)},
 	}, nil
 }
 
@@ -332,8 +338,8 @@ func (m *Manager) List(ctx context.Context, c Caller, owner string) ([]Info, err
 }
 
 // Delete removes a workspace and its versions. Runs still using it keep
-// their mounts; their commits fail with ErrNotFound. Its blobs go at the
-// next collection.
+// their mounts; their commits fail with ErrNotFound. Its blobs and trees
+// go at the next collection, which Delete asks for (Collect).
 func (m *Manager) Delete(ctx context.Context, c Caller, ref Ref) error {
 	rec, key, err := m.find(ctx, c, ref)
 	if err != nil {
@@ -351,6 +357,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, ref Ref) error {
 			return err
 		}
 	}
+	m.collectSoon()
 	return nil
 }
 

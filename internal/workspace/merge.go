@@ -3,9 +3,13 @@ package workspace
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // The concurrency rule. A writer — a run, a session, an API call — changes
@@ -137,17 +141,38 @@ func (r *merger) apply(p string, o *entry) {
 
 // conflictName returns the name this writer's p is saved as: one of its
 // own if p was moved already, else p + ".conflict-<next>", numbered on
-// if that is taken.
+// if that is taken, within the path limits (conflictPath).
 func (r *merger) conflictName(p string) string {
 	if to, ok := r.moved[p]; ok {
 		return to
 	}
-	to := p + ".conflict-" + strconv.FormatInt(r.next, 10)
+	suffix := ".conflict-" + strconv.FormatInt(r.next, 10)
+	to := conflictPath(p, suffix)
 	for i := 2; r.taken(to); i++ {
-		to = p + ".conflict-" + strconv.FormatInt(r.next, 10) + "-" + strconv.Itoa(i)
+		to = conflictPath(p, suffix+"-"+strconv.Itoa(i))
 	}
 	r.moved[p] = to
 	return to
+}
+
+// conflictPath is p with suffix added to its last component, the name cut
+// (at a character's start) so the component stays within
+// sandbox.MaxNameBytes and the path within sandbox.MaxPathBytes. A folder
+// so deep that no name fits gets the copy at the top instead.
+func conflictPath(p, suffix string) string {
+	dir, name := path.Split(p)
+	keep := min(sandbox.MaxNameBytes, sandbox.MaxPathBytes-len(dir)) - len(suffix)
+	if keep < 1 {
+		dir = ""
+		keep = sandbox.MaxNameBytes - len(suffix)
+	}
+	if len(name) > keep {
+		for keep > 0 && !utf8.RuneStart(name[keep]) {
+			keep--
+		}
+		name = name[:keep]
+	}
+	return dir + name + suffix
 }
 
 func (r *merger) taken(p string) bool {

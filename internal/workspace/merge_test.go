@@ -1,9 +1,13 @@
 package workspace
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // tree builds a manifest from "path=content" (a file), "path/" (a
@@ -206,5 +210,50 @@ func TestMergeLosesNoFile(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A conflict on a name or path at the limits is kept under a name within
+// them (cut at a character's start), so the version stays mountable.
+func TestConflictNamesWithinTheLimits(t *testing.T) {
+	long := strings.Repeat("n", 255)
+	utf := strings.Repeat("é", 127) + "x" // 255 bytes, two-byte characters
+	deep := strings.Repeat("d", 200) + "/" + strings.Repeat("e", 200) + "/" + strings.Repeat("f", 200) + "/" +
+		strings.Repeat("g", 200) + "/" + strings.Repeat("h", 200) + "/file.txt"
+	for _, p := range []string{long, utf, deep, "short"} {
+		base := tree(p + "=base")
+		head := tree(p + "=theirs")
+		mg := merge(base, head, 1, 3, diff(base, tree(p+"=ours")))
+		if len(mg.conflicts) != 1 || mg.conflicts[0].KeptAs == "" {
+			t.Fatalf("%.20s…: conflicts %+v", p, mg.conflicts)
+		}
+		kept := mg.conflicts[0].KeptAs
+		if err := sandbox.CheckPathLimits(kept); err != nil || !utf8.ValidString(kept) || !strings.Contains(kept, ".conflict-3") {
+			t.Errorf("%.20s… kept as %q (%d bytes): %v", p, kept, len(kept), err)
+		}
+		if mg.man[kept].Hash != hashBytes([]byte("ours")) || mg.man[p].Hash != hashBytes([]byte("theirs")) {
+			t.Errorf("%.20s…: ours at %q %+v, theirs %+v", p, kept, mg.man[kept], mg.man[p])
+		}
+	}
+	if got := conflictPath("short", ".conflict-3"); got != "short.conflict-3" {
+		t.Errorf("a short name becomes %q", got)
+	}
+}
+
+// A commit never stores a path beyond the limits: a run's is refused by
+// name (the head's entry stays), an API change fails whole.
+func TestCommitRefusesPathsBeyondTheLimits(t *testing.T) {
+	tooLong := strings.Repeat("n", 256)
+	head := tree(tooLong[:255] + "=kept")
+	mg := merged{man: tree(tooLong+"=new", "ok=fine", tooLong[:255]+"=kept")}
+	refused, err := beyondLimits(head, &mg, true)
+	if err != nil || len(refused) != 1 || refused[0].Path != tooLong {
+		t.Fatalf("refused %v, %v", refused, err)
+	}
+	if _, ok := mg.man[tooLong]; ok || mg.man["ok"].Kind != kindFile {
+		t.Errorf("left %d entries", len(mg.man))
+	}
+	if _, err := beyondLimits(head, &merged{man: tree(tooLong + "=new")}, false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a whole commit: %v", err)
 	}
 }

@@ -137,6 +137,48 @@ func linkInside(p, target string) bool {
 	return len(target) <= sandbox.MaxPathBytes
 }
 
+// maxLinkHops bounds how many links resolving one path follows, as the
+// kernel's limit on nested links does.
+const maxLinkHops = 40
+
+// linkEscapes reports whether following the link at p in man climbs above
+// the workspace's top at any step, following the tree's other links on the
+// way (with at most maxLinkHops of them; more counts as escaping). Each
+// link's text staying inside (linkInside) is not enough: "up" -> "../.."
+// placed two levels down is inside, and "x" -> "d/e/up/../etc" then climbs
+// out through it. Names the tree lacks resolve as directories would.
+func (m manifest) linkEscapes(p string) bool {
+	var at []string // the resolved directory, from the top
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		at = strings.Split(p[:i], "/")
+	}
+	todo := strings.Split(m[p].Target, "/")
+	for hops := 1; len(todo) > 0; {
+		part := todo[0]
+		todo = todo[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return true
+			}
+			at = at[:len(at)-1]
+			continue
+		}
+		e, ok := m[strings.Join(append(at, part), "/")]
+		if !ok || e.Kind != kindLink {
+			at = append(at, part)
+			continue
+		}
+		if hops++; hops > maxLinkHops || strings.HasPrefix(e.Target, "/") {
+			return true
+		}
+		todo = append(strings.Split(e.Target, "/"), todo...)
+	}
+	return false
+}
+
 // under reports whether p is dir or inside it ("" is the top).
 func under(p, dir string) bool {
 	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")

@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,5 +83,53 @@ func TestCallerResolve(t *testing.T) {
 	}
 	if _, err := (Caller{}).resolve(Ref{Name: "w"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("caller without a name: %v, want ErrNotFound", err)
+	}
+}
+
+// Links each inside on their own text can climb out chained; the tree is
+// judged as a whole, following links, and only those that escape go.
+func TestChainedLinksJudgedThroughTheTree(t *testing.T) {
+	dir := func(p string) entry { return entry{Path: p, Kind: kindDir, Mode: 0o755} }
+	link := func(p, target string) entry { return entry{Path: p, Kind: kindLink, Target: target} }
+	man := manifest{}
+	for _, e := range []entry{dir("a"), dir("a/b"), dir("a/b/c"),
+		link("a/b/c/up", "../../.."),                   // the top: inside
+		link("x", "a/b/c/up/../../../etc"),             // through up, three above the top
+		link("y", "a/b/c/up/.."),                       // through up, one above
+		link("z", "a/b/c/up/a/b"),                      // through up, back down: inside
+		link("loop1", "loop2"), link("loop2", "loop1"), // never resolves
+		link("via", "a/b/c/up/x"), // through x: out
+		link("plain", "a/b"),
+	} {
+		if !linkInside(e.Path, e.Target) && e.Kind == kindLink {
+			t.Fatalf("%s -> %s is not inside on its text: the case tests nothing", e.Path, e.Target)
+		}
+		man[e.Path] = e
+	}
+	want := map[string]bool{"a/b/c/up": false, "x": true, "y": true, "z": false, "loop1": true, "loop2": true, "via": true, "plain": false}
+	for p, escapes := range want {
+		if got := man.linkEscapes(p); got != escapes {
+			t.Errorf("linkEscapes(%s -> %s) = %v, want %v", p, man[p].Target, got, escapes)
+		}
+	}
+	head := manifest{"y": {Path: "y", Kind: kindFile, Hash: hashBytes(nil), Mode: 0o644}}
+	mg := merged{man: maps.Clone(man)}
+	refused, err := escapingLinks(head, &mg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for _, r := range refused {
+		gone = append(gone, r.Path)
+	}
+	slices.Sort(gone)
+	if !slices.Equal(gone, []string{"loop1", "loop2", "via", "x", "y"}) {
+		t.Errorf("refused %v", gone)
+	}
+	if mg.man["y"].Kind != kindFile || mg.man["a/b/c/up"].Kind != kindLink || mg.man["z"].Kind != kindLink {
+		t.Errorf("kept %v", mg.man)
+	}
+	if _, err := escapingLinks(head, &merged{man: maps.Clone(man)}, false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a whole commit with escaping links: %v", err)
 	}
 }

@@ -429,7 +429,7 @@ func TestCommitRefusesHostileUpper(t *testing.T) {
 		t.Errorf("kept %v", got)
 	}
 	passwd, _ := os.ReadFile("/etc/passwd")
-	if m.cache.has(hashBytes(passwd)) {
+	if m.cache.has(fileHash(alice.Name, passwd)) {
 		t.Error("/etc/passwd was read into the store")
 	}
 	t.Logf("refused: %v", refused)
@@ -474,5 +474,70 @@ func TestRecoverCommitsLeftRuns(t *testing.T) {
 	vs, _ := m2.Versions(ctx, alice, ref)
 	if vs[len(vs)-1].Source != "recovered run lost" {
 		t.Errorf("version source %q", vs[len(vs)-1].Source)
+	}
+}
+
+// A run that chains links, each inside on its own text, to climb out of
+// the workspace gets those links refused by name at commit; the link they
+// went through, which stays inside, is kept.
+func TestRunChainedLinksRefused(t *testing.T) {
+	requireRoot(t)
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 1<<20)
+	mt := prepare(t, m, alice, ref, ReadWrite, "chained")
+	mustRun(t, mt, `mkdir -p a/b/c && ln -s ../../.. a/b/c/up && ln -s a/b/c/up/../../../etc x && ln -s a/b/c/up/.. y && ln -s a/b/c/up/a z`)
+	c := mustCommit(t, mt)
+	refused := refusedPaths(c)
+	for _, p := range []string{"x", "y"} {
+		if !strings.Contains(refused[p], "out of the workspace") {
+			t.Errorf("%s not refused: %v", p, c.Refused)
+		}
+	}
+	got := files(t, m, alice, ref, Head)
+	if _, ok := got["x"]; ok {
+		t.Errorf("x kept: %v", got)
+	}
+	if _, ok := got["y"]; ok {
+		t.Errorf("y kept: %v", got)
+	}
+	if got["a/b/c/up"] != "->../../.." || got["z"] != "->a/b/c/up/a" {
+		t.Errorf("links inside: up %q, z %q", got["a/b/c/up"], got["z"])
+	}
+}
+
+// Overlay markers a run forges as user.overlay.* attributes are ordinary
+// attributes to this overlay: the commit keeps what the run saw. And group
+// or world write bits a run sets are not kept.
+func TestRunCannotForgeOverlayMarkers(t *testing.T) {
+	requireRoot(t)
+	m := newLocal(t, Limits{})
+	ref := Ref{Name: "w"}
+	mustCreate(t, m, alice, "w", 1<<20)
+	mustWrite(t, m, alice, ref, "data/a", "A")
+	mustWrite(t, m, alice, ref, "data/b", "B")
+	mt := prepare(t, m, alice, ref, ReadWrite, "forge")
+	mustRun(t, mt, `/usr/bin/python3 -c "
+import os
+os.setxattr('data', 'user.overlay.opaque', b'y')
+open('ghost','w').close(); os.setxattr('ghost', 'user.overlay.whiteout', b'')
+open('open','w').write('o'); os.chmod('open', 0o777); os.mkdir('shared'); os.chmod('shared', 0o777)
+"`)
+	c := mustCommit(t, mt)
+	got := files(t, m, alice, ref, Head)
+	if got["data/a"] != "A" || got["data/b"] != "B" {
+		t.Errorf("a forged opaque marker dropped what the run saw: %v", got)
+	}
+	if _, ok := got["ghost"]; !ok {
+		t.Errorf("a forged whiteout dropped the run's file ghost: %v (commit %+v)", got, c)
+	}
+	list, err := m.Files(ctx, alice, ref, Head, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range list {
+		if (f.Path == "open" || f.Path == "shared") && f.Mode.Perm() != 0o755 {
+			t.Errorf("%s kept mode %v, want 0755", f.Path, f.Mode.Perm())
+		}
 	}
 }

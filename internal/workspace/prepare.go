@@ -110,7 +110,7 @@ func (m *Manager) Prepare(ctx context.Context, c Caller, ref Ref, mode Mode, run
 	m.mu.Unlock()
 	mt := &Mount{Base: rec.Head.Number, ReadOnly: mode == ReadOnly, m: m,
 		state: mountState{Key: key, ID: rec.ID, Name: rec.Name, Run: run, Base: rec.Head}}
-	if mt.Lower, err = m.tree(ctx, rec.Head.Root); err == nil && !mt.ReadOnly {
+	if mt.Lower, err = m.tree(ctx, rec.Head.Root, rec.Owner); err == nil && !mt.ReadOnly {
 		err = m.prepareUpper(ctx, mt, rec)
 	}
 	if err != nil {
@@ -132,7 +132,7 @@ func (m *Manager) Warm(ctx context.Context, c Caller, ref Ref) error {
 	if err != nil {
 		return err
 	}
-	_, err = m.tree(ctx, rec.Head.Root)
+	_, err = m.tree(ctx, rec.Head.Root, rec.Owner)
 	return err
 }
 

@@ -39,6 +39,7 @@ type upperScan struct {
 	files   []candidate
 	refused []Refused
 	seen    map[string]bool
+	salt    []byte // of the workspace's owner
 }
 
 // candidate is a regular file of the upper directory, not yet read.
@@ -59,7 +60,7 @@ func (m *Manager) scan(ctx context.Context, upper string, base manifest, rec wsR
 		return changeSet{}, fmt.Errorf("opening the upper directory: %w", err)
 	}
 	defer root.Close()
-	s := &upperScan{ctx: ctx, root: root, base: base, changes: map[string]*entry{}, seen: map[string]bool{}}
+	s := &upperScan{ctx: ctx, root: root, base: base, changes: map[string]*entry{}, seen: map[string]bool{}, salt: saltOf(rec.Owner)}
 	if err := s.dir(""); err != nil {
 		return changeSet{}, err
 	}
@@ -118,7 +119,7 @@ func (s *upperScan) dir(p string) error {
 
 func (s *upperScan) entry(q string, fi fs.FileInfo) error {
 	st, _ := fi.Sys().(*syscall.Stat_t)
-	mode, perm := fi.Mode(), uint32(fi.Mode().Perm())
+	mode, perm := fi.Mode(), uint32(fi.Mode().Perm())&0o755 // no group or world write, as uploads
 	switch {
 	case mode&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0:
 		s.delete(q) // a whiteout
@@ -247,7 +248,7 @@ func (s *upperScan) read(m *Manager, c candidate) (entry, error) {
 		return entry{}, errChanged
 	}
 	a := attrs{Mode: c.mode, MTime: c.mtime}
-	h, n, err := m.cache.ingest(f, c.size, a)
+	h, n, err := m.cache.ingest(f, c.size, a, s.salt)
 	if errors.Is(err, errTooBig) || (err == nil && n != c.size) {
 		return entry{}, errChanged
 	}
@@ -269,7 +270,10 @@ func (s *upperScan) xattrWhiteout(q string) bool {
 }
 
 // xattr returns the value of overlayfs attribute name of f under the
-// "trusted." or "user." prefix, "" when it has neither.
+// "trusted." prefix, "" when it has none. Only trusted.overlay.* is
+// read: the workspace's overlay is mounted by root without userxattr, so
+// only the kernel writes those, while a run may set user.overlay.* itself
+// and the kernel passes it through as an ordinary attribute.
 func xattr(f *os.File, name string) string {
 	var val string
 	rc, err := f.SyscallConn()
@@ -278,17 +282,15 @@ func xattr(f *os.File, name string) string {
 	}
 	_ = rc.Control(func(fd uintptr) {
 		buf := make([]byte, 64)
-		for _, prefix := range []string{"trusted.", "user."} {
-			if n, err := unix.Fgetxattr(int(fd), prefix+name, buf); err == nil {
-				val = string(buf[:n])
-				return
-			}
+		if n, err := unix.Fgetxattr(int(fd), "trusted."+name, buf); err == nil {
+			val = string(buf[:n])
 		}
 	})
 	return val
 }
 
-// hasXattr reports whether f has overlayfs attribute name, even empty.
+// hasXattr reports whether f has overlayfs attribute name under
+// "trusted.", even empty (see xattr).
 func hasXattr(f *os.File, name string) bool {
 	found := false
 	rc, err := f.SyscallConn()
@@ -296,12 +298,8 @@ func hasXattr(f *os.File, name string) bool {
 		return false
 	}
 	_ = rc.Control(func(fd uintptr) {
-		for _, prefix := range []string{"trusted.", "user."} {
-			if _, err := unix.Fgetxattr(int(fd), prefix+name, nil); err == nil {
-				found = true
-				return
-			}
-		}
+		_, err := unix.Fgetxattr(int(fd), "trusted."+name, nil)
+		found = err == nil
 	})
 	return found
 }

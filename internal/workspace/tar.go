@@ -44,7 +44,28 @@ func (m *Manager) Upload(ctx context.Context, c Caller, ref Ref, dir string, r i
 		return Commit{}, err
 	}
 	defer m.writing()()
-	entries, err := m.readTar(r, lim)
+	room, what, err := m.roomFor(ctx, rec, base)
+	if err != nil {
+		return Commit{}, err
+	}
+	// Each file is held to the room left by its header's size before a
+	// byte of it is staged; staged files become blobs only once the whole
+	// archive is accepted.
+	fits := func(p string, size int64) error {
+		if old, ok := base[join(d, p)]; ok && old.Kind == kindFile {
+			room += old.Size
+		}
+		if room -= size; room < 0 {
+			return fmt.Errorf("%w: the archive does not fit: with tar entry %s it is %d bytes over %s", ErrQuota, quoted(p), -room, what)
+		}
+		return nil
+	}
+	entries, stagedFiles, err := m.readTar(r, lim, saltOf(rec.Owner), fits)
+	defer func() {
+		for _, s := range stagedFiles {
+			s.drop()
+		}
+	}()
 	if err != nil {
 		return Commit{}, err
 	}
@@ -60,24 +81,38 @@ func (m *Manager) Upload(ctx context.Context, c Caller, ref Ref, dir string, r i
 			return Commit{}, err
 		}
 	}
-	return m.commit(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "upload"})
+	if err := m.fitsBefore(ctx, rec, base, changes); err != nil {
+		return Commit{}, err
+	}
+	next := stagedFiles
+	for _, e := range entries {
+		if e.Kind == kindFile {
+			if err := m.cache.placeStaged(next[0], attrs{Mode: e.Mode, MTime: e.MTime}); err != nil {
+				return Commit{}, err
+			}
+			next = next[1:]
+		}
+	}
+	return m.commitPlaced(ctx, key, rec.ID, changeSet{base: rec.Head, changes: changes, source: "upload"})
 }
 
-// readTar reads an archive into entries, caching file contents.
-func (m *Manager) readTar(r io.Reader, lim UploadLimits) ([]entry, error) {
+// readTar reads an archive into entries, staging file contents: held
+// has the bytes of its files, in order. fits is asked about
+// each file's path and size before its bytes are read. The caller drops
+// what is staged, also on error.
+func (m *Manager) readTar(r io.Reader, lim UploadLimits, salt []byte, fits func(p string, size int64) error) (out []entry, held []staged, err error) {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, _ := br.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: malformed gzip-compressed tar: %v", ErrInvalid, err)
+			return out, held, fmt.Errorf("%w: malformed gzip-compressed tar: %v", ErrInvalid, err)
 		}
 		zr.Multistream(false)
 		src = &cappedReader{r: zr, max: lim.MaxTarBytes}
 	}
 	tr := tar.NewReader(src)
 	seen := map[string]string{} // path → kind
-	var out []entry
 	var files int
 	var total int64
 	for {
@@ -86,57 +121,62 @@ func (m *Manager) readTar(r io.Reader, lim UploadLimits) ([]entry, error) {
 			break
 		}
 		if err != nil {
-			return nil, tarError(err, lim)
+			return out, held, tarError(err, lim)
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
 		}
 		if err := entryAllowed(hdr); err != nil {
-			return nil, err
+			return out, held, err
 		}
 		if d, err := cleanDir(hdr.Name); hdr.Typeflag == tar.TypeDir && err == nil && d == "" {
 			continue // "./", the archive's top
 		}
 		p, err := cleanPath(hdr.Name)
 		if err != nil {
-			return nil, err
+			return out, held, err
 		}
 		e := entry{Path: p, Kind: kindDir, Mode: uploadMode(fs.FileMode(hdr.Mode))}
 		if hdr.Typeflag == tar.TypeDir {
 			if err := addSeen(seen, e); err != nil {
-				return nil, err
+				return out, held, err
 			}
 			out = append(out, e)
 			continue
 		}
 		if files++; files > lim.MaxFiles {
-			return nil, fmt.Errorf("%w: the archive has more than %d files", ErrLimit, lim.MaxFiles)
+			return out, held, fmt.Errorf("%w: the archive has more than %d files", ErrLimit, lim.MaxFiles)
 		}
 		if hdr.Size > lim.MaxFileBytes {
-			return nil, fmt.Errorf("%w: tar entry %s is %d bytes; the limit is %d bytes per file", ErrLimit, quoted(p), hdr.Size, lim.MaxFileBytes)
+			return out, held, fmt.Errorf("%w: tar entry %s is %d bytes; the limit is %d bytes per file", ErrLimit, quoted(p), hdr.Size, lim.MaxFileBytes)
 		}
 		if total += hdr.Size; total > lim.MaxTotalBytes {
-			return nil, fmt.Errorf("%w: the archive's files exceed %d bytes", ErrLimit, lim.MaxTotalBytes)
+			return out, held, fmt.Errorf("%w: the archive's files exceed %d bytes", ErrLimit, lim.MaxTotalBytes)
 		}
 		e.Kind, e.MTime = kindFile, hdr.ModTime.UnixNano()
 		if hdr.ModTime.IsZero() {
 			e.MTime = m.now().UnixNano()
 		}
 		if err := addSeen(seen, e); err != nil {
-			return nil, err
+			return out, held, err
 		}
-		if e.Hash, e.Size, err = m.cache.ingest(tr, hdr.Size, attrs{Mode: e.Mode, MTime: e.MTime}); err != nil {
-			return nil, tarError(err, lim)
+		if err := fits(p, hdr.Size); err != nil {
+			return out, held, err
 		}
-		if e.Size != hdr.Size {
-			return nil, fmt.Errorf("%w: malformed tar: %s is shorter than its header says", ErrInvalid, quoted(p))
+		s, err := m.cache.stage(tr, hdr.Size, salt)
+		if err != nil {
+			return out, held, tarError(err, lim)
+		}
+		held = append(held, s)
+		if e.Hash, e.Size = s.hash, s.size; e.Size != hdr.Size {
+			return out, held, fmt.Errorf("%w: malformed tar: %s is shorter than its header says", ErrInvalid, quoted(p))
 		}
 		out = append(out, e)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: the tar archive holds no files", ErrInvalid)
+		return out, held, fmt.Errorf("%w: the tar archive holds no files", ErrInvalid)
 	}
-	return out, nil
+	return out, held, nil
 }
 
 // addSeen records a path of the archive, refusing a duplicate and a path
@@ -225,7 +265,7 @@ func (m *Manager) Tar(ctx context.Context, c Caller, ref Ref, n int64, dir strin
 	if err != nil {
 		return err
 	}
-	_, _, man, err := m.at(ctx, c, ref, n)
+	rec, _, man, err := m.at(ctx, c, ref, n)
 	if err != nil {
 		return err
 	}
@@ -234,14 +274,14 @@ func (m *Manager) Tar(ctx context.Context, c Caller, ref Ref, n int64, dir strin
 	}
 	tw := tar.NewWriter(w)
 	for _, p := range man.under(d) {
-		if err := m.tarEntry(ctx, tw, man[p], strings.TrimPrefix(strings.TrimPrefix(p, d), "/")); err != nil {
+		if err := m.tarEntry(ctx, tw, man[p], rec.Owner, strings.TrimPrefix(strings.TrimPrefix(p, d), "/")); err != nil {
 			return err
 		}
 	}
 	return tw.Close()
 }
 
-func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, name string) error {
+func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, owner, name string) error {
 	hdr := &tar.Header{Name: name, Mode: int64(e.Mode), Format: tar.FormatPAX}
 	switch e.Kind {
 	case kindDir:
@@ -257,7 +297,7 @@ func (m *Manager) tarEntry(ctx context.Context, tw *tar.Writer, e entry, name st
 	if e.Kind != kindFile {
 		return nil
 	}
-	f, err := m.openBlob(ctx, e)
+	f, err := m.openBlob(ctx, e, owner)
 	if err != nil {
 		return err
 	}

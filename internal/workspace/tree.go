@@ -22,9 +22,9 @@ import (
 // fetchWorkers bounds the blobs fetched from the store at once.
 const fetchWorkers = 8
 
-// tree returns the directory of the tree of manifest root, building it
-// if this node has none.
-func (m *Manager) tree(ctx context.Context, root string) (string, error) {
+// tree returns the directory of the tree of manifest root, a version of
+// owner's, building it if this node has none.
+func (m *Manager) tree(ctx context.Context, root, owner string) (string, error) {
 	dir := filepath.Join(m.dirs.trees, root)
 	if _, err := os.Lstat(dir); err == nil {
 		return dir, nil
@@ -41,7 +41,7 @@ func (m *Manager) tree(ctx context.Context, root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := m.fetchAll(ctx, man); err != nil {
+	if err := m.fetchAll(ctx, man, owner); err != nil {
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(m.dirs.trees, ".build-")
@@ -61,7 +61,7 @@ func (m *Manager) tree(ctx context.Context, root string) (string, error) {
 // fetchAll makes every file blob of man present in the cache: in a fleet
 // this fetches what the node lacks (only what changed since a version it
 // has), several at a time.
-func (m *Manager) fetchAll(ctx context.Context, man manifest) error {
+func (m *Manager) fetchAll(ctx context.Context, man manifest, owner string) error {
 	var missing []entry
 	seen := map[string]bool{}
 	for _, e := range man {
@@ -71,7 +71,7 @@ func (m *Manager) fetchAll(ctx context.Context, man manifest) error {
 		}
 	}
 	return forEach(ctx, fetchWorkers, missing, func(e entry) error {
-		return m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime})
+		return m.cache.ensure(ctx, e.Hash, attrs{Mode: e.Mode, MTime: e.MTime}, saltOf(owner))
 	})
 }
 

@@ -444,7 +444,7 @@ func TestConcurrentCommitters(t *testing.T) {
 			defer done()
 			changes := map[string]*entry{}
 			put := func(p, body string) {
-				h, size, err := m.cache.ingest(strings.NewReader(body), 1<<20, attrs{Mode: 0o644, MTime: 1})
+				h, size, err := m.cache.ingest(strings.NewReader(body), 1<<20, attrs{Mode: 0o644, MTime: 1}, saltOf(alice.Name))
 				if err != nil {
 					errs[i] = err
 					return
@@ -515,7 +515,7 @@ func TestGC(t *testing.T) {
 	}
 	t.Logf("%+v", st)
 	for _, gone := range []string{"only in a deleted workspace", "one"} {
-		if m.cache.has(hashBytes([]byte(gone))) {
+		if m.cache.has(fileHash(alice.Name, []byte(gone))) {
 			t.Errorf("blob of %q kept", gone)
 		}
 	}
