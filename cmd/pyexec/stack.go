@@ -19,6 +19,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/fleetsess"
 	"github.com/pyexec/pyexec/internal/pool"
+	"github.com/pyexec/pyexec/internal/preview"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
@@ -159,6 +160,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		return nil, err
 	}
 	ecfg := engineConfig(cfg)
+	if cfg.Preview.Enabled {
+		if ecfg.Preview.Key, err = preview.LoadKey(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.AllowNetwork {
 		if ecfg.Network, err = egressConfig(cfg); err != nil {
 			return nil, err
@@ -312,6 +318,7 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 		},
+		Preview:       engine.PreviewConfig{Enabled: cfg.Preview.Enabled, TTL: cfg.Preview.TTL},
 		MaxFiles:      cfg.MaxCollectFiles,
 		MaxFileBytes:  cfg.MaxCollectBytes,
 		StoreMaxBytes: cfg.StoreMaxBytes,

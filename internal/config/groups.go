@@ -30,6 +30,8 @@ func FlagGroups() []FlagGroup {
 			"max-running-per-key", "max-queued-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
 			"session-lifetime", "max-session-lifetime", "session-memory-mb"}},
+		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns",
+			"preview-max-bytes", "preview-idle-timeout"}},
 		{"Isolation and warm pool", []string{"cgroup-parent", "unsafe-no-isolation", "warm-pool", "pool-max-warm",
 			"pool-per-kind", "pool-idle", "fork-server", "fork-servers", "preload"}},
 		{"Environments and packages", []string{"env-dir", "env-max-bytes", "index-url", "extra-index-urls", "trusted-hosts",

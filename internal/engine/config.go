@@ -71,6 +71,9 @@ type Config struct {
 	KillWait time.Duration
 	// Sessions configures stateful sessions (session_types.go).
 	Sessions SessionConfig
+	// Preview turns on previews of the web apps sessions serve
+	// (previews.go).
+	Preview PreviewConfig
 	// StoreMaxBytes caps what the shared store holds (records, index,
 	// events, request payloads, artifacts); above it the oldest finished
 	// executions are evicted (evict.go). Zero: no cap, records only expire.

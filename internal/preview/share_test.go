@@ -1,0 +1,144 @@
+package preview
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func testShares(t *testing.T) (*Shares, *time.Time) {
+	t.Helper()
+	key, err := LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewShares(key, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	return s, &now
+}
+
+func TestShareOpensItsTargetOnly(t *testing.T) {
+	s, now := testShares(t)
+	a := Target{Session: "ses_a", Owner: "alice", Port: 8000}
+	sh, err := s.Issue(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sh.Token) > 63 || strings.ToLower(sh.Token) != sh.Token {
+		t.Errorf("token %q is not one lower-case DNS label", sh.Token)
+	}
+	if got, err := s.Check(sh.Token); err != nil || got != a {
+		t.Fatalf("Check = %+v, %v; want %+v", got, err, a)
+	}
+	// A host name's case is not kept: the token still works upper-cased.
+	if got, err := s.Check(strings.ToUpper(sh.Token)); err != nil || got != a {
+		t.Errorf("upper-case token: %+v, %v", got, err)
+	}
+	// Any altered character (its id or its signature) opens nothing.
+	for i := range sh.Token {
+		b := []byte(sh.Token)
+		b[i] = map[bool]byte{true: 'b', false: 'a'}[b[i] == 'a']
+		if _, err := s.Check(string(b)); !errors.Is(err, ErrUnknownShare) {
+			t.Fatalf("token altered at %d: %v", i, err)
+		}
+	}
+	for _, bad := range []string{"", "x", sh.Token + "a", sh.Token[:len(sh.Token)-1], "../" + sh.Token} {
+		if _, err := s.Check(bad); !errors.Is(err, ErrUnknownShare) {
+			t.Errorf("Check(%q) = %v", bad, err)
+		}
+	}
+	// Another server (another key) does not know it.
+	other, _ := testShares(t)
+	if _, err := other.Check(sh.Token); !errors.Is(err, ErrUnknownShare) {
+		t.Errorf("another server: %v", err)
+	}
+
+	// Expiry.
+	*now = now.Add(time.Hour)
+	if _, err := s.Check(sh.Token); !errors.Is(err, ErrExpired) {
+		t.Errorf("after its TTL: %v, want ErrExpired", err)
+	}
+}
+
+func TestShareRevokeAndForget(t *testing.T) {
+	s, _ := testShares(t)
+	a8000, _ := s.Issue(Target{Session: "ses_a", Owner: "alice", Port: 8000})
+	a8001, _ := s.Issue(Target{Session: "ses_a", Owner: "alice", Port: 8001})
+	b8000, _ := s.Issue(Target{Session: "ses_b", Owner: "bob", Port: 8000})
+	if n := s.Revoke("ses_a", 8000); n != 1 {
+		t.Errorf("revoked %d, want 1", n)
+	}
+	if _, err := s.Check(a8000.Token); !errors.Is(err, ErrRevoked) {
+		t.Errorf("revoked: %v", err)
+	}
+	if n := s.Revoke("ses_a", 8000); n != 0 {
+		t.Errorf("revoked again: %d, want 0", n)
+	}
+	for _, tok := range []string{a8001.Token, b8000.Token} {
+		if _, err := s.Check(tok); err != nil {
+			t.Errorf("another port's or session's share was revoked too: %v", err)
+		}
+	}
+	s.Forget("ses_a")
+	if _, err := s.Check(a8001.Token); !errors.Is(err, ErrUnknownShare) {
+		t.Errorf("a share of an ended session: %v", err)
+	}
+	if _, err := s.Check(b8000.Token); err != nil {
+		t.Errorf("another session's share: %v", err)
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	k1, err := LoadKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, KeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v; want mode 0600", st.Mode(), err)
+	}
+	k2, err := LoadKey(dir)
+	if err != nil || string(k1) != string(k2) {
+		t.Fatalf("the key changed on a second load (%v)", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, KeyFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Errorf("a key others may read: %v, want refused", err)
+	}
+}
+
+// TestLoadKeyConcurrently: servers starting at once on one data dir all
+// end up with the one key that took the name.
+func TestLoadKeyConcurrently(t *testing.T) {
+	dir := t.TempDir()
+	keys := make([][]byte, 8)
+	errs := make([]error, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys[i], errs[i] = LoadKey(dir)
+		}()
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || string(keys[i]) != string(keys[0]) {
+			t.Fatalf("load %d: %v (same key as the first: %v)", i, errs[i], string(keys[i]) == string(keys[0]))
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%d files left in the data dir, want the key only", len(entries))
+	}
+}
