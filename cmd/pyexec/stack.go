@@ -170,6 +170,16 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 			return nil, err
 		}
 	}
+	if cfg.AllowNetwork && cfg.Network.SecretsFile != "" {
+		sec, err := setupSecrets(cfg, ecfg.Network)
+		if err != nil {
+			return nil, err
+		}
+		ecfg.Secrets, ecfg.TrustBundle = sec.catalog, sec.bundle
+		wctx, stopWatch := context.WithCancel(context.Background())
+		sec.watch(wctx, log.With("component", "egress"))
+		s.closers = append(s.closers, func(context.Context) error { stopWatch(); return nil })
+	}
 	s.eng, err = engine.New(ecfg, deps)
 	if err != nil {
 		return nil, err

@@ -60,16 +60,24 @@ const maxChunkLine = 17
 // refused with ErrChunk. A stream that ends early is io.ErrUnexpectedEOF;
 // an error of w is returned as it is.
 func CopyBody(w io.Writer, r *bufio.Reader, h *Head) error {
+	return CopyBodySeen(w, io.Discard, r, h)
+}
+
+// CopyBodySeen is CopyBody that also writes the content's data alone
+// (without chunk framing) to seen, before w: an error of seen stops the
+// copy, and the data it refused never reaches w.
+func CopyBodySeen(w, seen io.Writer, r *bufio.Reader, h *Head) error {
+	data := io.MultiWriter(seen, w)
 	switch h.Framing {
 	case Length:
-		return copyN(w, r, h.Length)
+		return copyN(data, r, h.Length)
 	case Chunked:
 		for {
 			size, err := chunkSize(w, r)
 			if err != nil {
 				return err
 			}
-			if err := copyN(w, r, size); err != nil {
+			if err := copyN(data, r, size); err != nil {
 				return err
 			}
 			// After data, its CRLF; after the last chunk, the CRLF that
