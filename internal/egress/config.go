@@ -143,6 +143,7 @@ const (
 	ReasonBadHTTPResponse  = "bad_http_response"      // a response the egress cannot read strictly (502)
 	ReasonPartialResponse  = "partial_response"       // a part of a resource (206, multipart/byteranges) from a secret's destination (502)
 	ReasonOverrideHeader   = "override_header"        // a method or URL override (X-HTTP-Method-Override, X-Original-URL, _method, …) to a destination with a secret or HTTP rule (403)
+	ReasonFormContent      = "form_content"           // form content (or content without a Content-Type) to a destination with a secret or HTTP rule that the egress cannot check for _method: over 64 KiB (413), compressed or unreadable (400)
 	ReasonNoTermination    = "tls_not_terminated"     // TLS to a destination with a secret or HTTP rule, and no CA to terminate it with
 	ReasonRuledAddress     = "ruled_address"          // an address literal of a destination with a secret or HTTP rule, which is reached by name only
 	ReasonTerminationLimit = "termination_limit"      // TLS to a 65th name whose TLS the egress would terminate for one execution

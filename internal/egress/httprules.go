@@ -96,13 +96,19 @@ func targetPath(method, target, name string, port uint16) (path string, ok bool)
 
 // cleanPath reports whether a server could not take path for another
 // path: it is false for a "." or ".." segment (also before a
-// ';' parameter), a percent-encoded '.', '/' or '\', a backslash, or a
-// NUL.
+// ';' parameter), a percent-encoded '.', '/', '\' or '%' (which a server
+// that decodes twice would read as one of them), an overlong UTF-8 lead
+// byte (%c0, %c1, %e0%80, %f0%80: old decoders read "%c0%ae" as '.'), a
+// backslash, or a NUL.
 func cleanPath(path string) bool {
 	lower := strings.ToLower(path)
-	if strings.ContainsAny(path, "\\\x00") || strings.Contains(lower, "%2e") || strings.Contains(lower, "%2f") ||
-		strings.Contains(lower, "%5c") || strings.Contains(lower, "%00") {
+	if strings.ContainsAny(path, "\\\x00") {
 		return false
+	}
+	for _, enc := range []string{"%2e", "%2f", "%5c", "%00", "%25", "%c0", "%c1", "%e0%80", "%f0%80"} {
+		if strings.Contains(lower, enc) {
+			return false
+		}
 	}
 	for _, seg := range strings.Split(path, "/") {
 		seg, _, _ = strings.Cut(seg, ";")

@@ -43,6 +43,12 @@ func TestRuleTargets(t *testing.T) {
 		{"GET", "/repos/%2e%2e/admin", false},
 		{"GET", "/repos/..;/admin", false},
 		{"GET", "https://api.test/repos/%2F../admin", false},
+		// Double encoding, overlong UTF-8.
+		{"GET", "/repos/%252e%252e/admin", false},
+		{"GET", "/repos/%c0%ae%c0%ae/admin", false},
+		{"GET", "/repos/%C1%9C/admin", false},
+		{"GET", "/repos/%e0%80%ae%e0%80%ae/admin", false},
+		{"GET", "/repos/caf%C3%A9", true},
 	} {
 		if got := ruleVerdict(rules, "api.test", 443, c.method, c.target); got != c.ok {
 			t.Errorf("%s %s: allowed %v, want %v", c.method, c.target, got, c.ok)

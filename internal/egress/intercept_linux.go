@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -239,7 +238,14 @@ func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t ta
 				fmt.Sprintf("%s %s on %s is not allowed by the operator's HTTP rules", h.Method, x.path, t.name))
 			return ReasonHTTPRule
 		}
-		status, reason, keep := r.forward(in, out, upR, upW, x, t)
+		body := in
+		if formContent(h) {
+			var reason string
+			if body, reason = r.readForm(in, out, x, t); body == nil {
+				return reason
+			}
+		}
+		status, reason, keep := r.forward(body, out, upR, upW, x, t)
 		for _, b := range x.injected {
 			ev := r.httpEvent(t, x, VerdictAllow, "", status)
 			ev.Secret = b.Name
@@ -249,6 +255,80 @@ func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t ta
 			return reason
 		}
 	}
+}
+
+// readForm reads the whole of a request's form content (at most maxForm
+// bytes of data) and refuses it when it asks for another method (a
+// _method field, which frameworks read from forms as from queries), when
+// it is larger, compressed, or does not parse as its Content-Type says.
+// It returns the content as sent, to be forwarded, or nil and a refusal
+// reason ("" when the payload went away).
+func (r *relay) readForm(in *bufio.Reader, out *bufio.Writer, x *exchange, t target) (*bufio.Reader, string) {
+	refuse := func(status int, reason, msg string) (*bufio.Reader, string) {
+		r.e.emit(r.httpEvent(t, x, VerdictDeny, reason, 0))
+		respond(out, status, reason, msg)
+		return nil, reason
+	}
+	if x.h.Framing == http1.Length && x.h.Length > maxForm {
+		return refuse(http.StatusRequestEntityTooLarge, ReasonFormContent,
+			fmt.Sprintf("form content to %s is checked for _method and may be at most %d bytes", t.name, maxForm))
+	}
+	for _, f := range x.h.Fields {
+		if fieldIs(f, "content-encoding") && !strings.EqualFold(f.Value, "identity") {
+			return refuse(http.StatusBadRequest, ReasonFormContent,
+				"form content to "+t.name+" is checked for _method and may not be compressed")
+		}
+	}
+	if sendContinue(out, x) != nil {
+		return nil, ""
+	}
+	raw, data := &capped{max: 8 * maxForm}, &capped{max: maxForm}
+	switch err := http1.CopyBodySeen(raw, data, in, x.h); {
+	case errors.Is(err, errFormTooLarge):
+		return refuse(http.StatusRequestEntityTooLarge, ReasonFormContent,
+			fmt.Sprintf("form content to %s is checked for _method and may be at most %d bytes", t.name, maxForm))
+	case errors.Is(err, http1.ErrChunk):
+		respond(out, http.StatusBadRequest, ReasonBadHTTPRequest, "the request's chunked content is not strict HTTP/1.1")
+		return nil, ReasonBadHTTPRequest
+	case err != nil:
+		return nil, ""
+	}
+	switch override, err := formOverride(x.h, data.b.Bytes()); {
+	case err != nil:
+		return refuse(http.StatusBadRequest, ReasonFormContent,
+			"form content to "+t.name+" does not parse as its Content-Type says")
+	case override:
+		return refuse(http.StatusForbidden, ReasonOverrideHeader,
+			"a request to "+t.name+" may not ask the destination to take another method than its request line's (_method in its form content)")
+	}
+	return bufio.NewReader(bytes.NewReader(raw.b.Bytes())), ""
+}
+
+// sendContinue answers x's Expect: 100-continue (the egress removed it
+// from the head it forwards), once.
+func sendContinue(out *bufio.Writer, x *exchange) error {
+	if !x.expect || x.h.Framing == http1.NoContent {
+		return nil
+	}
+	x.expect = false
+	_, _ = out.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+	return out.Flush()
+}
+
+// errFormTooLarge is form content past its cap.
+var errFormTooLarge = errors.New("form content too large")
+
+// capped is a buffer that takes at most max bytes.
+type capped struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		return 0, errFormTooLarge
+	}
+	return c.b.Write(p)
 }
 
 // prepare rewrites a request head for the destination: a secret's
@@ -351,10 +431,8 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 	if _, err := upW.Write(x.head); err != nil {
 		return 0, "", false
 	}
-	if x.expect && x.h.Framing != http1.NoContent {
-		if out.WriteString("HTTP/1.1 100 Continue\r\n\r\n"); out.Flush() != nil {
-			return 0, "", false
-		}
+	if sendContinue(out, x) != nil {
+		return 0, "", false
 	}
 	scan := newPlaceholderScan(r.e.grant.Secrets)
 	var seen io.Writer = scan
@@ -399,11 +477,14 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 				"the destination answered with a part of a resource, in which the egress cannot redact secrets")
 			return resp.Status, ReasonPartialResponse, false
 		}
-		// After content on a method that commonly has none the
-		// destination may not have read it all: what it left would be
-		// read as the start of the next request, which the egress never
-		// checked. The connection ends with this response.
-		last := resp.Status >= 200 && unusualContent(x.h)
+		// After content the destination may not have read it all (a
+		// server may answer any method, POST included, before its
+		// content): what it left would be read as the start of the next
+		// request, which the egress never checked, with the next head's
+		// fields (a secret's value among them) as its own. The connection
+		// ends with this response, so that a request the egress forwards
+		// is always what the destination reads.
+		last := resp.Status >= 200 && hasContent(x.h)
 		head := bytes.Clone(raw)
 		if last {
 			head = closingHead(raw, resp)
@@ -550,34 +631,6 @@ func partial(resp *http1.Response) bool {
 	return false
 }
 
-// overrides reports whether a request asks the destination to take
-// another method or path than its request line's: method-override
-// fields, URL-rewrite fields, or a _method query parameter, which many
-// frameworks and gateways honour. A destination with a secret or an HTTP
-// rule gets none of them: the rules, and the events, see only the request
-// line.
-func overrides(h *http1.Head) bool {
-	for _, f := range h.Fields {
-		for _, name := range []string{"x-http-method-override", "x-http-method", "x-method-override",
-			"x-original-url", "x-rewrite-url", "x-original-method"} {
-			if fieldIs(f, name) {
-				return true
-			}
-		}
-	}
-	_, query, _ := strings.Cut(h.Target, "?")
-	for _, p := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
-		k, _, _ := strings.Cut(p, "=")
-		if d, err := url.QueryUnescape(k); err == nil {
-			k = d
-		}
-		if strings.EqualFold(strings.TrimSpace(k), "_method") {
-			return true
-		}
-	}
-	return false
-}
-
 // coveredByRules reports whether an HTTP rule covers t.
 func coveredByRules(rules []HTTPRule, t target) bool {
 	for i := range rules {
@@ -610,11 +663,10 @@ func (o *overrideScan) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// unusualContent reports whether a request has content on a method other
-// than POST, PUT or PATCH (a server may answer it unread).
-func unusualContent(h *http1.Head) bool {
-	has := h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
-	return has && h.Method != "POST" && h.Method != "PUT" && h.Method != "PATCH"
+// hasContent reports whether a request has content (which a server may
+// answer unread).
+func hasContent(h *http1.Head) bool {
+	return h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
 }
 
 // closingHead is a response head written again with Connection: close in

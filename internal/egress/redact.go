@@ -3,16 +3,18 @@ package egress
 import (
 	"bytes"
 	"io"
+	"slices"
 )
 
-// redactor writes to w what is written to it with every secret value
-// replaced by its placeholder. A placeholder is as long as its value, so
-// that the content keeps its length (and a Content-Length stays true).
+// redactor writes to w what is written to it with every secret value,
+// and every encoded form of it (encodings.go), replaced: the value by its
+// placeholder, a form by as many characters of the placeholder repeated.
+// Either keeps the content's length (and a Content-Length stays true).
 // The stream may come in pieces cut anywhere: a value split between two
 // writes is replaced all the same, since the end of each write that could
-// begin a value is held back until the next write (or Flush) tells.
-// Nothing else is held: a stream that pauses (server-sent events) reaches
-// w whole unless its last bytes begin a value.
+// begin a value or a form is held back until the next write (or Flush)
+// tells. Nothing else is held: a stream that pauses (server-sent events)
+// reaches w whole unless its last bytes begin a value.
 type redactor struct {
 	w       io.Writer
 	secrets []Bound
@@ -32,8 +34,10 @@ func (r *redactor) Write(p []byte) (int, error) {
 	buf := r.buf
 	redactAll(buf, r.secrets)
 	hold := 0
-	for _, s := range r.secrets {
-		hold = max(hold, prefixAtEnd(buf, s.Value.v))
+	for i := range r.secrets {
+		for _, f := range r.secrets[i].patterns() {
+			hold = max(hold, prefixAtEnd(buf, f))
+		}
 	}
 	out := buf[:len(buf)-hold]
 	r.carry = append(r.carry[:0], buf[len(buf)-hold:]...)
@@ -55,18 +59,41 @@ func (r *redactor) Flush() error {
 	return err
 }
 
-// redactAll replaces every value of secrets in b by its placeholder, in
-// place.
+// redactAll replaces, in place, every value of secrets and every encoded
+// form of one in b. The matches are all found in b as it came, then
+// replaced longest first, each only where no longer one did: a value
+// that holds (or overlaps) another's is replaced whole, and so is the
+// other.
 func redactAll(b []byte, secrets []Bound) {
-	for _, s := range secrets {
-		v := s.Value.v
-		for i := 0; i+len(v) <= len(b); {
-			j := bytes.Index(b[i:], []byte(v))
-			if j < 0 {
-				break
+	type match struct {
+		at, n int
+		fill  string
+	}
+	var ms []match
+	for i := range secrets {
+		s := &secrets[i]
+		for _, f := range s.patterns() {
+			for at := 0; ; {
+				j := bytes.Index(b[at:], []byte(f))
+				if j < 0 {
+					break
+				}
+				ms = append(ms, match{at: at + j, n: len(f), fill: s.Placeholder})
+				at += j + 1
 			}
-			copy(b[i+j:], s.Placeholder)
-			i += j + len(v)
+		}
+	}
+	if len(ms) == 0 {
+		return
+	}
+	slices.SortStableFunc(ms, func(x, y match) int { return y.n - x.n })
+	done := make([]bool, len(b))
+	for _, m := range ms {
+		for k := range m.n {
+			if !done[m.at+k] {
+				b[m.at+k] = m.fill[k%len(m.fill)]
+				done[m.at+k] = true
+			}
 		}
 	}
 }

@@ -81,6 +81,18 @@ type Bound struct {
 	// can be looked for in DNS names), and drawn afresh for each
 	// execution.
 	Placeholder string
+	// forms are the value and its encoded forms (encodings.go), made
+	// once at Bind: the redaction looks for each.
+	forms []string
+}
+
+// patterns are the texts the redaction replaces for b: the value and its
+// encoded forms.
+func (b *Bound) patterns() []string {
+	if b.forms == nil {
+		return encodings(b.Value.v)
+	}
+	return b.forms
 }
 
 // placeholderAlphabet is what placeholders are made of.
@@ -94,7 +106,7 @@ func (s Secret) Bind() (Bound, error) {
 	for {
 		p := randomText(s.Value.Len())
 		if !strings.Contains(s.Value.v, p) {
-			return Bound{Secret: s, Placeholder: p}, nil
+			return Bound{Secret: s, Placeholder: p, forms: encodings(s.Value.v)}, nil
 		}
 	}
 }

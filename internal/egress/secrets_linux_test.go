@@ -352,3 +352,62 @@ func (r *recorder) count(f func(Event) bool) int {
 	}
 	return n
 }
+
+// escapedSecretValue is a value with characters every JSON and URL
+// encoder escapes, as base64-shaped credentials have.
+const escapedSecretValue = `ghp_S3cr3t+V4lue/0123"456\789<abc>&def=`
+
+// TestSecretEncodedEchoes: a destination that reflects the value JSON-
+// or percent-encoded (in its content and in a header) gives the payload,
+// once it decodes the echo as any client would, no value: the encoded
+// forms are redacted too.
+func TestSecretEncodedEchoes(t *testing.T) {
+	w, cfg, files := interceptWorld(t, "allowed.test")
+	hosts, err := ParseRules([]string{"allowed.test:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Secret{Name: "GITHUB_TOKEN", Value: NewValue(escapedSecretValue), Hosts: hosts,
+		Header: "Authorization", Prefix: "Bearer "}.Bind()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := pyProbe + `
+import json, os, ssl, urllib.parse, urllib.request
+ctx = ssl.create_default_context(cafile="/work/ca.pem")
+AUTH = {"Authorization": "Bearer " + os.environ["GITHUB_TOKEN"]}
+def get(path):
+    return urllib.request.urlopen(urllib.request.Request("https://allowed.test" + path, headers=AUTH), timeout=10, context=ctx)
+def query():
+    r = get("/echo/query")
+    body = urllib.parse.parse_qs(r.read().decode())["authorization"][0]
+    loc = urllib.parse.parse_qs(r.headers["Location"].split("?", 1)[1])["authorization"][0]
+    return body + "|" + loc
+probe("json", lambda: json.loads(get("/echo/json").read())["authorization"])
+probe("query", query)
+`
+	res, rec := runGranted(t, w, cfg, Grant{Policy: cfg.Policy, Secrets: []Bound{b}},
+		sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", code}, Files: files,
+			Env: []string{"GITHUB_TOKEN=" + b.Placeholder}})
+	got := egresstest.Lines(string(res.Stdout))
+	// The value reached the destination and came back as filler (the
+	// placeholder repeated over the encoded form's length), not as the
+	// value.
+	body, loc, _ := strings.Cut(got["query"], "|")
+	for _, echo := range []string{got["json"], body, loc} {
+		if !strings.HasPrefix(echo, "Bearer "+b.Placeholder) {
+			t.Errorf("echo %q, want the placeholder's filler", echo)
+		}
+	}
+	for where, out := range map[string][]byte{"stdout": res.Stdout, "stderr": res.Stderr} {
+		if bytes.Contains(out, []byte(escapedSecretValue)) {
+			t.Errorf("the value is in the %s", where)
+		}
+	}
+	if rec.count(func(e Event) bool { return e.Verdict == VerdictAllow && e.Secret == b.Name && e.Status == 200 }) != 2 {
+		t.Errorf("want 2 injections, events %+v", rec.events)
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+}

@@ -13,15 +13,17 @@ func newNetworkMetric() *prometheus.CounterVec {
 	}, []string{"proto", "verdict", "reason"})
 }
 
-// newSecretMetric counts the events about operator secrets by secret name
-// (the operator's names, a fixed set) and outcome: "injected" (the egress
-// wrote the value into a request), or the reason a placeholder was not
-// replaced or a request to the secret's host was refused.
+// newSecretMetric counts the events about operator secrets by outcome:
+// "injected" (the egress wrote the value into a request), or the reason a
+// placeholder was not replaced or a request to the secret's host was
+// refused. Not by secret: /metrics is readable with any API key, and a
+// secret's name is for the keys it is given to (the planner answers
+// another key's secret as an unknown name).
 func newSecretMetric() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pyexec_secret_events_total",
-		Help: "Injections of operator secrets (outcome injected) and refusals by reason, by secret name (docs/network.md).",
-	}, []string{"secret", "outcome"})
+		Help: "Injections of operator secrets (outcome injected) and refusals by reason (docs/network.md).",
+	}, []string{"outcome"})
 }
 
 // observeNetwork counts the network events of a finished execution. The
@@ -36,9 +38,9 @@ func (m *Metrics) observeNetwork(e *engine.Execution) {
 		switch {
 		case ev.Secret == "":
 		case ev.Verdict == "allow":
-			m.secrets.WithLabelValues(ev.Secret, "injected").Inc()
+			m.secrets.WithLabelValues("injected").Inc()
 		default:
-			m.secrets.WithLabelValues(ev.Secret, reason).Inc()
+			m.secrets.WithLabelValues(reason).Inc()
 		}
 	}
 }

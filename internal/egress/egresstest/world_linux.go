@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -289,6 +291,18 @@ func serveHTTP(t testing.TB, network, addr string, s *sites) {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-9/%d", len(a)))
 			w.WriteHeader(http.StatusPartialContent)
 			io.WriteString(w, a[:10])
+			return
+		case "/echo/json":
+			// A destination that reflects the Authorization it received
+			// as JSON (Go's encoder escapes " \ < > &).
+			json.NewEncoder(w).Encode(map[string]string{"authorization": r.Header.Get("Authorization")})
+			return
+		case "/echo/query":
+			// A destination that reflects it percent-encoded (in a
+			// redirect's Location, as a query parameter).
+			q := "authorization=" + url.QueryEscape(r.Header.Get("Authorization"))
+			w.Header().Set("Location", "/next?"+q)
+			io.WriteString(w, q)
 			return
 		case "/gzip":
 			// A destination that compresses whatever was asked.

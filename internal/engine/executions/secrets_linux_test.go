@@ -20,6 +20,7 @@ import (
 	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/egress/egresstest"
 	"github.com/pyexec/pyexec/internal/egress/tlsca"
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
 )
@@ -54,40 +55,7 @@ func TestSecretsThroughTheEngine(t *testing.T) {
 	if ranIsolated(t) {
 		return
 	}
-	w := egresstest.New(t)
-	allow, err := egress.ParseRules([]string{"allowed.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard, err := egress.NewGuard([]uint16{uint16(w.API.Addr().(*net.TCPAddr).Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := tlsca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The world's CA stands in for the public roots the egress verifies
-	// destinations with, and for the host's bundle the jail trusts.
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(w.CAPEM)
-	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
-		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
-	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
-	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bundle, append(append(slices.Clone(w.CAPEM), '\n'), ca.CertPEM()...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := egress.ParseCatalog([]byte(`{"secrets": [{"name": "GITHUB_TOKEN", "value": "`+secretValue+`",
-		"hosts": ["allowed.test"], "header": "Authorization: Bearer {value}", "keys": ["`+tester+`"]}]}`), egress.OSLookup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	e := start(t, dir, nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
-		Secrets: egress.NewLiveCatalog(cat), TrustBundle: bundle}}}, runtest.Jails(t))
+	e, _, dir := secretsEngine(t, admission.Config{})
 	ctx := context.Background()
 
 	req := py(pyUseSecret)
@@ -173,6 +141,85 @@ func TestSecretsThroughTheEngine(t *testing.T) {
 	if !errors.Is(errOther, run.ErrInvalid) || !errors.Is(errUnknown, run.ErrInvalid) ||
 		strings.ReplaceAll(errUnknown.Error(), "NO_SUCH_SECRET", "GITHUB_TOKEN") != errOther.Error() {
 		t.Errorf("another key's secret: %v; an unknown one: %v", errOther, errUnknown)
+	}
+}
+
+// secretsEngine is an engine (with slots) whose executions reach the test
+// world (allowed.test) through an egress that terminates TLS, with the
+// operator secret GITHUB_TOKEN (secretValue, for allowed.test, for the
+// key tester) in a catalog the test may replace as SIGHUP does; it
+// returns the engine, that catalog and the store's directory.
+func secretsEngine(t *testing.T, slots admission.Config) (*env, *egress.LiveCatalog, string) {
+	t.Helper()
+	w := egresstest.New(t)
+	allow, err := egress.ParseRules([]string{"allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := egress.NewGuard([]uint16{uint16(w.API.Addr().(*net.TCPAddr).Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The world's CA stands in for the public roots the egress verifies
+	// destinations with, and for the host's bundle the jail trusts.
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(w.CAPEM)
+	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
+		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
+	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, append(append(slices.Clone(w.CAPEM), '\n'), ca.CertPEM()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := egress.ParseCatalog([]byte(`{"secrets": [{"name": "GITHUB_TOKEN", "value": "`+secretValue+`",
+		"hosts": ["allowed.test"], "header": "Authorization: Bearer {value}", "keys": ["`+tester+`"]}]}`), egress.OSLookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	live := egress.NewLiveCatalog(cat)
+	e := start(t, dir, nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
+		Secrets: live, TrustBundle: bundle}}, slots: slots}, runtest.Jails(t))
+	return e, live, dir
+}
+
+// TestSyncQueuedSecretRemoved: a synchronous request that waits for a
+// slot is checked against the operator's secrets again when it starts: a
+// secret removed while it waited (SIGHUP) refuses it then, and the
+// value never reaches the host.
+func TestSyncQueuedSecretRemoved(t *testing.T) {
+	if ranIsolated(t) {
+		return
+	}
+	e, live, _ := secretsEngine(t, admission.Config{Concurrency: 1, QueueSize: 4})
+	ctx := context.Background()
+	if _, err := e.eng.Submit(ctx, py("import time; time.sleep(3)")); err != nil {
+		t.Fatal(err)
+	}
+	runtest.WaitFor(t, "the blocker running", func() bool { return e.node.adm.Stats().Running == 1 })
+	done := make(chan struct{})
+	var x *run.Execution
+	var runErr error
+	go func() {
+		defer close(done)
+		req := py(pyUseSecret)
+		req.Network, req.Secrets = true, []string{"GITHUB_TOKEN"}
+		x, runErr = e.eng.RunSync(ctx, req)
+	}()
+	runtest.WaitFor(t, "the sync request waiting", func() bool { return e.node.adm.Stats().Queued == 1 })
+	live.Store(&egress.Catalog{}) // the operator removed the secret (SIGHUP)
+	<-done
+	if runErr != nil {
+		t.Fatalf("RunSync: %v", runErr)
+	}
+	if x.Status != run.StatusFailed || !strings.Contains(x.Error, "GITHUB_TOKEN") || x.Stdout != "" {
+		t.Errorf("status %s error %q stdout %q, want failed naming the secret, never run", x.Status, x.Error, x.Stdout)
 	}
 }
 
