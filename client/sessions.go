@@ -214,9 +214,20 @@ func (c *Client) ShareSessionPort(ctx context.Context, id string, port int) (*Po
 		return nil, err
 	}
 	if strings.HasPrefix(s.URL, "/") {
-		s.URL = c.baseURL + s.URL
+		s.URL = withoutUserinfo(c.baseURL) + s.URL
 	}
 	return &s, nil
+}
+
+// withoutUserinfo is base without a user:password@ it may carry: a
+// preview URL is made to be handed on, the base URL's credentials are not.
+func withoutUserinfo(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.User == nil {
+		return base
+	}
+	u.User = nil
+	return u.String()
 }
 
 // RevokeSessionPort revokes every preview URL of the session's port and

@@ -28,6 +28,12 @@ func TestSessionPreview(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != srv.URL+"/preview/abc/" {
 		t.Errorf("preview: %d %q %q", code, stdout, stderr)
 	}
+	// A user and password in --server are not printed with the URL.
+	withUser := strings.Replace(srv.URL, "http://", "http://user:secret@", 1)
+	code, stdout, stderr = runCLI("--server", withUser, "session", "preview", "ses_1", "8501")
+	if code != 0 || strings.TrimSpace(stdout) != srv.URL+"/preview/abc/" {
+		t.Errorf("preview with user:password@ in --server: %d %q %q", code, stdout, stderr)
+	}
 	code, stdout, stderr = runCLI("--server", srv.URL, "session", "preview", "--revoke", "ses_1", "8501")
 	if code != 0 || !strings.Contains(stdout, "revoked 2") {
 		t.Errorf("revoke: %d %q %q", code, stdout, stderr)
@@ -37,7 +43,7 @@ func TestSessionPreview(t *testing.T) {
 			t.Errorf("port %q: %d %q", port, code, stderr)
 		}
 	}
-	want := []string{"POST /api/v1/sessions/ses_1/ports/8501/share", "DELETE /api/v1/sessions/ses_1/ports/8501/share"}
+	want := []string{"POST /api/v1/sessions/ses_1/ports/8501/share", "POST /api/v1/sessions/ses_1/ports/8501/share", "DELETE /api/v1/sessions/ses_1/ports/8501/share"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("requests %q, want %q", got, want)
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -24,10 +25,10 @@ import (
 
 // PreviewEngine is what previews need; *engine.Engine implements it.
 type PreviewEngine interface {
-	DialSessionPort(ctx context.Context, id string, c engine.Caller, port int) (net.Conn, error)
+	DialSessionPort(ctx context.Context, id string, c engine.Caller, port int, admit engine.Admit) (net.Conn, error)
 	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
 	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
-	DialShared(ctx context.Context, token string) (net.Conn, preview.Target, error)
+	DialShared(ctx context.Context, token string, admit engine.Admit) (net.Conn, preview.Share, error)
 }
 
 var _ PreviewEngine = (*engine.Engine)(nil)
@@ -75,12 +76,13 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 	p.eng, _ = eng.(PreviewEngine)
 	s.previews = p
 	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict,
-		http.StatusInternalServerError, http.StatusNotImplemented}
+		http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusNotImplemented}
 	o := op(hapi, "share-session-port", http.MethodPost, "/api/v1/sessions/{id}/ports/{port}/share",
 		"Share a preview URL of a port the session serves", errs...)
 	o.Tags = []string{"sessions"}
 	o.DefaultStatus = http.StatusCreated
-	o.Description = "Returns a signed URL that opens the web app the session serves on `port` in a browser, without the API key, until it expires (--preview-ttl), is revoked (DELETE on this path) or the session ends. It opens that session's port only. Needs a server started with --preview (else 501)."
+	o.Description = fmt.Sprintf("Returns a signed URL that opens the web app the session serves on `port` in a browser, without the API key, until it expires (--preview-ttl), is revoked (DELETE on this path) or the session ends. It opens that session's port only. A port holds at most %d live URLs and a key %d URLs (revoked ones count until they would have expired): 429 beyond. Needs a server started with --preview (else 501).",
+		preview.MaxSharesPerPort, preview.MaxSharesPerKey)
 	huma.Register(hapi, o, func(ctx context.Context, in *portInput) (*struct{ Body PreviewShare }, error) {
 		port, err := p.check(in.Port)
 		if err != nil {
@@ -90,13 +92,13 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 		if err != nil {
 			return nil, previewError(s, err)
 		}
-		return &struct{ Body PreviewShare }{PreviewShare{URL: p.origin.URL(sh.Token), SessionID: sh.Session, Port: sh.Port,
+		return &struct{ Body PreviewShare }{PreviewShare{URL: p.origin.URL(sh), SessionID: sh.Session, Port: sh.Port,
 			ExpiresAt: wireTime(sh.Expires), Isolation: string(p.origin.Isolation())}}, nil
 	})
 	o = op(hapi, "revoke-session-port", http.MethodDelete, "/api/v1/sessions/{id}/ports/{port}/share",
 		"Revoke every preview URL of a session's port", errs...)
 	o.Tags = []string{"sessions"}
-	o.Description = "Every preview URL shared for this port stops working at once (403); connections open through them are not cut."
+	o.Description = "Every preview URL shared for this port stops working at once (403), and the connections open through them (a WebSocket) are closed."
 	huma.Register(hapi, o, func(ctx context.Context, in *portInput) (*struct{ Body PreviewRevoked }, error) {
 		port, err := p.check(in.Port)
 		if err != nil {
@@ -115,7 +117,7 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 			return
 		}
 		token := r.PathValue("token")
-		p.serveShared(w, r, token, preview.PathPrefix+token+"/", true)
+		p.serveShared(w, r, token, "", preview.PathPrefix+token+"/", true)
 	})
 	return nil
 }
@@ -141,21 +143,36 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	conn, err := p.eng.DialSessionPort(r.Context(), id, callerFrom(r.Context()).engine(), port)
+	prefix := "/api/v1/sessions/" + id + "/ports/" + strconv.Itoa(port) + "/"
+	if !pathOK(w, r, prefix) {
+		return
+	}
+	var release func()
+	conn, err := p.eng.DialSessionPort(r.Context(), id, callerFrom(r.Context()).engine(), port, func(sh preview.Share) (err error) {
+		release, err = p.meter.Acquire(sh.Target, false)
+		return err
+	})
+	if release != nil {
+		defer release()
+	}
 	if err != nil {
 		writeAPIError(w, previewError(p.s, err))
 		return
 	}
-	release, err := p.meter.Acquire(id, port)
-	if err != nil {
-		_ = conn.Close()
-		writeAPIError(w, previewError(p.s, err))
-		return
-	}
-	defer release()
 	// Always on the API's origin, where the playground keeps the key:
 	// sandboxed, whatever --preview-host says.
-	p.forward(w, r, conn, "/api/v1/sessions/"+id+"/ports/"+strconv.Itoa(port)+"/", true)
+	p.forward(w, r, conn, prefix, true, "session", id, "port", port)
+}
+
+// pathOK refuses a path the mux matched in a spelling with escapes (%61
+// for a): what the app would be asked for is unclear, so nothing is, and
+// nothing is dialled.
+func pathOK(w http.ResponseWriter, r *http.Request, prefix string) bool {
+	if strings.HasPrefix(r.URL.EscapedPath(), prefix) {
+		return true
+	}
+	writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+	return false
 }
 
 // onPreviewHost serves the preview host (--preview-host): preview URLs
@@ -163,66 +180,67 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 // any other host go to api.
 func (p *previews) onPreviewHost(api http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := p.origin.Match(r.Host)
+		label, ok := p.origin.Match(r.Host)
 		if !ok {
 			api.ServeHTTP(w, r)
 			return
 		}
-		prefix := "/"
-		if p.origin.Isolation() == preview.SharedHost {
-			rest, found := strings.CutPrefix(r.URL.EscapedPath(), preview.PathPrefix)
-			var slash bool
-			token, _, slash = strings.Cut(rest, "/")
-			if !found || token == "" {
-				writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves %s<token>/ only", preview.PathPrefix))
-				return
-			}
-			prefix = preview.PathPrefix + token + "/"
-			if !slash { // the app's root: its relative links need the slash
-				http.Redirect(w, r, prefix, http.StatusTemporaryRedirect)
-				return
-			}
-		}
-		if token == "" {
-			writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves <token>.%s only", strings.TrimPrefix(p.origin.String(), "*.")))
+		if p.origin.Isolation() == preview.PerPreview && label == "" {
+			writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves <label>.%s%s<token>/ only",
+				strings.TrimPrefix(p.origin.String(), "*."), preview.PathPrefix))
 			return
 		}
-		p.serveShared(w, r, token, prefix, false)
+		rest, found := strings.CutPrefix(r.URL.EscapedPath(), preview.PathPrefix)
+		token, _, slash := strings.Cut(rest, "/")
+		if !found || token == "" {
+			writeError(w, errorf(http.StatusNotFound, "not a preview URL: this host serves %s<token>/ only", preview.PathPrefix))
+			return
+		}
+		prefix := preview.PathPrefix + token + "/"
+		if !slash { // the app's root: its relative links need the slash
+			http.Redirect(w, r, prefix, http.StatusTemporaryRedirect)
+			return
+		}
+		p.serveShared(w, r, token, label, prefix, false)
 	})
 }
 
-// serveShared proxies a request that carries a preview URL's token.
-func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, prefix string, sandboxed bool) {
+// serveShared proxies a request that carries a preview URL's token; on a
+// wildcard preview host label is the host's first label, which must be
+// the share's own.
+func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, label, prefix string, sandboxed bool) {
 	if !p.enabled || p.eng == nil {
 		writeError(w, errorf(http.StatusNotImplemented, "%s", engine.ErrPreviewDisabled))
 		return
 	}
-	conn, t, err := p.eng.DialShared(r.Context(), token)
+	if !pathOK(w, r, prefix) {
+		return
+	}
+	var release func()
+	conn, sh, err := p.eng.DialShared(r.Context(), token, func(sh preview.Share) (err error) {
+		if p.origin.Isolation() == preview.PerPreview && sh.Label != label {
+			// Another share's host: that origin is not this app's.
+			return fmt.Errorf("%w: %w", engine.ErrShareInvalid, preview.ErrUnknownShare)
+		}
+		release, err = p.meter.Acquire(sh.Target, true)
+		return err
+	})
+	if release != nil {
+		defer release()
+	}
 	if err != nil {
 		writeAPIError(w, previewError(p.s, err))
 		return
 	}
-	release, err := p.meter.Acquire(t.Session, t.Port)
-	if err != nil {
-		_ = conn.Close()
-		writeAPIError(w, previewError(p.s, err))
-		return
-	}
-	defer release()
-	p.forward(w, r, conn, prefix, sandboxed)
+	p.forward(w, r, conn, prefix, sandboxed, "session", sh.Session, "port", sh.Port, "share", sh.ID)
 }
 
-func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool) {
-	if !strings.HasPrefix(r.URL.EscapedPath(), prefix) {
-		// The mux matched a spelling with escapes (%61 for a): what the
-		// app would be asked for is unclear, so nothing is.
-		_ = conn.Close()
-		writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
-		return
-	}
+// forward proxies r over conn; logAttrs name the preview in the log (never
+// its token).
+func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool, logAttrs ...any) {
 	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed,
 		OnError: func(w http.ResponseWriter, err error) {
-			p.s.log.Info("preview: the app gave no answer", "path", r.URL.Path, "err", err)
+			p.s.log.Info("preview: the app gave no answer", append(logAttrs, "err", err)...)
 			writeError(w, errorf(http.StatusBadGateway, "the app in the session gave no answer: %s", shortErr(err)))
 		}})
 }
@@ -248,6 +266,9 @@ func previewError(s *Server, err error) error {
 		return errorf(http.StatusBadGateway, "%s", err)
 	case errors.Is(err, engine.ErrNoOwnNetwork):
 		return errorf(http.StatusConflict, "%s", err)
+	case errors.Is(err, preview.ErrTooManyShares):
+		// No Retry-After: a URL frees its place when revoked or expired.
+		return errorf(http.StatusTooManyRequests, "%s", err)
 	case errors.Is(err, preview.ErrTooManyConns):
 		e := errorf(http.StatusTooManyRequests, "%s", err)
 		e.headers = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}

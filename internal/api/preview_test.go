@@ -98,6 +98,13 @@ const previewHost = "preview.test:8443"
 
 func startPreviewStack(t *testing.T, ttl time.Duration) previewStack {
 	t.Helper()
+	return startPreviewStackWith(t, ttl, 0)
+}
+
+// startPreviewStackWith is startPreviewStack with --preview-max-conns
+// maxConns (the default for 0).
+func startPreviewStackWith(t *testing.T, ttl time.Duration, maxConns int) previewStack {
+	t.Helper()
 	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second,
 		Sessions: engine.SessionConfig{Max: 4, DefaultMemoryBytes: 128 << 20}, Preview: testPreviewConfig(t, ttl)},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps { return engine.Deps{Jails: jails} })
@@ -105,6 +112,9 @@ func startPreviewStack(t *testing.T, ttl time.Duration) previewStack {
 		c := config.Default()
 		c.APIKeys = []string{"a:" + keyA, "b:" + keyB}
 		c.Preview.Enabled, c.Preview.Host = true, host
+		if maxConns > 0 {
+			c.Preview.MaxConns = maxConns
+		}
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +266,12 @@ func TestPreview(t *testing.T) {
 		// The token opens only what it was issued for: altered, it opens nothing.
 		tok := strings.TrimSuffix(strings.TrimPrefix(sh.URL, preview.PathPrefix), "/")
 		alt := []byte(tok)
-		alt[len(alt)-1] ^= 1
+		// Another letter of the token's alphabet, so the path needs no escape.
+		if alt[len(alt)-1] == 'a' {
+			alt[len(alt)-1] = 'b'
+		} else {
+			alt[len(alt)-1] = 'a'
+		}
 		if code, _, body := get(t, st.api, "", preview.PathPrefix+string(alt)+"/headers", nil); code != http.StatusForbidden {
 			t.Errorf("an altered token: %d %s", code, body)
 		}
@@ -308,24 +323,36 @@ func TestPreview(t *testing.T) {
 	t.Run("wildcard preview host", func(t *testing.T) {
 		code, _, body := call(t, st.wild, http.MethodPost, ports+"8000/share", "", nil, as(keyA))
 		sh := decode[PreviewShare](t, body)
-		if code != http.StatusCreated || !strings.HasSuffix(sh.URL, "."+previewHost+"/") || sh.Isolation != "per_preview" {
+		if code != http.StatusCreated || sh.Isolation != "per_preview" {
 			t.Fatalf("share: %d %s", code, body)
 		}
-		host := strings.TrimSuffix(strings.TrimPrefix(sh.URL, "http://"), "/")
-		code, _, body = get(t, st.wild, strings.ToUpper(host), "/headers", nil)
+		// The host name carries a label that opens nothing; the token
+		// stays in the path, out of DNS, TLS's SNI and Origin headers.
+		host, path, ok := strings.Cut(strings.TrimPrefix(sh.URL, "http://"), "/")
+		path = "/" + path
+		label, suffix, _ := strings.Cut(host, ".")
+		token := strings.TrimSuffix(strings.TrimPrefix(path, preview.PathPrefix), "/")
+		if !ok || suffix != previewHost || !strings.HasPrefix(path, preview.PathPrefix) || strings.Contains(host, token) || strings.Contains(token, label) {
+			t.Fatalf("URL %s: want http://<label>.%s/preview/<token>/", sh.URL, previewHost)
+		}
+		code, _, body = get(t, st.wild, strings.ToUpper(host), path+"headers", nil)
 		if p, _ := appSaw(t, body); code != 200 || p != "/headers" {
 			t.Errorf("on its own origin the app saw %d %s", code, body)
 		}
-		if code, _, body := get(t, st.wild, "x"+host, "/headers", nil); code != http.StatusForbidden {
-			t.Errorf("another label: %d %s", code, body)
+		if code, _, body := get(t, st.wild, "x"+host, path+"headers", nil); code != http.StatusForbidden {
+			t.Errorf("the token on another label: %d %s", code, body)
 		}
-		if code, _, body := get(t, st.wild, previewHost, "/headers", nil); code != http.StatusNotFound {
+		if code, _, body := get(t, st.wild, host, "/headers", nil); code != http.StatusNotFound {
+			t.Errorf("the label without the token: %d %s", code, body)
+		}
+		if code, _, body := get(t, st.wild, previewHost, path+"headers", nil); code != http.StatusNotFound {
 			t.Errorf("the bare preview host: %d %s", code, body)
 		}
 	})
 }
 
-// TestPreviewURLExpires: a preview URL works until its TTL, then 403.
+// TestPreviewURLExpires: a preview URL works until its TTL, then 403,
+// and what it opened is closed then.
 func TestPreviewURLExpires(t *testing.T) {
 	st := startPreviewStack(t, 3*time.Second)
 	code, _, body := call(t, st.api, http.MethodPost, "/api/v1/sessions/"+st.session+"/ports/8000/share", "", nil, as(keyA))
@@ -336,9 +363,13 @@ func TestPreviewURLExpires(t *testing.T) {
 	if code, _, body := get(t, st.api, "", sh.URL+"headers", nil); code != 200 {
 		t.Fatalf("a fresh URL: %d %s", code, body)
 	}
+	w := wsOpen(t, st.api.Listener.Addr().String(), "", sh.URL+"ws", nil)
 	time.Sleep(time.Until(sh.ExpiresAt.Time) + 100*time.Millisecond)
 	if code, _, body := get(t, st.api, "", sh.URL+"headers", nil); code != http.StatusForbidden || !strings.Contains(string(body), "expired") {
 		t.Errorf("an expired URL: %d %s, want 403 expired", code, body)
+	}
+	if !closedWithin(w, 2*time.Second) {
+		t.Error("a WebSocket opened through the URL outlived it")
 	}
 }
 
@@ -365,11 +396,29 @@ func TestPreviewOff(t *testing.T) {
 // frame and returns the text of the frame that comes back.
 func wsEcho(t *testing.T, addr, host, path string, hdr map[string]string, msg string) string {
 	t.Helper()
+	ws := wsOpen(t, addr, host, path, hdr)
+	defer ws.Close()
+	got, err := ws.say(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// ws is an open WebSocket.
+type ws struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// wsOpen opens a WebSocket at path on addr (Host host, addr if empty).
+func wsOpen(t *testing.T, addr, host, path string, hdr map[string]string) ws {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	if host == "" {
 		host = addr
@@ -396,22 +445,28 @@ func wsEcho(t *testing.T, addr, host, path string, hdr map[string]string, msg st
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("upgrade: %d %v %s", resp.StatusCode, resp.Header, b)
 	}
+	return ws{Conn: c, br: br}
+}
+
+// say sends msg in a masked text frame and returns the text of the frame
+// that comes back.
+func (w ws) say(msg string) (string, error) {
 	mask := []byte{1, 2, 3, 4}
 	frame := []byte{0x81, 0x80 | byte(len(msg))}
 	frame = append(frame, mask...)
 	for i := range len(msg) {
 		frame = append(frame, msg[i]^mask[i%4])
 	}
-	if _, err := c.Write(frame); err != nil {
-		t.Fatal(err)
+	if _, err := w.Write(frame); err != nil {
+		return "", err
 	}
 	head := make([]byte, 2)
-	if _, err := io.ReadFull(br, head); err != nil {
-		t.Fatal(err)
+	if _, err := io.ReadFull(w.br, head); err != nil {
+		return "", err
 	}
 	payload := make([]byte, head[1]&0x7f)
-	if _, err := io.ReadFull(br, payload); err != nil {
-		t.Fatal(err)
+	if _, err := io.ReadFull(w.br, payload); err != nil {
+		return "", err
 	}
-	return string(payload)
+	return string(payload), nil
 }

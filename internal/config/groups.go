@@ -31,7 +31,7 @@ func FlagGroups() []FlagGroup {
 			"max-running-per-key", "max-queued-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
 			"session-lifetime", "max-session-lifetime", "session-memory-mb"}},
-		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns",
+		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns", "preview-max-key-conns",
 			"preview-max-bytes", "preview-idle-timeout"}},
 		{"Isolation and warm pool", []string{"cgroup-parent", "unsafe-no-isolation", "warm-pool", "pool-max-warm",
 			"pool-per-kind", "pool-idle", "fork-server", "fork-servers", "preload"}},

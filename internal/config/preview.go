@@ -23,13 +23,16 @@ type Preview struct {
 	// MaxConns bounds the connections open at once to one session's port;
 	// MaxBytes what one connection carries (both ways); IdleTimeout
 	// closes a connection quiet that long.
-	MaxConns    int
+	MaxConns int
+	// MaxKeyConns bounds the connections open at once to the previews of
+	// one key's sessions (the owner's and the URLs' apart).
+	MaxKeyConns int
 	MaxBytes    int64
 	IdleTimeout time.Duration
 }
 
 func defaultPreview() Preview {
-	return Preview{TTL: time.Hour, MaxConns: 32, MaxBytes: 256 << 20, IdleTimeout: 5 * time.Minute}
+	return Preview{TTL: time.Hour, MaxConns: 32, MaxKeyConns: 128, MaxBytes: 256 << 20, IdleTimeout: 5 * time.Minute}
 }
 
 func (p *Preview) bind(fs *pflag.FlagSet) {
@@ -41,7 +44,9 @@ func (p *Preview) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&p.Host, "preview-host", p.Host, "")
 	add("preview-host", "separate origin of preview URLs, [https://]host[:port] or [https://]*.domain[:port] (default: the API's origin, sandboxed)")
 	fs.IntVar(&p.MaxConns, "preview-max-conns", p.MaxConns, "")
-	add("preview-max-conns", "connections open at once to one session's port")
+	add("preview-max-conns", "connections open at once to one session's port by its owner's key, and as many through its preview URLs")
+	fs.IntVar(&p.MaxKeyConns, "preview-max-key-conns", p.MaxKeyConns, "")
+	add("preview-max-key-conns", "connections open at once to the previews of one key's sessions by that key, and as many through its preview URLs")
 	fs.Var(sizeValue{&p.MaxBytes}, "preview-max-bytes", "")
 	add("preview-max-bytes", "bytes one preview connection carries, both ways together")
 	fs.Var(secondsValue{&p.IdleTimeout}, "preview-idle-timeout", "")
@@ -59,6 +64,9 @@ func (c *Config) validatePreview(bad func(env, format string, args ...any)) {
 	if p.MaxConns < 1 {
 		bad("PYEXEC_PREVIEW_MAX_CONNS", "must be at least 1, got %d", p.MaxConns)
 	}
+	if p.MaxKeyConns < 1 {
+		bad("PYEXEC_PREVIEW_MAX_KEY_CONNS", "must be at least 1, got %d", p.MaxKeyConns)
+	}
 	if p.MaxBytes < 1 {
 		bad("PYEXEC_PREVIEW_MAX_BYTES", "must be at least 1, got %d", p.MaxBytes)
 	}
@@ -69,5 +77,5 @@ func (c *Config) validatePreview(bad func(env, format string, args ...any)) {
 
 // PreviewLimits are the limits of one preview.
 func (p Preview) PreviewLimits() preview.Limits {
-	return preview.Limits{Conns: p.MaxConns, Bytes: p.MaxBytes, Idle: p.IdleTimeout}
+	return preview.Limits{Conns: p.MaxConns, KeyConns: p.MaxKeyConns, Bytes: p.MaxBytes, Idle: p.IdleTimeout}
 }

@@ -52,14 +52,23 @@ func newShares(c PreviewConfig) (*preview.Shares, error) {
 	return preview.NewShares(c.Key, ttl)
 }
 
+// Admit is asked, once the caller is authorized and before the dial,
+// whether a connection to sh's port may open (the API's limits): an
+// error is returned as is and nothing is dialled. sh holds the Target
+// only for the owner's key, the whole share for a preview URL.
+type Admit func(sh preview.Share) error
+
 // DialSessionPort connects to port inside c's session id (see
-// sessions.Service.DialPort).
-func (e *Engine) DialSessionPort(ctx context.Context, id string, c Caller, port int) (net.Conn, error) {
+// sessions.Service.DialPort), if admit agrees.
+func (e *Engine) DialSessionPort(ctx context.Context, id string, c Caller, port int, admit Admit) (net.Conn, error) {
 	if e.shares == nil {
 		return nil, ErrPreviewDisabled
 	}
 	s, err := e.session(id, c)
 	if err != nil {
+		return nil, err
+	}
+	if err := admit(preview.Share{Target: preview.Target{Session: id, Owner: s.Owner(), Port: port}}); err != nil {
 		return nil, err
 	}
 	return e.sess.DialPort(ctx, s, port)
@@ -68,6 +77,7 @@ func (e *Engine) DialSessionPort(ctx context.Context, id string, c Caller, port 
 // ShareSessionPort issues a preview URL token for port of c's session id:
 // it opens that port only, to anyone holding it, until it expires, is
 // revoked or the session ends. Nothing needs to listen on the port yet.
+// preview.ErrTooManyShares past MaxSharesPerPort or MaxSharesPerKey.
 func (e *Engine) ShareSessionPort(_ context.Context, id string, c Caller, port int) (PortShare, error) {
 	if e.shares == nil {
 		return PortShare{}, ErrPreviewDisabled
@@ -96,18 +106,29 @@ func (e *Engine) RevokeSessionPort(_ context.Context, id string, c Caller, port 
 
 // DialShared connects to the port a preview URL's token opens, on behalf
 // of the session's owner it was issued to (a session that changed hands
-// cannot: sessions never do). ErrShareInvalid for a token that opens
-// nothing; ErrSessionNotFound once the session ended.
-func (e *Engine) DialShared(ctx context.Context, token string) (net.Conn, preview.Target, error) {
+// cannot: sessions never do), if admit agrees. The connection is closed
+// when the URL is revoked, expires or the session ends. ErrShareInvalid
+// for a token that opens nothing; ErrSessionNotFound once the session
+// ended.
+func (e *Engine) DialShared(ctx context.Context, token string, admit Admit) (net.Conn, preview.Share, error) {
 	if e.shares == nil {
-		return nil, preview.Target{}, ErrPreviewDisabled
+		return nil, preview.Share{}, ErrPreviewDisabled
 	}
-	s, t, err := e.sharedSession(token)
+	s, sh, err := e.sharedSession(token)
 	if err != nil {
-		return nil, t, err
+		return nil, sh, err
 	}
-	c, err := e.sess.DialPort(ctx, s, t.Port)
-	return c, t, err
+	if err := admit(sh); err != nil {
+		return nil, sh, err
+	}
+	c, err := e.sess.DialPort(ctx, s, sh.Port)
+	if err != nil {
+		return nil, sh, err
+	}
+	if c, err = e.shares.Attach(token, c); err != nil {
+		return nil, sh, fmt.Errorf("%w: %w", ErrShareInvalid, err)
+	}
+	return c, sh, nil
 }
 
 // forgetShares drops the preview URLs of a session that ended, then tells

@@ -81,16 +81,16 @@ func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 // to, for that session and port only: ErrShareInvalid when it opens
 // nothing (unknown, altered, revoked or expired), ErrSessionNotFound once
 // the session ended.
-func (e *Engine) sharedSession(token string) (*sessions.Live, preview.Target, error) {
-	t, err := e.shares.Check(token)
+func (e *Engine) sharedSession(token string) (*sessions.Live, preview.Share, error) {
+	sh, err := e.shares.Check(token)
 	if err != nil {
-		return nil, preview.Target{}, fmt.Errorf("%w: %w", ErrShareInvalid, err)
+		return nil, preview.Share{}, fmt.Errorf("%w: %w", ErrShareInvalid, err)
 	}
-	s, err := e.session(t.Session, Caller{Name: t.Owner})
+	s, err := e.session(sh.Session, Caller{Name: sh.Owner})
 	if err != nil {
-		return nil, t, err
+		return nil, sh, err
 	}
-	return s, t, nil
+	return s, sh, nil
 }
 
 // Actions recorded in the audit trail besides the end of an execution

@@ -15,9 +15,15 @@ var ErrTooManyConns = errors.New("too many open connections to this preview")
 
 // Limits bound what one preview (a session's port) may cost the server.
 type Limits struct {
-	// Conns bounds the connections open at once to one session's port,
-	// whoever opened them (the owner's key and every share).
+	// Conns bounds the connections open at once to one session's port
+	// by its owner's key, and apart from those, the connections open
+	// through the port's preview URLs together: a URL's holders cannot
+	// take the owner's.
 	Conns int
+	// KeyConns bounds the connections open at once to the previews of
+	// all the sessions of one key: those of the owner's key, and apart
+	// from those, those through the key's preview URLs together.
+	KeyConns int
 	// Bytes bounds what one connection carries, both ways together; the
 	// connection is closed once it is reached.
 	Bytes int64
@@ -31,30 +37,48 @@ type Limits struct {
 type Meter struct {
 	lim  Limits
 	mu   sync.Mutex
-	open map[Target]int // by session and port; Owner left empty
+	open map[meterKey]int // by session, port and shared
+	keys map[meterKey]int // by owner (in session) and shared
+}
+
+type meterKey struct {
+	session string
+	port    int
+	shared  bool // through a preview URL, not the owner's key
 }
 
 // NewMeter returns a Meter enforcing lim.
 func NewMeter(lim Limits) (*Meter, error) {
-	if lim.Conns < 1 || lim.Bytes < 1 || lim.Idle <= 0 {
+	if lim.Conns < 1 || lim.KeyConns < 1 || lim.Bytes < 1 || lim.Idle <= 0 {
 		return nil, fmt.Errorf("preview limits must be positive: %+v", lim)
 	}
-	return &Meter{lim: lim, open: make(map[Target]int)}, nil
+	return &Meter{lim: lim, open: make(map[meterKey]int), keys: make(map[meterKey]int)}, nil
 }
 
 // Limits are the limits m enforces.
 func (m *Meter) Limits() Limits { return m.lim }
 
-// Acquire counts a connection to session's port; release uncounts it.
-// ErrTooManyConns when the port has Limits.Conns already.
-func (m *Meter) Acquire(session string, port int) (release func(), err error) {
-	k := Target{Session: session, Port: port}
+// Acquire counts a connection to t's port, opened through a preview URL
+// (shared) or by the owner's key; release uncounts it. ErrTooManyConns
+// when those have Limits.Conns already, or those of t's owner
+// Limits.KeyConns.
+func (m *Meter) Acquire(t Target, shared bool) (release func(), err error) {
+	k := meterKey{session: t.Session, port: t.Port, shared: shared}
+	kk := meterKey{session: t.Owner, shared: shared}
+	by := "the owner's key"
+	if shared {
+		by = "preview URLs"
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.open[k] >= m.lim.Conns {
-		return nil, fmt.Errorf("%w (%d, --preview-max-conns)", ErrTooManyConns, m.lim.Conns)
+		return nil, fmt.Errorf("%w (%d to this port by %s, --preview-max-conns)", ErrTooManyConns, m.lim.Conns, by)
+	}
+	if m.keys[kk] >= m.lim.KeyConns {
+		return nil, fmt.Errorf("%w (%d to this key's sessions by %s, --preview-max-key-conns)", ErrTooManyConns, m.lim.KeyConns, by)
 	}
 	m.open[k]++
+	m.keys[kk]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -62,6 +86,9 @@ func (m *Meter) Acquire(session string, port int) (release func(), err error) {
 			defer m.mu.Unlock()
 			if m.open[k]--; m.open[k] <= 0 {
 				delete(m.open, k)
+			}
+			if m.keys[kk]--; m.keys[kk] <= 0 {
+				delete(m.keys, kk)
 			}
 		})
 	}, nil

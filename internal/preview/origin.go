@@ -31,7 +31,8 @@ const (
 // Origin is where preview URLs point (--preview-host): nowhere else than
 // the API's own origin (the zero Origin), one host for every preview
 // ("preview.example.com"), or a host per preview under a wildcard
-// ("*.preview.example.com": the token is the first label).
+// ("*.preview.example.com": the first label is the share's Label, which
+// is not secret; the token stays in the path, as on a shared host).
 type Origin struct {
 	scheme   string
 	host     string // lower case, with its port if one was given
@@ -95,17 +96,20 @@ func (o Origin) Isolation() Isolation {
 	return SharedHost
 }
 
-// URL is where the preview of token is served: a path on the API's own
+// URL is where the preview of sh is served: a path on the API's own
 // origin without a preview host ("/preview/<token>/", for the client to
-// resolve against its base URL), else an absolute URL.
-func (o Origin) URL(token string) string {
+// resolve against its base URL), else an absolute URL. The token is
+// always in the path, never in a host name: a host name reaches DNS
+// resolvers, TLS's clear SNI and, as Origin and Referer, every site the
+// app's page calls.
+func (o Origin) URL(sh Share) string {
 	switch {
 	case o.host == "":
-		return PathPrefix + token + "/"
+		return PathPrefix + sh.Token + "/"
 	case o.wildcard:
-		return o.scheme + "://" + token + "." + o.host + "/"
+		return o.scheme + "://" + sh.Label + "." + o.host + PathPrefix + sh.Token + "/"
 	}
-	return o.scheme + "://" + o.host + PathPrefix + token + "/"
+	return o.scheme + "://" + o.host + PathPrefix + sh.Token + "/"
 }
 
 // FrameSource is what a page on the API's origin names in its
@@ -121,9 +125,9 @@ func (o Origin) FrameSource() string {
 }
 
 // Match says whether a request for host (its Host header) is for the
-// preview origin, and for a wildcard origin the token its first label
-// carries ("" for the bare suffix, which serves nothing).
-func (o Origin) Match(host string) (token string, ok bool) {
+// preview origin, and for a wildcard origin the share label its first
+// label carries ("" for the bare suffix, which serves nothing).
+func (o Origin) Match(host string) (label string, ok bool) {
 	if o.host == "" {
 		return "", false
 	}

@@ -10,15 +10,15 @@ func TestOrigin(t *testing.T) {
 		{"", "/preview/tok/", "'self'", Sandboxed},
 		{"preview.example.com", "https://preview.example.com/preview/tok/", "https://preview.example.com", SharedHost},
 		{"http://localhost:8080", "http://localhost:8080/preview/tok/", "http://localhost:8080", SharedHost},
-		{"*.preview.example.com", "https://tok.preview.example.com/", "https://*.preview.example.com", PerPreview},
-		{"HTTP://*.Localhost:8080/", "http://tok.localhost:8080/", "http://*.localhost:8080", PerPreview},
+		{"*.preview.example.com", "https://lbl.preview.example.com/preview/tok/", "https://*.preview.example.com", PerPreview},
+		{"HTTP://*.Localhost:8080/", "http://lbl.localhost:8080/preview/tok/", "http://*.localhost:8080", PerPreview},
 	} {
 		o, err := ParseOrigin(tc.flag)
 		if err != nil {
 			t.Errorf("%q: %v", tc.flag, err)
 			continue
 		}
-		if got := o.URL("tok"); got != tc.url {
+		if got := o.URL(Share{Label: "lbl", Token: "tok"}); got != tc.url {
 			t.Errorf("%q: URL %q, want %q", tc.flag, got, tc.url)
 		}
 		if got := o.FrameSource(); got != tc.frame {

@@ -2,6 +2,9 @@ package preview
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,11 +38,11 @@ func TestShareOpensItsTargetOnly(t *testing.T) {
 	if len(sh.Token) > 63 || strings.ToLower(sh.Token) != sh.Token {
 		t.Errorf("token %q is not one lower-case DNS label", sh.Token)
 	}
-	if got, err := s.Check(sh.Token); err != nil || got != a {
+	if got, err := s.Check(sh.Token); err != nil || got.Target != a {
 		t.Fatalf("Check = %+v, %v; want %+v", got, err, a)
 	}
 	// A host name's case is not kept: the token still works upper-cased.
-	if got, err := s.Check(strings.ToUpper(sh.Token)); err != nil || got != a {
+	if got, err := s.Check(strings.ToUpper(sh.Token)); err != nil || got.Target != a {
 		t.Errorf("upper-case token: %+v, %v", got, err)
 	}
 	// Any altered character (its id or its signature) opens nothing.
@@ -116,6 +119,29 @@ func TestLoadKey(t *testing.T) {
 	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
 		t.Errorf("a key others may read: %v, want refused", err)
 	}
+	// A link to a key of the right mode is not followed.
+	other := filepath.Join(t.TempDir(), "data")
+	if _, err := LoadKey(other); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(t.TempDir(), "linked")
+	if err := os.MkdirAll(linked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, KeyFile), filepath.Join(linked, KeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(linked); err == nil || !strings.Contains(err.Error(), "not a link") {
+		t.Errorf("a key behind a symbolic link: %v, want refused", err)
+	}
+	if os.Geteuid() == 0 { // only root can give the file to another user
+		if err := os.Chown(filepath.Join(other, KeyFile), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadKey(other); err == nil || !strings.Contains(err.Error(), "not owned") {
+			t.Errorf("a key of another user: %v, want refused", err)
+		}
+	}
 }
 
 // TestLoadKeyConcurrently: servers starting at once on one data dir all
@@ -140,5 +166,122 @@ func TestLoadKeyConcurrently(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("%d files left in the data dir, want the key only", len(entries))
+	}
+}
+
+// TestShareCaps: a port holds MaxSharesPerPort live URLs and a key
+// MaxSharesPerKey; revoking frees the port's, expiring the key's.
+func TestShareCaps(t *testing.T) {
+	s, now := testShares(t)
+	a := Target{Session: "ses_a", Owner: "alice", Port: 8000}
+	for i := range MaxSharesPerPort {
+		if _, err := s.Issue(a); err != nil {
+			t.Fatalf("URL %d: %v", i, err)
+		}
+	}
+	if _, err := s.Issue(a); !errors.Is(err, ErrTooManyShares) {
+		t.Fatalf("URL %d of a port: %v", MaxSharesPerPort+1, err)
+	}
+	other := a
+	other.Port = 8001
+	if _, err := s.Issue(other); err != nil {
+		t.Errorf("another port: %v", err)
+	}
+	if n := s.Revoke("ses_a", 8000); n != MaxSharesPerPort {
+		t.Errorf("revoked %d", n)
+	}
+	if _, err := s.Issue(a); err != nil {
+		t.Errorf("after a revoke: %v", err)
+	}
+	// Revoked URLs still count for the key until they would have expired.
+	for i := 0; ; i++ {
+		_, err := s.Issue(Target{Session: fmt.Sprintf("ses_%d", i), Owner: "alice", Port: 80})
+		if errors.Is(err, ErrTooManyShares) {
+			if held := MaxSharesPerPort + 2 + i; held != MaxSharesPerKey {
+				t.Errorf("the key was refused at %d URLs, want %d", held, MaxSharesPerKey)
+			}
+			break
+		}
+		if err != nil || i > MaxSharesPerKey {
+			t.Fatalf("URL %d of the key: %v", i, err)
+		}
+	}
+	if _, err := s.Issue(Target{Session: "ses_b", Owner: "bob", Port: 80}); err != nil {
+		t.Errorf("another key: %v", err)
+	}
+	*now = now.Add(s.TTL())
+	if _, err := s.Issue(a); err != nil {
+		t.Errorf("once the key's URLs expired: %v", err)
+	}
+	s.mu.Lock()
+	held := len(s.byOwner["alice"])
+	s.mu.Unlock()
+	if held != 1 {
+		t.Errorf("the key still holds %d URLs after they expired", held)
+	}
+}
+
+// closedSoon says whether c's peer end is closed within a second.
+func closedSoon(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, err := c.Read(make([]byte, 1))
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)
+}
+
+// TestShareClosesItsConns: what a URL opened is closed when it is revoked,
+// when it expires and when its session ends; the owner's other URLs and
+// other sessions keep theirs.
+func TestShareClosesItsConns(t *testing.T) {
+	key, err := LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewShares(key, 2*time.Second) // a real clock: expiry must fire
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach := func(t Target) (share Share, viewer net.Conn, err error) {
+		share, err = s.Issue(t)
+		if err != nil {
+			return share, nil, err
+		}
+		app, viewer := net.Pipe()
+		_, err = s.Attach(share.Token, app)
+		return share, viewer, err
+	}
+	_, revoked, err1 := attach(Target{Session: "ses_a", Owner: "alice", Port: 8000})
+	_, kept, err2 := attach(Target{Session: "ses_a", Owner: "alice", Port: 8001})
+	_, ended, err3 := attach(Target{Session: "ses_b", Owner: "alice", Port: 8000})
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	s.Revoke("ses_a", 8000)
+	if !closedSoon(revoked) {
+		t.Error("a revoked URL's connection stayed open")
+	}
+	s.Forget("ses_b")
+	if !closedSoon(ended) {
+		t.Error("an ended session's URL connection stayed open")
+	}
+	_ = kept.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := kept.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("another URL's connection: %v", err)
+	}
+	_ = kept.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := kept.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("at its URL's expiry: %v, want closed", err)
+	}
+	// A URL revoked between its check and its dial opens nothing.
+	sh, err := s.Issue(Target{Session: "ses_c", Owner: "alice", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Revoke("ses_c", 0)
+	app, viewer := net.Pipe()
+	if _, err := s.Attach(sh.Token, app); !errors.Is(err, ErrRevoked) {
+		t.Errorf("Attach after revoke: %v", err)
+	}
+	if !closedSoon(viewer) {
+		t.Error("a connection for a revoked URL was left open")
 	}
 }
