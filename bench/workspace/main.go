@@ -28,7 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
 	"github.com/pyexec/pyexec/internal/store"
@@ -235,15 +234,15 @@ func (b *bench) fleet() error {
 		return err
 	}
 	defer emb.Close()
-	js, err := jetstream.New(emb.Conn())
+	fleetStore, err := store.Open(ctx, emb.Conn(), store.Config{})
 	if err != nil {
 		return err
 	}
-	n1, err := workspace.OpenFleet(ctx, js, 1, config(filepath.Join(b.dir, "node1")))
+	n1, err := workspace.OpenFleet(ctx, fleetStore, config(filepath.Join(b.dir, "node1")))
 	if err != nil {
 		return err
 	}
-	n2, err := workspace.OpenFleet(ctx, js, 1, config(filepath.Join(b.dir, "node2")))
+	n2, err := workspace.OpenFleet(ctx, fleetStore, config(filepath.Join(b.dir, "node2")))
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	// Closed after the engine: its sessions end first (and are marked
 	// node_shutdown in the registry), so no request of another node waits.
 	s.closers = append(s.closers, func(context.Context) error { return s.sessions.Close() })
-	workspaces, err := openWorkspaces(ctx, cfg, nats, log.With("component", "workspaces"))
+	workspaces, err := openWorkspaces(ctx, cfg, st, log.With("component", "workspaces"))
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/pyexec/pyexec/internal/config"
+	"github.com/pyexec/pyexec/internal/store"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
 
@@ -16,7 +16,7 @@ import (
 // local disk is their store of record on one node, the cluster's JetStream
 // in a fleet (docs/workspaces.md). Runs a predecessor left uncommitted are
 // committed before anything else uses them. Nil when they are disabled.
-func openWorkspaces(ctx context.Context, cfg config.Config, nats natsConns, log *slog.Logger) (*workspace.Manager, error) {
+func openWorkspaces(ctx context.Context, cfg config.Config, st *store.NATS, log *slog.Logger) (*workspace.Manager, error) {
 	w := cfg.Workspaces
 	if !w.Enabled {
 		return nil, nil
@@ -38,11 +38,9 @@ func openWorkspaces(ctx context.Context, cfg config.Config, nats natsConns, log 
 	}
 	var m *workspace.Manager
 	if cfg.Cluster.External() {
-		js, jerr := jetstream.New(nats.Conn())
-		if jerr != nil {
-			return nil, fmt.Errorf("workspaces: %w", jerr)
-		}
-		m, err = workspace.OpenFleet(ctx, js, cfg.Cluster.StoreReplicas(), wcfg)
+		// Through the store, as its own buckets: its replicas, reads from
+		// the leaders, and waiting while the cluster settles.
+		m, err = workspace.OpenFleet(ctx, st, wcfg)
 	} else {
 		m, err = workspace.OpenLocal(wcfg)
 	}

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/pyexec/pyexec/internal/store"
 )
 
 // Fleet tests start an embedded NATS server: they run under the jail
 // tests' lock.
 
-func startJetStream(t *testing.T) jetstream.JetStream {
+// startStore opens the store of a one-server fleet: the buckets open
+// through it as serve opens them.
+func startStore(t *testing.T) *store.NATS {
 	t.Helper()
 	emb, err := store.StartEmbedded(context.Background(), t.TempDir(), nil)
 	if err != nil {
@@ -31,11 +31,11 @@ func startJetStream(t *testing.T) jetstream.JetStream {
 			t.Errorf("closing NATS: %v", err)
 		}
 	})
-	js, err := jetstream.New(emb.Conn())
+	st, err := store.Open(context.Background(), emb.Conn(), store.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js
+	return st
 }
 
 // countingBlobs counts what a node fetches from the store.
@@ -49,10 +49,10 @@ func (c *countingBlobs) get(ctx context.Context, h string, w io.Writer) error {
 	return c.blobStore.get(ctx, h, w)
 }
 
-func openNode(t *testing.T, js jetstream.JetStream, now func() time.Time) (*Manager, *countingBlobs) {
+func openNode(t *testing.T, st *store.NATS, now func() time.Time) (*Manager, *countingBlobs) {
 	t.Helper()
 	uid, gid := sandboxIDs()
-	m, err := OpenFleet(context.Background(), js, 1, Config{Dir: t.TempDir(), UID: uid, GID: gid, Now: now})
+	m, err := OpenFleet(context.Background(), st, Config{Dir: t.TempDir(), UID: uid, GID: gid, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,9 +74,9 @@ func storeSize(t *testing.T, m *Manager) int64 {
 // what it lacks, and after a one-file change only that file (and the
 // manifest pages that changed).
 func TestFleetNodesShareWorkspaces(t *testing.T) {
-	js := startJetStream(t)
-	n1, _ := openNode(t, js, nil)
-	n3, fetch3 := openNode(t, js, nil)
+	fleet := startStore(t)
+	n1, _ := openNode(t, fleet, nil)
+	n3, fetch3 := openNode(t, fleet, nil)
 	ref := Ref{Name: "w"}
 	mustCreate(t, n1, alice, "w", 0)
 	want := map[string]string{}
@@ -126,9 +126,9 @@ func TestFleetNodesShareWorkspaces(t *testing.T) {
 // Writers on two nodes at once: distinct files all land; the same file is
 // a conflict reported to the later writer.
 func TestFleetConcurrentWriters(t *testing.T) {
-	js := startJetStream(t)
-	n1, _ := openNode(t, js, nil)
-	n2, _ := openNode(t, js, nil)
+	fleet := startStore(t)
+	n1, _ := openNode(t, fleet, nil)
+	n2, _ := openNode(t, fleet, nil)
 	ref := Ref{Name: "w"}
 	mustCreate(t, n1, alice, "w", 0)
 	var wg sync.WaitGroup
@@ -186,13 +186,13 @@ func TestFleetConcurrentWriters(t *testing.T) {
 
 // A blob whose bytes do not match its name is refused, not served.
 func TestFleetRefusesACorruptBlob(t *testing.T) {
-	js := startJetStream(t)
-	n1, _ := openNode(t, js, nil)
-	n3, _ := openNode(t, js, nil)
+	fleet := startStore(t)
+	n1, _ := openNode(t, fleet, nil)
+	n3, _ := openNode(t, fleet, nil)
 	ref := Ref{Name: "w"}
 	mustCreate(t, n1, alice, "w", 0)
 	mustWrite(t, n1, alice, ref, "f", "genuine")
-	obs, err := js.ObjectStore(ctx, BlobsBucket)
+	obs, err := fleet.JetStream().ObjectStore(ctx, BlobsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,11 @@ func TestFleetRefusesACorruptBlob(t *testing.T) {
 // The fleet's collector spares young unreferenced blobs (a commit on
 // another node may be about to name them) and removes old ones.
 func TestFleetGC(t *testing.T) {
-	js := startJetStream(t)
+	fleet := startStore(t)
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	n1, _ := openNode(t, js, clock)
+	n1, _ := openNode(t, fleet, clock)
 	ref := Ref{Name: "w"}
 	mustCreate(t, n1, alice, "w", 0)
 	mustWrite(t, n1, alice, ref, "f", "in a workspace about to go")
@@ -234,7 +234,7 @@ func TestFleetGC(t *testing.T) {
 	if err != nil || ok {
 		t.Errorf("the deleted workspace's blob: in the store %v, %v", ok, err)
 	}
-	n3, _ := openNode(t, js, clock)
+	n3, _ := openNode(t, fleet, clock)
 	if got := readFile(t, n3, alice, Ref{Name: "v"}, Head, "g"); got != "stays" {
 		t.Errorf("kept file reads %q", got)
 	}

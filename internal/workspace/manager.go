@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Limits bound what workspaces may hold. Zero fields take the defaults.
@@ -127,15 +126,15 @@ func OpenLocal(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// OpenFleet opens the workspaces of a fleet: records and blobs in
-// JetStream (created with the given replicas if absent), cfg.Dir this
-// node's cache of them.
-func OpenFleet(ctx context.Context, js jetstream.JetStream, replicas int, cfg Config) (*Manager, error) {
+// OpenFleet opens the workspaces of a fleet: records and blobs in the
+// buckets b opens on the fleet's JetStream, cfg.Dir this node's cache of
+// them.
+func OpenFleet(ctx context.Context, b Buckets, cfg Config) (*Manager, error) {
 	m, err := newManager(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rec, blobs, err := openNATS(ctx, js, replicas)
+	rec, blobs, err := openNATS(ctx, b)
 	if err != nil {
 		return nil, err
 	}

@@ -29,27 +29,21 @@ type objectBlobs struct{ obs jetstream.ObjectStore }
 
 var _ blobStore = objectBlobs{}
 
-// openNATS creates (or opens) the buckets on js with replicas copies.
-func openNATS(ctx context.Context, js jetstream.JetStream, replicas int) (kvRecords, objectBlobs, error) {
-	if replicas < 1 {
-		replicas = 1
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      RecordsBucket,
-		Description: "pyexec workspaces and their versions",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
+// Buckets opens the fleet's buckets, creating them when absent, with the
+// store's replicas and its leader reads, and waiting while the cluster
+// cannot answer yet; *store.NATS implements it.
+type Buckets interface {
+	OpenBucket(ctx context.Context, bucket, description string) (jetstream.KeyValue, error)
+	OpenObjectBucket(ctx context.Context, bucket, description string) (jetstream.ObjectStore, error)
+}
+
+// openNATS opens the fleet store's buckets through b.
+func openNATS(ctx context.Context, b Buckets) (kvRecords, objectBlobs, error) {
+	kv, err := b.OpenBucket(ctx, RecordsBucket, "pyexec workspaces and their versions")
 	if err != nil {
 		return kvRecords{}, objectBlobs{}, fmt.Errorf("opening the workspace records bucket: %w", err)
 	}
-	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      BlobsBucket,
-		Description: "pyexec workspace file contents and manifest pages, by SHA-256",
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
+	obs, err := b.OpenObjectBucket(ctx, BlobsBucket, "pyexec workspace file contents and manifest pages, by SHA-256")
 	if err != nil {
 		return kvRecords{}, objectBlobs{}, fmt.Errorf("opening the workspace blobs bucket: %w", err)
 	}
