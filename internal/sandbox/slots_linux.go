@@ -90,10 +90,8 @@ func (m *Manager) openSlots() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("workspace slots: %w", err)
 	}
-	for isMountPoint(dir) {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("workspace slots: detaching a predecessor's: %w", os.NewSyscallError("umount", err))
-		}
+	if err := m.sweepSlots(dir); err != nil {
+		return err
 	}
 	if err := removeEmptyDirs(dir, false); err != nil {
 		return fmt.Errorf("workspace slots: %w", err)
@@ -111,6 +109,28 @@ func (m *Manager) openSlots() error {
 		}
 	}
 	m.slots = dir
+	return nil
+}
+
+// sweepSlots detaches what a predecessor killed without its cleanup
+// (SIGKILL, an OOM kill) left mounted on dir: its slots mount, with the
+// workspaces still mounted on its jails' slots. Those mounts live in the
+// host's mount namespace and outlive the process that made them (the
+// runs' tmpfs below the workspace directory stay on purpose: Recover
+// commits them). The detach is lazy, so a process of the dead server's
+// that still runs keeps its view until it ends, and logged.
+func (m *Manager) sweepSlots(dir string) error {
+	detached := 0
+	for ; isMountPoint(dir); detached++ {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("workspace slots: detaching a predecessor's: %w", os.NewSyscallError("umount", err))
+		}
+	}
+	if detached > 0 {
+		slots, _ := os.ReadDir(dir)
+		m.log.Warn("detached the workspace slots a previous server left mounted (it ended without unmounting them)",
+			"dir", dir, "mounts", detached, "slots", len(slots))
+	}
 	return nil
 }
 

@@ -107,8 +107,9 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Sweep removes what a crashed predecessor left behind: jail cgroups of
-// this instance (see Config.Instance) and their processes. Mounts need no sweeping: they only ever exist in the
-// jails' own mount namespaces and vanish with them.
+// this instance (see Config.Instance) and their processes. A jail's own
+// mounts vanish with its mount namespace; the workspace slots, which live
+// in the server's, are swept when the manager opens them (sweepSlots).
 func (m *Manager) Sweep() (int, error) {
 	if m.cgroups == nil {
 		return 0, nil

@@ -1,14 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A persistent workspace reaches every kind of jail through its slot:
@@ -311,4 +315,71 @@ except OSError as e:
 	if b, err := os.ReadFile(filepath.Join(w.Upper, "secret.txt")); err != nil || string(b) != "secret" {
 		t.Fatalf("the holder's file: %q, %v", b, err)
 	}
+}
+
+// A server killed without its cleanup (SIGKILL) leaves its slots mount,
+// and the workspaces mounted on its jails' slots, in the host's mount
+// table. The next server on the same directory detaches them, says so in
+// its log, and starts with empty slots; closing it leaves nothing mounted.
+func TestSlotsSweepAKilledPredecessorsMounts(t *testing.T) {
+	needJail(t)
+	dir := filepath.Join(t.TempDir(), "slots")
+	slot := filepath.Join(dir, "jail-of-the-dead-server")
+	// What the dead server left: its slots mount (a shared bind of the
+	// directory) and a workspace on one of its slots.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		src   string
+		flags uintptr
+	}{{dir, unix.MS_BIND}, {"", unix.MS_PRIVATE}, {"", unix.MS_SHARED}} {
+		if err := unix.Mount(s.src, dir, "", s.flags, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(slot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", slot, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	m, err := New(Config{CgroupParent: testParent, WorkspaceSlots: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		_ = unix.Unmount(dir, unix.MNT_DETACH)
+		t.Fatalf("sandbox.New over a killed server's slots: %v", err)
+	}
+	if mounted := mountsBelow(t, dir); len(mounted) != 1 || mounted[0] != dir {
+		t.Errorf("mounts at and below the slots after the start: %q; want only the new server's own", mounted)
+	}
+	if _, err := os.Stat(slot); !os.IsNotExist(err) {
+		t.Errorf("the dead server's slot is still there: %v", err)
+	}
+	if !strings.Contains(logs.String(), "detached the workspace slots a previous server left mounted") {
+		t.Errorf("the sweep is not logged:\n%s", logs.String())
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("Manager.Close: %v", err)
+	}
+	if mounted := mountsBelow(t, dir); len(mounted) > 0 {
+		t.Errorf("mounted after Close: %q", mounted)
+	}
+}
+
+// mountsBelow lists this process's mount points at or below dir (paths
+// without spaces or other escaped characters).
+func mountsBelow(t *testing.T, dir string) []string {
+	t.Helper()
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
