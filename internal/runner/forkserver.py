@@ -365,12 +365,14 @@ def _isolate(req, cfg):
         flags |= CLONE_NEWNET
     _sys("unshare", _libc.unshare, flags)
     # Slaves, not private: the server's mounts are all private already
-    # (its jail's init made them so), except its workspace slot, which
-    # must keep receiving what the parent mounts there (_slot). Nothing
-    # propagates from here to anywhere.
+    # (its jail's init made them so), except its workspace slot, a slave of
+    # the host's. Nothing propagates from here to anywhere.
     _mount(None, "/", None, MS_REC | MS_SLAVE)
     if cfg.get("slots"):
-        _slot(req.get("slot"))
+        # /workspace is the server's slot, which no forked execution uses
+        # (a run with a workspace has a jail of its own): it is dropped from
+        # this namespace, leaving the empty directory of the read-only root.
+        _sys("umount /workspace", _libc.umount2, b"/workspace", MNT_DETACH)
     host = cfg["hostname"].encode()
     _sys("sethostname", _libc.sethostname, host, len(host))
     if not cfg["network"]:
@@ -400,23 +402,6 @@ def _isolate(req, cfg):
         p = "/proc/" + name
         if _mount_unless_missing(p, p, MS_BIND | MS_REC):
             _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-
-def _slot(slot):
-    # /workspace is the server's slot. An execution with a workspace has a
-    # directory below it, on which the parent mounted the workspace before
-    # asking for this fork: it is bound in /workspace's place (parked on
-    # /work a moment, which gets its own tmpfs next). The server's view,
-    # which shows every sibling's workspace, is dropped from this namespace
-    # in any case; without a workspace /workspace is then the empty
-    # directory of the read-only root.
-    if slot is not None and (not slot or "/" in slot or slot in (".", "..")):
-        raise _Fail("workspace slot", "not a slot name")
-    if slot:
-        _mount("/workspace/" + slot, "/work", None, MS_BIND)
-    _sys("umount /workspace", _libc.umount2, b"/workspace", MNT_DETACH)
-    if slot:
-        _mount("/work", "/workspace", None, MS_MOVE)
 
 
 def _mount_unless_missing(src, target, flags):

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -72,10 +71,9 @@ type forkConfig struct {
 	ProcReadOnly []string      `json:"proc_read_only"`
 	Bounding     []int         `json:"bounding"` // the server's bounding set, for its executions to drop
 	Relay        string        `json:"relay"`    // where each reaper serves its payload's pipes (relayPath)
-	// Slots: the server's /workspace is its jail's workspace slot; an
-	// execution with a workspace binds its own from below it
-	// (forkRequest.Slot), and every execution drops the server's view,
-	// which sees every sibling's (slots_linux.go).
+	// Slots: the server's /workspace is its jail's workspace slot, which
+	// every execution drops from its namespace; no forked execution
+	// has a workspace (slots_linux.go).
 	Slots bool `json:"slots,omitempty"`
 }
 
@@ -88,12 +86,8 @@ type forkRequest struct {
 	FileSizeBytes   int64  `json:"file_size_bytes"`
 	CPUSeconds      int64  `json:"cpu_seconds"`
 	Dir             string `json:"dir"`
-	// Slot is the execution's workspace slot, a directory of the
-	// server's /workspace on which its workspace is mounted (with
-	// forkConfig.Slots); empty: the execution has no workspace.
-	Slot    string `json:"slot,omitempty"`
-	Collect bool   `json:"collect"`
-	Channel bool   `json:"channel"` // the reaper serves the payload its result channel
+	Collect         bool   `json:"collect"`
+	Channel         bool   `json:"channel"` // the reaper serves the payload its result channel
 	// Args, if set, are the driver's arguments instead of waiting for a
 	// request (a session's kernel: "--session 4 ..."); Env are KEY=value
 	// additions to the server's environment, set before the driver runs.
@@ -366,6 +360,11 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if spec.Workspace != nil {
+		// A fork server's /workspace would show every sibling's: a run
+		// with a workspace takes a jail of its own (pool.go, sessions).
+		return nil, nil, fmt.Errorf("%w: a forked execution has no workspace: it needs a jail of its own", ErrInvalidSpec)
+	}
 	if !spec.Requests {
 		return nil, nil, fmt.Errorf("%w: a forked execution takes its work on its request pipe (Spec.Requests)", ErrInvalidSpec)
 	}
@@ -380,21 +379,6 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 			j.Close()
 		}
 	}()
-	if spec.Workspace != nil {
-		// Mounted before the fork, so that the execution binds it in
-		// place of its server's view and confines itself (Landlock) with
-		// it there: a mount arriving later would hide the Landlock rule
-		// of /workspace, whose directory it covers.
-		if t.jail.slot == "" {
-			return nil, nil, fmt.Errorf("mounting the workspace: %w", m.Workspaces())
-		}
-		if err := j.makeSlot(t.jail.slot); err != nil {
-			return nil, nil, err
-		}
-		if err := j.mountWorkspace(spec.Workspace); err != nil {
-			return nil, nil, err
-		}
-	}
 	l := spec.Limits.WithDefaults()
 	if m.cgroups != nil {
 		cg, err := m.cgroups.Take(j.id, l.cgroup())
@@ -414,9 +398,6 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	req := forkRequest{WorkspaceBytes: l.WorkspaceBytes, WorkspaceInodes: l.WorkspaceInodes, ShmBytes: max(l.ShmBytes, 4096),
 		OpenFiles: l.OpenFiles, FileSizeBytes: l.FileSizeBytes, CPUSeconds: int64(l.CPUTime.Seconds()) + 1,
 		Dir: dir, Collect: spec.Collect != nil, Channel: spec.ResultChannel, Args: args, Env: env}
-	if j.slot != "" {
-		req.Slot = filepath.Base(j.slot)
-	}
 	if copyAhead {
 		req.PrecopyBudget = l.MemoryBytes / PrecopyShare
 	}

@@ -23,10 +23,8 @@ import (
 //
 //	host  <WorkspaceSlots>            a bind of itself: private, then shared (a peer group of its own)
 //	      ├── <jail>/                 a cold or warm jail's slot: init binds it at /workspace (slave, ro)
-//	      └── <template jail>/        a fork server's slot, its /workspace
-//	          └── <execution>/        a forked execution's with a workspace: its reaper binds it at
-//	                                  /workspace; every execution drops the fork server's view
-//	                                  (which sees every sibling's slot)
+//	      └── <template jail>/        a fork server's slot, its /workspace: always empty (no forked
+//	                                  execution has a workspace), and every execution drops it
 //
 //	run   the server mounts the overlay (or the base tree read-only) on the slot: it appears at
 //	      /workspace in the jail; when the run ends (every process of it dead) the server
@@ -37,9 +35,10 @@ import (
 // when the ruleset is made, and it ignores a directory a later mount covers
 // (a "hidden mount point"), so a workspace mounted after the payload's
 // Landlock could only be read. Hence Spec.Workspace is given when the
-// payload starts: a cold or warm jail's Start mounts it before init's exec,
-// a fork mounts it on the execution's slot before the fork server is asked
-// for the execution. A warm payload started without one never gets one.
+// payload starts: a cold or warm jail's Start mounts it before init's exec.
+// A warm payload started without one never gets one, and a fork refuses
+// one: a fork server's /workspace would show every sibling's, so a run
+// with a workspace takes a jail of its own.
 //
 // Without a mount on it the slot is an empty directory, read-only in the
 // jail. A jail's init takes its slot with open_tree(OPEN_TREE_CLONE) before
@@ -180,8 +179,7 @@ func isMountPoint(dir string) bool {
 	return a.Mode&syscall.S_IFMT == syscall.S_IFDIR && a.Mnt_id != b.Mnt_id
 }
 
-// makeSlot creates the jail's slot below parent (the slots directory, or
-// a fork server's slot for a forked execution).
+// makeSlot creates the jail's slot below parent (the slots directory).
 func (j *Jail) makeSlot(parent string) error {
 	if parent == "" {
 		return nil
@@ -243,9 +241,8 @@ func attachReadOnly(dir, target string) error {
 }
 
 // unmountWorkspace unmounts the jail's workspace, if it has one, once
-// every process of the jail is gone: the unmount propagates to every copy
-// (a fork server's view of its executions' slots included), and whoever
-// committed the workspace reads its upper directory unmounted.
+// every process of the jail is gone: the unmount propagates to every copy,
+// and whoever committed the workspace reads its upper directory unmounted.
 func (j *Jail) unmountWorkspace() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -259,27 +256,16 @@ func (j *Jail) unmountWorkspace() error {
 	return nil
 }
 
-// removeSlot removes the jail's slot once nothing is mounted on it. A
-// fork server's slot goes when its last execution's has gone (whichever
-// is closed last removes it).
-func (j *Jail) removeSlot(template *Jail) error {
+// removeSlot removes the jail's slot once nothing is mounted on it.
+func (j *Jail) removeSlot() error {
 	if j.slot == "" {
 		return nil
 	}
 	err := j.unmountWorkspace()
-	if rerr := os.Remove(j.slot); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && !errors.Is(rerr, unix.ENOTEMPTY) {
+	if rerr := os.Remove(j.slot); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		err = errors.Join(err, rerr)
 	}
-	if template != nil && template.isClosed() {
-		_ = os.Remove(template.slot) // not empty: a sibling removes it later
-	}
 	return err
-}
-
-func (j *Jail) isClosed() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.closed
 }
 
 // openSlot is init's side: a detached clone of the jail's slot, made a

@@ -509,7 +509,7 @@ func (j *Jail) Close() error {
 			f.Close()
 		}
 	}
-	errs := []error{j.releaseCgroup(), j.removeSlot(j.template)}
+	errs := []error{j.releaseCgroup(), j.removeSlot()}
 	if j.workHost != "" {
 		errs = append(errs, os.RemoveAll(j.workHost))
 	}

@@ -3,20 +3,20 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// A persistent workspace reaches every kind of jail through its slot:
-// cold, warm (mounted before the hand-off) and forked. These tests stand
+// A persistent workspace reaches a cold or warm jail (mounted before the
+// hand-off) through its slot; a fork refuses one. These tests stand
 // in for internal/workspace with plain directories: a base tree owned by
 // the sandbox user, and an upper and work directory.
 
@@ -113,6 +113,8 @@ func warmWS(t *testing.T, m *Manager, w *WorkspaceMount, code string, env ...str
 	return handOff(t, p, spec, code)
 }
 
+// forkedWS runs code in an execution forked from tpl (without a
+// workspace: a fork refuses one).
 func forkedWS(tpl *Template) wsRunner {
 	return func(t *testing.T, m *Manager, w *WorkspaceMount, code string, env ...string) Result {
 		t.Helper()
@@ -131,11 +133,10 @@ func forkedWS(tpl *Template) wsRunner {
 
 func TestWorkspaceMountInEveryJail(t *testing.T) {
 	m := slotManager(t)
-	tpl := startTemplate(t, m)
 	kinds := []struct {
 		name string
 		run  wsRunner
-	}{{"cold", coldWS}, {"warm", warmWS}, {"forked", forkedWS(tpl)}}
+	}{{"cold", coldWS}, {"warm", warmWS}}
 	for _, k := range kinds {
 		for _, ro := range []bool{false, true} {
 			name := k.name + "/rw"
@@ -170,12 +171,32 @@ func TestWorkspaceMountInEveryJail(t *testing.T) {
 			})
 		}
 	}
-	// The fork server's namespace received every execution's workspace;
-	// each unmount reached it too.
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", tpl.jail.initPid())); err != nil {
-		t.Fatal(err)
-	} else if n := strings.Count(string(b), " overlay "); n != 0 {
-		t.Errorf("the fork server's namespace still holds %d overlays", n)
+}
+
+// A fork refuses a workspace before anything is mounted or started: a
+// fork server's /workspace would show every sibling's, so a run with one
+// takes a jail of its own (the pool and sessions never fork one).
+func TestForkRefusesAWorkspace(t *testing.T) {
+	m := slotManager(t)
+	tpl := startTemplate(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, ro := range []bool{false, true} {
+		j, _, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Env: testEnv, Requests: true,
+			Workspace: testWorkspace(t, ro)}, nil)
+		if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "no workspace") {
+			if j != nil {
+				j.Close()
+			}
+			t.Fatalf("Fork with a workspace (ro %v): %v; want ErrInvalidSpec", ro, err)
+		}
+	}
+	if n := overlaysOnHost(t, m); n != 0 {
+		t.Errorf("%d workspace mounts on the host after the refused forks", n)
+	}
+	// The fork server still serves executions without one.
+	if res := forkedWS(tpl)(t, m, nil, "print('forked')"); string(res.Stdout) != "forked\n" {
+		t.Errorf("a fork after the refusals: %s %q %q", res.Status, res.Stdout, res.Stderr)
 	}
 }
 
@@ -194,37 +215,6 @@ func overlaysOnHost(t *testing.T, m *Manager) int {
 		}
 	}
 	return n
-}
-
-// Concurrent forked executions each see their own workspace only: neither
-// its files nor, in their mount tables, the other's overlay.
-func TestForkedWorkspacesSeeOnlyTheirOwn(t *testing.T) {
-	m := slotManager(t)
-	tpl := startTemplate(t, m)
-	run := forkedWS(tpl)
-	// A forked execution's environment is its server's: the tag is in the code.
-	code := `import os, time
-open("/workspace/mine.txt", "w").write(%q)
-time.sleep(1)
-print(sorted(os.listdir("/workspace")), open("/workspace/mine.txt").read())
-print(sum(1 for l in open("/proc/self/mountinfo") if " overlay " in l))
-`
-	var wg sync.WaitGroup
-	out := make([]string, 2)
-	ws := []*WorkspaceMount{testWorkspace(t, false), testWorkspace(t, false)}
-	for i := range 2 {
-		wg.Go(func() {
-			res := run(t, m, ws[i], fmt.Sprintf(code, fmt.Sprintf("run%d", i)))
-			out[i] = fmt.Sprintf("%s%s%s", res.Stdout, res.Stderr, res.Reason)
-		})
-	}
-	wg.Wait()
-	for i, o := range out {
-		want := fmt.Sprintf("['base.txt', 'mine.txt'] run%d\n1\n", i)
-		if o != want {
-			t.Errorf("run %d printed %q, want %q", i, o, want)
-		}
-	}
 }
 
 // A jail without a slot, or a server without them, fails closed.
@@ -271,9 +261,7 @@ func TestWorkspaceNotReachableFromOtherJails(t *testing.T) {
 	w := testWorkspace(t, false)
 	holder := make(chan Result, 1)
 	go func() {
-		// Forked: its slot is below the fork server's, which the other
-		// forked execution must not see.
-		holder <- forkedWS(tpl)(t, m, w, `import time
+		holder <- coldWS(t, m, w, `import time
 open("/workspace/secret.txt", "w").write("secret")
 time.sleep(3)
 `)
