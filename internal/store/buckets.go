@@ -20,51 +20,54 @@ import (
 // age, no size limit per value), creating it when absent, and returns it
 // once it answers a read.
 func (s *NATS) OpenBucket(ctx context.Context, bucket, description string) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	err := retry(ctx, "opening the bucket "+bucket, s.onWait, s.explainOpen, func(ctx context.Context) error {
-		a := s.kvAsset(bucket, description, 0, -1)
-		if err := s.leaderReads(ctx, a); err != nil {
+	return openShared(ctx, s, "the bucket "+bucket, s.kvAsset(bucket, description, 0, -1),
+		func(ctx context.Context) (jetstream.KeyValue, error) { return s.js.KeyValue(ctx, bucket) },
+		func(ctx context.Context, kv jetstream.KeyValue) error {
+			_, err := kv.Get(ctx, probeKey)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return nil
+			}
 			return err
-		}
-		b, err := s.js.KeyValue(ctx, bucket)
-		if err != nil {
-			return err
-		}
-		if _, err := b.Get(ctx, probeKey); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("reading bucket %s: %w", bucket, err)
-		}
-		kv = b
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	return kv, nil
+		})
 }
 
 // OpenObjectBucket opens the object store named bucket (no age),
 // creating it when absent, and returns it once it answers a read.
 func (s *NATS) OpenObjectBucket(ctx context.Context, bucket, description string) (jetstream.ObjectStore, error) {
-	var obs jetstream.ObjectStore
-	err := retry(ctx, "opening the object store "+bucket, s.onWait, s.explainOpen, func(ctx context.Context) error {
-		a := s.objAsset(bucket, description, 0)
+	return openShared(ctx, s, "the object store "+bucket, s.objAsset(bucket, description, 0),
+		func(ctx context.Context) (jetstream.ObjectStore, error) { return s.js.ObjectStore(ctx, bucket) },
+		func(ctx context.Context, obs jetstream.ObjectStore) error {
+			_, err := obs.GetInfo(ctx, probeKey)
+			if errors.Is(err, jetstream.ErrObjectNotFound) {
+				return nil
+			}
+			return err
+		})
+}
+
+// openShared ensures a, binds to it and reads from it (probe), retrying
+// the whole while the cluster cannot answer.
+func openShared[H any](ctx context.Context, s *NATS, what string, a asset,
+	bind func(context.Context) (H, error), probe func(context.Context, H) error) (H, error) {
+	var h H
+	err := retry(ctx, "opening "+what, s.onWait, s.explainOpen, func(ctx context.Context) error {
 		if err := s.leaderReads(ctx, a); err != nil {
 			return err
 		}
-		o, err := s.js.ObjectStore(ctx, bucket)
+		b, err := bind(ctx)
 		if err != nil {
 			return err
 		}
-		if _, err := o.GetInfo(ctx, probeKey); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("reading object store %s: %w", bucket, err)
+		if err := probe(ctx, b); err != nil {
+			return fmt.Errorf("reading %s: %w", what, err)
 		}
-		obs = o
+		h = b
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return h, fmt.Errorf("store: %w", err)
 	}
-	return obs, nil
+	return h, nil
 }
 
 // leaderReads ensures a's stream and, on a replicated store, turns off
