@@ -137,8 +137,11 @@ func (s *server) releaseMounts(t *testing.T) {
 	if err != nil {
 		t.Errorf("unmounting what the server left below %s: %v", s.dataDir, err)
 	}
-	if len(left) > 0 && !s.crashed {
+	switch {
+	case len(left) > 0 && !s.crashed:
 		t.Errorf("a server stopped gracefully left mounted: %q", left)
+	case len(left) > 0:
+		t.Logf("detached what the killed server left mounted: %q", left)
 	}
 }
 
