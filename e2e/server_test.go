@@ -62,6 +62,8 @@ type server struct {
 	env     []string
 	args    []string
 	ts      *testserver.Server
+	// crashed says the server was killed (crash): it may leave mounts.
+	crashed bool
 }
 
 // cleanEnv is the environment of every process the tests start: nothing
@@ -102,7 +104,10 @@ func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) 
 		t.Fatal(err)
 	}
 	s := &server{url: ts.URL, cmd: ts.Cmd, logs: ts.Logs, waited: ts.Exited, dataDir: dataDir, env: env, args: args, ts: ts}
-	t.Cleanup(func() { s.stop(t) })
+	t.Cleanup(func() {
+		s.stop(t)
+		s.releaseMounts(t)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +122,28 @@ func (s *server) stop(t *testing.T) {
 }
 
 // crash kills the server with SIGKILL, as a power cut or OOM kill would.
-func (s *server) crash() { s.ts.Crash() }
+func (s *server) crash() {
+	s.crashed = true
+	s.ts.Crash()
+}
+
+// releaseMounts detaches what the server left mounted below its data
+// directory, so that the directory can be removed. Only a killed server
+// leaves anything there (its workspace slots, its runs' tmpfs, which its
+// next start would sweep); one stopped gracefully unmounts what it
+// mounted, and anything left is an error.
+func (s *server) releaseMounts(t *testing.T) {
+	left, err := testserver.UnmountBelow(s.dataDir)
+	if err != nil {
+		t.Errorf("unmounting what the server left below %s: %v", s.dataDir, err)
+	}
+	switch {
+	case len(left) > 0 && !s.crashed:
+		t.Errorf("a server stopped gracefully left mounted: %q", left)
+	case len(left) > 0:
+		t.Logf("detached what the killed server left mounted: %q", left)
+	}
+}
 
 // cliResult is one CLI invocation's outcome.
 type cliResult struct {

@@ -120,6 +120,10 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}
 	opts.Collectors = append(opts.Collectors, metrics.SessionCollector(st.eng.SessionStats), metrics.StoreCollector(st.eng.StoreStats))
+	if cfg.Workspaces.Enabled {
+		opts.Workspaces = st.eng.WorkspaceUsage
+		opts.Collectors = append(opts.Collectors, metrics.WorkspaceCollector(st.eng.WorkspaceUsage))
+	}
 	srv, err := api.New(st.eng, opts)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 var _ engine.Forker = (*pool.Pool)(nil)
@@ -83,6 +84,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	}
 	jcfg := sandbox.Config{Unsafe: cfg.UnsafeNoIsolation, CgroupParent: cfg.CgroupParent, Instance: instance,
 		SpareCgroups: spareCgroups, Logger: log.With("component", "sandbox")}
+	if cfg.Workspaces.Enabled && !cfg.UnsafeNoIsolation && os.Geteuid() == 0 {
+		// Every jail gets a slot a workspace can be mounted on (an
+		// unprivileged or unisolated server's cannot: Workspaces says why).
+		jcfg.WorkspaceSlots = filepath.Join(cfg.DataDir, "workspace-slots")
+	}
 	if !cfg.UnsafeNoIsolation {
 		if err := checkIsolation(jcfg); err != nil {
 			return nil, err
@@ -138,17 +144,31 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	// Closed after the engine: its sessions end first (and are marked
 	// node_shutdown in the registry), so no request of another node waits.
 	s.closers = append(s.closers, func(context.Context) error { return s.sessions.Close() })
+	workspaces, err := openWorkspaces(ctx, cfg, st, log.With("component", "workspaces"))
+	if err != nil {
+		return nil, err
+	}
+	if workspaces != nil {
+		// The collector removes what deleted workspaces, pruned versions and
+		// refused writes left, for as long as the server runs.
+		gcCtx, stopGC := context.WithCancel(context.WithoutCancel(ctx))
+		gcDone := make(chan struct{})
+		go func() { defer close(gcDone); workspaces.Collect(gcCtx, workspace.CollectEvery) }()
+		s.closers = append(s.closers, func(context.Context) error { stopGC(); <-gcDone; return nil })
+	}
 	deps := engine.Deps{
-		Store:        st,
-		Runner:       runner,
-		Interpreters: engine.PyenvInterpreters{Set: s.pythons},
-		Driver:       engine.RunnerDriver{},
-		Jails:        jails,
-		Artifacts:    st,
-		Logger:       log.With("component", "engine"),
-		OnFinish:     onFinish,
-		OnSessionEnd: s.sessions.SessionEnded,
-		OnNodeLost:   s.sessions.NodeLost, // its sessions end for every client at once
+		Workspaces:      workspaces,
+		WorkspaceMounts: jails.Workspaces,
+		Store:           st,
+		Runner:          runner,
+		Interpreters:    engine.PyenvInterpreters{Set: s.pythons},
+		Driver:          engine.RunnerDriver{},
+		Jails:           jails,
+		Artifacts:       st,
+		Logger:          log.With("component", "engine"),
+		OnFinish:        onFinish,
+		OnSessionEnd:    s.sessions.SessionEnded,
+		OnNodeLost:      s.sessions.NodeLost, // its sessions end for every client at once
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }

@@ -50,6 +50,9 @@ func errorf(status int, format string, args ...any) *Error {
 // engineError maps an error from the engine to the response the client
 // sees. Details of unexpected errors are logged, never sent.
 func engineError(log *slog.Logger, err error) error {
+	if e := workspaceStatus(err); e != nil {
+		return e
+	}
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return errorf(http.StatusNotFound, "execution not found")

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -10,21 +11,22 @@ import (
 // healthBody answers GET /health: {"status":"ok"} plus facts an operator
 // checks first.
 type healthBody struct {
-	Status            string       `json:"status" example:"ok"`
-	Version           string       `json:"version"`
-	Isolation         string       `json:"isolation" doc:"How payloads are isolated"`
-	UnsafeNoIsolation bool         `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
-	AuthRequired      bool         `json:"auth_required"`
-	NetworkAllowed    bool         `json:"network_allowed" doc:"Whether requests may ask for network access"`
-	PythonVersions    []string     `json:"python_versions,omitempty" doc:"Interpreter versions a request may ask for, oldest first"`
-	DefaultPython     string       `json:"default_python,omitempty" doc:"The version used when a request names none"`
-	MaxTimeoutSeconds int          `json:"max_timeout_seconds" doc:"The longest timeout a request may ask for"`
-	Sessions          bool         `json:"sessions" doc:"Whether the server offers sessions (/api/v1/sessions)"`
-	BaseEnvironment   string       `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
-	Tools             *ToolsHealth `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
-	Store             *storeHealth `json:"store,omitempty" doc:"How full the shared store is"`
-	Node              string       `json:"node,omitempty" doc:"This server's name in the fleet (--node-name); left out when the server has API keys"`
-	NATS              *NATSHealth  `json:"nats,omitempty" doc:"The store's NATS connection"`
+	Status            string            `json:"status" example:"ok"`
+	Version           string            `json:"version"`
+	Isolation         string            `json:"isolation" doc:"How payloads are isolated"`
+	UnsafeNoIsolation bool              `json:"unsafe_no_isolation" doc:"True when the server runs code without the jail"`
+	AuthRequired      bool              `json:"auth_required"`
+	NetworkAllowed    bool              `json:"network_allowed" doc:"Whether requests may ask for network access"`
+	PythonVersions    []string          `json:"python_versions,omitempty" doc:"Interpreter versions a request may ask for, oldest first"`
+	DefaultPython     string            `json:"default_python,omitempty" doc:"The version used when a request names none"`
+	MaxTimeoutSeconds int               `json:"max_timeout_seconds" doc:"The longest timeout a request may ask for"`
+	Sessions          bool              `json:"sessions" doc:"Whether the server offers sessions (/api/v1/sessions)"`
+	BaseEnvironment   string            `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
+	Tools             *ToolsHealth      `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
+	Store             *storeHealth      `json:"store,omitempty" doc:"How full the shared store is"`
+	Workspaces        *workspacesHealth `json:"workspaces,omitempty" doc:"This server's workspaces (absent when they are disabled)"`
+	Node              string            `json:"node,omitempty" doc:"This server's name in the fleet (--node-name); left out when the server has API keys"`
+	NATS              *NATSHealth       `json:"nats,omitempty" doc:"The store's NATS connection"`
 }
 
 // NATSHealth is the NATS part of /health.
@@ -41,6 +43,18 @@ type storeHealth struct {
 	MaxBytes  int64  `json:"max_bytes" doc:"--store-max-bytes; 0: no limit"`
 	Evictions uint64 `json:"evictions" doc:"Finished executions evicted since the server started"`
 }
+
+// workspacesHealth is the workspaces part of /health, which anyone may
+// read: whether they work, and no count (how many, bytes, mounts are on
+// /metrics, behind a key), since counts of every key's workspaces would
+// tell one key about the others.
+type workspacesHealth struct {
+	State string `json:"state" enum:"ok,error"`
+	Error string `json:"error,omitempty" doc:"Why they could not be measured, or why this server's jails cannot mount them"`
+}
+
+// workspacesHealthTimeout bounds the measurement of the workspaces.
+const workspacesHealthTimeout = 2 * time.Second
 
 // ToolsHealth is the tools part of /health.
 type ToolsHealth struct {
@@ -78,7 +92,7 @@ func (s *Server) registerHealth(hapi huma.API) {
 	o := op(hapi, "health", http.MethodGet, "/health", "Liveness: the process is up", http.StatusInternalServerError)
 	o.Security = nil
 	o.Tags = []string{"service"}
-	huma.Register(hapi, o, func(context.Context, *struct{}) (*healthOutput, error) {
+	huma.Register(hapi, o, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		body := s.info
 		if s.baseEnv != nil {
 			body.BaseEnvironment = s.baseEnv()
@@ -97,6 +111,15 @@ func (s *Server) registerHealth(hapi huma.API) {
 		if s.store != nil {
 			st := s.store()
 			body.Store = &storeHealth{State: st.State, UsedBytes: st.UsedBytes, MaxBytes: st.MaxBytes, Evictions: st.Evictions}
+		}
+		if s.wsUsage != nil {
+			wctx, cancel := context.WithTimeout(ctx, workspacesHealthTimeout)
+			_, err := s.wsUsage(wctx)
+			cancel()
+			body.Workspaces = &workspacesHealth{State: "ok"}
+			if err != nil {
+				body.Workspaces.State, body.Workspaces.Error = "error", err.Error()
+			}
 		}
 		return &healthOutput{Body: body}, nil
 	})

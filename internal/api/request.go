@@ -32,6 +32,9 @@ type ExecConfig struct {
 	// Secrets names operator secrets; the engine checks the caller may use
 	// each (docs/network.md).
 	Secrets []string `json:"secrets,omitempty" maxItems:"32" doc:"Names of operator secrets (--secrets-file) for this execution: the code gets an environment variable of each name holding a placeholder, which the egress replaces by the value in requests to the secret's hosts; needs network. An unknown name and one this API key may not use get the same 400"`
+	// Workspace names one of the caller's workspaces (docs/workspaces.md).
+	Workspace     string `json:"workspace,omitempty" doc:"A workspace of yours mounted at /workspace for the run; what the run leaves there is committed as its next version, whatever the outcome"`
+	WorkspaceMode string `json:"workspace_mode,omitempty" enum:"rw,ro" doc:"rw (default) or ro: the workspace mounted read-only"`
 }
 
 // NetworkConfig is the "config.network" object (docs/network.md).
@@ -162,6 +165,7 @@ func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 	req.MemoryBytes = int64(c.MemoryMB) << 20
 	req.DiskBytes = int64(c.DiskMB) << 20
 	req.CPUShares = c.CPUShares
+	req.Workspace, req.WorkspaceMode = c.Workspace, c.WorkspaceMode
 	return l.applyNetwork(req, c)
 }
 

@@ -34,12 +34,13 @@ type ExecutionResult struct {
 	Lint            []LintDiagnostic `json:"lint,omitempty" doc:"ruff's diagnostics when the request set lint (absent when the code is clean)"`
 	CreatedAt       Time             `json:"created_at"`
 
-	Outputs          []Output        `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
-	OutputsTruncated bool            `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
-	Results          json.RawMessage `json:"results,omitempty" doc:"The script's top-level results dict, as JSON"`
-	Files            []FileInfo      `json:"files,omitempty" doc:"Files the run created or changed (or those matching collect), stored as artifacts"`
-	FilesOmitted     int             `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
-	NetworkEvents    []NetworkEvent  `json:"network_events,omitempty" doc:"Connection attempts and name lookups of an execution with network (docs/network.md)"`
+	Outputs          []Output                 `json:"outputs,omitempty" doc:"Rich outputs in order: display() calls, matplotlib figures, the last expression's bundle"`
+	OutputsTruncated bool                     `json:"outputs_truncated,omitempty" doc:"Some outputs were left out (size budget)"`
+	Results          json.RawMessage          `json:"results,omitempty" doc:"The script's top-level results dict, as JSON"`
+	Files            []FileInfo               `json:"files,omitempty" doc:"Files the run created or changed (or those matching collect), stored as artifacts"`
+	FilesOmitted     int                      `json:"files_omitted,omitempty" doc:"Files left out by the server's caps on count and bytes"`
+	NetworkEvents    []NetworkEvent           `json:"network_events,omitempty" doc:"Connection attempts and name lookups of an execution with network (docs/network.md)"`
+	Workspace        *engine.WorkspaceOutcome `json:"workspace,omitempty" doc:"What became of the run's workspace (config.workspace): the version its changes made, per-file conflicts with commits made meanwhile, files refused; error when its changes could not be kept (the workspace then stays at base)"`
 }
 
 // NetworkEvent is one connection attempt or name lookup of the payload.
@@ -104,6 +105,7 @@ func newResult(e *engine.Execution) ExecutionResult {
 		Files:            newFiles(e.Files),
 		FilesOmitted:     e.FilesOmitted,
 		NetworkEvents:    newNetworkEvents(e.NetworkEvents),
+		Workspace:        e.Workspace,
 	}
 	if len(e.Lint) > 0 {
 		r.Lint = newDiagnostics(e.Lint)

@@ -63,6 +63,9 @@ type Options struct {
 	Tools func() ToolsHealth
 	// Store, if set, reports how full the shared store is on /health.
 	Store func() engine.StoreStats
+	// Workspaces, if set, measures this node's workspaces for /health
+	// (serve sets it when workspaces are enabled).
+	Workspaces func(context.Context) (engine.WorkspaceStats, error)
 	// Node names this server in a fleet on /health; NATS, if set,
 	// reports the store's connection there.
 	Node string
@@ -94,6 +97,7 @@ type Server struct {
 	baseEnv   func() string
 	tools     func() ToolsHealth
 	store     func() engine.StoreStats
+	wsUsage   func(context.Context) (engine.WorkspaceStats, error)
 	nats      func() NATSHealth
 	heartbeat time.Duration
 	shutdown  time.Duration
@@ -152,6 +156,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		baseEnv:   opts.BaseEnvironment,
 		tools:     opts.Tools,
 		store:     opts.Store,
+		wsUsage:   opts.Workspaces,
 		nats:      opts.NATS,
 		heartbeat: opts.Heartbeat,
 		shutdown:  opts.ShutdownTimeout,
@@ -199,6 +204,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 		if err := s.registerPreviews(hapi, mux, eng, cfg); err != nil {
 			return nil, err
 		}
+	}
+	if we, ok := eng.(WorkspaceEngine); ok {
+		s.registerWorkspaces(hapi, mux, we)
 	}
 	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)

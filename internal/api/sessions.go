@@ -44,6 +44,8 @@ type SessionRequest struct {
 	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty" minimum:"0" doc:"The session ends this long after its creation; 0 means the server default"`
 	FigureFormat       string            `json:"figure_format,omitempty" enum:"png,svg" doc:"How matplotlib figures are returned"`
 	MaxRows            int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs"`
+	Workspace          string            `json:"workspace,omitempty" doc:"A workspace of yours mounted at /workspace for the session's life; what the session leaves there is committed as its next version when the session ends"`
+	WorkspaceMode      string            `json:"workspace_mode,omitempty" enum:"rw,ro" doc:"rw (default) or ro: the workspace mounted read-only"`
 }
 
 // SessionInfo describes a live session.
@@ -234,6 +236,7 @@ func (s *Server) sessionRequest(ctx context.Context, in SessionRequest) (engine.
 		MemoryBytes: int64(in.MemoryMB) << 20, DiskBytes: int64(in.DiskMB) << 20, CPUShares: in.CPUShares, Network: network,
 		IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second, MaxLifetime: time.Duration(in.MaxLifetimeSeconds) * time.Second,
 		FigureFormat: in.FigureFormat, MaxRows: in.MaxRows, Caller: callerFrom(ctx).Name,
+		Workspace: in.Workspace, WorkspaceMode: in.WorkspaceMode,
 	}
 	for k, v := range in.EnvVars {
 		req.Env = append(req.Env, k+"="+v)

@@ -54,13 +54,7 @@ func (s *Server) registerSessionFiles(mux *http.ServeMux, se SessionEngine) {
 			writeAPIError(w, sessionError(s, err))
 			return
 		}
-		ct := mime.TypeByExtension(path.Ext(p))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		w.Header().Set("Content-Type", ct)
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+		attachmentHeaders(w, p)
 		_, _ = w.Write(data)
 	})
 }
@@ -72,4 +66,16 @@ func writeAPIError(w http.ResponseWriter, err error) {
 		e = errorf(http.StatusInternalServerError, "internal error")
 	}
 	writeError(w, e)
+}
+
+// attachmentHeaders are the headers of a file downloaded by its path p:
+// its type told by its extension, never sniffed, as an attachment.
+func attachmentHeaders(w http.ResponseWriter, p string) {
+	ct := mime.TypeByExtension(path.Ext(p))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
@@ -25,11 +28,11 @@ const (
 	keyAdmin = "operator-0123456789abcdef"
 )
 
-// tenancyServer serves the API over a real engine with artifacts and
-// sessions, with keys a, b and the operator key ops.
+// tenancyServer serves the API over a real engine with artifacts,
+// sessions and workspaces, with keys a, b and the operator key ops.
 func tenancyServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second,
+	eng := enginetest.StartWithWorkspaces(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second,
 		Sessions: engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20}, Preview: testPreviewConfig(t, time.Hour)},
 		func(st *store.NATS, jails *sandbox.Manager) engine.Deps {
 			return engine.Deps{Artifacts: st, Jails: jails}
@@ -41,7 +44,8 @@ func tenancyServer(t *testing.T) *httptest.Server {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
+	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail", Workspaces: eng.WorkspaceUsage,
+		Collectors: []prometheus.Collector{metrics.WorkspaceCollector(eng.WorkspaceUsage)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +57,9 @@ func tenancyServer(t *testing.T) *httptest.Server {
 // as is the header of a request made with key.
 func as(key string) map[string]string { return map[string]string{"X-API-Key": key} }
 
-// tenantResources are key a's executions and session.
+// tenantResources are key a's executions, session and workspace.
 type tenantResources struct {
-	done, running, session string
+	done, running, session, workspace string
 }
 
 // createTenantResources makes, as key a, a finished execution with a file,
@@ -85,7 +89,12 @@ func createTenantResources(t *testing.T, ts *httptest.Server) tenantResources {
 	if code != http.StatusCreated {
 		t.Fatalf("a's session file: %d %s", code, body)
 	}
-	return tenantResources{done: done.ExecutionID, running: running, session: session}
+	createWorkspace(t, ts, keyA, "data")
+	code, _, body = call(t, ts, http.MethodPut, "/api/v1/workspaces/data/files/in.txt", "application/octet-stream", []byte("a's data"), as(keyA))
+	if code != http.StatusOK {
+		t.Fatalf("a's workspace file: %d %s", code, body)
+	}
+	return tenantResources{done: done.ExecutionID, running: running, session: session, workspace: "data"}
 }
 
 // idRoute is one route that takes an execution or session id, with a
@@ -93,6 +102,7 @@ func createTenantResources(t *testing.T, ts *httptest.Server) tenantResources {
 type idRoute struct {
 	method, pattern string // pattern as in the OpenAPI document (or the mux for raw routes)
 	session         bool   // the id is a session's
+	workspace       bool   // the route names a workspace (of key a's: ?owner=a)
 	body            string
 	contentType     string
 	accept          string
@@ -102,10 +112,11 @@ type idRoute struct {
 	want int
 }
 
-// tenancyRoutes has a case for every route that takes an id. The OpenAPI
-// walk in TestTenancyRoutesCovered fails for a documented route without
-// one; the session file routes are served outside the OpenAPI document and
-// are listed here by hand.
+// tenancyRoutes has a case for every route that takes an id or names a
+// workspace. The OpenAPI walk in TestTenancyRoutesCovered fails for a
+// documented route without one, and for a workspace file route
+// (workspaceFileRoutes); the session file routes are served outside the
+// OpenAPI document and are listed here by hand.
 var tenancyRoutes = []idRoute{
 	{method: http.MethodGet, pattern: "/api/v1/executions/{id}", want: 200},
 	{method: http.MethodGet, pattern: "/api/v1/executions/{id}/events", accept: ndjsonType, want: 200},
@@ -126,9 +137,32 @@ var tenancyRoutes = []idRoute{
 		contentType: "application/json", mutates: true, want: 200},
 	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/interrupt", session: true, mutates: true, want: 200},
 	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/restart", session: true, mutates: true, want: 200},
+	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}", workspace: true, want: 200},
+	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/versions", workspace: true, want: 200},
+	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/files", workspace: true, want: 200},
+	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/files/{path...}", workspace: true, want: 200},
+	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/archive", workspace: true, want: 200},
+	{method: http.MethodPut, pattern: "/api/v1/workspaces/{name}/files/{path...}", workspace: true, body: "b was here",
+		contentType: "application/octet-stream", mutates: true, want: 200},
+	{method: http.MethodPost, pattern: "/api/v1/workspaces/{name}/archive", workspace: true, body: tenancyTar,
+		contentType: "application/x-tar", mutates: true, want: 200},
+	{method: http.MethodDelete, pattern: "/api/v1/workspaces/{name}/files/{path...}", workspace: true, mutates: true, want: 200},
+	{method: http.MethodPost, pattern: "/api/v1/workspaces/{name}/restore", workspace: true, body: `{"version":0}`,
+		contentType: "application/json", mutates: true, want: 200},
 	{method: http.MethodDelete, pattern: "/api/v1/executions/{id}", mutates: true, want: 200},
 	{method: http.MethodDelete, pattern: "/api/v1/sessions/{id}", session: true, mutates: true, want: 204},
+	{method: http.MethodDelete, pattern: "/api/v1/workspaces/{name}", workspace: true, mutates: true, want: 204},
 }
+
+// tenancyTar is a tar holding up.txt, for the archive upload's case.
+var tenancyTar = func() string {
+	var b strings.Builder
+	tw := tar.NewWriter(&b)
+	_ = tw.WriteHeader(&tar.Header{Name: "up.txt", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("up"))
+	_ = tw.Close()
+	return b.String()
+}()
 
 func (r idRoute) name() string {
 	n := r.method + " " + r.pattern
@@ -142,6 +176,10 @@ func (r idRoute) name() string {
 // finished execution (or, for a kill, the running one), file routes the
 // file each holds.
 func (r idRoute) path(res tenantResources) string {
+	if r.workspace {
+		p := strings.Replace(r.pattern, "{name}", res.workspace, 1)
+		return strings.Replace(p, "{path...}", "in.txt", 1) + "?owner=a"
+	}
 	id := res.done
 	switch {
 	case r.session:
@@ -173,6 +211,7 @@ func TestTenancyRoutesCovered(t *testing.T) {
 	ts := newTestServer(t, struct {
 		*fakeEngine
 		SessionEngine
+		WorkspaceEngine
 	}{fakeEngine: newFakeEngine()}, nil)
 	_, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
 	var doc struct {
@@ -182,8 +221,14 @@ func TestTenancyRoutesCovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := 0
+	for _, route := range workspaceFileRoutes {
+		m, p, _ := strings.Cut(route, " ")
+		if !slices.ContainsFunc(tenancyRoutes, func(r idRoute) bool { return r.method == m && r.pattern == p }) {
+			t.Errorf("%s names a workspace but has no two-key case in tenancyRoutes", route)
+		}
+	}
 	for p, ops := range doc.Paths {
-		if !strings.Contains(p, "{id}") {
+		if !strings.Contains(p, "{id}") && !strings.Contains(p, "{name}") {
 			continue
 		}
 		for m := range ops {
@@ -194,7 +239,7 @@ func TestTenancyRoutesCovered(t *testing.T) {
 			}
 		}
 	}
-	if seen < 10 {
+	if seen < 16 {
 		t.Fatalf("found only %d routes with an id in the OpenAPI document", seen)
 	}
 }
@@ -203,7 +248,7 @@ func TestTenancy(t *testing.T) {
 	ts := tenancyServer(t)
 	res := createTenantResources(t, ts)
 	unknown := tenantResources{done: "exe_00000000-0000-7000-8000-000000000000", running: "exe_00000000-0000-7000-8000-000000000001",
-		session: "ses_00000000-0000-7000-8000-000000000000"}
+		session: "ses_00000000-0000-7000-8000-000000000000", workspace: "nope"}
 
 	routes := slices.Clone(tenancyRoutes)
 	slices.SortStableFunc(routes, func(x, y idRoute) int {
@@ -278,6 +323,15 @@ func TestTenancy(t *testing.T) {
 		if strings.Contains(sessions(keyB), sid) || !strings.Contains(sessions(keyA), sid) || !strings.Contains(sessions(keyAdmin), sid) {
 			t.Errorf("session lists: b %s, a %s, admin %s", sessions(keyB), sessions(keyA), sessions(keyAdmin))
 		}
+		createWorkspace(t, ts, keyA, "listed")
+		workspaces := func(key, query string) string {
+			_, body := call2(t, ts, http.MethodGet, "/api/v1/workspaces"+query, key)
+			return string(body)
+		}
+		if strings.Contains(workspaces(keyB, ""), "listed") || strings.Contains(workspaces(keyB, "?all=true"), "listed") ||
+			!strings.Contains(workspaces(keyA, ""), "listed") || !strings.Contains(workspaces(keyAdmin, "?all=true"), "listed") {
+			t.Errorf("workspace lists: b %s, a %s, admin %s", workspaces(keyB, "?all=true"), workspaces(keyA, ""), workspaces(keyAdmin, "?all=true"))
+		}
 	})
 }
 
@@ -288,8 +342,9 @@ func tenantState(t *testing.T, ts *httptest.Server, res tenantResources) string 
 	_, exe := call2(t, ts, http.MethodGet, "/api/v1/executions/"+res.running, keyA)
 	code, ses := call2(t, ts, http.MethodGet, "/api/v1/sessions/"+res.session, keyA)
 	_, file := call2(t, ts, http.MethodGet, "/api/v1/sessions/"+res.session+"/files/in.txt", keyA)
-	return fmt.Sprintf("execution %s, session %d %d, file %q", decode[ExecutionResult](t, exe).Status, code,
-		decode[SessionInfo](t, ses).ExecutionCount, file)
+	_, ws := call2(t, ts, http.MethodGet, "/api/v1/workspaces/"+res.workspace, keyA)
+	return fmt.Sprintf("execution %s, session %d %d, file %q, workspace %s", decode[ExecutionResult](t, exe).Status, code,
+		decode[SessionInfo](t, ses).ExecutionCount, file, ws)
 }
 
 // call2 is a GET-like call with a key and no body.

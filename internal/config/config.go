@@ -91,6 +91,8 @@ type Config struct {
 	Sessions Sessions
 	// Preview configures previews of the web apps sessions serve.
 	Preview Preview
+	// Workspaces configures named workspaces.
+	Workspaces Workspaces
 	// Network configures egress for executions with network.
 	Network Network
 	// Followers bounds live event streams.
@@ -144,6 +146,7 @@ func Default() Config {
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
 		Preview:             defaultPreview(),
+		Workspaces:          defaultWorkspaces(),
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 		Cluster:             defaultCluster(),

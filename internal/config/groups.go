@@ -33,6 +33,8 @@ func FlagGroups() []FlagGroup {
 			"session-lifetime", "max-session-lifetime", "session-memory-mb"}},
 		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns", "preview-max-key-conns",
 			"preview-max-bytes", "preview-idle-timeout"}},
+		{"Workspaces", []string{"workspaces", "workspace-quota-mb", "max-workspace-quota-mb", "workspace-key-quota-mb",
+			"max-workspaces-per-key", "max-workspace-entries", "workspace-keep-versions", "workspace-keep-for"}},
 		{"Isolation and warm pool", []string{"cgroup-parent", "unsafe-no-isolation", "warm-pool", "pool-max-warm",
 			"pool-per-kind", "pool-idle", "fork-server", "fork-servers", "preload"}},
 		{"Environments and packages", []string{"env-dir", "env-max-bytes", "index-url", "extra-index-urls", "trusted-hosts",

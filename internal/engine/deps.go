@@ -6,6 +6,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Runner runs one payload in a jail; *sandbox.Manager and *pool.Pool
@@ -34,6 +35,14 @@ type Deps struct {
 	Artifacts store.Artifacts
 	// Jails hosts sessions; nil refuses them (ErrSessionsDisabled).
 	Jails Jails
+	// Workspaces keeps named workspaces (workspaces.go); nil refuses
+	// every workspace call (ErrWorkspacesDisabled).
+	Workspaces *workspace.Manager
+	// WorkspaceMounts reports whether this node's jails can mount a
+	// workspace, and why not (*sandbox.Manager.Workspaces); nil: they
+	// cannot. A run naming a workspace is refused with its reason
+	// (ErrWorkspaceMounts) rather than run without it.
+	WorkspaceMounts func() error
 	// Forker, if set, forks session kernels from fork servers (Jails
 	// still hosts those that do not fork).
 	Forker Forker

@@ -80,7 +80,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		FlushInterval: cfg.FlushInterval, FlushBytes: cfg.FlushBytes, KillWait: cfg.KillWait,
 		StoreMaxBytes: cfg.StoreMaxBytes, EvictInterval: cfg.EvictInterval},
 		executions.Deps{Store: deps.Store, Runner: deps.Runner, Interpreters: deps.Interpreters, Driver: deps.Driver,
-			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Slots: e.adm, Alive: e.nodeAlive,
+			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Workspaces: deps.Workspaces, Slots: e.adm, Alive: e.nodeAlive,
 			Logger: log, OnFinish: deps.OnFinish})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
@@ -89,7 +89,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
+	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
 		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log,
 		OnEnd: e.forgetShares(deps.OnSessionEnd)})
 	if err != nil {

@@ -18,15 +18,24 @@ import (
 // line here, in a fleet (Config.Fleet) in the fleet's queue, so that any
 // node with a free slot runs it. Cancelling ctx kills the execution (it
 // ends killed). Errors are ErrInvalid, ErrOverloaded, ErrClosed or a store
-// failure. The execution belongs to req.Caller.
+// failure, and for a run naming a workspace (req.Workspace, checked before
+// admission) ErrWorkspaceNotFound (not req.Caller's, or none) or
+// ErrWorkspaceMounts. The execution belongs to req.Caller.
 func (e *Engine) RunSync(ctx context.Context, req Request) (*Execution, error) {
+	if err := e.runWorkspace(ctx, req); err != nil {
+		return nil, err
+	}
 	return e.exec.RunSync(ctx, req)
 }
 
 // Submit admits req as an async execution of req.Caller and returns its
 // id once the job is durably queued. Errors are ErrInvalid,
-// ErrOverloaded, ErrClosed or a store failure.
+// ErrOverloaded, ErrClosed or a store failure, and those of a workspace
+// as for RunSync.
 func (e *Engine) Submit(ctx context.Context, req Request) (string, error) {
+	if err := e.runWorkspace(ctx, req); err != nil {
+		return "", err
+	}
 	return e.exec.Submit(ctx, req)
 }
 

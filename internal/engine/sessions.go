@@ -9,8 +9,13 @@ import "context"
 // CreateSession starts a session owned by req.Caller: a jail and an
 // interpreter that waits for cells. It fails with ErrTooManySessions over
 // the node's or the caller's cap, ErrInvalid for a request the server
-// refuses and ErrSessionsDisabled on a server without jails for them.
+// refuses and ErrSessionsDisabled on a server without jails for them; a
+// session naming a workspace (req.Workspace) fails as a run does
+// (ErrWorkspaceNotFound, ErrWorkspaceMounts).
 func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if err := e.runWorkspace(ctx, Request{Caller: req.Caller, Workspace: req.Workspace}); err != nil {
+		return Session{}, err
+	}
 	return e.sess.Create(ctx, req)
 }
 

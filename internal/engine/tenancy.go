@@ -10,9 +10,10 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/preview"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
-// Tenancy: every execution and session belongs to the caller that created
+// Tenancy: every execution, session and workspace belongs to the caller that created
 // it (Request.Caller, SessionRequest.Caller: the API key's name, or
 // "anonymous" on a server without keys). Every engine call that reads or
 // changes one takes the Caller and checks ownership here, before anything
@@ -93,15 +94,40 @@ func (e *Engine) sharedSession(token string) (*sessions.Live, preview.Share, err
 	return s, sh, nil
 }
 
+// workspaceFor addresses a workspace on behalf of c: the workspace
+// manager's caller and reference. A caller without a name, or one naming
+// another owner without being an admin, gets ErrWorkspaceNotFound, worded
+// as for a workspace that does not exist; the manager checks the owner
+// again on every call. An admin's use of another caller's workspace goes to
+// the audit trail.
+func (e *Engine) workspaceFor(ctx context.Context, c Caller, ref WorkspaceRef, action string) (*workspace.Manager, workspace.Caller, workspace.Ref, error) {
+	wc, wr := workspace.Caller{Name: c.Name, Admin: c.Admin}, workspace.Ref{Owner: ref.Owner, Name: ref.Name}
+	if e.deps.Workspaces == nil {
+		return nil, wc, wr, ErrWorkspacesDisabled
+	}
+	if wr.Owner == "" {
+		wr.Owner = c.Name
+	}
+	if !c.owns(wr.Owner) || wr.Owner == workspace.AllOwners {
+		return nil, wc, wr, fmt.Errorf("%w: workspace %q", ErrWorkspaceNotFound, ref.Name)
+	}
+	if c.Name != wr.Owner && action != "" {
+		e.appendAction(ctx, actionRecord{Action: action, Caller: c.Name, Admin: c.Admin, Workspace: ref.Name, Owner: wr.Owner})
+	}
+	return e.deps.Workspaces, wc, wr, nil
+}
+
 // Actions recorded in the audit trail besides the end of an execution
 // (action "end", which the executions record).
 const (
-	actionKill        = "kill"         // any kill of an execution
-	actionRead        = "read"         // an admin read another caller's execution
-	actionFollow      = "follow"       // ... followed its events
-	actionFiles       = "files"        // ... listed or downloaded its files
-	actionSession     = "session"      // an admin used another caller's session
-	actionListAllSess = "sessions_all" // an admin listed every caller's sessions
+	actionKill        = "kill"           // any kill of an execution
+	actionRead        = "read"           // an admin read another caller's execution
+	actionFollow      = "follow"         // ... followed its events
+	actionFiles       = "files"          // ... listed or downloaded its files
+	actionSession     = "session"        // an admin used another caller's session
+	actionListAllSess = "sessions_all"   // an admin listed every caller's sessions
+	actionWorkspace   = "workspace"      // an admin read or changed another caller's workspace
+	actionListAllWs   = "workspaces_all" // an admin listed every caller's workspaces
 )
 
 // actionRecord is one line of the audit trail for something a caller did
@@ -114,6 +140,7 @@ type actionRecord struct {
 	Admin       bool      `json:"admin,omitempty"`
 	ExecutionID string    `json:"execution_id,omitempty"`
 	SessionID   string    `json:"session_id,omitempty"`
+	Workspace   string    `json:"workspace,omitempty"`
 	Owner       string    `json:"owner,omitempty"`
 	Status      Status    `json:"status,omitempty"`
 }

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/engine/runtest"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 func TestTenancy(t *testing.T) {
@@ -172,6 +175,120 @@ func TestSessionTenancy(t *testing.T) {
 	}
 	if len(used) != 1 || used[0].Caller != "ops" || !used[0].Admin || used[0].Owner != "b" || used[0].SessionID != ofB {
 		t.Errorf("session audit = %+v, want the admin's use of b's %s only", used, ofB)
+	}
+	if len(listed) != 1 || listed[0].Caller != "ops" {
+		t.Errorf("listing audit = %+v, want the admin's listing only", listed)
+	}
+}
+
+// TestWorkspaceTenancy: another caller is told a workspace does not exist,
+// exactly as for an unknown name, for every call, whether it names the
+// workspace as its own or names its owner; each caller lists and keeps its
+// own (two keys may each have a "data"); an admin reaches every caller's
+// by naming the owner, and the audit trail says so.
+func TestWorkspaceTenancy(t *testing.T) {
+	ws, err := workspace.OpenLocal(workspace.Config{Dir: t.TempDir(), UID: -1, GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, Config{}, Deps{Runner: &runtest.Runner{}, Workspaces: ws, WorkspaceMounts: func() error { return nil }})
+	ctx := context.Background()
+	a, b := Caller{Name: "a"}, Caller{Name: "b"}
+	admin := Caller{Name: "ops", Admin: true}
+	if _, err := e.eng.CreateWorkspace(ctx, a, "data", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.WriteWorkspaceFile(ctx, a, WorkspaceRef{Name: "data"}, "secret.txt", strings.NewReader("a's"), 0o644, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.CreateWorkspace(ctx, a, "only-a", 0); err != nil {
+		t.Fatal(err)
+	}
+
+	calls := func(who Caller, ref WorkspaceRef) map[string]error {
+		_, get := e.eng.Workspace(ctx, who, ref)
+		_, versions := e.eng.WorkspaceVersions(ctx, who, ref)
+		_, restore := e.eng.RestoreWorkspace(ctx, who, ref, 0)
+		_, files := e.eng.WorkspaceFiles(ctx, who, ref, WorkspaceHead, "")
+		_, _, open := e.eng.OpenWorkspaceFile(ctx, who, ref, WorkspaceHead, "secret.txt")
+		_, write := e.eng.WriteWorkspaceFile(ctx, who, ref, "x.txt", strings.NewReader("b"), 0o644, 1<<20)
+		_, upload := e.eng.UploadWorkspace(ctx, who, ref, "", strings.NewReader(""), WorkspaceLimits{})
+		_, remove := e.eng.RemoveWorkspaceFile(ctx, who, ref, "secret.txt")
+		return map[string]error{"Workspace": get, "WorkspaceVersions": versions, "RestoreWorkspace": restore,
+			"WorkspaceFiles": files, "OpenWorkspaceFile": open, "WriteWorkspaceFile": write, "UploadWorkspace": upload,
+			"RemoveWorkspaceFile": remove, "TarWorkspace": e.eng.TarWorkspace(ctx, who, ref, WorkspaceHead, "", io.Discard),
+			"DeleteWorkspace": e.eng.DeleteWorkspace(ctx, who, ref)}
+	}
+	_, unknownErr := e.eng.Workspace(ctx, b, WorkspaceRef{Name: "nosuch"})
+	if !errors.Is(unknownErr, ErrWorkspaceNotFound) {
+		t.Fatalf("an unknown workspace: %v", unknownErr)
+	}
+	for _, ref := range []WorkspaceRef{{Name: "only-a"}, {Owner: "a", Name: "only-a"}, {Owner: "a", Name: "data"}} {
+		for call, err := range calls(b, ref) {
+			want := strings.ReplaceAll(unknownErr.Error(), "nosuch", ref.Name)
+			if !errors.Is(err, ErrWorkspaceNotFound) || err.Error() != want {
+				t.Errorf("%s(b, %+v) = %v, want %q", call, ref, err, want)
+			}
+		}
+	}
+	for call, err := range calls(Caller{}, WorkspaceRef{Owner: "a", Name: "data"}) {
+		if !errors.Is(err, ErrWorkspaceNotFound) {
+			t.Errorf("%s by a caller without a name = %v, want not found", call, err)
+		}
+	}
+	// b's own "data" is b's: empty, and a's is untouched by all of the above.
+	if _, err := e.eng.CreateWorkspace(ctx, b, "data", 0); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := e.eng.WorkspaceFiles(ctx, b, WorkspaceRef{Name: "data"}, WorkspaceHead, ""); err != nil || len(fs) != 0 {
+		t.Fatalf("b's data holds %v, %v; want nothing", fs, err)
+	}
+	r, _, err := e.eng.OpenWorkspaceFile(ctx, a, WorkspaceRef{Name: "data"}, WorkspaceHead, "secret.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != "a's" {
+		t.Fatalf("a's file reads %q", got)
+	}
+
+	names := func(c Caller, all bool) []string {
+		t.Helper()
+		infos, err := e.eng.Workspaces(ctx, c, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, w := range infos {
+			out = append(out, w.Owner+"/"+w.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := names(b, true); !slices.Equal(got, []string{"b/data"}) {
+		t.Errorf("b lists %v (asking for all), want only its own", got)
+	}
+	if got := names(Caller{}, true); len(got) != 0 {
+		t.Errorf("a caller without a name lists %v", got)
+	}
+	if got := names(admin, true); !slices.Equal(got, []string{"a/data", "a/only-a", "b/data"}) {
+		t.Errorf("the admin lists %v, want all three", got)
+	}
+	if _, err := e.eng.Workspace(ctx, admin, WorkspaceRef{Owner: "a", Name: "data"}); err != nil {
+		t.Fatalf("the admin's Workspace: %v", err)
+	}
+	var used, listed []actionRecord
+	for _, r := range auditActions(t, e) {
+		switch r.Action {
+		case actionWorkspace:
+			used = append(used, r)
+		case actionListAllWs:
+			listed = append(listed, r)
+		}
+	}
+	if len(used) != 1 || used[0].Caller != "ops" || !used[0].Admin || used[0].Owner != "a" || used[0].Workspace != "data" {
+		t.Errorf("workspace audit = %+v, want the admin's read of a's data only", used)
 	}
 	if len(listed) != 1 || listed[0].Caller != "ops" {
 		t.Errorf("listing audit = %+v, want the admin's listing only", listed)

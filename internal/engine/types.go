@@ -38,6 +38,7 @@ type (
 	FileInfo          = run.FileInfo
 	Output            = run.Output
 	NetworkEvent      = run.NetworkEvent
+	WorkspaceOutcome  = run.WorkspaceOutcome
 	Interpreter       = run.Interpreter
 	Interpreters      = run.Interpreters
 	Driver            = run.Driver

@@ -226,8 +226,10 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	warmArgv, request, ok := runner.Warm(spec.Argv, spec.Env, p.cfg.BaseEnv)
 	// An execution with network runs cold: its egress is attached to a
-	// jail made for it alone (docs/network.md).
-	if !ok || spec.Network || !p.fits(spec.Limits.WithDefaults()) {
+	// jail made for it alone (docs/network.md). So does one with a
+	// workspace: it must be mounted before the payload confines itself,
+	// which a warm one did already (see sandbox's slots_linux.go).
+	if !ok || spec.Network || spec.Workspace != nil || !p.fits(spec.Limits.WithDefaults()) {
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}

@@ -266,6 +266,24 @@ func TestColdFallback(t *testing.T) {
 	}
 }
 
+// TestWorkspaceRunsCold: an execution with a workspace never takes a warm
+// jail, which would run it without its /workspace; on jails without
+// workspace slots it fails before its code runs.
+func TestWorkspaceRunsCold(t *testing.T) {
+	p := newPool(t, Config{})
+	s := spec("print('ran')\n")
+	warmUp(t, p, s)
+	cold := p.Stats().Cold
+	s.Workspace = &sandbox.WorkspaceMount{Lower: "/nonexistent", ReadOnly: true}
+	res := run(t, p, s)
+	if res.Status != sandbox.StatusSetupError || !strings.Contains(res.Reason, "not enabled") || len(res.Stdout) > 0 {
+		t.Fatalf("status %s (%s) stdout %q: want a setup error before the code ran", res.Status, res.Reason, res.Stdout)
+	}
+	if p.Stats().Cold != cold+1 {
+		t.Fatalf("not run cold: %+v", p.Stats())
+	}
+}
+
 // TestCancelKillsAWarmExecution: cancelling the request kills the run.
 func TestCancelKillsAWarmExecution(t *testing.T) {
 	forEachMode(t, func(t *testing.T, fork bool) {

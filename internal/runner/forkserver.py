@@ -131,7 +131,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC = 32, 4096, 8192, 16384
+MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -363,7 +364,15 @@ def _isolate(req, cfg):
     if not cfg["network"]:
         flags |= CLONE_NEWNET
     _sys("unshare", _libc.unshare, flags)
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Slaves, not private: the server's mounts are all private already
+    # (its jail's init made them so), except its workspace slot, a slave of
+    # the host's. Nothing propagates from here to anywhere.
+    _mount(None, "/", None, MS_REC | MS_SLAVE)
+    if cfg.get("slots"):
+        # /workspace is the server's slot, which no forked execution uses
+        # (a run with a workspace has a jail of its own): it is dropped from
+        # this namespace, leaving the empty directory of the read-only root.
+        _sys("umount /workspace", _libc.umount2, b"/workspace", MNT_DETACH)
     host = cfg["hostname"].encode()
     _sys("sethostname", _libc.sethostname, host, len(host))
     if not cfg["network"]:

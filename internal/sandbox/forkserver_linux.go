@@ -71,6 +71,10 @@ type forkConfig struct {
 	ProcReadOnly []string      `json:"proc_read_only"`
 	Bounding     []int         `json:"bounding"` // the server's bounding set, for its executions to drop
 	Relay        string        `json:"relay"`    // where each reaper serves its payload's pipes (relayPath)
+	// Slots: the server's /workspace is its jail's workspace slot, which
+	// every execution drops from its namespace; no forked execution
+	// has a workspace (slots_linux.go).
+	Slots bool `json:"slots,omitempty"`
 }
 
 // forkRequest asks for one execution; its descriptors travel with it.
@@ -214,7 +218,8 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 // in the same form, as a cold jail.
 func (t *Template) config() (forkConfig, error) {
 	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
-		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath}
+		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath,
+		Slots: t.jail.slot != ""}
 	if !t.m.cfg.Disable.NoSeccomp {
 		raw, err := buildFilter()
 		if err != nil {
@@ -355,6 +360,11 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if spec.Workspace != nil {
+		// A fork server's /workspace would show every sibling's: a run
+		// with a workspace takes a jail of its own (pool.go, sessions).
+		return nil, nil, fmt.Errorf("%w: a forked execution has no workspace: it needs a jail of its own", ErrInvalidSpec)
+	}
 	if !spec.Requests {
 		return nil, nil, fmt.Errorf("%w: a forked execution takes its work on its request pipe (Spec.Requests)", ErrInvalidSpec)
 	}
@@ -362,7 +372,7 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 		return nil, nil, fmt.Errorf("%w: mounts or network differ from the fork server's", ErrInvalidSpec)
 	}
 	m := t.m
-	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: t.base, used: true,
+	j := &Jail{m: m, id: m.jailPrefix() + newID(), base: t.base, used: true, template: t.jail,
 		initDone: make(chan struct{}), initStderr: &limitedBuffer{max: 8 << 10}}
 	defer func() {
 		if retErr != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // Landlock is a second wall around the filesystem: even if a mount were writable by mistake, the payload may only
-// write below /work, /tmp and /dev/shm. Network access is not handled:
+// write below /work, /workspace, /tmp and /dev/shm. Network access is not handled:
 // without network the jail's own network namespace is the wall, and its
 // loopback must stay usable. It is best effort: a kernel
 // without Landlock is reported by doctor, not an error.
@@ -85,6 +85,11 @@ func planLandlock(mounts []Mount) landlockPlan {
 	plan.Rules = []landlockRule{
 		{"/", read},
 		{WorkDir, handled},
+		// A persistent workspace, where the jail has a slot: what is
+		// mounted there later is below this rule (Landlock follows a path
+		// up through its mount points), and a read-only one stays
+		// read-only by its mount.
+		{WorkspaceMountDir, handled},
 		{"/tmp", handled},
 		{"/dev/shm", handled},
 		{"/dev", devRights & handled},

@@ -36,6 +36,17 @@ func step(name string, err error) error {
 // buildRoot builds the jail's filesystem and pivots into it. It runs in
 // init, in fresh mount, pid, ipc and uts namespaces.
 func buildRoot(s *setupMsg) error {
+	// The workspace slot is taken first, while it is still a peer of the
+	// host's: a slave of it receives what the server mounts there later.
+	slot := -1
+	if s.Slot != "" {
+		fd, err := openSlot(s.Slot)
+		if err != nil {
+			return step("workspace slot", err)
+		}
+		defer unix.Close(fd)
+		slot = fd
+	}
 	// Nothing we mount may propagate back to the host.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return step("make mounts private", os.NewSyscallError("mount", err))
@@ -89,6 +100,11 @@ func buildRoot(s *setupMsg) error {
 	for _, d := range []string{WorkDir, "/tmp"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			return step("create "+d, err)
+		}
+	}
+	if slot >= 0 {
+		if err := attachSlot(slot, root); err != nil {
+			return step("workspace slot", err)
 		}
 	}
 	if err := pivot(root); err != nil {

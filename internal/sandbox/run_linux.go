@@ -59,6 +59,18 @@ func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer
 			return p.failed(err), nil
 		}
 	}
+	if spec.Workspace != nil {
+		// Before the exec: init confines the payload (Landlock) with the
+		// workspace in place, whose rule a later mount would hide. A fork
+		// server never has one, or every execution would see it.
+		err := fmt.Errorf("%w: a fork server cannot mount a workspace", ErrInvalidSpec)
+		if !forkServer {
+			err = j.mountWorkspace(spec.Workspace)
+		}
+		if err != nil {
+			return p.failed(err), nil
+		}
+	}
 	p.drain()
 	if err := j.send(ctx, message{Kind: kindExec, Exec: p.exec}); err != nil {
 		return p.failed(err), nil
@@ -171,6 +183,9 @@ type Process struct {
 // failed ends a Process that never started its payload.
 func (p *Process) failed(err error) *Process {
 	p.j.kill()
+	if uerr := p.j.unmountWorkspace(); uerr != nil {
+		p.j.m.log.Warn("unmounting a workspace", "jail", p.j.id, "err", uerr)
+	}
 	p.res = Result{Status: StatusSetupError, Reason: err.Error(), ExitCode: -1}
 	close(p.done)
 	close(p.released)
@@ -249,10 +264,15 @@ func (p *Process) finish(wall time.Duration, counted <-chan cgroupUsage) {
 			j.m.log.Warn("collecting workspace files", "jail", j.id, "err", p.col.err)
 		}
 	}
-	p.res = res
 	// Every process of the jail is gone by now (init's exit waits for the
-	// whole pid namespace), so the Result is final; removing the cgroup is
-	// only cleanup, which Jail.Close waits for.
+	// whole pid namespace): its workspace comes off before the Result is
+	// given, so that whoever commits the workspace reads it unmounted.
+	if err := j.unmountWorkspace(); err != nil {
+		j.m.log.Warn("unmounting a workspace", "jail", j.id, "err", err)
+	}
+	p.res = res
+	// The Result is final; removing the cgroup is only cleanup, which
+	// Jail.Close waits for.
 	close(p.done)
 	// A reaper was killed above: its cgroup is released once it is gone,
 	// which its pidfd tells (polling the cgroup's pid list costs more).

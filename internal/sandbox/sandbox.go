@@ -45,6 +45,11 @@ type Config struct {
 	// no cgroup, no seccomp. Only for hosts that cannot isolate at all;
 	// `pyexec serve` requires --unsafe-no-isolation for it.
 	Unsafe bool
+	// WorkspaceSlots is a host directory under which every jail gets a
+	// slot for a persistent workspace (see slots_linux.go): a root
+	// server's jails can then mount one (Spec.Workspace). Empty, unsafe
+	// or unprivileged: no jail can, and Manager.Workspaces says why.
+	WorkspaceSlots string
 	// Logger receives setup diagnostics; nil discards them.
 	Logger *slog.Logger
 }

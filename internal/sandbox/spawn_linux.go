@@ -24,6 +24,7 @@ type Manager struct {
 	initPath string
 	cgroups  cgroupKeeper // nil when cgroups are disabled or in unsafe mode
 	userns   bool         // the server is not root: jails get a user namespace
+	slots    string       // the workspace slots directory, set up (slots_linux.go); "" without
 	log      *slog.Logger
 	releases sync.WaitGroup
 	// chunks are the output captures' read buffers, reused across
@@ -94,12 +95,21 @@ func New(cfg Config) (*Manager, error) {
 		}
 		m.cgroups = cg
 	}
+	if m.errNoSlots() == nil {
+		if err := m.openSlots(); err != nil {
+			if m.cgroups != nil {
+				_ = m.cgroups.Close()
+			}
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
 // Sweep removes what a crashed predecessor left behind: jail cgroups of
-// this instance (see Config.Instance) and their processes. Mounts need no sweeping: they only ever exist in the
-// jails' own mount namespaces and vanish with them.
+// this instance (see Config.Instance) and their processes. A jail's own
+// mounts vanish with its mount namespace; the workspace slots, which live
+// in the server's, are swept when the manager opens them (sweepSlots).
 func (m *Manager) Sweep() (int, error) {
 	if m.cgroups == nil {
 		return 0, nil
@@ -164,10 +174,11 @@ func (m *Manager) Wait() { m.releases.Wait() }
 // them when they end.
 func (m *Manager) Close() error {
 	m.Wait()
-	if m.cgroups == nil {
-		return nil
+	err := m.closeSlots()
+	if m.cgroups != nil {
+		err = errors.Join(err, m.cgroups.Close())
 	}
-	return m.cgroups.Close()
+	return err
 }
 
 // Jail is a started jail whose init waits for its one payload. A warm pool
@@ -186,8 +197,14 @@ type Jail struct {
 	// Template's jail: its line to its fork server.
 	forkSock *os.File
 	// reaper is set for an execution forked by a Template: its PID 1 is a
-	// fork of the template, not a Go init this process started.
-	reaper *reaper
+	// fork of the template, not a Go init this process started; template
+	// is then the fork server's jail.
+	reaper   *reaper
+	template *Jail
+	// slot is the jail's workspace slot on the host ("" without slots);
+	// wsMounted says a workspace is mounted on it (slots_linux.go).
+	slot      string
+	wsMounted bool
 
 	initDone   chan struct{} // closed when init has exited and been waited for
 	initStderr *limitedBuffer
@@ -236,10 +253,14 @@ func (m *Manager) prepare(ctx context.Context, base Base, withForkSock bool) (_ 
 			return nil, err
 		}
 	}
+	if err := j.makeSlot(m.slots); err != nil {
+		return nil, err
+	}
 	if err := j.start(withForkSock); err != nil {
 		return nil, err
 	}
 	setup := &setupMsg{
+		Slot:     j.slot,
 		RootDir:  j.workHost,
 		Mounts:   base.Mounts,
 		Network:  base.Network,
@@ -488,7 +509,7 @@ func (j *Jail) Close() error {
 			f.Close()
 		}
 	}
-	errs := []error{j.releaseCgroup()}
+	errs := []error{j.releaseCgroup(), j.removeSlot()}
 	if j.workHost != "" {
 		errs = append(errs, os.RemoveAll(j.workHost))
 	}

@@ -61,6 +61,11 @@ type Spec struct {
 	// lives long and talks a lot (a session), whose caller bounds what it
 	// keeps.
 	LiveOnly bool
+	// Workspace, when set, is a persistent workspace (internal/workspace)
+	// mounted at WorkspaceMountDir for this payload: an overlay of its
+	// upper directory on its base tree, or the tree read-only. The jail
+	// must have a slot for it (Config.WorkspaceSlots); see WorkspaceMount.
+	Workspace *WorkspaceMount
 }
 
 // systemDirs are bound read-only into every jail: the dynamic loader,
@@ -237,6 +242,9 @@ func (s *Spec) Validate() error {
 	if err := s.Collect.validate(); err != nil {
 		return err
 	}
+	if err := s.Workspace.validate(); err != nil {
+		return err
+	}
 	if s.Egress != nil && !s.Network {
 		return fmt.Errorf("%w: an egress without network", ErrInvalidSpec)
 	}
@@ -251,7 +259,7 @@ func (m Mount) validate() error {
 	if !path.IsAbs(t) || path.Clean(t) != t || t == "/" {
 		return fmt.Errorf("%w: mount target %q must be a clean absolute path below /", ErrInvalidSpec, t)
 	}
-	for _, reserved := range []string{"/proc", "/dev", "/etc", WorkDir, "/tmp"} {
+	for _, reserved := range []string{"/proc", "/dev", "/etc", WorkDir, "/tmp", WorkspaceMountDir} {
 		if t == reserved || strings.HasPrefix(t, reserved+"/") {
 			return fmt.Errorf("%w: mount target %q is reserved by the jail", ErrInvalidSpec, t)
 		}

@@ -85,6 +85,9 @@ type setupMsg struct {
 	// applies rlimits before starting the payload.
 	Unsafe bool   `json:"unsafe"`
 	Layers Layers `json:"layers"`
+	// Slot is the host directory init binds at /workspace as a slave
+	// (slots_linux.go); empty: the jail has no /workspace.
+	Slot string `json:"slot,omitempty"`
 }
 
 // execMsg is everything init needs to start the payload.

@@ -19,6 +19,7 @@ type testCluster struct {
 	t    *testing.T
 	opts []*natsserver.Options
 	urls []string
+	srvs []*natsserver.Server // the running ones, by index (nil: not running)
 }
 
 // newTestCluster prepares n servers; maxPayload 0 is NATS's default.
@@ -36,7 +37,7 @@ func newTestCluster(t *testing.T, n int, maxPayload int32) *testCluster {
 	for i := range n {
 		clients[i], routes[i] = port(), port()
 	}
-	c := &testCluster{t: t}
+	c := &testCluster{t: t, srvs: make([]*natsserver.Server, n)}
 	for i := range n {
 		var peers []string
 		for j, p := range routes {
@@ -60,23 +61,37 @@ func newTestCluster(t *testing.T, n int, maxPayload int32) *testCluster {
 func (c *testCluster) start() {
 	c.t.Helper()
 	var wg sync.WaitGroup
-	for _, o := range c.opts {
-		srv, err := natsserver.NewServer(o)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		c.t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-		wg.Go(func() {
-			go srv.Start()
-			if !srv.ReadyForConnections(30 * time.Second) {
-				c.t.Errorf("NATS server %s not ready", o.ServerName)
-			}
-		})
+	for i := range c.opts {
+		wg.Go(func() { c.startServer(i) })
 	}
 	wg.Wait()
 	if c.t.Failed() {
 		c.t.FailNow()
 	}
+}
+
+// startServer starts server i (again: with the data it had) and returns
+// once it takes connections.
+func (c *testCluster) startServer(i int) {
+	o := c.opts[i]
+	srv, err := natsserver.NewServer(o)
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	c.srvs[i] = srv
+	c.t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	go srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		c.t.Errorf("NATS server %s not ready", o.ServerName)
+	}
+}
+
+// stopServer shuts server i down.
+func (c *testCluster) stopServer(i int) {
+	c.srvs[i].Shutdown()
+	c.srvs[i].WaitForShutdown()
+	c.srvs[i] = nil
 }
 
 // startCluster starts n clustered JetStream servers on loopback that take

@@ -3,7 +3,8 @@
 // it answers /health (server.go); a NATS JetStream cluster of in-process
 // servers for a fleet (cluster.go); and it collects what a run leaves
 // behind — processes and cgroups below a cgroup parent, data directories
-// (leftovers.go). The e2e suite, the bench programs and, through the
+// (leftovers.go), and the mounts a killed server leaves below its data
+// directory (mounts_linux.go). The e2e suite, the bench programs and, through the
 // launcher in cmd/testserver, the Python and TypeScript suites share it.
 //
 // It serves tests and measurement tools only: nothing in the service may

@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Deps returns the collaborators a test adds (environments, artifacts, a
@@ -27,12 +29,42 @@ type Deps func(st *store.NATS, jails *sandbox.Manager) engine.Deps
 // the store are closed when the test ends.
 func Start(t testing.TB, cfg engine.Config, deps Deps) *engine.Engine {
 	t.Helper()
+	return start(t, cfg, deps, false)
+}
+
+// StartWithWorkspaces is Start with workspaces: the jails get workspace
+// slots, and the engine a workspace manager in a temporary directory (on
+// one node: the local disk is their store). deps may set Workspaces
+// itself. It skips where the jails cannot mount workspaces (not root).
+func StartWithWorkspaces(t testing.TB, cfg engine.Config, deps Deps) *engine.Engine {
+	t.Helper()
+	return start(t, cfg, deps, true)
+}
+
+func start(t testing.TB, cfg engine.Config, deps Deps, workspaces bool) *engine.Engine {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs real jails; skipped with -short")
 	}
-	jails, err := sandbox.New(sandbox.Config{})
+	var jcfg sandbox.Config
+	if workspaces {
+		jcfg.WorkspaceSlots = filepath.Join(t.TempDir(), "slots")
+	}
+	jails, err := sandbox.New(jcfg)
 	if err != nil {
 		t.Skipf("needs a host that can isolate payloads (root, namespaces, cgroups): %v", err)
+	}
+	if workspaces {
+		// Closed last (cleanups run in reverse): the slots are unmounted
+		// once every jail is gone.
+		t.Cleanup(func() {
+			if err := jails.Close(); err != nil {
+				t.Errorf("closing the jails: %v", err)
+			}
+		})
+		if err := jails.Workspaces(); err != nil {
+			t.Skipf("these jails cannot mount workspaces: %v", err)
+		}
 	}
 	ctx := context.Background()
 	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
@@ -49,6 +81,15 @@ func Start(t testing.TB, cfg engine.Config, deps Deps) *engine.Engine {
 		d = deps(st, jails)
 	}
 	d.Store, d.Runner, d.Driver, d.Logger = st, jails, engine.RunnerDriver{}, slog.New(slog.DiscardHandler)
+	if workspaces {
+		if d.Workspaces == nil {
+			d.Workspaces, err = workspace.OpenLocal(workspace.Config{Dir: filepath.Join(t.TempDir(), "workspaces")})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.WorkspaceMounts = jails.Workspaces
+	}
 	if d.Interpreters == nil {
 		pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
 		if err != nil {

@@ -65,6 +65,18 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 		out.close()
 		return e.finish(done)
 	}
+	mt, err := e.mountWorkspace(ctx, o.id, p)
+	if err != nil {
+		release()
+		out.close()
+		done := *r
+		run.Fail(&done.Execution, run.ReasonSetupError, "mounting the workspace: "+err.Error(), run.ExitNoRun)
+		done.FinishedAt = ptr(run.Now())
+		return e.finish(&done)
+	}
+	if mt != nil {
+		spec.Workspace = mt.Jail()
+	}
 	var netEvents netLog
 	var eg *egress.Egress
 	if spec.Network {
@@ -87,6 +99,10 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 
 	ran := *r
 	ran.NetworkEvents = netEvents.all()
+	if mt != nil {
+		// Every process of the run is gone: what it left is final.
+		ran.Workspace = e.settleWorkspace(o.id, p, mt)
+	}
 	var cause error
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)
@@ -104,7 +120,7 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 	fctx, fcancel := storeCtx()
 	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
 	fcancel()
-	r, err := e.finish(&ran)
+	r, err = e.finish(&ran)
 	if err != nil || !keepOutput || fill(r, res.Stdout, res.Stderr) {
 		return r, err
 	}

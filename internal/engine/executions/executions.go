@@ -12,6 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/store"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Config is the operator's configuration of this node's executions. Zero
@@ -143,6 +144,9 @@ type Deps struct {
 	Linter run.Linter
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
+	// Workspaces keeps the workspaces runs mount (docs/workspaces.md);
+	// nil fails a run that names one.
+	Workspaces *workspace.Manager
 	// Slots admits executions to this node's slots.
 	Slots Slots
 	// Alive reports whether a node of the fleet is alive (its heartbeat

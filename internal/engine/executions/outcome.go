@@ -118,6 +118,7 @@ func merge(dst, ran *Record) {
 	dst.StdoutTruncated, dst.StderrTruncated = ran.StdoutTruncated, ran.StderrTruncated
 	dst.CPUTimeMs, dst.PeakMemoryBytes, dst.DurationMs = ran.CPUTimeMs, ran.PeakMemoryBytes, ran.DurationMs
 	dst.Files, dst.FilesOmitted = ran.Files, ran.FilesOmitted
+	dst.Workspace = ran.Workspace
 	if dst.StartedAt == nil {
 		dst.StartedAt = ran.StartedAt
 	}

@@ -89,6 +89,8 @@ type Plan struct {
 	// HTTPRules are the operator's HTTP rules from the same catalog as
 	// Secrets, for its egress.
 	HTTPRules []egress.HTTPRule
+	// Workspace is mounted at /workspace when the run starts (nil: none).
+	Workspace *WorkspaceUse
 }
 
 // AuditLimits are the limits a run has, as the audit trail records them.
@@ -143,6 +145,10 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	secrets, err := pl.bindSecrets(req, network, cat)
 	if err != nil {
 		return nil, invalid("%v", err)
+	}
+	ws, err := workspaceUse(req)
+	if err != nil {
+		return nil, err
 	}
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
@@ -206,6 +212,7 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		Network:     network,
 		Secrets:     secrets,
 		HTTPRules:   cat.Rules,
+		Workspace:   ws,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),

@@ -97,6 +97,12 @@ type Request struct {
 	DataFrames   map[string]string `json:"dataframes,omitempty"`
 	Collect      []string          `json:"collect,omitempty"`
 
+	// Workspace names a workspace of the caller's, mounted at /workspace
+	// for the run (docs/workspaces.md); WorkspaceMode is "rw" (the
+	// default) or "ro".
+	Workspace     string `json:"workspace,omitempty"`
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
+
 	// Who asked, for the audit trail.
 	Caller     string `json:"caller,omitempty"`
 	ClientAddr string `json:"client_addr,omitempty"`
@@ -143,6 +149,8 @@ type Execution struct {
 	// NetworkEvents are the payload's connection attempts and lookups
 	// (executions with network only).
 	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
+	// Workspace is what became of the run's workspace (runs with one).
+	Workspace *WorkspaceOutcome `json:"workspace,omitempty"`
 }
 
 // FileInfo describes one file an execution produced (an artifact).

@@ -60,12 +60,13 @@ func newCellRun(n int, limit int64) *cellRun {
 
 // startKernel starts the session's kernel with files in its workspace:
 // forked from a fork server when the forker has one for spec (and, with
-// start, may start it), else in a jail prepared for it. ctx bounds the
+// start, may start it) and spec mounts no persistent workspace, else in a
+// jail prepared for it. ctx bounds the
 // kernel's whole life.
 func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
 	k := &kernel{ended: make(chan struct{}), release: func() {}}
 	out := k.sink()
-	if f := m.deps.Forker; f != nil {
+	if f := m.deps.Forker; f != nil && spec.Workspace == nil {
 		j, p, release, err := f.ForkSession(ctx, spec, out, start)
 		switch {
 		case err != nil:

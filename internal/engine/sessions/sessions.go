@@ -14,12 +14,16 @@ import (
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/workspace"
 )
 
 // Deps are the collaborators of sessions.
 type Deps struct {
 	// Jails hosts sessions; nil refuses them (ErrDisabled).
 	Jails Jails
+	// Workspaces keeps the workspaces sessions mount; nil refuses a
+	// session that names one.
+	Workspaces *workspace.Manager
 	// Forker, if set, forks session kernels from fork servers (Jails
 	// still hosts those that do not fork).
 	Forker       Forker
@@ -118,7 +122,7 @@ type Live struct {
 	id, caller string
 	python     string // the interpreter's version
 	spec       sandbox.Spec
-	release    func() // the environment lease
+	release    func() // the environment lease, and the workspace's commit (endWorkspace)
 	// startForks says that a kernel may start the fork server it forks
 	// from: its environment is the base's (or the bare interpreter). A
 	// session with requirements of its own forks only from a server its
@@ -202,6 +206,11 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 		s.release()
 		return Session{}, err
 	}
+	if err := m.mountWorkspace(ctx, s, req); err != nil {
+		m.forget(s)
+		s.release()
+		return Session{}, err
+	}
 	k, err := m.startKernel(m.base, s.spec, s.startForks)
 	if err != nil {
 		m.forget(s)
@@ -214,7 +223,7 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 	s.mu.Unlock()
 	m.watchKernel(k)
 	if gone { // deleted or shut down while it started
-		k.proc.Kill()
+		k.stop()
 		s.release()
 		return Session{}, fmt.Errorf("%w: %s", ErrEnded, s.id)
 	}

@@ -124,6 +124,11 @@ type Request struct {
 	// FigureFormat and MaxRows are as in run.Request, for every cell.
 	FigureFormat string `json:"figure_format,omitempty"`
 	MaxRows      int    `json:"max_rows,omitempty"`
+	// Workspace names a workspace of the caller's, mounted at /workspace
+	// for the session's life and committed when it ends;
+	// WorkspaceMode is "rw" (the default) or "ro".
+	Workspace     string `json:"workspace,omitempty"`
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
 	// Caller owns the session (the API key's name); the per-caller cap
 	// counts by it.
 	Caller string `json:"caller,omitempty"`
