@@ -28,9 +28,10 @@ cross:
 run: build
 	./$(BIN) serve
 
-# test installs what the tests need (Go modules, Chromium, the Python
-# client's and the fuzzer's packages) and runs them all, with the race
-# detector, then fuzzes the served OpenAPI document for a fixed time
+# test installs what the tests need (Go modules, Chromium, requests and
+# httpx for the jails' interpreter, the Python client's and the fuzzer's
+# packages) and runs them all, with the race detector, then fuzzes the
+# served OpenAPI document for a fixed time
 # (python/fuzz-api.sh). Privileged tests run when executed as root (as in
 # CI). Its steps are the targets below, in this order; .ci/run times each.
 TEST_STEPS := test-setup test-static test-go test-clients test-fuzz
@@ -50,6 +51,7 @@ TESTENV := PYEXEC_BINARY=$(TESTBIN)/pyexec PYEXEC_TESTSERVER=$(TESTBIN)/testserv
 test-setup:
 	$(GO) mod download
 	./scripts/install-chromium.sh
+	./scripts/install-jail-python-libs.sh
 	$(GO) build -o $(TESTBIN)/pyexec ./cmd/pyexec
 	$(GO) build -o $(TESTBIN)/testserver ./internal/testserver/cmd/testserver
 

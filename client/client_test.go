@@ -226,6 +226,8 @@ func TestMetadataNetworkDisabledAbsentVersusFalse(t *testing.T) {
 		{"true", &ExecutionConfig{NetworkDisabled: Bool(true)}, `{"entrypoint":"main.py","config":{"network_disabled":true}}`},
 		{"an allow list", &ExecutionConfig{NetworkDisabled: Bool(false), Network: &NetworkConfig{Allow: []string{"pypi.org:443"}}},
 			`{"entrypoint":"main.py","config":{"network_disabled":false,"network":{"allow":["pypi.org:443"]}}}`},
+		{"secrets", &ExecutionConfig{NetworkDisabled: Bool(false), Secrets: []string{"GITHUB_TOKEN", "LLM_KEY"}},
+			`{"entrypoint":"main.py","config":{"network_disabled":false,"secrets":["GITHUB_TOKEN","LLM_KEY"]}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,6 +65,13 @@ type ExecutionConfig struct {
 	// Network asks for network limited to Allow, which narrows the
 	// operator's list (pyexec only; see docs/network.md).
 	Network *NetworkConfig `json:"network,omitempty"`
+	// Secrets names operator secrets (the server's --secrets-file) for the
+	// execution: the code gets an environment variable of each name
+	// holding a placeholder, which the server's egress replaces by the
+	// value in requests to the secret's hosts. It needs network; an
+	// unknown name, or one the API key may not use, is a 400 (pyexec only;
+	// see docs/network.md).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // NetworkConfig narrows an execution's network to the destinations in

@@ -27,11 +27,13 @@ const (
 	flagNetwork = "network"
 	// flagNetworkAllow narrows the operator's list (implies --network).
 	flagNetworkAllow = "network-allow"
-	flagImage        = "image"
-	flagAsync        = "async"
-	flagQuiet        = "quiet"
-	flagVerbose      = "verbose"
-	flagJSON         = "json"
+	// flagSecret names an operator secret (repeatable; implies --network).
+	flagSecret  = "secret"
+	flagImage   = "image"
+	flagAsync   = "async"
+	flagQuiet   = "quiet"
+	flagVerbose = "verbose"
+	flagJSON    = "json"
 )
 
 // clientOptions are the global flags of the client commands, read once per
@@ -46,6 +48,7 @@ type clientOptions struct {
 	cpu     int // shares
 	network bool
 	allow   []string // --network-allow
+	secrets []string // --secret
 	image   string
 	async   bool
 	quiet   bool
@@ -63,6 +66,7 @@ func addClientFlags(fs *pflag.FlagSet) {
 	fs.Int(flagCPU, 0, "CPU shares (0 = server default)")
 	fs.Bool(flagNetwork, false, "ask for network access (the server must allow it)")
 	fs.StringSlice(flagNetworkAllow, nil, "network limited to these destinations, within the server's list (names, *.wildcards, IPs, CIDRs, :port); implies --network")
+	fs.StringArray(flagSecret, nil, "an operator secret for the code, by name (repeatable): the code sees a placeholder in $NAME that the server's egress replaces by the value for the secret's hosts; implies --network")
 	fs.String(flagImage, "", `interpreter as a python-executor image name, e.g. "python:3.12-slim"`)
 	fs.Bool(flagAsync, false, "submit asynchronously and print the execution ID")
 	fs.BoolP(flagQuiet, "q", false, "quiet: print only the program's stdout")
@@ -112,7 +116,10 @@ func readClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	allow, err := fs.GetStringSlice(flagNetworkAllow)
 	errs = append(errs, err)
 	o.allow = allow
-	o.network = o.network || len(allow) > 0
+	secrets, err := fs.GetStringArray(flagSecret)
+	errs = append(errs, err)
+	o.secrets = secrets
+	o.network = o.network || len(allow) > 0 || len(secrets) > 0
 	str(flagImage, &o.image)
 	flag(flagAsync, &o.async)
 	flag(flagQuiet, &o.quiet)
@@ -168,9 +175,9 @@ func (o clientOptions) newClient() *client.Client {
 	return client.New(o.server, opts...)
 }
 
-// config returns the resource limits of the flags. The network choice is
-// always sent explicitly: python-executor servers treat an absent
-// network_disabled as "network on".
+// config returns the resource limits and secrets of the flags. The
+// network choice is always sent explicitly: python-executor servers treat
+// an absent network_disabled as "network on".
 func (o clientOptions) config() *client.ExecutionConfig {
 	c := &client.ExecutionConfig{
 		TimeoutSeconds:  o.timeout,
@@ -178,6 +185,7 @@ func (o clientOptions) config() *client.ExecutionConfig {
 		MemoryMB:        o.memory,
 		DiskMB:          o.disk,
 		CPUShares:       o.cpu,
+		Secrets:         o.secrets,
 	}
 	if len(o.allow) > 0 {
 		c.Network = &client.NetworkConfig{Allow: o.allow}

@@ -21,7 +21,7 @@ const (
 
 // clientFlagNames are the flags addClientFlags defines.
 func clientFlagNames() []string {
-	return []string{flagServer, flagAPIKey, flagTimeout, flagMemory, flagDisk, flagCPU, flagNetwork, flagImage,
+	return []string{flagServer, flagAPIKey, flagTimeout, flagMemory, flagDisk, flagCPU, flagNetwork, flagSecret, flagImage,
 		flagAsync, flagQuiet, flagVerbose, flagJSON, flagLocal}
 }
 

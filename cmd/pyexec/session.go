@@ -44,6 +44,9 @@ func (f *sessionFlags) add(cmd *cobra.Command, what string) {
 
 // sessionRequest builds a session request from the global flags and f.
 func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, error) {
+	if len(o.secrets) > 0 {
+		return nil, fmt.Errorf("--%s: sessions have no network yet, so no secrets; use run or eval", flagSecret)
+	}
 	reqs, err := requirementsText(f.requirements)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ type RunPythonInput struct {
 	TimeoutSeconds int         `json:"timeout_seconds,omitempty" jsonschema:"Wall-clock limit in seconds; the run is killed when it expires. Default: the server's default."`
 	Network        bool        `json:"network,omitempty" jsonschema:"Give the code network access. Off by default; refused unless the server's operator allows network access."`
 	NetworkAllow   []string    `json:"network_allow,omitempty" jsonschema:"Limit network access to these destinations (e.g. [\"pypi.org:443\", \"*.github.com\"]); each must also be allowed by the server's operator. Implies network."`
+	Secrets        []string    `json:"secrets,omitempty" jsonschema:"Names of credentials the server's operator defined (e.g. [\"GITHUB_TOKEN\"]): the code finds an environment variable of each name holding a placeholder, and the server puts the real value in its place when the code sends it, as the operator's header, to that credential's hosts. The code never sees the value. An unknown name is refused. Implies network."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
 	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one. Not with session_id."`
 	SessionID      string      `json:"session_id,omitempty" jsonschema:"Run the code in this session (from create_session): variables, imports and files of earlier calls are still there, and the value of a final expression is returned."`
@@ -136,7 +137,8 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 		RequirementsTxt: reqs,
 		Config: &client.ExecutionConfig{
 			TimeoutSeconds:  in.TimeoutSeconds,
-			NetworkDisabled: client.Bool(!in.Network && len(in.NetworkAllow) == 0),
+			NetworkDisabled: client.Bool(!in.Network && len(in.NetworkAllow) == 0 && len(in.Secrets) == 0),
+			Secrets:         in.Secrets,
 		},
 	}
 	if len(in.NetworkAllow) > 0 {

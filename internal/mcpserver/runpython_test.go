@@ -315,6 +315,13 @@ func TestRunPythonRequest(t *testing.T) {
 			wantMeta: client.Metadata{Entrypoint: "main.py", Config: &client.ExecutionConfig{NetworkDisabled: client.Bool(false),
 				Network: &client.NetworkConfig{Allow: []string{"pypi.org:443"}}}},
 		},
+		{
+			name:      "secrets ask for network",
+			args:      map[string]any{"code": "print(1)", "secrets": []string{"GITHUB_TOKEN", "LLM_KEY"}},
+			wantFiles: map[string]string{"main.py": "print(1)"},
+			wantMeta: client.Metadata{Entrypoint: "main.py", Config: &client.ExecutionConfig{NetworkDisabled: client.Bool(false),
+				Secrets: []string{"GITHUB_TOKEN", "LLM_KEY"}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,6 +348,9 @@ func TestRunPythonRequest(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got.Config.Network, want.Config.Network) {
 				t.Errorf("network %+v, want %+v", got.Config.Network, want.Config.Network)
+			}
+			if !reflect.DeepEqual(got.Config.Secrets, want.Config.Secrets) {
+				t.Errorf("secrets %v, want %v", got.Config.Secrets, want.Config.Secrets)
 			}
 		})
 	}
@@ -449,7 +459,7 @@ func TestListTools(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "stdin", "requirements", "session_id"}},
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "secrets", "stdin", "requirements", "session_id"}},
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},

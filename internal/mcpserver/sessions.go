@@ -132,8 +132,8 @@ func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToo
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
-	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Requirements) > 0 {
-		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network and requirements do not apply to a session's cell (set them at create_session)")
+	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Secrets) > 0 || len(in.Requirements) > 0 {
+		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network, secrets and requirements do not apply to a session's cell (set them at create_session)")
 	}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()

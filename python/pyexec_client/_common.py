@@ -37,11 +37,14 @@ def headers(api_key: Optional[str]) -> Dict[str, str]:
 
 
 def config(timeout_seconds: Optional[int], memory_mb: Optional[int], disk_mb: Optional[int],
-           cpu_shares: Optional[int], network: Any) -> Optional[Dict[str, Any]]:
+           cpu_shares: Optional[int], network: Any,
+           secrets: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
     """The ``config`` object of a request, or None when nothing is set.
     The network choice is sent explicitly whenever it is given. ``network``
     may also be a list of destinations (``["pypi.org:443", "*.github.com"]``):
-    network narrowed to them, within the operator's list."""
+    network narrowed to them, within the operator's list. ``secrets`` names
+    operator secrets (docs/network.md); they ask for network unless
+    ``network`` says otherwise."""
     c: Dict[str, Any] = {}
     for key, value in (("timeout_seconds", timeout_seconds), ("memory_mb", memory_mb),
                        ("disk_mb", disk_mb), ("cpu_shares", cpu_shares)):
@@ -52,6 +55,11 @@ def config(timeout_seconds: Optional[int], memory_mb: Optional[int], disk_mb: Op
         c["network"] = {"allow": [str(r) for r in network]}
     elif network is not None:
         c["network_disabled"] = not network
+    if isinstance(secrets, str):
+        raise TypeError("secrets must be a list of names, not a string")
+    if secrets:
+        c["secrets"] = [str(s) for s in secrets]
+        c.setdefault("network_disabled", False)
     return c or None
 
 

@@ -82,7 +82,8 @@ class AsyncPyExec(AsyncFilesMixin):
     async def eval(self, code: Optional[str] = None, *, files: Optional[c.EvalFiles] = None,
              entrypoint: Optional[str] = None, stdin: Optional[str] = None, python_version: Optional[str] = None,
              timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
-             cpu_shares: Optional[int] = None, network: Optional[bool] = None, eval_last_expr: bool = True,
+             cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+             secrets: Optional[Sequence[str]] = None, eval_last_expr: bool = True,
              requirements: Optional[str] = None) -> ExecutionResult:
         """Run code (as main.py) or files sent as JSON and wait for the result.
 
@@ -92,7 +93,7 @@ class AsyncPyExec(AsyncFilesMixin):
         an exception of this client.
         """
         body = c.eval_body(code, files, entrypoint, stdin, python_version,
-                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network), eval_last_expr,
+                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets), eval_last_expr,
                            requirements)
         return ExecutionResult.from_dict((await self._request("POST", "/api/v1/eval", json=body)).json())
 
@@ -100,7 +101,8 @@ class AsyncPyExec(AsyncFilesMixin):
             stdin: Optional[str] = None, env: Union[None, Mapping[str, str], Sequence[str]] = None,
             args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
             timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
-            cpu_shares: Optional[int] = None, network: Optional[bool] = None) -> ExecutionResult:
+            cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+            secrets: Optional[Sequence[str]] = None) -> ExecutionResult:
         """Upload a project and run it, waiting for the result.
 
         ``project`` is a mapping of paths to contents, a directory, a file or
@@ -108,17 +110,18 @@ class AsyncPyExec(AsyncFilesMixin):
         first .py file.
         """
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
         return ExecutionResult.from_dict((await self._request("POST", "/api/v1/exec/sync", files=parts)).json())
 
     async def submit(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
                stdin: Optional[str] = None, env: Union[None, Mapping[str, str], Sequence[str]] = None,
                args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
                timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
-               cpu_shares: Optional[int] = None, network: Optional[bool] = None) -> str:
+               cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+               secrets: Optional[Sequence[str]] = None) -> str:
         """Queue a project (as for run) and return its execution ID at once."""
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
         return (await self._request("POST", "/api/v1/exec/async", files=parts)).json()["execution_id"]
 
     # --- executions ------------------------------------------------------

@@ -170,6 +170,9 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     allow = args.get("network_allow")
     if allow is not None and (not isinstance(allow, list) or not all(isinstance(x, str) for x in allow)):
         raise _BadArguments("network_allow must be a list of strings")
+    secrets = args.get("secrets")
+    if secrets is not None and (not isinstance(secrets, list) or not all(isinstance(x, str) for x in secrets)):
+        raise _BadArguments("secrets must be a list of strings")
     return {
         "requirements": "".join(x.strip() + "\n" for x in reqs) or None,
         "files": files,
@@ -177,7 +180,9 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
         "python_version": version,
         "timeout_seconds": timeout,
         # A list narrows the operator's destinations (and asks for network).
-        "network": list(allow) if allow else bool(args.get("network")),
+        # Secrets ask for network too.
+        "network": list(allow) if allow else bool(args.get("network") or secrets),
+        "secrets": list(secrets) if secrets else None,
         "stdin": args.get("stdin"),
     }
 
@@ -193,7 +198,7 @@ def _cell_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     """A session cell for run_python's arguments with a session_id."""
     req = _eval_request(args)
     if req["stdin"] is not None or req["python_version"] is not None or req["network"] or req["requirements"]:
-        raise _BadArguments("stdin, python_version, network and requirements do not apply to a session's cell "
+        raise _BadArguments("stdin, python_version, network, secrets and requirements do not apply to a session's cell "
                             "(set them at create_session)")
     return {"session_id": _session_id(args), "code": args["code"], "files": req["files"][1:],
             "timeout_seconds": req["timeout_seconds"]}

@@ -33,6 +33,12 @@ async def test_eval(apx):
     assert r.exit_code != 0 and r.error_type == "ZeroDivisionError"
     with pytest.raises(BadRequestError, match="unsupported python_version"):
         await apx.eval("1", python_version="2.7")
+    # config.secrets reaches the server (which has no network) from each call.
+    for call in (apx.eval("1", secrets=["GITHUB_TOKEN"], network=False),
+                 apx.run({"main.py": "1"}, secrets=["GITHUB_TOKEN"], network=False),
+                 apx.submit({"main.py": "1"}, secrets=["GITHUB_TOKEN"], network=False)):
+        with pytest.raises(BadRequestError, match="secrets need network"):
+            await call
 
 
 async def test_run_project(apx, tmp_path):

@@ -56,6 +56,19 @@ class TestEval:
             px.eval("1", python_version="2.7")
         assert e.value.status_code == 400
 
+    def test_secrets_reach_the_server(self, px):
+        # The test server has no network: secrets with network off are refused
+        # by the engine's check of config.secrets, naming them; without a
+        # network argument they ask for network, which this server refuses.
+        for call in (lambda **kw: px.eval("1", **kw), lambda **kw: px.run({"main.py": "1"}, **kw),
+                     lambda **kw: px.submit({"main.py": "1"}, **kw)):
+            with pytest.raises(BadRequestError, match="secrets need network"):
+                call(secrets=["GITHUB_TOKEN"], network=False)
+            with pytest.raises(BadRequestError, match="network access is disabled"):
+                call(secrets=["GITHUB_TOKEN"])
+        with pytest.raises(TypeError, match="list of names"):
+            px.eval("1", secrets="GITHUB_TOKEN")
+
     def test_code_over_the_limit(self, px):
         with pytest.raises(PayloadTooLargeError, match="exceeds limit"):
             px.eval("#" * (100 * 1024 + 1))

@@ -39,7 +39,7 @@ def test_definitions_match_the_helper(px):
     params = tools[RUN_PYTHON]["parameters"]
     assert params["required"] == ["code"]
     assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network",
-                                         "network_allow", "stdin", "requirements", "session_id"}
+                                         "network_allow", "secrets", "stdin", "requirements", "session_id"}
     assert set(tools[LINT_PYTHON]["parameters"]["properties"]) == {"code", "files", "profile", "select", "ignore"}
     assert set(tools[READ_FILE]["parameters"]["properties"]) == {"execution_id", "path", "offset", "max_bytes"}
     assert {t["name"] for t in px.tools("anthropic")} == set(TOOLS)
@@ -90,6 +90,21 @@ def test_server_refusal_is_an_error_outcome(px):
     assert out.is_error and "unsupported python_version" in out.text and out.result is None
     out = run_tool(px, RUN_PYTHON, {"code": "1", "network": True})  # the server does not allow network
     assert out.is_error and "network" in out.text
+
+
+def test_secrets_argument(px, monkeypatch):
+    # The secrets reach the client's eval and ask for network, which this
+    # server refuses: the refusal is the model's to read.
+    seen = []
+    real = px.eval
+    monkeypatch.setattr(px, "eval", lambda **kw: seen.append(kw) or real(**kw))
+    out = run_tool(px, RUN_PYTHON, {"code": "1", "secrets": ["GITHUB_TOKEN"]})
+    assert seen and seen[0]["secrets"] == ["GITHUB_TOKEN"] and seen[0]["network"] is True
+    assert out.is_error and "network access is disabled" in out.text
+    out = run_tool(px, RUN_PYTHON, {"code": "1", "secrets": "GITHUB_TOKEN"})
+    assert out.is_error and "secrets must be a list of strings" in out.text
+    out = run_tool(px, RUN_PYTHON, {"code": "1", "secrets": ["GITHUB_TOKEN"], "session_id": "ses_x"})
+    assert out.is_error and "do not apply" in out.text
 
 
 def test_timeout_is_an_error_outcome(px):

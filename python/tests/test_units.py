@@ -135,6 +135,13 @@ class TestRequests:
         assert config(None, None, None, None, ["pypi.org:443"]) == {
             "network_disabled": False, "network": {"allow": ["pypi.org:443"]}}
 
+    def test_config_sends_secrets(self):
+        assert config(None, None, None, None, None, ["GITHUB_TOKEN"]) == {
+            "network_disabled": False, "secrets": ["GITHUB_TOKEN"]}
+        assert config(None, None, None, None, False, ("A", "B")) == {"network_disabled": True, "secrets": ["A", "B"]}
+        assert config(None, None, None, None, ["api.github.com:443"], ["A"]) == {
+            "network_disabled": False, "network": {"allow": ["api.github.com:443"]}, "secrets": ["A"]}
+
     def test_eval_body(self):
         assert eval_body("1", None, None, None, None, None, True, None) == {"code": "1", "eval_last_expr": True}
         assert eval_body(None, {"a.py": "x"}, "a.py", "in", "3.12", None, False, "-") == {

@@ -62,6 +62,10 @@ function configOf(o: RunCommon): ExecConfig | undefined {
   if (o.disk_mb !== undefined) c.disk_mb = o.disk_mb;
   if (o.cpu_shares !== undefined) c.cpu_shares = o.cpu_shares;
   if (o.network !== undefined) c.network_disabled = !o.network;
+  if (o.secrets !== undefined && o.secrets.length > 0) {
+    c.secrets = [...o.secrets];
+    c.network_disabled ??= false;
+  }
   return Object.keys(c).length > 0 ? c : undefined;
 }
 

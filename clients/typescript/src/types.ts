@@ -22,6 +22,8 @@ export interface ExecConfig {
   cpu_shares?: number;
   /** Explicit false asks for network access (granted only when the server allows it). */
   network_disabled?: boolean;
+  /** Names of operator secrets (pyexec's --secrets-file); they need network. */
+  secrets?: string[];
 }
 
 /** One file of an eval request: text, or base64 with encoding "base64". */
@@ -56,6 +58,14 @@ export interface RunCommon extends RichOptions {
   cpu_shares?: number;
   /** Ask for network access (the server must allow it); default off. */
   network?: boolean;
+  /**
+   * Operator secrets by name (pyexec's --secrets-file): the code finds an
+   * environment variable of each name holding a placeholder, which the
+   * server's egress replaces by the value in requests to the secret's hosts.
+   * They ask for network unless `network` is false; an unknown name, or one
+   * this API key may not use, is a 400.
+   */
+  secrets?: string[];
   config?: ExecConfig;
 }
 

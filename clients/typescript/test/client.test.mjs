@@ -327,6 +327,24 @@ describe("errors", () => {
     await assert.rejects(px.eval("#" + "x".repeat(101 * 1024)), PayloadTooLargeError);
   });
 
+  test("secrets reach the server, and ask for network", async () => {
+    // The test server has no network: with network off, the engine's check of
+    // config.secrets refuses them by name; without `network` they ask for it.
+    const calls = [
+      (o) => px.eval("1", o),
+      (o) => px.run({ "main.py": "1" }, o),
+      (o) => px.submit({ "main.py": "1" }, o),
+    ];
+    for (const call of calls) {
+      await assert.rejects(call({ secrets: ["GITHUB_TOKEN"], network: false }), (e) => {
+        assert.ok(e instanceof BadRequestError);
+        assert.match(e.message, /secrets need network/);
+        return true;
+      });
+      await assert.rejects(call({ secrets: ["GITHUB_TOKEN"] }), /network access is disabled/);
+    }
+  });
+
   test("the client's timeout", async () => {
     const quick = new PyExec(srv.url, { apiKey: srv.apiKey, timeoutMs: 300 });
     await assert.rejects(quick.eval("import time\ntime.sleep(3)"), TimeoutError);

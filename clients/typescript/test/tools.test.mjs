@@ -107,7 +107,7 @@ describe("OpenAI", () => {
 
   test("strict-mode arguments: null means not given", async () => {
     const args = { code: "import sys\nprint(sys.stdin.read() or 'empty')", files: null, python_version: null, timeout_seconds: null,
-      network: null, stdin: null, requirements: null, session_id: null };
+      network: null, secrets: null, stdin: null, requirements: null, session_id: null };
     const out = await openaiFunctionCallOutput(px, { call_id: "fc_3", name: "run_python", arguments: JSON.stringify(args) });
     assert.match(out.output, /^status: completed, exit code 0/);
     assert.match(out.output, /--- stdout ---\nempty\n/);
@@ -144,6 +144,29 @@ describe("Anthropic", () => {
     const refused = await anthropicToolResult(px, { id: "toolu_6", name: "run_python", input: { code: "1", python_version: "3.1" } });
     assert.equal(refused.is_error, true);
     assert.match(refused.content[0].text, /python_version/);
+  });
+});
+
+describe("secrets", () => {
+  test("the secrets argument reaches eval and asks for network", async () => {
+    const seen = [];
+    const real = px.eval.bind(px);
+    px.eval = (req, ...rest) => {
+      seen.push(req);
+      return real(req, ...rest);
+    };
+    try {
+      const out = await runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"] });
+      assert.deepEqual(seen.map((r) => [r.secrets, r.network]), [[["GITHUB_TOKEN"], true]]);
+      assert.equal(out.isError, true); // this server has no network
+      assert.match(out.text, /network access is disabled/);
+    } finally {
+      delete px.eval;
+    }
+    const bad = await runPython(px, { code: "1", secrets: "GITHUB_TOKEN" });
+    assert.match(bad.text, /secrets must be a list of strings/);
+    const cell = await runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"], session_id: "ses_x" });
+    assert.match(cell.text, /secrets and requirements do not apply/);
   });
 });
 

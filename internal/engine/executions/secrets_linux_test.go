@@ -77,12 +77,7 @@ func TestSecretsThroughTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := egresstest.Lines(x.Stdout)
-	ph := got["placeholder"]
-	if x.Status != run.StatusCompleted || len(ph) != len(secretValue) {
-		t.Fatalf("status %s stdout %q stderr %q", x.Status, x.Stdout, x.Stderr)
-	}
-	h := egresstest.Hash
-	want := "1 " + h("Bearer "+secretValue) + " " + h("") + " " + h("")
+	ph, want := placeholderRan(t, x, got)
 	for _, k := range []string{"auth", "curl"} {
 		if got[k] != want {
 			t.Errorf("%s: the host received %q, want %q (the value)", k, got[k], want)
@@ -142,6 +137,20 @@ func TestSecretsThroughTheEngine(t *testing.T) {
 		strings.ReplaceAll(errUnknown.Error(), "NO_SUCH_SECRET", "GITHUB_TOKEN") != errOther.Error() {
 		t.Errorf("another key's secret: %v; an unknown one: %v", errOther, errUnknown)
 	}
+}
+
+// placeholderRan checks that x, whose output lines are got, completed
+// with a placeholder as long as the value, and returns the placeholder
+// and what the test world's /auth answers to a request that carried the
+// value ("Authorization: Bearer " + secretValue).
+func placeholderRan(t *testing.T, x *run.Execution, got map[string]string) (ph, auth string) {
+	t.Helper()
+	ph = got["placeholder"]
+	if x.Status != run.StatusCompleted || len(ph) != len(secretValue) {
+		t.Fatalf("status %s stdout %q stderr %q", x.Status, x.Stdout, x.Stderr)
+	}
+	h := egresstest.Hash
+	return ph, "1 " + h("Bearer "+secretValue) + " " + h("") + " " + h("")
 }
 
 // secretsEngine is an engine (with slots) whose executions reach the test

@@ -24,6 +24,7 @@ export interface RunPythonArgs {
   python_version?: string | null;
   timeout_seconds?: number | null;
   network?: boolean | null;
+  secrets?: string[] | null;
   stdin?: string | null;
   requirements?: string[] | null;
   session_id?: string | null;
@@ -122,6 +123,16 @@ function checkCommon(a: Record<string, unknown>): void {
   }
 }
 
+/** The secrets argument: operator secrets by name, undefined when none. */
+function secretsOf(a: Record<string, unknown>): string[] | undefined {
+  const s = a["secrets"];
+  if (s === undefined) return undefined;
+  if (!Array.isArray(s) || !s.every((x) => typeof x === "string")) {
+    throw new BadArguments("secrets must be a list of strings");
+  }
+  return s.length > 0 ? s : undefined;
+}
+
 /** The text of a finished execution, as the MCP server renders it. */
 export function renderResult(r: ExecutionResult): string {
   const out = [`status: ${r.status}, exit code ${r.exit_code}` + (r.duration_ms ? `, ${r.duration_ms} ms` : "")];
@@ -192,14 +203,15 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
     checkCommon(a);
     const files = filesOf(a);
     const requirements = requirementsOf(a);
+    const secrets = secretsOf(a);
     const code = a["code"] as string;
     const timeout = a["timeout_seconds"] as number | undefined;
     const sessionId = a["session_id"];
     if (sessionId !== undefined) {
       if (typeof sessionId !== "string" || sessionId === "") throw new BadArguments("session_id must be a string");
-      if (a["stdin"] !== undefined || a["python_version"] !== undefined || a["network"] || requirements !== undefined) {
+      if (a["stdin"] !== undefined || a["python_version"] !== undefined || a["network"] || secrets !== undefined || requirements !== undefined) {
         throw new BadArguments(
-          "stdin, python_version, network and requirements do not apply to a session's cell (set them at create_session)",
+          "stdin, python_version, network, secrets and requirements do not apply to a session's cell (set them at create_session)",
         );
       }
       const s = px.session(sessionId);
@@ -216,7 +228,9 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
       ...(requirements !== undefined ? { requirements } : {}),
       ...(typeof a["python_version"] === "string" ? { python_version: a["python_version"] } : {}),
       ...(timeout !== undefined ? { timeout_seconds: timeout } : {}),
-      network: a["network"] === true,
+      // Secrets ask for network too.
+      network: a["network"] === true || secrets !== undefined,
+      ...(secrets !== undefined ? { secrets } : {}),
       ...(typeof a["stdin"] === "string" ? { stdin: a["stdin"] } : {}),
       ...options,
     });
