@@ -92,19 +92,10 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 // suite.
 const startTimeout = 2 * time.Minute
 
-// extraServeFlags are flags added after every server's own, from
-// $PYEXEC_E2E_SERVE_FLAGS (split at spaces). make test-vm sets --preload=
-// there: under emulation a fork server that imports numpy, pandas and
-// matplotlib, and the probe of what to copy ahead, cost minutes per
-// server, and the tests it runs there are about a server's end, not its
-// preloads.
-var extraServeFlags = strings.Fields(os.Getenv("PYEXEC_E2E_SERVE_FLAGS"))
-
 func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
 	t.Helper()
-	flags := append([]string{"--prepare-base=false", "--provision-tools=false"}, args...)
 	ts := testserver.New(testserver.Config{Binary: binary, Dir: dataDir, CgroupParent: cgroupParent, Env: env,
-		Flags:        append(flags, extraServeFlags...),
+		Flags:        append([]string{"--prepare-base=false", "--provision-tools=false"}, args...),
 		StartTimeout: startTimeout, StopTimeout: 45 * time.Second})
 	err := ts.Start(context.Background())
 	if ts.Cmd == nil || ts.Cmd.Process == nil {

@@ -163,7 +163,7 @@ HOSTILE_NATIVE+="|chroot_|keyctl|bpf|io_uring|perf_event|kernel_modules|open_by_
 HOSTILE_NATIVE+="|x32_syscall|become_root|no_capabilities|server_environment|only_harmless|inotify_|fanotify_|dnotify_|page-cache"
 HOSTILE_NATIVE+="|reading_a_shared"
 suite() {
-  local name=$1 pkg=$2 cg=$3 extra=() env=("${SUITE_ENV[@]}") t=$(now) rc log=$OUT/$1.log
+  local name=$1 pkg=$2 cg=$3 extra=() t=$(now) rc log=$OUT/$1.log
   shift 3
   # The VM is there for what depends on the kernel's cgroups, and emulation makes every interpreter
   # start cost ~30 times its native cost (0.3 s), so the suites leave out tests that do not depend on
@@ -174,12 +174,11 @@ suite() {
   # heartbeats and 7 s fairness bound are native wall-clock bounds), the crash test (a restart in 2 s,
   # a backlog in 5 s) and TestEnvironments (uv and ruff come from PyPI; no network). engine.sessions:
   # thousands of cells (213 s); engine.executions: plots, rich outputs and environments (161 s).
-  # e2e's servers start without preloads (PYEXEC_E2E_SERVE_FLAGS). pool: POOL_NATIVE; sandbox:
+  # pool: POOL_NATIVE; sandbox:
   # HOSTILE_NATIVE in warm and forked jails, and the relay's 30,000 fetches of its pipes, a protocol
   # test (68 s).
   case $pkg in
-  e2e) extra=(-test.run '^(TestSIGTERMLeavesNothing|TestKillRestartSweeps|TestSecondSignalForcesStop|TestForkedSessions)$')
-    env+=(PYEXEC_E2E_SERVE_FLAGS=--preload=) ;;
+  e2e) extra=(-test.run '^(TestSIGTERMLeavesNothing|TestKillRestartSweeps|TestSecondSignalForcesStop|TestForkedSessions)$') ;;
   pool) extra=(-test.skip "^($POOL_NATIVE)\$") ;;
   sandbox) extra=(-test.skip "^TestRelayServesEveryFetch\$|^TestHostilePrograms\$/^(warm|forked)\$/^($HOSTILE_NATIVE)") ;;
   engine.sessions) extra=(-test.skip '^TestSessionOutlivesThousandsOfCells$') ;;
@@ -187,7 +186,7 @@ suite() {
   esac
   local dir=$SRC/internal/${pkg//.//}
   [ "$pkg" = e2e ] && dir=$SRC/e2e
-  (cd "$dir" && "$@" "${env[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
+  (cd "$dir" && "$@" "${SUITE_ENV[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
     -test.timeout "${SUITE_TIMEOUT}s" "${extra[@]}") > "$log" 2>&1
   rc=$?
   n() { grep -cE "$1" "$log"; }
@@ -201,7 +200,7 @@ suite() {
   local failed
   failed=$(grep -E '^--- FAIL' "$log" | awk '{print $3}' | paste -sd'|')
   if [ $rc != 0 ] && [ -n "$failed" ] && ! grep -qE 'left things behind|^panic:|test timed out|outlived' "$log"; then
-    (cd "$dir" && "$@" "${env[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
+    (cd "$dir" && "$@" "${SUITE_ENV[@]}" timeout -k 10 $((SUITE_TIMEOUT + 60)) "$BIN/$pkg.test" -test.v -test.count=1 \
       -test.timeout "${SUITE_TIMEOUT}s" -test.run "^($failed)\$") > "$OUT/$name.rerun.log" 2>&1
     rc=$?
     if [ $rc = 0 ]; then
