@@ -198,9 +198,14 @@ func busyServer(t *testing.T, data, parent string, args ...string) (*server, *cl
 	t.Helper()
 	args = append([]string{"--cgroup-parent", parent, "--shutdown-timeout", fmt.Sprint(int(stopTimeout.Seconds())),
 		"--warm-pool", "--fork-server", "--fork-servers", "1", "--pool-per-kind", "2"}, args...)
+	t0 := time.Now()
 	s := startServer(t, data, args...)
 	c := client.New(s.url)
 	ctx := context.Background()
+	phases := []string{fmt.Sprintf("started in %s", time.Since(t0).Round(time.Millisecond))}
+	phase := func(what string) {
+		phases = append(phases, fmt.Sprintf("%s %s", what, time.Since(t0).Round(time.Millisecond)))
+	}
 	// The first kind takes the one fork server; a second interpreter's
 	// kind gets warm jails of its own.
 	kinds := 0
@@ -223,9 +228,11 @@ func busyServer(t *testing.T, data, parent string, args ...string) (*server, *cl
 	if kinds < 2 {
 		t.Log("only one interpreter here: no kind of plain warm jails")
 	}
+	phase("two kinds evaluated at")
 	if _, err := c.CreateSession(ctx, &client.SessionRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	phase("a session at")
 	id, err := c.ExecuteAsync(ctx, mustTar(t, map[string]string{"main.py": "import time\nprint('async started', flush=True)\ntime.sleep(280)\n"}),
 		&client.Metadata{Config: &client.ExecutionConfig{TimeoutSeconds: 300}})
 	if err != nil {
@@ -246,10 +253,15 @@ func busyServer(t *testing.T, data, parent string, args ...string) (*server, *cl
 		list, err := c.ListExecutions(ctx, client.ListOptions{Status: client.StatusRunning})
 		return err == nil && len(list.Executions) == 2
 	})
+	phase("the sync and async executions running at")
 	// A session, a fork server, forked executions, warm jails, two runs.
 	eventually(t, 60*time.Second, "the pool to hold its warm jails", func() bool {
 		return len(cgroupsUnder(parent)) >= 6
 	})
+	phase("the warm jails at")
+	// Where a busy server's start goes (make test-vm's emulation
+	// multiplies each part differently).
+	t.Log("busy server: " + strings.Join(phases, ", "))
 	if len(processesUnder(parent)) == 0 {
 		t.Fatal("no jail process found under the server's cgroup parent: the test could not see a leak")
 	}

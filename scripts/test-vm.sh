@@ -21,7 +21,8 @@
 #   SUITES       Go packages run as root (default "e2e sandbox pool engine.fleet engine.executions
 #                engine.sessions engine sandbox.cgroups", the longest first; a dot stands for a
 #                slash: engine.executions is internal/engine/executions)
-#   PARTS        which groups of checks run (default "root container rootless restarts")
+#   PARTS        which groups of checks run (default "root container rootless restarts"); the
+#                suites of SUITES run in part root, so time one with SUITES=pool PARTS=root
 #   ACCEL        auto | kvm | tcg (auto: KVM when /dev/kvm can run a stock kernel)
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
 #   VM_CPU       the CPU model QEMU emulates under TCG (default max; NumPy's wheels need
