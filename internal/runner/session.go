@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A session's kernel is the driver started with --session: it reads cells
@@ -161,11 +162,17 @@ func parseMarker(b []byte) (n, size int, state markerState) {
 
 // SessionScanner reads a kernel's channel as it arrives: rich outputs go
 // to output, cell reports to report. Lines that are neither (bytes the
-// user's code wrote to the channel) are skipped.
+// user's code wrote to the channel) are skipped. Once armed (ExpectState)
+// it also takes a saved state, and with OnLoaded the outcome of a load.
 type SessionScanner struct {
 	output  func(Output)
 	report  func(cell int, r Report)
 	partial []byte
+	state   *stateStream // the state being passed through, nil between
+
+	mu     sync.Mutex
+	expect func(StateMeta) StateSink
+	loaded func(Loaded)
 }
 
 // NewSessionScanner returns a scanner with the given callbacks.
@@ -173,9 +180,34 @@ func NewSessionScanner(output func(Output), report func(cell int, r Report)) *Se
 	return &SessionScanner{output: output, report: report}
 }
 
+// ExpectState arms the scanner for the state a SaveRequest makes the kernel
+// write: the next {"snapshot": ...} line goes to begin, and the bytes it
+// announces to the sink begin returns, never parsed as lines. Such a line
+// that comes unasked (the user's code can write on the channel) is skipped
+// like any other stray line.
+func (s *SessionScanner) ExpectState(begin func(StateMeta) StateSink) {
+	s.mu.Lock()
+	s.expect = begin
+	s.mu.Unlock()
+}
+
+// OnLoaded sets what receives the outcome of a LoadRequest.
+func (s *SessionScanner) OnLoaded(fn func(Loaded)) {
+	s.mu.Lock()
+	s.loaded = fn
+	s.mu.Unlock()
+}
+
 // Write consumes the next chunk of the channel.
 func (s *SessionScanner) Write(p []byte) {
 	for len(p) > 0 {
+		if s.state != nil {
+			p = s.state.write(p)
+			if s.state.left == 0 {
+				s.state = nil
+			}
+			continue
+		}
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			s.partial = append(s.partial, p...)
@@ -185,13 +217,32 @@ func (s *SessionScanner) Write(p []byte) {
 		if len(s.partial) > 0 {
 			line = append(s.partial, line...)
 		}
-		if o, err := ParseOutput(line); err == nil {
-			s.output(o)
-		} else if n, r, err := ParseCellReport(line); err == nil {
-			s.report(n, r)
-		}
+		s.line(line)
 		s.partial = s.partial[:0]
 		p = p[i+1:]
+	}
+}
+
+func (s *SessionScanner) line(line []byte) {
+	if o, err := ParseOutput(line); err == nil {
+		s.output(o)
+	} else if n, r, err := ParseCellReport(line); err == nil {
+		s.report(n, r)
+	} else if meta, ok := parseStateLine(line); ok {
+		s.mu.Lock()
+		begin := s.expect
+		s.expect = nil
+		s.mu.Unlock()
+		if begin != nil {
+			s.state = &stateStream{sink: begin(meta), total: meta.Bytes, left: meta.Bytes, index: []byte{}}
+		}
+	} else if l, ok := parseLoadedLine(line); ok {
+		s.mu.Lock()
+		fn := s.loaded
+		s.mu.Unlock()
+		if fn != nil {
+			fn(l)
+		}
 	}
 }
 
