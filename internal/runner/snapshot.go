@@ -182,3 +182,30 @@ func parseLoadedLine(line []byte) (Loaded, bool) {
 	}
 	return *wire.Loaded, true
 }
+
+// stateChunk is the size of the pieces SendState writes.
+const stateChunk = 1 << 20
+
+// SendState sends a kernel LoadRequest(n, size) and then size bytes of
+// state read from state, through send (the kernel's request pipe), in
+// pieces: the state is never whole in memory. A state shorter than size is
+// an error; the kernel then waits for the rest until the caller ends it.
+func SendState(send func([]byte) error, n int, size int64, state io.Reader) error {
+	if err := send(LoadRequest(n, size)); err != nil {
+		return err
+	}
+	buf := make([]byte, stateChunk)
+	for left := size; left > 0; {
+		m, err := io.ReadFull(state, buf[:min(left, stateChunk)])
+		if m > 0 {
+			if err := send(buf[:m]); err != nil {
+				return err
+			}
+			left -= int64(m)
+		}
+		if err != nil && left > 0 {
+			return fmt.Errorf("sending the state: %w", err)
+		}
+	}
+	return nil
+}

@@ -301,6 +301,7 @@ def _sentinel(name):
 def _refuse(reason):
     def reduce(p, obj):
         raise _Skip(reason)
+    reduce.reason = reason
     return reduce
 
 
@@ -411,7 +412,10 @@ def _save():
     k = _kernel  # noqa: F821
     g = k.g
     names = [n for n in g if isinstance(n, str) and n not in _NOT_STATE]
-    skipped = {}
+    # What is refused by its type alone is left out before pickling; what
+    # fails deeper costs one more pass (_pickled).
+    skipped = {n: getattr(_kind(type(g[n])), "reason", None) for n in names}
+    skipped = {n: why for n, why in skipped.items() if why}
     prev = _register()
     try:
         out, buffers = _pickled(g, names, skipped)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // stateBuffer is a StateSink that keeps the state in memory.
@@ -246,9 +245,9 @@ func TestLoadRefusesWhatIsNotAState(t *testing.T) {
 	k := startKernel(t, "/usr/bin/python3")
 	k.exec("x = 1")
 	for name, state := range map[string][]byte{
-		"no index":         []byte("garbage that is not a state\n"),
-		"sizes that lie":   []byte("PYEXSTATE1 cpython-311 100\nabc"),
-		"another python":   []byte("PYEXSTATE1 cpython-27 3\nabc"),
+		"no index":          []byte("garbage that is not a state\n"),
+		"sizes that lie":    []byte("PYEXSTATE1 cpython-311 100\nabc"),
+		"another python":    []byte("PYEXSTATE1 cpython-27 3\nabc"),
 		"no newline at all": []byte("PYEXSTATE1"),
 	} {
 		if _, err := k.load(state); err == nil {
@@ -293,14 +292,15 @@ func TestScannerPassesTheStateThrough(t *testing.T) {
 		s.OnLoaded(func(l Loaded) { loaded = l })
 		sink := &stateBuffer{}
 		var meta StateMeta
-		armed := false
-		for i := 0; i < len(stream); i += size {
-			if !armed && i >= strings.Index(stream, `{"snapshot": {"bytes": 99}}`)+30 {
-				s.ExpectState(func(m StateMeta) StateSink { meta = m; return sink })
-				armed = true
+		feed := func(part string) {
+			for i := 0; i < len(part); i += size {
+				s.Write([]byte(part[i:min(i+size, len(part))]))
 			}
-			s.Write([]byte(stream[i:min(i+size, len(stream))]))
 		}
+		stray := strings.Index(stream, `{"snapshot": {"bytes": 25`)
+		feed(stream[:stray])
+		s.ExpectState(func(m StateMeta) StateSink { meta = m; return sink })
+		feed(stream[stray:])
 		if sink.buf.String() != state || sink.ends != 1 || sink.err != nil || outputs != 1 || reports != 1 ||
 			meta.Bytes != 25 || meta.Skipped[0].Reason != "a socket" || len(loaded.Names) != 1 {
 			t.Errorf("chunks of %d: state %q ends %d err %v outputs %d reports %d meta %+v loaded %+v",
@@ -318,4 +318,3 @@ func TestScannerRefusesABadIndex(t *testing.T) {
 		t.Errorf("got %q, %v, %d ends", sink.buf.String(), sink.err, sink.ends)
 	}
 }
-
