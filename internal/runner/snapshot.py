@@ -50,6 +50,7 @@ _CodeType = type((lambda: 0).__code__)
 _CellType = type((lambda x: lambda: x)(0).__closure__[0])
 _ModuleType = type(sys)
 _MappingProxy = type(type.__dict__)
+_Enum = _stdlib("enum", _kernel.clean_path).Enum  # noqa: F821
 _MemberType = type(type.__dict__["__dict__"]), type(_FunctionType.__dict__["__closure__"])
 _LOST = object()
 _TARGET = {}  # while loading: the __main__ the state goes into
@@ -116,6 +117,14 @@ def _make_class(meta, name, bases, ns):
         return _missing("class %s" % name, e)
 
 
+def _make_enum(base, name, qualname, members, mixin):
+    try:
+        kw = {"type": mixin} if mixin is not None else {}
+        return base(name, members, module="__main__", qualname=qualname, **kw)
+    except Exception as e:
+        return _missing("enum %s" % name, e)
+
+
 def _set_class(cls, attrs):
     if issubclass(cls, _Missing):
         return
@@ -176,7 +185,7 @@ def _missing_reason(v):
 
 
 _HELPERS = {f.__name__: f for f in (_value, _import, _make_function, _set_function, _make_class, _set_class,
-                                    _make_cell, _set_cell, _lru_cache, _proxy)}
+                                    _make_cell, _set_cell, _lru_cache, _proxy, _make_enum)}
 
 
 # --- saving ----------------------------------------------------------------
@@ -238,7 +247,7 @@ def _class(p, c):
         return NotImplemented
     meta = type(c)
     if any(getattr(b, "__module__", "") == "enum" for b in meta.__mro__):
-        raise _Skip("an Enum made in a cell cannot be saved")
+        return _enum(c)
     d = c.__dict__
     ns = {"__module__": c.__module__, "__qualname__": c.__qualname__, "__doc__": d.get("__doc__")}
     if "__slots__" in d:
@@ -251,6 +260,21 @@ def _class(p, c):
             continue  # made again by type() from __slots__
         attrs.append((k, v))
     return _make_class, (meta, c.__name__, c.__bases__, ns), attrs, None, None, _set_class
+
+
+def _enum(c):
+    # An Enum made in a cell: made again through the functional API from
+    # its members (aliases included), with the methods its body defined.
+    bases = [b for b in c.__bases__ if issubclass(b, _Enum)]
+    mixins = [b for b in c.__bases__ if not issubclass(b, _Enum)]
+    if len(bases) != 1 or len(mixins) > 1:
+        raise _Skip("an Enum with more than one base cannot be saved")
+    members = [(k, m._value_) for k, m in c.__members__.items()]
+    attrs = [(k, v) for k, v in c.__dict__.items()
+             if k not in c.__members__ and not (k.startswith("_") and k.endswith("_"))
+             and isinstance(v, (_FunctionType, property, classmethod, staticmethod))]
+    return _make_enum, (bases[0], c.__name__, c.__qualname__, members, mixins[0] if mixins else None), attrs, None, \
+        None, _set_class
 
 
 def _module(p, m):

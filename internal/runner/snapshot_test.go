@@ -83,8 +83,8 @@ func (k *kernel) exec(code string) {
 // userState is what a notebook user builds: plain data, their own
 // functions and classes (a closure, a recursive function, a class with a
 // property, a static and a class method, super(), __slots__, a
-// dataclass, an lru_cache), a module by alias and a module of their
-// workspace.
+// dataclass, an lru_cache, an Enum), a module by alias and a module of
+// their workspace.
 const userState = `
 import math as m, collections, functools, dataclasses, json
 from helper import triple
@@ -143,6 +143,14 @@ fib(30)
 counts = collections.Counter("abracadabra")
 partial_square = functools.partial(pow, exp=2)
 calls = [square, fact, triple]
+import enum
+class Color(enum.Enum):
+    RED = 1
+    CRIMSON = 1
+    GREEN = 2
+    def warm(self):
+        return self is Color.RED
+shade = Color.CRIMSON
 `
 
 // checks are expressions evaluated in the saved kernel and in the
@@ -155,7 +163,7 @@ var checks = []string{
 	"item, dataclasses.asdict(item), dataclasses.fields(Item)[2].name, Item('x')",
 	"fib(80), fib.cache_info().maxsize", "counts.most_common(2)", "partial_square(9)",
 	"[f(3) for f in calls]", "m.pi, m is __import__('math'), helper.triple is triple",
-	"json.dumps({'a': 1})",
+	"json.dumps({'a': 1})", "shade, shade is Color.RED, shade.warm(), list(Color)",
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {

@@ -125,7 +125,7 @@ const fingerprint = `(int(pd.util.hash_pandas_object(df).sum()), df.dtypes.astyp
 // confinement is what a payload sees of its jail.
 const confinement = `
 def _confinement():
-    import os, socket
+    import os
     st = {}
     for line in open("/proc/self/status"):
         k, _, v = line.partition(":")
@@ -138,7 +138,8 @@ def _confinement():
         except Exception as e:
             return type(e).__name__
     return (st, err(lambda: open("/etc/shadow").read()), err(lambda: open("/usr/lib/pyexec-x", "w")),
-            err(lambda: os.kill(1, 9)), err(lambda: os.setuid(0)), [n for _, n in socket.if_nameindex()],
+            err(lambda: os.kill(1, 9)), err(lambda: os.setuid(0)),
+            [l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]],
             sorted(os.listdir("/")), os.getuid())
 _confinement()`
 
@@ -295,7 +296,7 @@ attempt("become root", lambda: os.setuid(0))
 attempt("write the system", lambda: open("/usr/bin/pyexec-owned", "w"))
 attempt("reach the network", lambda: socket.create_connection(("192.0.2.1", 80), timeout=1))
 out["uid"] = os.getuid()
-out["interfaces"] = [n for _, n in socket.if_nameindex()]
+out["interfaces"] = [l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]]
 open("/tmp/pyexec-escaped-%s" % NONCE, "w").write("from the snapshot")
 open("/work/escape.json", "w").write(json.dumps(out))
 '''
