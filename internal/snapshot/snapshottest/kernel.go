@@ -6,6 +6,7 @@
 package snapshottest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -274,13 +275,14 @@ func (k *Kernel) SaveState(ctx context.Context, begin func(runner.StateMeta) (io
 // Save writes the kernel's snapshot, its state and its workspace, to dst
 // for owner under key: what the engine does on a snapshot request.
 func (k *Kernel) Save(ctx context.Context, dst io.Writer, key snapshot.Key, owner string, limit int64) (snapshot.Header, error) {
+	buf := bufio.NewWriterSize(dst, 1<<20) // the channel delivers 32 KiB at a time
 	var w *snapshot.Writer
 	var h snapshot.Header
 	err := k.SaveState(ctx, func(m runner.StateMeta) (io.Writer, error) {
 		h = snapshot.Header{ID: snapshot.NewID(), Owner: owner, Created: time.Now().UTC(), ExecutionCount: k.next,
 			Session: snapshot.Session{MemoryBytes: Limits.MemoryBytes}, Saved: m.Saved, Skipped: m.Skipped, StateBytes: m.Bytes}
 		var err error
-		w, err = snapshot.NewWriter(dst, key, h, limit)
+		w, err = snapshot.NewWriter(buf, key, h, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -297,8 +299,10 @@ func (k *Kernel) Save(ctx context.Context, dst io.Writer, key snapshot.Key, owne
 	if err := snapshot.Tar(w.Files(), root, Limits.WorkspaceBytes); err != nil {
 		return h, err
 	}
-	_, err = w.Close()
-	return h, err
+	if _, err := w.Close(); err != nil {
+		return h, err
+	}
+	return h, buf.Flush()
 }
 
 // Load makes the kernel load size bytes of state from state.
