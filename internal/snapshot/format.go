@@ -347,8 +347,8 @@ func Open(r io.ReaderAt, size int64, key Key, owner string, limit int64) (*Snaps
 				return nil, err
 			}
 		case kindState, kindFiles:
-			if _, err := io.CopyBuffer(mac, io.LimitReader(br, n), buf); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrIntegrity, err)
+			if got, err := io.CopyBuffer(mac, io.LimitReader(br, n), buf); err != nil || got != n {
+				return nil, fmt.Errorf("%w: short record (%v)", ErrIntegrity, err)
 			}
 			if kind == kindState {
 				s.state, s.StateBytes = append(s.state, sec), s.StateBytes+n
