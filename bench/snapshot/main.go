@@ -37,6 +37,7 @@ func run() int {
 	envDir := flag.String("env", "", "virtual environment with numpy and pandas (default: the tests' under the user's cache)")
 	n := flag.Int("n", 5, "repetitions")
 	mb := flag.Int("mb", 100, "MiB of DataFrame in the state")
+	pickles := flag.Bool("pickles", false, "also time, inside the kernel, pickle in-band and cloudpickle (which -env must have) on the same state")
 	flag.Parse()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench/snapshot:", err)
@@ -58,7 +59,7 @@ func run() int {
 		return fail(err)
 	}
 	defer e.Close()
-	rows, err := measure(e, *n, *mb)
+	rows, err := measure(e, *n, *mb, *pickles)
 	if err != nil {
 		return fail(err)
 	}
@@ -108,9 +109,29 @@ kind = type(model).__name__
 `, mb<<20/80)
 }
 
+// compare times pickle's protocols and cloudpickle on the state's data.
+const compare = `import time, pickle, cloudpickle
+ns = {k: v for k, v in globals().items() if not k.startswith("__") and k not in ("np", "pd", "LogisticRegression")}
+def best(f):
+    t = []
+    for _ in range(3):
+        t0 = time.perf_counter(); r = f(); t.append(time.perf_counter() - t0)
+    return round(min(t), 4), r
+bufs = []
+out = {}
+data = {"df": df, "arr": arr, "model": model}  # pickle cannot save the closure by reference
+out["pickle 4 dumps"], p4 = best(lambda: pickle.dumps(data, protocol=4))
+out["pickle 4 loads"], _ = best(lambda: pickle.loads(p4))
+out["pickle 5 out-of-band dumps"], p5 = best(lambda: (bufs.clear(), pickle.dumps(data, protocol=5, buffer_callback=bufs.append))[1])
+out["its in-band bytes"] = len(p5)
+out["cloudpickle dumps"], c = best(lambda: cloudpickle.dumps(ns, protocol=5))
+out["cloudpickle loads"], _ = best(lambda: cloudpickle.loads(c))
+out["cloudpickle out-of-band dumps"], _ = best(lambda: (bufs.clear(), cloudpickle.dumps(ns, protocol=5, buffer_callback=bufs.append))[1])
+out`
+
 const probe = "float(df.values.sum()), float(arr.sum()), scale(2), float(stats.shifted(1)['c0']), add3(1), open('notes.txt').read()"
 
-func measure(e *snapshottest.Env, n, mb int) (string, error) {
+func measure(e *snapshottest.Env, n, mb int, pickles bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	keyDir, err := os.MkdirTemp("", "pyexec-snapbench-key-")
@@ -200,6 +221,13 @@ func measure(e *snapshottest.Env, n, mb int) (string, error) {
 		c.Close()
 	}
 	var out strings.Builder
+	if pickles {
+		v, err := a.Value(ctx, compare)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&out, "In the kernel, best of 3 (seconds; bytes): %s\n\n", v)
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&out, "State: %d MiB DataFrame + arrays + %s model + function, class, closure, workspace file; "+
 		"state %.1f MiB, snapshot file %.1f MiB; %d runs; load average %s\n\n",

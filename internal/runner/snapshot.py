@@ -53,7 +53,6 @@ _MappingProxy = type(type.__dict__)
 _Enum = _stdlib("enum", _kernel.clean_path).Enum  # noqa: F821
 _MemberType = type(type.__dict__["__dict__"]), type(_FunctionType.__dict__["__closure__"])
 _LOST = object()
-_HUGE = 4 << 20  # buffers from this size on are mapped in huge pages (_buffer)
 _TARGET = {}  # while loading: the __main__ the state goes into
 _TAG = sys.implementation.cache_tag or sys.implementation.name
 
@@ -537,22 +536,6 @@ class _Input:
             os.close(self.fd)
 
 
-def _buffer(size):
-    # Memory for one out-of-band buffer, which the new array keeps as its
-    # own. A large one is asked for in huge pages: a fresh page costs a
-    # fault, and 512 faults fewer per 2 MiB are most of a restore's time
-    # where faults are dear (a virtual machine's).
-    if size < _HUGE:
-        return bytearray(size)
-    mmap = _stdlib("mmap", _kernel.clean_path)  # noqa: F821
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        m.madvise(mmap.MADV_HUGEPAGE)
-    except (AttributeError, OSError):
-        pass  # no transparent huge pages here: ordinary pages
-    return m
-
-
 def _load(n):
     k = _kernel  # noqa: F821
     k.running = False  # the whole state is read before anything may interrupt
@@ -565,7 +548,7 @@ def _load(n):
             sizes = [int(f) for f in head[2:]]
             if sum(sizes) != src.left:
                 raise ValueError("the state's index does not match its size")
-            data = [src.into(bytearray(sizes[0]))] + [src.into(_buffer(s)) for s in sizes[1:]]
+            data = [src.into(bytearray(s)) for s in sizes]
         finally:
             src.drain()  # whatever happens, the next frame starts where it should
     finally:
