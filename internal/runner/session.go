@@ -165,15 +165,21 @@ func parseMarker(b []byte) (n, size int, state markerState) {
 // user's code wrote to the channel) are skipped. Once armed (ExpectState)
 // it also takes a saved state, and with OnLoaded the outcome of a load.
 type SessionScanner struct {
-	output  func(Output)
-	report  func(cell int, r Report)
-	partial []byte
-	state   *stateStream // the state being passed through, nil between
+	output   func(Output)
+	report   func(cell int, r Report)
+	partial  []byte
+	overlong bool         // the line being read is over maxLine: dropped
+	state    *stateStream // the state being passed through, nil between
 
 	mu     sync.Mutex
 	expect func(StateMeta) StateSink
 	loaded func(Loaded)
 }
+
+// maxLine bounds a channel line the scanner holds: the driver's longest
+// (an output, a report) stays under its 4 MiB output budget plus the
+// result's and the traceback's caps.
+const maxLine = 16 << 20
 
 // NewSessionScanner returns a scanner with the given callbacks.
 func NewSessionScanner(output func(Output), report func(cell int, r Report)) *SessionScanner {
@@ -211,14 +217,21 @@ func (s *SessionScanner) Write(p []byte) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			s.partial = append(s.partial, p...)
+			if len(s.partial) > maxLine {
+				// No line of the driver's is this long: bytes the user's
+				// code writes without end, which must not grow here.
+				s.partial, s.overlong = s.partial[:0], true
+			}
 			return
 		}
 		line := p[:i]
 		if len(s.partial) > 0 {
 			line = append(s.partial, line...)
 		}
-		s.line(line)
-		s.partial = s.partial[:0]
+		if !s.overlong {
+			s.line(line)
+		}
+		s.partial, s.overlong = s.partial[:0], false
 		p = p[i+1:]
 	}
 }

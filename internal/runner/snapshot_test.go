@@ -328,3 +328,19 @@ func TestScannerRefusesABadIndex(t *testing.T) {
 		t.Errorf("got %q, %v, %d ends", sink.buf.String(), sink.err, sink.ends)
 	}
 }
+
+func TestScannerDropsEndlessLines(t *testing.T) {
+	var reports int
+	s := NewSessionScanner(func(Output) {}, func(int, Report) { reports++ })
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for range 40 { // a line of 40 MiB, written by the user's code
+		s.Write(chunk)
+	}
+	if len(s.partial) > maxLine {
+		t.Fatalf("holds %d bytes of one line", len(s.partial))
+	}
+	s.Write([]byte(`{"cell": 1}` + "\n" + `{"cell": 2, "result": null, "error": null, "exit_code": 0}` + "\n"))
+	if reports != 1 {
+		t.Fatalf("%d reports after the endless line, want the one that followed it", reports)
+	}
+}
