@@ -76,7 +76,11 @@ type Header struct {
 	ID      string    `json:"id"`
 	Owner   string    `json:"owner"` // the API key's name that owns it
 	Created time.Time `json:"created"`
-	Session Session   `json:"session"`
+	// Kind says who made it and why (KindUser...); SessionID names the
+	// session it was made of.
+	Kind      string  `json:"kind,omitempty"`
+	SessionID string  `json:"session_id,omitempty"`
+	Session   Session `json:"session"`
 	// ExecutionCount is the session's count of cells when it was saved.
 	ExecutionCount int `json:"execution_count"`
 	// Saved and Skipped are the variables saved and those left out, with
@@ -100,6 +104,19 @@ type Session struct {
 	FigureFormat  string        `json:"figure_format,omitempty"`
 	MaxRows       int           `json:"max_rows,omitempty"`
 }
+
+// Kinds of snapshots.
+const (
+	// KindUser: the owner asked for it; it is listed and kept until the
+	// owner deletes it.
+	KindUser = "user"
+	// KindHibernation: the server saved an idle session (or a live one
+	// as it shut down) to end its kernel; the session resumes from it.
+	KindHibernation = "hibernation"
+	// KindCheckpoint: the server saved a session after a cell, so that it
+	// can resume from it when its node is lost.
+	KindCheckpoint = "checkpoint"
+)
 
 // NewID returns a new snapshot id.
 func NewID() string {

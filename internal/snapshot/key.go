@@ -19,6 +19,9 @@ const KeyFile = "snapshot.key"
 // the operator gives it to each (ParseKey), or copies one node's KeyFile.
 type Key struct{ b [32]byte }
 
+// IsZero reports whether k was never set (no key is all zeros).
+func (k Key) IsZero() bool { return k.b == [32]byte{} }
+
 // String never shows the key.
 func (Key) String() string { return "snapshot.Key(redacted)" }
 

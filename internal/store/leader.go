@@ -44,7 +44,8 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 	if s.cfg.Replicas == 1 {
 		return nil
 	}
-	for _, stream := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket} {
+	for _, stream := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket,
+		"OBJ_" + SnapshotsBucket} {
 		if err := s.directOff(ctx, stream); err != nil {
 			return err
 		}
@@ -58,6 +59,10 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 	}
 	// A session created through one node is used through another at once.
 	if s.sessions, err = s.js.KeyValue(ctx, SessionsBucket); err != nil {
+		return err
+	}
+	// A snapshot stored through one node is restored through another.
+	if s.snapshots, err = s.js.ObjectStore(ctx, SnapshotsBucket); err != nil {
 		return err
 	}
 	s.artifacts, err = s.js.ObjectStore(ctx, ArtifactsBucket)

@@ -33,6 +33,8 @@ type NATS struct {
 	members jetstream.KeyValue
 	// sessions is the fleet's session registry (sessions.go).
 	sessions jetstream.KeyValue
+	// snapshots holds sessions' snapshots (snapshots.go).
+	snapshots jetstream.ObjectStore
 }
 
 var (
@@ -98,6 +100,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"artifacts bucket", s.openArtifacts},
 		{"nodes bucket", s.openMembers},
 		{"sessions bucket", s.openSessions},
+		{"snapshots bucket", s.openSnapshots},
 		{"read settings", s.readFromLeaders},
 	}
 	for _, step := range steps {
