@@ -28,6 +28,9 @@ type Deps struct {
 	// requirements.
 	Envs   run.Environments
 	Logger *slog.Logger // nil discards
+	// Vault keeps the snapshots sessions are saved as; nil refuses
+	// snapshots (ErrNoSnapshots).
+	Vault Vault
 	// OnEnd, if set, is told the id of every session that ends, and
 	// whether it ended because the service shuts down. It runs on the
 	// goroutine that ends the session.
@@ -124,7 +127,10 @@ type Live struct {
 	// session with requirements of its own forks only from a server its
 	// layered environment already has, else it starts cold.
 	startForks bool
-	idle       time.Duration
+	// req is the request the session was made with (a snapshot keeps it,
+	// a fork repeats it); life its lifetime.
+	req        Request
+	idle, life time.Duration
 	created    time.Time
 	expires    time.Time
 
@@ -138,6 +144,9 @@ type Live struct {
 	last     time.Time
 	restarts int
 	gone     bool // deleted or reaped: no longer in the registry
+	// from says where the session's first state came from: a snapshot
+	// restored (fromSnapshot) or a session forked (forkedFrom).
+	fromSnapshot, forkedFrom string
 }
 
 // Owner is the caller that created the session.
@@ -153,7 +162,7 @@ func (s *Live) Info() Session {
 	out := Session{ID: s.id, State: state, PythonVersion: s.python, Caller: s.caller, Network: s.spec.Network,
 		ExecutionCount: s.count, CreatedAt: s.created, LastActivity: s.last, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, MemoryLimit: s.spec.Limits.MemoryBytes, DiskLimit: s.spec.Limits.WorkspaceBytes,
-		Restarts: s.restarts}
+		Restarts: s.restarts, FromSnapshot: s.fromSnapshot, ForkedFrom: s.forkedFrom}
 	s.mu.Unlock()
 	if k != nil {
 		out.MemoryBytes = k.proc.MemoryUsage()
@@ -172,41 +181,58 @@ func (s *Live) kernel() *kernel {
 // that waits for cells. It fails with ErrTooMany over the node's or the
 // caller's cap, and run.ErrInvalid for a request the server refuses.
 func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
-	if m.deps.Jails == nil {
-		return Session{}, ErrDisabled
-	}
 	unhold, err := m.hold()
 	if err != nil {
 		return Session{}, err
 	}
 	defer unhold()
+	s, err := m.launch(ctx, req)
+	if err != nil {
+		return Session{}, err
+	}
+	s.run.Unlock()
+	m.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", s.kernel().forked)
+	return s.Info(), nil
+}
+
+// launch starts a session of req, registered under the caps, its kernel
+// running: it returns it with s.run held, so that it takes no cell before
+// its caller is done with it (a restore loads its state first). The
+// caller holds the service (hold).
+func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
+	if m.deps.Jails == nil {
+		return nil, ErrDisabled
+	}
 	c := m.cfg
 	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
 	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
 	s, err := m.sessionSpec(ctx, req, life)
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
-	s.idle = idle
+	s.idle, s.life = idle, life
+	s.req = req
+	s.req.Progress = nil
 	if s.id, err = newID(); err != nil {
 		s.release()
-		return Session{}, err
+		return nil, err
 	}
 	if err := m.reserve(s); err != nil {
 		s.release()
-		return Session{}, err
+		return nil, err
 	}
+	s.run.Lock()
 	k, err := m.startKernel(m.base, s.spec, s.startForks)
 	if err != nil {
 		m.forget(s)
 		s.release()
-		return Session{}, fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	s.mu.Lock()
 	gone := s.gone
@@ -216,10 +242,9 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 	if gone { // deleted or shut down while it started
 		k.proc.Kill()
 		s.release()
-		return Session{}, fmt.Errorf("%w: %s", ErrEnded, s.id)
+		return nil, fmt.Errorf("%w: %s", ErrEnded, s.id)
 	}
-	m.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", k.forked)
-	return s.Info(), nil
+	return s, nil
 }
 
 // sessionSpec validates req and builds the kernel's jail spec.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -18,6 +19,9 @@ var (
 	ErrEnded    = errors.New("the session has ended")                     // 410
 	ErrTooMany  = errors.New("too many live sessions")                    // 429
 	ErrDisabled = errors.New("sessions are not available on this server") // 501
+	// ErrNoSnapshots: the service was built without a place to keep
+	// snapshots (Deps.Vault).
+	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
 )
 
 // Jails prepares the jail a session lives in; *sandbox.Manager implements
@@ -61,6 +65,11 @@ type Config struct {
 	// MaxFileBytes caps one file read from a session's workspace. Default
 	// 64 MiB.
 	MaxFileBytes int64
+	// SaveTimeout bounds saving or loading a session's state: past it
+	// the kernel is interrupted, InterruptGrace later killed (a kernel
+	// that did not finish pyexec's own cell cannot take the next).
+	// Default 2m.
+	SaveTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +90,7 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxLifetime, 24*time.Hour)
 	set(&c.InterruptGrace, 2*time.Second)
 	set(&c.ReapInterval, time.Second)
+	set(&c.SaveTimeout, 2*time.Minute)
 	if c.DefaultMemoryBytes == 0 {
 		c.DefaultMemoryBytes = 256 << 20
 	}
@@ -104,6 +114,8 @@ func (c Config) validate() error {
 		return errors.New("session interrupt grace and reap interval must be positive")
 	case c.MaxFileBytes < 1:
 		return errors.New("session file size cap must be positive")
+	case c.SaveTimeout < time.Second:
+		return errors.New("the session save timeout must be at least 1s")
 	}
 	return nil
 }
@@ -124,6 +136,10 @@ type Request struct {
 	// FigureFormat and MaxRows are as in run.Request, for every cell.
 	FigureFormat string `json:"figure_format,omitempty"`
 	MaxRows      int    `json:"max_rows,omitempty"`
+	// FromSnapshot restores the snapshot of that id into the new session
+	// (the engine's CreateSession; Service.Restore): its configuration
+	// fills the fields left zero.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Caller owns the session (the API key's name); the per-caller cap
 	// counts by it.
 	Caller string `json:"caller,omitempty"`
@@ -138,7 +154,7 @@ type State string
 // Session states. A session that ended is gone: it is not listed.
 const (
 	Idle State = "idle" // waiting for a cell
-	Busy State = "busy" // running a cell
+	Busy State = "busy" // running a cell, saving or loading its state
 )
 
 // Session describes a live session.
@@ -157,6 +173,13 @@ type Session struct {
 	MemoryLimit    int64         `json:"memory_limit_bytes"` // the jail's limit
 	DiskLimit      int64         `json:"disk_limit_bytes"`
 	Restarts       int           `json:"restarts,omitempty"`
+	// FromSnapshot names the snapshot a restored session was made from,
+	// ForkedFrom the session a fork was made of; Skipped lists the
+	// variables such a session could not load (a module its environment
+	// lacks), on the answer of the restore or fork only.
+	FromSnapshot string           `json:"from_snapshot,omitempty"`
+	ForkedFrom   string           `json:"forked_from,omitempty"`
+	Skipped      []runner.Skipped `json:"skipped,omitempty"`
 }
 
 // CellRequest is one cell to run in a session.
@@ -176,6 +199,15 @@ type CellResult struct {
 	// SessionEnded says the session did not survive the cell (its
 	// interpreter died, or a timed-out cell did not yield to its interrupt).
 	SessionEnded bool `json:"session_ended,omitempty"`
+}
+
+// Saved describes a snapshot a session was saved as.
+type Saved struct {
+	ID             string           `json:"snapshot_id"`
+	Bytes          int64            `json:"bytes"`
+	ExecutionCount int              `json:"execution_count"`
+	Saved          []string         `json:"saved"`
+	Skipped        []runner.Skipped `json:"skipped"`
 }
 
 // File is a file of a session's workspace.
