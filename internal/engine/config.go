@@ -71,6 +71,10 @@ type Config struct {
 	KillWait time.Duration
 	// Sessions configures stateful sessions (session_types.go).
 	Sessions SessionConfig
+	// Snapshots configures sessions' snapshots: the server's key, the
+	// size cap, each key's quota, the spool directory (engine/snapshots).
+	// Used with Deps.Snapshots.
+	Snapshots SnapshotConfig
 	// StoreMaxBytes caps what the shared store holds (records, index,
 	// events, request payloads, artifacts); above it the oldest finished
 	// executions are evicted (evict.go). Zero: no cap, records only expire.

@@ -32,6 +32,9 @@ type Deps struct {
 	Linter Linter
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
+	// Snapshots keeps sessions' snapshots (with Config.Snapshots.Key);
+	// nil keeps none (ErrSnapshotsDisabled).
+	Snapshots SnapshotStore
 	// Jails hosts sessions; nil refuses them (ErrSessionsDisabled).
 	Jails Jails
 	// Forker, if set, forks session kernels from fork servers (Jails

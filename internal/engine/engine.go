@@ -27,6 +27,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/engine/snapshots"
 )
 
 // Engine runs this node's executions and sessions. Create it with New,
@@ -40,6 +41,8 @@ type Engine struct {
 	adm  *admission.Gate
 	exec *executions.Service
 	sess *sessions.Service
+	// snaps keeps the sessions' snapshots (disabled without a store).
+	snaps *snapshots.Service
 	// mem is this node's heartbeat and its view of the other nodes.
 	mem *fleet.Membership
 
@@ -82,8 +85,15 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
+	if e.snaps, err = newSnapshots(cfg.Snapshots, deps.Snapshots, log); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	var v sessions.Vault
+	if e.snaps.Enabled() {
+		v = vault{e.snaps}
+	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
-		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, OnEnd: deps.OnSessionEnd})
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v, OnEnd: deps.OnSessionEnd})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

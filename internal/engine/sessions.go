@@ -10,7 +10,13 @@ import "context"
 // interpreter that waits for cells. It fails with ErrTooManySessions over
 // the node's or the caller's cap, ErrInvalid for a request the server
 // refuses and ErrSessionsDisabled on a server without jails for them.
+//
+// With req.FromSnapshot the session holds that snapshot's state and files
+// (snapshots.go): ErrSnapshotNotFound unless it is the caller's own.
 func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if req.FromSnapshot != "" {
+		return e.restoreSession(ctx, req)
+	}
 	return e.sess.Create(ctx, req)
 }
 

@@ -9,9 +9,10 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
-// Tenancy: every execution and session belongs to the caller that created
+// Tenancy: every execution, session and snapshot belongs to the caller that created
 // it (Request.Caller, SessionRequest.Caller: the API key's name, or
 // "anonymous" on a server without keys). Every engine call that reads or
 // changes one takes the Caller and checks ownership here, before anything
@@ -73,15 +74,39 @@ func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 	return s, nil
 }
 
+// snapshotFor describes snapshot id for c. Only the snapshots their owners
+// asked for are seen (the server's own are not the API's); a caller that
+// may not see it gets ErrSnapshotNotFound, as for an unknown id. An
+// admin may see and delete another caller's snapshot (audited) when
+// adminMay, but a restore takes only the caller's own: its state is code
+// of its owner, and runs only in its owner's session.
+func (e *Engine) snapshotFor(ctx context.Context, id string, c Caller, adminMay bool) (SnapshotInfo, error) {
+	in, err := e.snaps.Stat(ctx, id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	mine := c.Name != "" && c.Name == in.Owner
+	if in.Kind != snapshot.KindUser || !(mine || adminMay && c.owns(in.Owner)) {
+		return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrSnapshotNotFound, id)
+	}
+	if !mine {
+		e.appendAction(ctx, actionRecord{Action: actionSnapshot, Caller: c.Name, Admin: c.Admin, SnapshotID: id,
+			Owner: in.Owner})
+	}
+	return in, nil
+}
+
 // Actions recorded in the audit trail besides the end of an execution
 // (action "end", which the executions record).
 const (
-	actionKill        = "kill"         // any kill of an execution
-	actionRead        = "read"         // an admin read another caller's execution
-	actionFollow      = "follow"       // ... followed its events
-	actionFiles       = "files"        // ... listed or downloaded its files
-	actionSession     = "session"      // an admin used another caller's session
-	actionListAllSess = "sessions_all" // an admin listed every caller's sessions
+	actionKill         = "kill"          // any kill of an execution
+	actionRead         = "read"          // an admin read another caller's execution
+	actionFollow       = "follow"        // ... followed its events
+	actionFiles        = "files"         // ... listed or downloaded its files
+	actionSession      = "session"       // an admin used another caller's session
+	actionListAllSess  = "sessions_all"  // an admin listed every caller's sessions
+	actionSnapshot     = "snapshot"      // an admin deleted another caller's snapshot
+	actionListAllSnaps = "snapshots_all" // an admin listed every caller's snapshots
 )
 
 // actionRecord is one line of the audit trail for something a caller did
@@ -94,6 +119,7 @@ type actionRecord struct {
 	Admin       bool      `json:"admin,omitempty"`
 	ExecutionID string    `json:"execution_id,omitempty"`
 	SessionID   string    `json:"session_id,omitempty"`
+	SnapshotID  string    `json:"snapshot_id,omitempty"`
 	Owner       string    `json:"owner,omitempty"`
 	Status      Status    `json:"status,omitempty"`
 }

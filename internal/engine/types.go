@@ -12,6 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/engine/snapshots"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -112,6 +113,23 @@ type (
 	SessionStats   = sessions.Stats
 	Jails          = sessions.Jails
 	Forker         = sessions.Forker
+	SessionSaved   = sessions.Saved
+)
+
+// Snapshots (internal/engine/snapshots).
+type (
+	SnapshotConfig = snapshots.Config
+	SnapshotInfo   = snapshots.Info
+	SnapshotStore  = snapshots.Store
+)
+
+// Snapshot errors; the API maps them with errors.Is.
+var (
+	ErrSnapshotNotFound  = snapshots.ErrNotFound  // 404
+	ErrSnapshotQuota     = snapshots.ErrQuota     // 429
+	ErrSnapshotTooLarge  = snapshots.ErrTooLarge  // 413
+	ErrSnapshotIntegrity = snapshots.ErrIntegrity // 400
+	ErrSnapshotsDisabled = snapshots.ErrDisabled  // 501
 )
 
 // Session states.

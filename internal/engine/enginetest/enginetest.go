@@ -14,6 +14,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -49,6 +50,14 @@ func Start(t testing.TB, cfg engine.Config, deps Deps) *engine.Engine {
 		d = deps(st, jails)
 	}
 	d.Store, d.Runner, d.Driver, d.Logger = st, jails, engine.RunnerDriver{}, slog.New(slog.DiscardHandler)
+	if d.Snapshots == nil && cfg.Snapshots.Key.IsZero() {
+		// Sessions' snapshots in the same store, under a key of the test's.
+		dir := t.TempDir()
+		if cfg.Snapshots.Key, err = snapshot.LoadKey(dir); err != nil {
+			t.Fatal(err)
+		}
+		d.Snapshots, cfg.Snapshots.SpoolDir = st, dir
+	}
 	if d.Interpreters == nil {
 		pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))
 		if err != nil {

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/engine/snapshots"
+	"github.com/pyexec/pyexec/internal/snapshot"
+)
+
+// The snapshot calls of the API and of the fleet's session router: save
+// a session, restore one (CreateSession with FromSnapshot), fork one,
+// list and delete snapshots. Each authorizes the caller first (session,
+// snapshotFor: tenancy.go), then calls the sessions and the snapshots
+// services.
+
+// SnapshotSession saves the session's state and workspace as a snapshot
+// owned by the session's owner. ErrSessionBusy while a cell runs,
+// ErrSnapshotQuota over the owner's quota, ErrSnapshotTooLarge over the
+// size cap, ErrSnapshotsDisabled on a server that keeps none.
+func (e *Engine) SnapshotSession(ctx context.Context, id string, c Caller) (SessionSaved, error) {
+	s, err := e.session(id, c)
+	if err != nil {
+		return SessionSaved{}, err
+	}
+	if !e.snaps.Enabled() {
+		return SessionSaved{}, ErrSnapshotsDisabled
+	}
+	return e.sess.Snapshot(ctx, s)
+}
+
+// ForkSession starts a new session of the same owner holding a copy of
+// the live session's state and files; the two then diverge.
+// ErrSessionBusy while a cell of it runs.
+func (e *Engine) ForkSession(ctx context.Context, id string, c Caller) (Session, error) {
+	s, err := e.session(id, c)
+	if err != nil {
+		return Session{}, err
+	}
+	return e.sess.Fork(ctx, s)
+}
+
+// restoreSession creates a session of req.Caller from its snapshot
+// req.FromSnapshot: verified whole, for its owner, before any of it
+// reaches a kernel.
+func (e *Engine) restoreSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if _, err := e.snapshotFor(ctx, req.FromSnapshot, Caller{Name: req.Caller}, false); err != nil {
+		return Session{}, err
+	}
+	snap, err := e.snaps.Open(ctx, req.FromSnapshot, req.Caller)
+	if err != nil {
+		return Session{}, err
+	}
+	defer snap.Close()
+	return e.sess.Restore(ctx, req, snap)
+}
+
+// ListSnapshots lists the snapshots c owns (an admin's: every caller's),
+// oldest first.
+func (e *Engine) ListSnapshots(ctx context.Context, c Caller) ([]SnapshotInfo, error) {
+	if c.Admin {
+		e.appendAction(ctx, actionRecord{Action: actionListAllSnaps, Caller: c.Name, Admin: true})
+	}
+	return e.snaps.List(ctx, snapshot.KindUser, c.owns)
+}
+
+// DeleteSnapshot deletes one of c's snapshots.
+func (e *Engine) DeleteSnapshot(ctx context.Context, id string, c Caller) error {
+	if _, err := e.snapshotFor(ctx, id, c, true); err != nil {
+		return err
+	}
+	return e.snaps.Delete(ctx, id)
+}
+
+// vault is the snapshots service as the sessions see it.
+type vault struct{ *snapshots.Service }
+
+func (v vault) Begin(ctx context.Context, h snapshot.Header) (sessions.Pending, error) {
+	p, err := v.Service.Begin(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newSnapshots builds the snapshots service: disabled without a store for
+// them.
+func newSnapshots(cfg SnapshotConfig, st SnapshotStore, log *slog.Logger) (*snapshots.Service, error) {
+	if st == nil {
+		return snapshots.New(cfg, nil, log)
+	}
+	if cfg.Key.IsZero() {
+		return nil, errors.New("snapshots need the server's snapshot key (Config.Snapshots.Key)")
+	}
+	return snapshots.New(cfg, st, log)
+}
