@@ -15,12 +15,14 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/fleetsess"
 	"github.com/pyexec/pyexec/internal/pool"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -142,6 +144,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		Driver:       engine.RunnerDriver{},
 		Jails:        jails,
 		Artifacts:    st,
+		Snapshots:    st,
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 		OnSessionEnd: s.sessions.SessionEnded,
@@ -157,6 +160,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		return nil, err
 	}
 	ecfg := engineConfig(cfg)
+	if ecfg.Snapshots, err = snapshotConfig(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.AllowNetwork {
 		if ecfg.Network, err = egressConfig(cfg); err != nil {
 			return nil, err
@@ -283,6 +289,30 @@ func (s *stack) stop(sd *shutdown) error {
 		return fmt.Errorf("removing this server's jails: %w", err)
 	}
 	return nil
+}
+
+// The fleet's router serves the API's snapshot routes too.
+var _ api.SnapshotEngine = (*fleetsess.Router)(nil)
+
+// snapshotConfig is where sessions' snapshots are kept and checked: the
+// operator's key, else the one made at the first start in the data
+// directory, which also spools snapshots read from the store.
+func snapshotConfig(cfg config.Config) (engine.SnapshotConfig, error) {
+	c := engine.SnapshotConfig{MaxBytes: cfg.Sessions.SnapshotMaxBytes, QuotaBytes: cfg.Sessions.SnapshotQuotaBytes,
+		QuotaCount: cfg.Sessions.SnapshotQuota, SpoolDir: cfg.DataDir}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil { // a fleet's node may keep nothing else there
+		return c, fmt.Errorf("the data directory: %w", err)
+	}
+	var err error
+	if cfg.Sessions.SnapshotKey != "" {
+		c.Key, err = snapshot.ParseKey(cfg.Sessions.SnapshotKey)
+	} else {
+		c.Key, err = snapshot.LoadKey(cfg.DataDir)
+	}
+	if err != nil {
+		return c, fmt.Errorf("the snapshot key: %w", err)
+	}
+	return c, nil
 }
 
 // engineConfig carries the serve configuration over to the engine.

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // Sessions configures stateful sessions (POST /api/v1/sessions).
@@ -23,11 +25,21 @@ type Sessions struct {
 	// MemoryMB is a session's memory when it asks for none (all cells),
 	// capped by MaxMemoryMB.
 	MemoryMB int
+	// SnapshotKey is the 64 hexadecimal digits every snapshot is
+	// authenticated with; every node of a fleet needs the same. Empty:
+	// the key made at the first start in DATA_DIR/snapshot.key.
+	SnapshotKey string
+	// SnapshotMaxBytes caps one snapshot; SnapshotQuotaBytes and
+	// SnapshotQuota bound the snapshots one API key keeps.
+	SnapshotMaxBytes   int64
+	SnapshotQuotaBytes int64
+	SnapshotQuota      int
 }
 
 func defaultSessions() Sessions {
 	return Sessions{Max: 32, MaxPerKey: 8, IdleTimeout: 10 * time.Minute, MaxIdleTimeout: time.Hour,
-		Lifetime: time.Hour, MaxLifetime: 24 * time.Hour, MemoryMB: 256}
+		Lifetime: time.Hour, MaxLifetime: 24 * time.Hour, MemoryMB: 256,
+		SnapshotMaxBytes: 1 << 30, SnapshotQuotaBytes: 4 << 30, SnapshotQuota: 50}
 }
 
 func (s *Sessions) bind(fs *pflag.FlagSet) {
@@ -46,6 +58,14 @@ func (s *Sessions) bind(fs *pflag.FlagSet) {
 	add("max-session-lifetime", "largest lifetime a session may ask for")
 	fs.IntVar(&s.MemoryMB, "session-memory-mb", s.MemoryMB, "")
 	add("session-memory-mb", "memory in MiB of a session (all its cells) that asks for none")
+	fs.StringVar(&s.SnapshotKey, "snapshot-key", s.SnapshotKey, "")
+	add("snapshot-key", "64 hexadecimal digits that authenticate sessions' snapshots, the same on every node of a fleet (default: the key made at the first start in DATA_DIR/snapshot.key)")
+	fs.Var(sizeValue{&s.SnapshotMaxBytes}, "snapshot-max-bytes", "")
+	add("snapshot-max-bytes", "size limit of one session snapshot (bytes, or with KiB/MiB/GiB)")
+	fs.Var(sizeValue{&s.SnapshotQuotaBytes}, "snapshot-quota-bytes", "")
+	add("snapshot-quota-bytes", "size of all the snapshots one API key keeps at most")
+	fs.IntVar(&s.SnapshotQuota, "snapshot-quota", s.SnapshotQuota, "")
+	add("snapshot-quota", "snapshots one API key keeps at most")
 }
 
 func (c *Config) validateSessions(bad func(env, format string, args ...any)) {
@@ -58,6 +78,15 @@ func (c *Config) validateSessions(bad func(env, format string, args ...any)) {
 	}
 	if s.Lifetime < time.Second || s.Lifetime > s.MaxLifetime {
 		bad("PYEXEC_SESSION_LIFETIME", "must be at least 1s and at most PYEXEC_MAX_SESSION_LIFETIME (%v), got %v", s.MaxLifetime, s.Lifetime)
+	}
+	if s.SnapshotKey != "" {
+		if _, err := snapshot.ParseKey(s.SnapshotKey); err != nil {
+			bad("PYEXEC_SNAPSHOT_KEY", "must be 64 hexadecimal digits")
+		}
+	}
+	if s.SnapshotMaxBytes < 1<<20 || s.SnapshotQuotaBytes < s.SnapshotMaxBytes || s.SnapshotQuota < 1 {
+		bad("PYEXEC_SNAPSHOT_MAX_BYTES", "must be at least 1 MiB and at most PYEXEC_SNAPSHOT_QUOTA_BYTES (%d), and PYEXEC_SNAPSHOT_QUOTA at least 1; got %d and %d",
+			s.SnapshotQuotaBytes, s.SnapshotMaxBytes, s.SnapshotQuota)
 	}
 	if s.MemoryMB < 4 {
 		bad("PYEXEC_SESSION_MEMORY_MB", "must be at least 4, got %d", s.MemoryMB)

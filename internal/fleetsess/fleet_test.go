@@ -14,6 +14,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -76,10 +77,16 @@ func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *
 			t.Errorf("closing the router of %s: %v", name, err)
 		}
 	})
+	// Snapshots go to the fleet's store, under the fleet's one key.
+	key, err := snapshot.LoadKey(srv.JetStreamConfig().StoreDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng := enginetest.Start(t, engine.Config{DefaultTimeout: 20 * time.Second,
-		Sessions: engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20}},
+		Sessions:  engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20},
+		Snapshots: engine.SnapshotConfig{Key: key, SpoolDir: t.TempDir()}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			return engine.Deps{Jails: jails, OnSessionEnd: r.SessionEnded}
+			return engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded}
 		})
 	if err := r.Start(ctx, eng); err != nil {
 		t.Fatal(err)

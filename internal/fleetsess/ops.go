@@ -154,6 +154,11 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 	if err != nil {
 		return s, err
 	}
+	return r.register(ctx, s)
+}
+
+// register records that this node holds s, which it just made.
+func (r *Router) register(ctx context.Context, s engine.Session) (engine.Session, error) {
 	e := store.SessionEntry{ID: s.ID, Node: r.cfg.Node, Owner: s.Caller, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt}
 	if err := r.cfg.Registry.PutSession(ctx, e); err != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
@@ -165,4 +170,44 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 	}
 	r.updatePlacement() // before the answer: the next create sees a full node
 	return s, nil
+}
+
+// SnapshotSession saves a session wherever it lives; the snapshot goes to
+// the fleet's store, where every node reads it.
+func (r *Router) SnapshotSession(ctx context.Context, id string, c engine.Caller) (engine.SessionSaved, error) {
+	saved, err := r.eng.SnapshotSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opSnapshot}, &saved)
+	}
+	return saved, err
+}
+
+// ForkSession forks a session on the node that holds it (the fork is
+// made from its live interpreter), and registers the fork there.
+func (r *Router) ForkSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.forkLocal(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opFork}, &s)
+	}
+	return s, err
+}
+
+// forkLocal forks a session of this node and registers the fork.
+func (r *Router) forkLocal(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.eng.ForkSession(ctx, id, c)
+	if err != nil {
+		return s, err
+	}
+	return r.register(ctx, s)
+}
+
+// ListSnapshots lists c's snapshots: they are in the fleet's store, which
+// this node reads.
+func (r *Router) ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error) {
+	return r.eng.ListSnapshots(ctx, c)
+}
+
+// DeleteSnapshot deletes one of c's snapshots from the fleet's store.
+func (r *Router) DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error {
+	return r.eng.DeleteSnapshot(ctx, id, c)
 }

@@ -29,6 +29,10 @@ type Engine interface {
 	PutSessionFile(ctx context.Context, id string, c engine.Caller, path string, data []byte) error
 	ListSessionFiles(ctx context.Context, id string, c engine.Caller) ([]engine.SessionFile, error)
 	ReadSessionFile(ctx context.Context, id string, c engine.Caller, path string) ([]byte, error)
+	SnapshotSession(ctx context.Context, id string, c engine.Caller) (engine.SessionSaved, error)
+	ForkSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error)
+	DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
