@@ -337,36 +337,27 @@ func (m *Service) Restore(ctx context.Context, req Request, snap *snapshot.Snaps
 // withSnapshotConfig fills the fields req leaves zero from a snapshot's
 // session configuration.
 func withSnapshotConfig(req Request, c snapshot.Session) Request {
-	pick := func(dst *string, v string) {
-		if *dst == "" {
-			*dst = v
-		}
-	}
-	pick(&req.PythonVersion, c.PythonVersion)
-	pick(&req.Requirements, c.Requirements)
-	pick(&req.FigureFormat, c.FigureFormat)
+	fill(&req.PythonVersion, c.PythonVersion)
+	fill(&req.Requirements, c.Requirements)
+	fill(&req.FigureFormat, c.FigureFormat)
+	fill(&req.MemoryBytes, c.MemoryBytes)
+	fill(&req.DiskBytes, c.DiskBytes)
+	fill(&req.CPUShares, c.CPUShares)
+	fill(&req.IdleTimeout, c.IdleTimeout)
+	fill(&req.MaxLifetime, c.MaxLifetime)
+	fill(&req.MaxRows, c.MaxRows)
 	if req.Env == nil {
 		req.Env = c.Env
 	}
-	if req.MemoryBytes == 0 {
-		req.MemoryBytes = c.MemoryBytes
-	}
-	if req.DiskBytes == 0 {
-		req.DiskBytes = c.DiskBytes
-	}
-	if req.CPUShares == 0 {
-		req.CPUShares = c.CPUShares
-	}
-	if req.IdleTimeout == 0 {
-		req.IdleTimeout = c.IdleTimeout
-	}
-	if req.MaxLifetime == 0 {
-		req.MaxLifetime = c.MaxLifetime
-	}
-	if req.MaxRows == 0 {
-		req.MaxRows = c.MaxRows
-	}
 	return req
+}
+
+// fill sets *dst to v when it is zero.
+func fill[T comparable](dst *T, v T) {
+	var zero T
+	if *dst == zero {
+		*dst = v
+	}
 }
 
 // restoreInto writes snap's workspace into s's new kernel and loads its
