@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestSnapshotsOfSessions, through a real server and its HTTP API with two
+// keys: a session's snapshot comes back, after the server restarted, in a
+// new session holding the same variables and files; another key is told
+// the snapshot and the session do not exist; a fork diverges from its
+// parent.
+func TestSnapshotsOfSessions(t *testing.T) {
+	needRoot(t)
+	const keyA, keyB = "key-of-a-0123456789abcdef", "key-of-b-0123456789abcdef"
+	args := []string{"--api-keys", "a:" + keyA + ",b:" + keyB}
+	data := t.TempDir()
+	srv := startServer(t, data, args...)
+	do := func(method, path, key, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-API-Key", key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	field := func(body, name string) string {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		s, _ := m[name].(string)
+		return s
+	}
+	newSession := func(key, body string) string {
+		t.Helper()
+		code, b := do(http.MethodPost, "/api/v1/sessions", key, body)
+		if code != http.StatusCreated {
+			t.Fatalf("create %s: %d %s\n%s", body, code, b, srv.logs)
+		}
+		return field(b, "session_id")
+	}
+	cell := func(id, code string) string {
+		t.Helper()
+		req, _ := json.Marshal(map[string]string{"code": code})
+		status, b := do(http.MethodPost, "/api/v1/sessions/"+id+"/execute", keyA, string(req))
+		if status != http.StatusOK {
+			t.Fatalf("cell %q: %d %s", code, status, b)
+		}
+		return field(b, "result") + field(b, "stderr")
+	}
+
+	parent := newSession(keyA, `{}`)
+	cell(parent, "data = {'answer': 42}\ndef double(v):\n    return 2 * v\nopen('notes.txt', 'w').write('kept')")
+	code, body := do(http.MethodPost, "/api/v1/sessions/"+parent+"/snapshot", keyA, "")
+	if code != http.StatusCreated {
+		t.Fatalf("snapshot: %d %s", code, body)
+	}
+	snap := field(body, "snapshot_id")
+
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodPost, "/api/v1/sessions", `{"from_snapshot":"` + snap + `"}`},
+		{http.MethodDelete, "/api/v1/snapshots/" + snap, ""},
+		{http.MethodPost, "/api/v1/sessions/" + parent + "/snapshot", ""},
+		{http.MethodPost, "/api/v1/sessions/" + parent + "/fork", ""},
+	} {
+		if code, body := do(r.method, r.path, keyB, r.body); code != http.StatusNotFound {
+			t.Errorf("key b: %s %s: %d %s, want 404", r.method, r.path, code, body)
+		}
+	}
+	if _, body := do(http.MethodGet, "/api/v1/snapshots", keyB, ""); strings.Contains(body, snap) {
+		t.Errorf("key b lists a's snapshot: %s", body)
+	}
+
+	code, body = do(http.MethodPost, "/api/v1/sessions/"+parent+"/fork", keyA, "")
+	if code != http.StatusCreated || field(body, "forked_from") != parent {
+		t.Fatalf("fork: %d %s", code, body)
+	}
+	child := field(body, "session_id")
+	cell(child, "data['answer'] = 0\nopen('notes.txt', 'w').write('child')")
+	cell(parent, "data['parent only'] = True")
+	if got := cell(parent, "data, open('notes.txt').read()"); got != "({'answer': 42, 'parent only': True}, 'kept')" {
+		t.Errorf("the parent after the fork: %s", got)
+	}
+	if got := cell(child, "data, open('notes.txt').read()"); got != "({'answer': 0}, 'child')" {
+		t.Errorf("the fork: %s", got)
+	}
+
+	srv.stop(t)
+	srv = startServer(t, data, args...)
+	restored := newSession(keyA, `{"from_snapshot":"`+snap+`"}`)
+	if got := cell(restored, "data, double(21), open('notes.txt').read()"); got != "({'answer': 42}, 42, 'kept')" {
+		t.Errorf("restored after the restart: %s", got)
+	}
+	if code, body := do(http.MethodDelete, "/api/v1/snapshots/"+snap, keyA, ""); code != http.StatusNoContent {
+		t.Errorf("deleting the snapshot: %d %s", code, body)
+	}
+	if code, _ := do(http.MethodPost, "/api/v1/sessions", keyA, `{"from_snapshot":"`+snap+`"}`); code != http.StatusNotFound {
+		t.Errorf("restoring a deleted snapshot: %d, want 404", code)
+	}
+}
