@@ -25,7 +25,7 @@ var notVariables = []string{
 	// NATS stream and bucket names
 	"PYEXEC_REQUESTS", "PYEXEC_QUEUE", "PYEXEC_EXECUTIONS", "PYEXEC_EVENTS", "PYEXEC_AUDIT", "PYEXEC_ARTIFACTS", "PYEXEC_INDEX",
 	"PYEXEC_NODES",
-	"PYEXEC_SESSIONS",
+	"PYEXEC_SESSIONS", "PYEXEC_SNAPSHOTS",
 	// the test harness
 	"PYEXEC_TEST_TOOLS", "PYEXEC_TEST_ENV_DIR", "PYEXEC_EGRESS_TEST_WORLD",
 	// internal/testserver and its launcher (docs/testing.md), and CI's caches

@@ -339,6 +339,7 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultIdle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
+			HibernateAfter:     cfg.Sessions.HibernateAfter,
 		},
 		MaxFiles:      cfg.MaxCollectFiles,
 		MaxFileBytes:  cfg.MaxCollectBytes,

@@ -51,7 +51,7 @@ type SessionRequest struct {
 // SessionInfo describes a live session.
 type SessionInfo struct {
 	SessionID          string  `json:"session_id" example:"ses_0190f3a2-7c1e-7b2a-9f3e-2d4c5b6a7e8f"`
-	State              string  `json:"state" enum:"idle,busy"`
+	State              string  `json:"state" enum:"idle,busy,hibernated" doc:"hibernated: saved without an interpreter after --session-hibernate-after idle; its next call resumes it"`
 	PythonVersion      string  `json:"python_version"`
 	Network            bool    `json:"network"`
 	ExecutionCount     int     `json:"execution_count" doc:"Cells run since the session (or its last restart) started"`
@@ -89,6 +89,7 @@ type CellResult struct {
 	SessionID      string `json:"session_id"`
 	ExecutionCount int    `json:"execution_count" doc:"This cell's number in the session"`
 	SessionEnded   bool   `json:"session_ended,omitempty" doc:"The session did not survive this cell"`
+	Resumed        bool   `json:"resumed,omitempty" doc:"The session was hibernated and resumed for this cell"`
 }
 
 // SessionList is GET /api/v1/sessions.
@@ -185,7 +186,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			return nil, sessionError(s, err)
 		}
 		return &struct{ Body CellResult }{Body: CellResult{ExecutionResult: newResult(&res.Execution), SessionID: res.SessionID,
-			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded}}, nil
+			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded, Resumed: res.Resumed}}, nil
 	})
 
 	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", liveErrs...))

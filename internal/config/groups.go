@@ -29,7 +29,7 @@ func FlagGroups() []FlagGroup {
 		{"Capacity", []string{"max-concurrency", "queue-size", "max-followers", "max-followers-per-key",
 			"max-running-per-key", "max-queued-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
-			"session-lifetime", "max-session-lifetime", "session-memory-mb", "snapshot-key", "snapshot-max-bytes",
+			"session-lifetime", "max-session-lifetime", "session-memory-mb", "session-hibernate-after", "snapshot-key", "snapshot-max-bytes",
 			"snapshot-quota-bytes", "snapshot-quota"}},
 		{"Isolation and warm pool", []string{"cgroup-parent", "unsafe-no-isolation", "warm-pool", "pool-max-warm",
 			"pool-per-kind", "pool-idle", "fork-server", "fork-servers", "preload"}},

@@ -25,6 +25,9 @@ type Sessions struct {
 	// MemoryMB is a session's memory when it asks for none (all cells),
 	// capped by MaxMemoryMB.
 	MemoryMB int
+	// HibernateAfter saves a session idle for that long as a snapshot and
+	// ends its interpreter; its next call resumes it. Zero: never.
+	HibernateAfter time.Duration
 	// SnapshotKey is the 64 hexadecimal digits every snapshot is
 	// authenticated with; every node of a fleet needs the same. Empty:
 	// the key made at the first start in DATA_DIR/snapshot.key.
@@ -39,7 +42,7 @@ type Sessions struct {
 func defaultSessions() Sessions {
 	return Sessions{Max: 32, MaxPerKey: 8, IdleTimeout: 10 * time.Minute, MaxIdleTimeout: time.Hour,
 		Lifetime: time.Hour, MaxLifetime: 24 * time.Hour, MemoryMB: 256,
-		SnapshotMaxBytes: 1 << 30, SnapshotQuotaBytes: 4 << 30, SnapshotQuota: 50}
+		HibernateAfter: 5 * time.Minute, SnapshotMaxBytes: 1 << 30, SnapshotQuotaBytes: 4 << 30, SnapshotQuota: 50}
 }
 
 func (s *Sessions) bind(fs *pflag.FlagSet) {
@@ -58,6 +61,8 @@ func (s *Sessions) bind(fs *pflag.FlagSet) {
 	add("max-session-lifetime", "largest lifetime a session may ask for")
 	fs.IntVar(&s.MemoryMB, "session-memory-mb", s.MemoryMB, "")
 	add("session-memory-mb", "memory in MiB of a session (all its cells) that asks for none")
+	fs.Var(secondsValue{&s.HibernateAfter}, "session-hibernate-after", "")
+	add("session-hibernate-after", "a session without a cell for this long is saved as a snapshot and its interpreter ended, giving back its memory; its next call resumes it (0: never)")
 	fs.StringVar(&s.SnapshotKey, "snapshot-key", s.SnapshotKey, "")
 	add("snapshot-key", "64 hexadecimal digits that authenticate sessions' snapshots, the same on every node of a fleet (default: the key made at the first start in DATA_DIR/snapshot.key)")
 	fs.Var(sizeValue{&s.SnapshotMaxBytes}, "snapshot-max-bytes", "")
@@ -87,6 +92,9 @@ func (c *Config) validateSessions(bad func(env, format string, args ...any)) {
 	if s.SnapshotMaxBytes < 1<<20 || s.SnapshotQuotaBytes < s.SnapshotMaxBytes || s.SnapshotQuota < 1 {
 		bad("PYEXEC_SNAPSHOT_MAX_BYTES", "must be at least 1 MiB and at most PYEXEC_SNAPSHOT_QUOTA_BYTES (%d), and PYEXEC_SNAPSHOT_QUOTA at least 1; got %d and %d",
 			s.SnapshotQuotaBytes, s.SnapshotMaxBytes, s.SnapshotQuota)
+	}
+	if s.HibernateAfter < 0 {
+		bad("PYEXEC_SESSION_HIBERNATE_AFTER", "must not be negative, got %v", s.HibernateAfter)
 	}
 	if s.MemoryMB < 4 {
 		bad("PYEXEC_SESSION_MEMORY_MB", "must be at least 4, got %d", s.MemoryMB)

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/runtest"
+	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // TestSnapshotTenancy: a snapshot belongs to the key whose session it was
@@ -161,5 +164,51 @@ func TestTamperedSnapshotIsRefused(t *testing.T) {
 	}
 	if n := e.eng.SessionStats().Live; n != 1 {
 		t.Errorf("%d live sessions after the refused restores, want a's 1", n)
+	}
+}
+
+// TestHibernationThroughTheStore: a hibernated session's snapshot is in the
+// store but not among its key's snapshots; the next cell resumes the
+// session from it and it is deleted.
+func TestHibernationThroughTheStore(t *testing.T) {
+	jails := runtest.Jails(t)
+	e := startWith(t, Config{Sessions: SessionConfig{HibernateAfter: time.Second, ReapInterval: 50 * time.Millisecond}},
+		Deps{Runner: jails, Jails: jails})
+	ctx := context.Background()
+	a := Caller{Name: "a"}
+	s, err := e.eng.CreateSession(ctx, SessionRequest{Caller: a.Name, MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.ExecuteCell(ctx, s.ID, a, CellRequest{Code: "x = 'asleep'"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := e.eng.GetSession(ctx, s.ID, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == sessions.Hibernated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not hibernated: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stored, err := e.st.ListSnapshots(ctx)
+	if err != nil || len(stored) != 1 || stored[0].Kind != snapshot.KindHibernation || stored[0].Owner != "a" {
+		t.Fatalf("the store holds %+v, %v; want a's hibernation snapshot", stored, err)
+	}
+	if list, err := e.eng.ListSnapshots(ctx, a); err != nil || len(list) != 0 {
+		t.Errorf("a lists %+v, %v: the server's own snapshot", list, err)
+	}
+	r, err := e.eng.ExecuteCell(ctx, s.ID, a, CellRequest{Code: "x", EvalLastExpr: true})
+	if err != nil || r.Result == nil || *r.Result != "'asleep'" || !r.Resumed {
+		t.Fatalf("the first cell after hibernation: %+v, %v", r, err)
+	}
+	if stored, err := e.st.ListSnapshots(ctx); err != nil || len(stored) != 0 {
+		t.Errorf("after the resume the store holds %+v, %v", stored, err)
 	}
 }

@@ -5,7 +5,8 @@
 // cells with their timeouts and interrupts, the workspace's files, restarts
 // and reaping; saving a session's state as a snapshot (through Deps.Vault),
 // restoring a verified snapshot into a new session and forking a live one
-// (state.go). Sessions live in memory on the node that created them
+// (state.go); hibernating idle sessions and resuming them on their next
+// call (hibernate.go). Sessions live in memory on the node that created them
 // (internal/fleetsess reaches them from other nodes).
 //
 // It never checks who asks: the engine authorizes every call before it

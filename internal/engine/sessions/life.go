@@ -20,6 +20,9 @@ func (m *Service) Restart(s *Live) (Session, error) {
 		return Session{}, err
 	}
 	defer unhold()
+	if _, err := m.awake(s); err != nil {
+		return Session{}, err
+	}
 	old := s.kernel()
 	if old == nil {
 		return Session{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
@@ -76,8 +79,12 @@ func (m *Service) reapSessions(ctx context.Context) {
 			}
 			return
 		case <-t.C:
-			for _, s := range m.expired(time.Now()) {
+			now := time.Now()
+			for _, s := range m.expired(now) {
 				m.endSession(s.s, s.why)
+			}
+			for _, s := range m.sleepy(now) {
+				m.hibernate(s)
 			}
 		}
 	}
@@ -100,7 +107,7 @@ func (m *Service) expired(t time.Time) []reaped {
 		switch {
 		case !t.Before(s.expires):
 			out = append(out, reaped{s, "max lifetime reached"})
-		case s.k != nil && !s.busy && t.Sub(s.last) >= s.idle:
+		case (s.k != nil || s.asleep != "") && !s.busy && t.Sub(s.last) >= s.idle:
 			out = append(out, reaped{s, "idle timeout"})
 		case s.k != nil && kernelEnded(s.k) && !s.busy:
 			out = append(out, reaped{s, "interpreter ended"})

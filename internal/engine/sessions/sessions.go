@@ -147,6 +147,9 @@ type Live struct {
 	// from says where the session's first state came from: a snapshot
 	// restored (fromSnapshot) or a session forked (forkedFrom).
 	fromSnapshot, forkedFrom string
+	// asleep is the hibernation snapshot of a session without a kernel
+	// (hibernate.go).
+	asleep string
 }
 
 // Owner is the caller that created the session.
@@ -156,8 +159,11 @@ func (s *Live) Owner() string { return s.caller }
 func (s *Live) Info() Session {
 	s.mu.Lock()
 	k, state := s.k, Idle
-	if s.busy {
+	switch {
+	case s.busy:
 		state = Busy
+	case s.asleep != "":
+		state = Hibernated
 	}
 	out := Session{ID: s.id, State: state, PythonVersion: s.python, Caller: s.caller, Network: s.spec.Network,
 		ExecutionCount: s.count, CreatedAt: s.created, LastActivity: s.last, ExpiresAt: s.expires,
@@ -218,7 +224,7 @@ func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
 	}
 	s.idle, s.life = idle, life
 	s.req = req
-	s.req.Progress = nil
+	s.req.Progress, s.req.FromSnapshot = nil, "" // a fork repeats the configuration, not the restore
 	if s.id, err = newID(); err != nil {
 		s.release()
 		return nil, err
@@ -472,6 +478,12 @@ func (m *Service) endSession(s *Live, why string) {
 	}
 	if k := s.kernel(); k != nil {
 		k.stop()
+	}
+	s.mu.Lock()
+	asleep := s.asleep
+	s.mu.Unlock()
+	if asleep != "" {
+		m.forgetSnapshot(asleep)
 	}
 	s.release()
 	m.sessionEnded(s)

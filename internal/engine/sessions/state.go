@@ -32,6 +32,10 @@ type Vault interface {
 	// Begin starts storing the snapshot h describes (ID, Owner, Kind
 	// set): its file goes to the Pending's Writer as it is made.
 	Begin(ctx context.Context, h snapshot.Header) (Pending, error)
+	// Open reads snapshot id and verifies it for owner (a hibernated
+	// session's own); Delete removes one, a missing one is no error.
+	Open(ctx context.Context, id, owner string) (*snapshot.Snapshot, error)
+	Delete(ctx context.Context, id string) error
 }
 
 // Pending is a snapshot being stored.
@@ -201,6 +205,10 @@ func (m *Service) claim(s *Live) (k *kernel, done func(), err error) {
 	if gone {
 		s.run.Unlock()
 		return nil, nil, fmt.Errorf("%w: %s", ErrEnded, s.id)
+	}
+	if _, err := m.wake(m.base, s); err != nil {
+		s.run.Unlock()
+		return nil, nil, err
 	}
 	if k, err = liveKernel(s); err != nil {
 		s.run.Unlock()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/snapshot"
 )
@@ -56,14 +57,34 @@ func (p *memPending) Commit() (int64, error) {
 
 func (p *memPending) Abort(err error) error { return err }
 
+func (v *memVault) Open(_ context.Context, id, owner string) (*snapshot.Snapshot, error) {
+	v.mu.Lock()
+	b, ok := v.m[id]
+	v.mu.Unlock()
+	if !ok {
+		return nil, errors.New("no snapshot " + id)
+	}
+	return snapshot.Open(bytes.NewReader(b), int64(len(b)), v.key, owner, 1<<30)
+}
+
+func (v *memVault) Delete(_ context.Context, id string) error {
+	v.mu.Lock()
+	delete(v.m, id)
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *memVault) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.m)
+}
+
 // open verifies snapshot id for owner, as the engine does before a
 // restore.
 func (v *memVault) open(t *testing.T, id, owner string) *snapshot.Snapshot {
 	t.Helper()
-	v.mu.Lock()
-	b := v.m[id]
-	v.mu.Unlock()
-	s, err := snapshot.Open(bytes.NewReader(b), int64(len(b)), v.key, owner, 1<<30)
+	s, err := v.Open(context.Background(), id, owner)
 	if err != nil {
 		t.Fatalf("opening snapshot %s for %s: %v", id, owner, err)
 	}
@@ -143,4 +164,38 @@ func TestSnapshotWithoutVault(t *testing.T) {
 	if r := cell(t, svc, a, "1 + 1"); result(r) != "2" {
 		t.Fatalf("after the refused snapshot: %q", result(r))
 	}
+}
+
+// TestHibernation: a session idle for HibernateAfter gives up its kernel
+// and its memory, says it is hibernated, and its next cell finds its
+// variables and files, says it resumed, and leaves no snapshot behind;
+// the cell after is an ordinary one.
+func TestHibernation(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, forked bool) {
+		svc := newService(t, Config{HibernateAfter: time.Second, ReapInterval: 50 * time.Millisecond}, forked)
+		v := newVault(t)
+		svc.deps.Vault = v
+		id := newSession(t, svc, Request{})
+		cell(t, svc, id, "x = list(range(5))\nopen('f.txt', 'w').write('kept')")
+		deadline := time.Now().Add(10 * time.Second)
+		for live(t, svc, id).Info().State != Hibernated {
+			if time.Now().After(deadline) {
+				t.Fatalf("not hibernated: %+v", live(t, svc, id).Info())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if st := svc.Stats(); st.Live != 1 || st.MemoryBytes != 0 || v.count() != 1 {
+			t.Fatalf("hibernated: %+v, %d snapshots stored", st, v.count())
+		}
+		r := cell(t, svc, id, "sum(x), open('f.txt').read()")
+		if result(r) != "(10, 'kept')" || !r.Resumed || r.ExecutionCount != 2 {
+			t.Fatalf("the first cell after hibernation: %q resumed=%v count=%d (stderr %s)", result(r), r.Resumed, r.ExecutionCount, r.Stderr)
+		}
+		if v.count() != 0 {
+			t.Errorf("the hibernation snapshot outlived the resume")
+		}
+		if r := cell(t, svc, id, "len(x)"); result(r) != "5" || r.Resumed {
+			t.Errorf("the next cell: %q resumed=%v", result(r), r.Resumed)
+		}
+	})
 }

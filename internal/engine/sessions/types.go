@@ -70,6 +70,10 @@ type Config struct {
 	// that did not finish pyexec's own cell cannot take the next).
 	// Default 2m.
 	SaveTimeout time.Duration
+	// HibernateAfter saves a session idle for that long as a snapshot and
+	// ends its kernel; its next call resumes it (hibernate.go). Zero never
+	// does; it needs Deps.Vault.
+	HibernateAfter time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -116,6 +120,8 @@ func (c Config) validate() error {
 		return errors.New("session file size cap must be positive")
 	case c.SaveTimeout < time.Second:
 		return errors.New("the session save timeout must be at least 1s")
+	case c.HibernateAfter < 0:
+		return errors.New("the session hibernation delay must not be negative")
 	}
 	return nil
 }
@@ -155,6 +161,9 @@ type State string
 const (
 	Idle State = "idle" // waiting for a cell
 	Busy State = "busy" // running a cell, saving or loading its state
+	// Hibernated: saved as a snapshot, without a kernel; its next call
+	// resumes it.
+	Hibernated State = "hibernated"
 )
 
 // Session describes a live session.
@@ -199,6 +208,8 @@ type CellResult struct {
 	// SessionEnded says the session did not survive the cell (its
 	// interpreter died, or a timed-out cell did not yield to its interrupt).
 	SessionEnded bool `json:"session_ended,omitempty"`
+	// Resumed says the session was hibernated and resumed for this cell.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // Saved describes a snapshot a session was saved as.
