@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSnapshotsOfSessions, through a real server and its HTTP API with two
@@ -114,5 +115,68 @@ func TestSnapshotsOfSessions(t *testing.T) {
 	}
 	if code, _ := do(http.MethodPost, "/api/v1/sessions", keyA, `{"from_snapshot":"`+snap+`"}`); code != http.StatusNotFound {
 		t.Errorf("restoring a deleted snapshot: %d, want 404", code)
+	}
+}
+
+// TestHibernatedSessionResumes, through a real server: a session left idle
+// gives back its memory and says it is hibernated; its next cell finds its
+// variables and says it resumed.
+func TestHibernatedSessionResumes(t *testing.T) {
+	needRoot(t)
+	srv := startServer(t, t.TempDir(), "--session-hibernate-after", "2")
+	id, cell := openSession(t, srv)
+	cell("weights = list(range(1000000))")
+	var info struct {
+		State       string `json:"state"`
+		MemoryBytes int64  `json:"memory_bytes"`
+	}
+	eventually(t, 20*time.Second, "the idle session to hibernate", func() bool {
+		b, err := getJSON(srv.url+"/api/v1/sessions/"+id, "")
+		return err == nil && json.Unmarshal(b, &info) == nil && info.State == "hibernated"
+	})
+	if info.MemoryBytes != 0 {
+		t.Errorf("a hibernated session holds %d bytes", info.MemoryBytes)
+	}
+	if r := cell("sum(weights)"); r.Result != "499999500000" || !r.Resumed {
+		t.Fatalf("the first cell after hibernation: %+v\n%s", r, srv.logs)
+	}
+	if r := cell("len(weights)"); r.Result != "1000000" || r.Resumed {
+		t.Errorf("the next cell: %+v", r)
+	}
+}
+
+// cellResult is what the e2e tests read of a cell's result.
+type cellResult struct {
+	Result  string `json:"result"`
+	Stderr  string `json:"stderr"`
+	Resumed bool   `json:"resumed"`
+}
+
+// openSession creates a session on srv (a server without keys) and returns
+// its id and a func that runs a cell in it.
+func openSession(t *testing.T, srv *server) (string, func(code string) cellResult) {
+	t.Helper()
+	created, err := postJSON(srv.url+"/api/v1/sessions", `{}`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, srv.logs)
+	}
+	var ses struct {
+		ID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(created, &ses); err != nil || ses.ID == "" {
+		t.Fatalf("session: %s", created)
+	}
+	return ses.ID, func(code string) cellResult {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"code": code})
+		b, err := postJSON(srv.url+"/api/v1/sessions/"+ses.ID+"/execute", string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r cellResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
 }
