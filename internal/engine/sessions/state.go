@@ -168,27 +168,36 @@ func (m *Service) saveState(k *kernel, n int, begin func(runner.StateMeta) (io.W
 // loadState has k load size bytes of state read from state, as pyexec's
 // own cell n.
 func (m *Service) loadState(k *kernel, n int, size int64, state io.Reader) (runner.Loaded, error) {
-	var mu sync.Mutex
-	var loaded *runner.Loaded
-	k.scan.OnLoaded(func(l runner.Loaded) {
-		mu.Lock()
-		loaded = &l
-		mu.Unlock()
-	})
-	defer k.scan.OnLoaded(nil)
+	loaded, stop := k.expectLoaded()
+	defer stop()
 	rep, err := k.own(n, func() error { return runner.SendState(k.proc.Send, n, size, state) }, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
 	if err != nil {
 		return runner.Loaded{}, err
 	}
-	if err := reportErr(rep, "loading"); err != nil {
-		return runner.Loaded{}, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if loaded == nil {
-		return runner.Loaded{}, errors.New("the session's interpreter did not say what it loaded")
-	}
-	return *loaded, nil
+	return loaded(rep)
+}
+
+// expectLoaded arms k's scanner for what it says it loaded: loaded
+// returns it once the load's report rep arrived; stop disarms.
+func (k *kernel) expectLoaded() (loaded func(rep *run.Report) (runner.Loaded, error), stop func()) {
+	var mu sync.Mutex
+	var got *runner.Loaded
+	k.scan.OnLoaded(func(l runner.Loaded) {
+		mu.Lock()
+		got = &l
+		mu.Unlock()
+	})
+	return func(rep *run.Report) (runner.Loaded, error) {
+		if err := reportErr(rep, "loading"); err != nil {
+			return runner.Loaded{}, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got == nil {
+			return runner.Loaded{}, errors.New("the session's interpreter did not say what it loaded")
+		}
+		return *got, nil
+	}, func() { k.scan.OnLoaded(nil) }
 }
 
 // claim takes s, between cells, for pyexec's own cell (a save): ErrBusy
@@ -446,14 +455,8 @@ func (m *Service) forkInto(from, child *kernel, n int, files []sandbox.File) (ru
 			return runner.Loaded{}, fmt.Errorf("writing the workspace: %w", err)
 		}
 	}
-	var mu sync.Mutex
-	var loaded *runner.Loaded
-	child.scan.OnLoaded(func(l runner.Loaded) {
-		mu.Lock()
-		loaded = &l
-		mu.Unlock()
-	})
-	defer child.scan.OnLoaded(nil)
+	loaded, stop := child.expectLoaded()
+	defer stop()
 	c := child.startOwn(n)
 	defer child.finish(c)
 	// A child that stops reading blocks the parent's channel: it is
@@ -471,18 +474,10 @@ func (m *Service) forkInto(from, child *kernel, n int, files []sandbox.File) (ru
 		return runner.Loaded{}, err
 	}
 	rep, err := child.awaitOwn(c, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
-	if err == nil {
-		err = reportErr(rep, "loading")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if err == nil && loaded == nil {
-		err = errors.New("the new interpreter did not say what it loaded")
-	}
 	if err != nil {
 		return runner.Loaded{}, err
 	}
-	return *loaded, nil
+	return loaded(rep)
 }
 
 // sender is an io.Writer over a kernel's request pipe.
