@@ -8,6 +8,7 @@
 //
 //	make bench            # or: go run ./bench -pyexec bin/pyexec -n 100
 //	go run ./bench -floor -python python3.12 -n 300   # P3's budget against the jail's kernel floor
+//	go run ./bench -newcode -n 60 -requests 160        # new code each request (an agent's workload) alone
 package main
 
 import (
@@ -30,6 +31,7 @@ func run() int {
 	total := flag.Int("requests", 200, "requests per throughput level")
 	onlyP6 := flag.Bool("p6", false, "run only the session scenarios of P6 (create, first cell, memory)")
 	onlyP2 := flag.Bool("p2", false, "run only the pandas + PNG scenario of P2 (-n iterations)")
+	onlyNew := flag.Bool("newcode", false, "run only the new-code-each-request scenario (-n iterations, -requests per throughput level)")
 	floor := flag.Bool("floor", false, "run only the kernel's floor under a forked execution against P3's budget (root; no server)")
 	floorPython := flag.String("python", "python3", "interpreter for -floor")
 	flag.Parse()
@@ -88,6 +90,9 @@ func run() int {
 	if *onlyP2 {
 		return runP2(ctx, s, *n)
 	}
+	if *onlyNew {
+		return runNewCode(ctx, s, python, *n, *total)
+	}
 	if !add(latencyPrint(ctx, s, python, *n)) ||
 		!add(latencyAsync(ctx, s.fork, *n)) {
 		return 1
@@ -113,6 +118,15 @@ func run() int {
 	} else {
 		rows = append(rows, r...)
 		add(latencyLean(ctx, s.fork, max(5, *n/2)))
+		// New code each request runs in that environment, the base one.
+		if nc, err := prepareNewCode(ctx, s.fork, python); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: new code each request skipped:", err)
+		} else if add(nc.latency(ctx, *n)) {
+			rates, rateNotes, err := nc.throughput(ctx, *total)
+			if add(rates, err) {
+				notes = append(notes, rateNotes...)
+			}
+		}
 	}
 	// A run on a loaded machine takes longer than the pool's idle time:
 	// the warm jails' kind is used once more, so that it has some to measure.

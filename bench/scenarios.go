@@ -111,39 +111,52 @@ const throughputSlices = 5
 func throughput(ctx context.Context, s *server, python string, total int, levels []int) ([]row, []string, error) {
 	var rows []row
 	var notes []string
-	part := max(1, total/throughputSlices)
 	for _, c := range levels {
-		sides := []struct {
-			run        func() error
-			took, mcpu time.Duration
-			scpu       time.Duration
-			n          int
-		}{
-			{run: func() error { return bareStrict(ctx, python, "print(1)") }},
-			{run: func() error { return bare(ctx, python, "print(1)") }},
-			{run: func() error { _, err := s.eval(ctx, "print(1)"); return err }},
+		sides, err := interleaved(s, c, total,
+			func() error { return bareStrict(ctx, python, "print(1)") },
+			func() error { return bare(ctx, python, "print(1)") },
+			func() error { _, err := s.eval(ctx, "print(1)"); return err })
+		if err != nil {
+			return nil, nil, err
 		}
-		for i := 0; i < throughputSlices; i++ {
-			for k := range sides {
-				m0, s0, t := machineCPU(), s.cpu(), time.Now()
-				if err := rate(c, part, sides[k].run); err != nil {
-					return nil, nil, err
-				}
-				sides[k].took += time.Since(t)
-				sides[k].mcpu += machineCPU() - m0
-				sides[k].scpu += s.cpu() - s0
-				sides[k].n += part
-			}
-		}
-		perSec := func(k int) float64 { return float64(sides[k].n) / sides[k].took.Seconds() }
-		b, site, p := perSec(0), perSec(1), perSec(2)
+		b, site, p := sides[0].perSec(), sides[1].perSec(), sides[2].perSec()
 		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", throughputName, c), rate: true, base: b, value: p})
-		per := func(k int, d time.Duration) string { return ms(d / time.Duration(sides[k].n)) }
 		notes = append(notes, fmt.Sprintf("throughput at c=%d against bare python -c (%.1f/s): %.2f×", c, site, p/site),
 			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
-				c, per(0, sides[0].mcpu), per(2, sides[2].mcpu), per(2, sides[2].scpu)))
+				c, sides[0].machinePer(), sides[2].machinePer(), sides[2].serverPer()))
 	}
 	return rows, notes, nil
+}
+
+// side is what one side of a throughput level measured.
+type side struct {
+	took, mcpu, scpu time.Duration
+	n                int
+}
+
+func (d side) perSec() float64    { return float64(d.n) / d.took.Seconds() }
+func (d side) machinePer() string { return ms(d.mcpu / time.Duration(d.n)) }
+func (d side) serverPer() string  { return ms(d.scpu / time.Duration(d.n)) }
+
+// interleaved runs total executions of each side at concurrency c, the
+// sides taking turns part by part, and measures each side's time, the
+// CPU time of the whole machine and that of the server s.
+func interleaved(s *server, c, total int, runs ...func() error) ([]side, error) {
+	sides := make([]side, len(runs))
+	part := max(1, total/throughputSlices)
+	for i := 0; i < throughputSlices; i++ {
+		for k, run := range runs {
+			m0, s0, t := machineCPU(), s.cpu(), time.Now()
+			if err := rate(c, part, run); err != nil {
+				return nil, err
+			}
+			sides[k].took += time.Since(t)
+			sides[k].mcpu += machineCPU() - m0
+			sides[k].scpu += s.cpu() - s0
+			sides[k].n += part
+		}
+	}
+	return sides, nil
 }
 
 // machineCPU is the CPU time all processors spent outside idle and iowait

@@ -27,6 +27,24 @@ func targets(rows []row) []string {
 		return "NOT met"
 	}
 	var out []string
+	for _, k := range newCodeKinds {
+		r, ok := find(newCodeName(k.name))
+		if !ok {
+			continue
+		}
+		goal, against := 0.5, "bare python -I -S -c"
+		if k.pandas {
+			goal, against = 0.1, "a bare venv python importing pandas"
+		}
+		out = append(out, fmt.Sprintf("P1 new code (%s) p50 %s = %.2f× %s (goal ≤ %.2f×): %s",
+			k.name, ms(r.p50), r.ratio, against, goal, verdict(r.ratio <= goal)))
+	}
+	for _, r := range rows {
+		if r.rate && strings.HasPrefix(r.name, newCodeRate+" c=8:") {
+			out = append(out, fmt.Sprintf("P3 new-code print throughput c=8 %.1f/s = %.2f× bare python -I -S -c %.1f/s (goal ≥ 1×): %s",
+				r.value, r.value/r.base, r.base, verdict(r.value >= r.base)))
+		}
+	}
 	if r, ok := find(p1Name); ok {
 		out = append(out, fmt.Sprintf("P1 print(1) p50 %s = %.2f× bare python -I -S -c (goal ≤ 0.50×): %s",
 			ms(r.p50), r.ratio, verdict(r.ratio <= 0.5)))

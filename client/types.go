@@ -1,8 +1,10 @@
 package client
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // ExecutionStatus is the state of an execution on the wire.
@@ -83,6 +85,17 @@ type NetworkEvent struct {
 	BytesIn  int64  `json:"bytes_in,omitempty"`
 }
 
+// StdinText returns the Stdin and StdinEncoding fields that give a
+// program data on its standard input byte for byte: data itself when it
+// is UTF-8 text (which every python-executor server reads), its base64
+// with "base64" otherwise (pyexec servers only).
+func StdinText(data []byte) (stdin, encoding string) {
+	if utf8.Valid(data) {
+		return string(data), ""
+	}
+	return base64.StdEncoding.EncodeToString(data), "base64"
+}
+
 // Bool returns a pointer to b, for ExecutionConfig.NetworkDisabled.
 func Bool(b bool) *bool { return &b }
 
@@ -100,6 +113,9 @@ type Metadata struct {
 	PreCommands []string `json:"pre_commands,omitempty"`
 	// Stdin is given to the script on standard input.
 	Stdin string `json:"stdin,omitempty"`
+	// StdinEncoding is "" for text, "base64" when Stdin is the base64 of
+	// bytes that are not UTF-8 (a pyexec addition; see StdinText).
+	StdinEncoding string `json:"stdin_encoding,omitempty"`
 	// EnvVars are extra environment variables, each "KEY=value".
 	EnvVars []string `json:"env_vars,omitempty"`
 	// ScriptArgs are the script's arguments (sys.argv[1:]).
@@ -134,6 +150,9 @@ type SimpleExecRequest struct {
 	Entrypoint string `json:"entrypoint,omitempty"`
 	// Stdin is given to the program on standard input.
 	Stdin string `json:"stdin,omitempty"`
+	// StdinEncoding is "" for text, "base64" when Stdin is the base64 of
+	// bytes that are not UTF-8 (a pyexec addition; see StdinText).
+	StdinEncoding string `json:"stdin_encoding,omitempty"`
 	// Config holds the resource limits; nil means the server defaults.
 	Config *ExecutionConfig `json:"config,omitempty"`
 	// PythonVersion selects the interpreter, e.g. "3.12".

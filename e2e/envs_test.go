@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,6 +59,46 @@ func TestEnvironments(t *testing.T) {
 		r := cli(t, srv.url, "import tinybase\nprint(tinybase.NAME)\n", "run", "-q")
 		if r.code != 0 || r.stdout != "base\n" {
 			t.Fatalf("%+v", r)
+		}
+	})
+
+	// The base environment is the default: code that needs nothing else
+	// runs in it, whether detection sees its imports or not.
+	t.Run("code without detectable imports runs in the base", func(t *testing.T) {
+		r := cli(t, srv.url, "name = 'tiny' + 'base'\nprint(__import__(name).NAME)\n", "run", "-q")
+		if r.code != 0 || r.stdout != "base\n" {
+			t.Fatalf("%+v", r)
+		}
+	})
+
+	t.Run("code beyond detection is a 400", func(t *testing.T) {
+		// The scan leaves latin-1 source to the interpreter, whose ast
+		// cannot walk a sum of 800 terms.
+		code := "# coding: latin-1\ns = '\xe9'\nx = " + strings.Repeat("1 + ", 800) + "1\n"
+		body, _ := json.Marshal(map[string]string{"code": code})
+		resp, err := http.Post(srv.url+"/api/v1/eval", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "import detection") {
+			t.Fatalf("HTTP %d: %s", resp.StatusCode, msg)
+		}
+	})
+
+	t.Run("--no-detect-imports still runs in the base", func(t *testing.T) {
+		plain := startServer(t, t.TempDir(), append(envFlags, "--no-detect-imports", "--prepare-base=true")...)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			r := cli(t, plain.url, "import tinybase\nprint(tinybase.NAME)\n", "run", "-q")
+			if r.code == 0 && r.stdout == "base\n" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%+v\n%s", r, plain.logs)
+			}
+			time.Sleep(200 * time.Millisecond) // the base is found ready at start, or built again
 		}
 	})
 

@@ -301,9 +301,12 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 		h, err := getHealth(t, fleet[lost].url)
 		return err == nil && h.NATS.Connected && h.NATS.Server != cluster.urls()[lost]
 	})
-	if logs := fleet[lost].logs.String(); !strings.Contains(logs, "lost the NATS server") || !strings.Contains(logs, "reconnected to NATS") {
-		t.Errorf("node %s did not log losing and regaining NATS:\n%s", nodeName(lost), logs)
-	}
+	// nats.go calls the handlers that log it on a goroutine of its own:
+	// the lines may follow the health report by a moment.
+	eventually(t, 10*time.Second, "node "+nodeName(lost)+" to log losing and regaining NATS", func() bool {
+		logs := fleet[lost].logs.String()
+		return strings.Contains(logs, "lost the NATS server") && strings.Contains(logs, "reconnected to NATS")
+	})
 	eventually(t, 60*time.Second, "accepted executions after the loss", func() bool { return loop.count() >= before+10 })
 	ids, refused := loop.ids()
 	final := waitFinal(t, fleet, ids, 2*time.Minute)
@@ -401,8 +404,8 @@ func logsAbout(servers []*server, id string) string {
 }
 
 // TestFleetRefusesBadClusterSettings: serve fails at start, naming the
-// setting, when asked for more replicas than the cluster has servers or
-// given a node name that is not a subject token.
+// setting, when given a node name that is not a subject token (more
+// replicas than servers is waited out: TestFleetWaitsForEnoughServers).
 func TestFleetRefusesBadClusterSettings(t *testing.T) {
 	needRoot(t)
 	urls := startNATSCluster(t, 3)
@@ -411,7 +414,6 @@ func TestFleetRefusesBadClusterSettings(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"more replicas than servers", []string{"--nats", urls[0], "--nats-replicas", "5", "--node-name", "a"}, "fewer servers"},
 		{"a node name with a dot", []string{"--nats", urls[0], "--node-name", "a.b"}, "PYEXEC_NODE_NAME"},
 	}
 	for _, tt := range tests {

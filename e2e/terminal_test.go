@@ -27,7 +27,7 @@ func startTTYServer(t *testing.T, data, parent string, args ...string) *ttyServe
 	t.Helper()
 	ts := testserver.New(testserver.Config{Binary: binary, Dir: data, CgroupParent: parent, Env: cleanEnv(),
 		Flags: append([]string{"--prepare-base=false", "--provision-tools=false"}, args...), InTerminal: true,
-		StartTimeout: 30 * time.Second, StopTimeout: 45 * time.Second})
+		StartTimeout: startTimeout, StopTimeout: 45 * time.Second})
 	err := ts.Start(context.Background())
 	if ts.Cmd != nil && ts.Cmd.Process != nil {
 		t.Cleanup(func() {

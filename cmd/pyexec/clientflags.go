@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -71,7 +73,7 @@ func addClientFlags(fs *pflag.FlagSet) {
 
 // newClientCmd returns a command carrying the client flags, whose body is f.
 func newClientCmd(use, short string, args cobra.PositionalArgs, f runFunc) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(f)), Annotations: map[string]string{annClient: ""}}
+	return &cobra.Command{Use: use, Short: short, Args: args, RunE: wrap(withLocal(explainErrors(f))), Annotations: map[string]string{annClient: ""}}
 }
 
 // readClientOptions reads the client flags of cmd, with the environment
@@ -127,6 +129,11 @@ func readClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	if o.server == "" {
 		o.server = defaultServer
 	}
+	server, err := serverURL(o.server)
+	if err != nil {
+		return clientOptions{}, err
+	}
+	o.server = server
 	if o.apiKey == "" {
 		o.apiKey = os.Getenv("PYEXEC_API_KEY")
 	}
@@ -134,6 +141,20 @@ func readClientOptions(cmd *cobra.Command) (clientOptions, error) {
 		o.verbose = false
 	}
 	return o, nil
+}
+
+// serverURL checks the server's address: an http or https URL, or
+// host:port, which means http://host:port.
+func serverURL(given string) (string, error) {
+	s := given
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--server (or PYEXEC_SERVER) %q is not a server address: give http://host:port, https://host or host:port", given)
+	}
+	return s, nil
 }
 
 // newClient returns a client of the chosen server. Calls are bounded by the

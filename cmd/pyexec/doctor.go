@@ -20,21 +20,23 @@ func newDoctorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check what `pyexec serve` needs on this host (isolation, Python, uv, ruff, data dir, disk, index) and how to fix what is missing",
-		Long: "doctor inspects the host for every layer of the pyexec jail (namespaces, cgroups, seccomp,\n" +
-			"Landlock, user namespaces), the Python interpreters, uv and ruff (named, fetched into\n" +
-			"DATA_DIR/tools or on PATH), whether the data dir is writable and how much disk is free, and,\n" +
-			"with --check-index, whether the package index answers (one HEAD request). It reads the same\n" +
-			"flags and PYEXEC_* variables as serve. It exits non-zero if a required check fails; for a\n" +
-			"missing isolation layer `pyexec serve` refuses to start unless --unsafe-no-isolation is given.",
+		Long: "doctor inspects the host for every layer of the pyexec jail (namespaces, cgroups under\n" +
+			"--cgroup-parent, seccomp, Landlock, user namespaces), the Python interpreters (PYEXEC_PYTHONS),\n" +
+			"uv and ruff (named, fetched into DATA_DIR/tools or on PATH), whether the data dir is writable\n" +
+			"and how much disk is free (there and in --env-dir), with --check-index whether the package\n" +
+			"index answers (one HEAD request), and with --nats the NATS cluster. It reads serve's flags and\n" +
+			"PYEXEC_* variables for these settings, listed below. It exits non-zero if a required check\n" +
+			"fails; for a missing isolation layer `pyexec serve` refuses to start unless\n" +
+			"--unsafe-no-isolation is given.",
 		Args: cobra.NoArgs,
 		RunE: wrap(func(cmd *cobra.Command, _ []string) (int, error) {
 			if err := cfg.Resolve(cmd.Flags(), os.LookupEnv); err != nil {
 				return 2, err
 			}
-			if err := cfg.ValidateCluster(); err != nil {
+			if err := errors.Join(cfg.ValidateIsolation(), cfg.ValidateCluster()); err != nil {
 				return 2, err
 			}
-			checks := append(isolationChecks(), hostChecks(cmd.Context(), cfg, checkIndex)...)
+			checks := append(isolationChecks(cfg), hostChecks(cmd.Context(), cfg, checkIndex)...)
 			if cfg.Cluster.External() {
 				checks = append(checks, natsCheck(cmd.Context(), cfg))
 			}
@@ -56,6 +58,7 @@ func newDoctorCmd() *cobra.Command {
 		}),
 	}
 	cfg.BindEnvironments(cmd.Flags())
+	cfg.BindIsolation(cmd.Flags())
 	cfg.BindCluster(cmd.Flags())
 	cmd.Flags().BoolVar(&checkIndex, "check-index", false, "also send one HEAD request to the package index (--index-url) to see whether it is reachable")
 	return cmd

@@ -36,10 +36,11 @@ type doctorCheck struct {
 	Fix      string `json:"fix,omitempty"`
 }
 
-// isolationChecks are the jail's layers.
-func isolationChecks() []doctorCheck {
+// isolationChecks are the jail's layers, probed as serve would build
+// them (its jails' cgroups under --cgroup-parent).
+func isolationChecks(cfg config.Config) []doctorCheck {
 	var out []doctorCheck
-	for _, c := range sandbox.Probe(sandbox.Config{}) {
+	for _, c := range sandbox.Probe(sandbox.Config{CgroupParent: cfg.CgroupParent}) {
 		d := doctorCheck{Layer: c.Layer, OK: c.OK, Required: c.Required, Detail: c.Detail}
 		if !c.OK && c.Required {
 			d.Fix = "run on a host with this layer (see docs/deploy.md), or --unsafe-no-isolation for development only"

@@ -37,13 +37,15 @@ func startNATS(t *testing.T, jetStream bool, maxPayload int32) string {
 
 func TestDoctorChecksTheCluster(t *testing.T) {
 	tests := []struct {
-		name    string
-		url     func(t *testing.T) string
-		wantOK  bool
-		wantErr string // in the check's detail
+		name       string
+		url        func(t *testing.T) string
+		wantOK     bool
+		wantErr    string // in the check's detail, with a fix
+		wantDetail string // in the check's detail of a passed check
 	}{
 		{name: "JetStream with 8 MiB messages", url: func(t *testing.T) string { return startNATS(t, true, 8<<20) }, wantOK: true},
-		{name: "the default 1 MiB messages", url: func(t *testing.T) string { return startNATS(t, true, 1<<20) }, wantErr: "the store needs 8388608"},
+		{name: "the default 1 MiB messages", url: func(t *testing.T) string { return startNATS(t, true, 1<<20) }, wantOK: true, wantDetail: "object store"},
+		{name: "tiny messages", url: func(t *testing.T) string { return startNATS(t, true, 64<<10) }, wantErr: "the store needs at least"},
 		{name: "no JetStream", url: func(t *testing.T) string { return startNATS(t, false, 8<<20) }, wantErr: "JetStream does not answer"},
 		{name: "nothing listening", url: func(t *testing.T) string { return "nats://127.0.0.1:1" }, wantErr: "connecting to NATS"},
 	}
@@ -56,6 +58,9 @@ func TestDoctorChecksTheCluster(t *testing.T) {
 			}
 			if c.OK != tt.wantOK || !c.Required || (tt.wantErr != "" && (!strings.Contains(c.Detail, tt.wantErr) || c.Fix == "")) {
 				t.Errorf("nats check %+v, want ok=%v and a detail with %q and a fix", c, tt.wantOK, tt.wantErr)
+			}
+			if !strings.Contains(c.Detail, tt.wantDetail) {
+				t.Errorf("nats check %+v, want a detail with %q", c, tt.wantDetail)
 			}
 		})
 	}

@@ -121,7 +121,7 @@ func (s *stack) startEnvironments(ctx context.Context, cfg config.Config, jails 
 	if err != nil {
 		return err
 	}
-	res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), rc)
+	res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{Logger: log}), rc)
 	if err != nil {
 		return fmt.Errorf("PYEXEC_POLICY_FILE: %w", err)
 	}

@@ -77,8 +77,10 @@ func newExecutionsListCmd() *cobra.Command {
 	return cmd
 }
 
+// statusWithReason is the status, and the reason when it says more
+// ("failed (timeout)", but "killed", not "killed (killed)").
 func statusWithReason(e client.ExecutionResult) string {
-	if e.Reason != "" {
+	if e.Reason != "" && e.Reason != string(e.Status) {
 		return string(e.Status) + " (" + e.Reason + ")"
 	}
 	return string(e.Status)

@@ -21,6 +21,8 @@ type runFlags struct {
 	requirements string
 	env          []string
 	collect      []string
+	stdin        string // --stdin: the program's standard input
+	python       string // --python: the interpreter's version
 }
 
 // add defines the flags on cmd.
@@ -31,6 +33,8 @@ func (f *runFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.requirements, "requirements", "", "path of a requirements.txt to install first")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "environment variable VAR=value, or VAR to pass the local value (repeatable)")
 	fs.StringArrayVar(&f.collect, "collect", nil, "return only the files matching this glob, e.g. 'out/*.csv' (repeatable; default every file the run wrote)")
+	fs.StringVar(&f.python, "python", "", `Python version, e.g. "3.12" (default: the server's; --image names it python-executor's way)`)
+	addStdinFlag(cmd, &f.stdin)
 	_ = cmd.MarkFlagFilename("requirements", "txt") // fails only for an unknown flag name
 	_ = cmd.MarkFlagFilename("file")
 }
@@ -45,7 +49,8 @@ type input struct {
 
 // readInput finds the code to upload, in python-executor's order: --file
 // flags, then a positional *.tar, directory or file, then stdin (as
-// main.py). positional holds the arguments before "--".
+// main.py; also when the positional input is "-"). positional holds the
+// arguments before "--".
 func readInput(positional, files []string, stdin io.Reader) (input, error) {
 	if len(positional) > 1 {
 		return input{}, fmt.Errorf("expected one file, directory or .tar, got %d: %s", len(positional), strings.Join(positional, " "))
@@ -60,7 +65,7 @@ func readInput(positional, files []string, stdin io.Reader) (input, error) {
 			return input{}, err
 		}
 		return input{tar: tar}, nil
-	case len(positional) == 1:
+	case len(positional) == 1 && positional[0] != "-":
 		return readPath(positional[0])
 	}
 	code, err := io.ReadAll(stdin)
@@ -133,6 +138,19 @@ func buildExecution(cmd *cobra.Command, args []string, f *runFlags, o clientOpti
 	if at := cmd.ArgsLenAtDash(); at >= 0 {
 		positional, scriptArgs = args[:at], args[at:]
 	}
+	meta := &client.Metadata{DockerImage: o.image, ScriptArgs: scriptArgs, Config: o.config()}
+	meta.Collect = f.collect
+	if f.python != "" {
+		if o.image != "" {
+			return nil, nil, errors.New("--python and --image both choose the interpreter: give one of them")
+		}
+		// The wire names an interpreter as python-executor's image did.
+		meta.DockerImage = "python:" + f.python
+	}
+	codeFromStdin := len(f.files) == 0 && (len(positional) == 0 || positional[0] == "-")
+	if err := programInput(f.stdin, cmd.InOrStdin(), codeFromStdin, &meta.Stdin, &meta.StdinEncoding); err != nil {
+		return nil, nil, err
+	}
 	in, err := readInput(positional, f.files, cmd.InOrStdin())
 	if err != nil {
 		return nil, nil, err
@@ -146,18 +164,10 @@ func buildExecution(cmd *cobra.Command, args []string, f *runFlags, o clientOpti
 			return nil, nil, fmt.Errorf("choosing the file to run (use --entrypoint): %w", err)
 		}
 	}
-	env, err := resolveEnv(f.env, os.LookupEnv)
-	if err != nil {
+	meta.Entrypoint = entry
+	if meta.EnvVars, err = resolveEnv(f.env, os.LookupEnv); err != nil {
 		return nil, nil, err
 	}
-	meta := &client.Metadata{
-		Entrypoint:  entry,
-		DockerImage: o.image,
-		EnvVars:     env,
-		ScriptArgs:  scriptArgs,
-		Config:      o.config(),
-	}
-	meta.Collect = f.collect
 	if f.requirements != "" {
 		req, err := os.ReadFile(f.requirements)
 		if err != nil {

@@ -26,15 +26,16 @@ type natsConns interface {
 }
 
 // connectStore starts the embedded NATS server, or connects to the cluster
-// --nats names.
-func connectStore(ctx context.Context, cfg config.Config, log *slog.Logger) (natsConns, error) {
+// --nats names, waiting for one of its servers to answer (see
+// store.ConnectCluster).
+func connectStore(ctx context.Context, cfg config.Config, log *slog.Logger, waiting store.WaitFunc) (natsConns, error) {
 	if !cfg.Cluster.External() {
 		return store.StartEmbedded(ctx, cfg.DataDir, log)
 	}
 	cl := cfg.Cluster
 	c, err := store.ConnectCluster(ctx, store.ClusterOptions{
 		URLs: cl.URLs(), Creds: cl.Creds, TLSCA: cl.TLSCA, TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
-		Node: cl.NodeName, Logger: log.With("component", "nats"),
+		Node: cl.NodeName, Logger: log.With("component", "nats"), OnWait: waiting,
 	})
 	if err != nil {
 		return nil, err
@@ -90,11 +91,17 @@ func natsCheck(ctx context.Context, cfg config.Config) doctorCheck {
 	if err != nil {
 		return doctorCheck{Layer: "nats", Required: true, Detail: "connected to " + c.Status().Server + ", but JetStream does not answer: " + err.Error(), Fix: fix}
 	}
-	if mp := c.Conn().MaxPayload(); mp < store.EmbeddedMaxPayload {
+	mp := c.Conn().MaxPayload()
+	switch {
+	case mp < store.MinMaxPayload:
 		return doctorCheck{Layer: "nats", Required: true,
-			Detail: fmt.Sprintf("%s allows messages of %d bytes; the store needs %d", c.Status().Server, mp, store.EmbeddedMaxPayload),
-			Fix:    "set max_payload: 8MB in every server's configuration"}
+			Detail: fmt.Sprintf("%s allows messages of %d bytes; the store needs at least %d", c.Status().Server, mp, store.MinMaxPayload),
+			Fix:    "set max_payload to 1MB (NATS's default) or more, 8MB for the fastest large outputs (docs/store.md)"}
+	case mp < store.EmbeddedMaxPayload:
+		return doctorCheck{Layer: "nats", OK: true, Required: true,
+			Detail: fmt.Sprintf("%s answers with JetStream (max_payload %d: records and events larger than that go through the object store, a little slower; 8MB avoids it, docs/store.md)",
+				c.Status().Server, mp)}
 	}
 	return doctorCheck{Layer: "nats", OK: true, Required: true,
-		Detail: fmt.Sprintf("%s answers with JetStream (max_payload %d)", c.Status().Server, c.Conn().MaxPayload())}
+		Detail: fmt.Sprintf("%s answers with JetStream (max_payload %d)", c.Status().Server, mp)}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -86,10 +87,18 @@ func newRootCmd() *cobra.Command {
 
 // execute runs the CLI with args and returns the process exit code.
 func execute(args []string, stdout, stderr io.Writer) int {
+	return executeWithInput(args, os.Stdin, stdout, stderr)
+}
+
+// executeWithInput is execute reading standard input from stdin.
+func executeWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// After SetOut: cobra's completion command keeps the writer it finds.
+	refuseUnknownCommands(root)
 	err := root.Execute()
 	if err == nil {
 		return 0

@@ -53,14 +53,17 @@ terminal, the output is streamed as it is written and a spinner shows the
 installation of dependencies; elsewhere the result is printed at the end.
 
 The code is taken, in this order, from --file flags, a .tar archive, a
-directory, a single file, or stdin (run as main.py). Arguments after "--"
-go to the script.
+directory, a single file, or stdin (run as main.py; also with "-" as the
+input). Arguments after "--" go to the script. The program's own standard
+input is empty unless --stdin names a file, or "-" for pyexec's stdin when
+the code comes from a file; it is passed byte for byte, up to 10 MiB.
 
 Rich outputs (plots, tables, display()) and the files the run wrote are
 noted on stderr, one line each, unless -q; --outputs-dir saves them, and
 "pyexec files ID" lists and downloads the files later.`
 	cmd.Example = `  echo 'print("hi")' | pyexec run -q
   pyexec run script.py -e API_KEY -e DEBUG=1 -- --input data.csv
+  gzip -c data.csv | pyexec run count.py --stdin -
   pyexec run ./project --entrypoint app.py --requirements requirements.txt
   pyexec run plot.py --collect 'out/*.csv' --outputs-dir results/`
 	f.add(cmd)

@@ -75,16 +75,24 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		return err
 	}
 	defer stopProfiling()
+	// Until the stack is up the port answers 503 with what it waits for.
+	starting := newStartup(buildVersion(), len(cfg.APIKeys) > 0)
+	handOver := serveStartup(ln, starting, log)
 	// The engine reports finished executions to the API's metrics, which
 	// exist only once the API does: the sink bridges the two.
 	var sink atomic.Pointer[metrics.Metrics]
-	st, err := startStack(sd.stopping, cfg, log, func(f engine.Finished) {
+	st, err := startStack(sd.stopping, cfg, log, starting.waitingForNATS(log), func(f engine.Finished) {
 		if m := sink.Load(); m != nil {
 			m.ObserveExecution(&f.Execution)
 			m.ObserveUsage(&f)
 		}
 	})
 	if err != nil {
+		_ = handOver().Close()
+		if sd.stopping.Err() != nil {
+			log.Info("stopped before the server was ready", "while", err)
+			return nil
+		}
 		return err
 	}
 	defer func() {
@@ -117,13 +125,15 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		return err
 	}
 	sink.Store(srv.Metrics())
+	// The API takes the port before anyone is told it is ready.
+	apiLn := handOver()
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "env_dir", st.envs.Dir(), "installer", st.tools.health().Installer,
 		"pythons", st.pythons.Versions(), "default_python", st.pythons.Default().Version)
 	if ready != nil {
 		close(ready)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sd.stopping, ln) }()
+	go func() { served <- srv.Serve(sd.stopping, apiLn) }()
 	select {
 	case err := <-served:
 		return err

@@ -119,6 +119,7 @@ func newSessionCreateCmd() *cobra.Command {
 }
 
 func newSessionExecCmd() *cobra.Command {
+	var outputsDir string
 	cmd := newClientCmd("exec <session-id> [code|-]", "Run a cell in a session (code from the argument or stdin)", idArgs("session id", 1, cobra.RangeArgs(1, 2)),
 		func(cmd *cobra.Command, args []string) (int, error) {
 			o, err := readClientOptions(cmd)
@@ -135,20 +136,31 @@ func newSessionExecCmd() *cobra.Command {
 				}
 				code = string(b)
 			}
-			r, err := o.newClient().ExecuteCell(cmd.Context(), args[0], &client.CellRequest{Code: code, TimeoutSeconds: o.timeout})
+			c := o.newClient()
+			r, err := c.ExecuteCell(cmd.Context(), args[0], &client.CellRequest{Code: code, TimeoutSeconds: o.timeout})
 			if err != nil {
 				return exitClientError, err
 			}
-			return printCell(cmd.OutOrStdout(), cmd.ErrOrStderr(), r, o)
+			status, err := printCell(cmd.OutOrStdout(), cmd.ErrOrStderr(), r, o)
+			return finishRich(cmd.Context(), c, cmd.ErrOrStderr(), &r.ExecutionResult, o, outputsDir, status, err)
 		})
+	cmd.Long = `Run code as the session's next cell and print its output and the value of
+its last expression, like a notebook. Plots and other rich outputs are
+noted on stderr, one line each, unless -q; --outputs-dir saves the images.`
+	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the cell's images (output-N.png) in this directory")
+	_ = cmd.MarkFlagDirname("outputs-dir") // fails only for an unknown flag name
 	cmd.ValidArgsFunction = completeSessionIDs
 	return cmd
 }
 
-// printCell prints a cell's output and its value, like a notebook.
+// printCell prints a cell's output and its value, like a notebook; with
+// --json, the whole cell result (its count and session included).
 func printCell(stdout, stderr io.Writer, r *client.CellResult, o clientOptions) (int, error) {
+	if o.json {
+		return exitCode(&r.ExecutionResult), printJSON(stdout, r)
+	}
 	code, err := printResult(stdout, stderr, &r.ExecutionResult, o, true)
-	if r.SessionEnded && !o.json {
+	if r.SessionEnded {
 		fmt.Fprintln(stderr, "pyexec: the session ended")
 	}
 	return code, err

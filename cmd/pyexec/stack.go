@@ -60,9 +60,11 @@ type stack struct {
 	engineErr  error
 }
 
-// startStack starts the engine on cfg's data dir. onFinish (may be nil) is
-// told about every finished execution.
-func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFinish func(engine.Finished)) (_ *stack, err error) {
+// startStack starts the engine on cfg's data dir. While NATS cannot be
+// reached or answer, it waits, telling waiting (may be nil) about each
+// failed attempt, until ctx ends. onFinish (may be nil) is told about
+// every finished execution.
+func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waiting store.WaitFunc, onFinish func(engine.Finished)) (_ *stack, err error) {
 	s := &stack{log: log}
 	defer func() {
 		if err != nil {
@@ -119,13 +121,13 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, onFini
 		s.closers = append(s.closers, func(context.Context) error { return s.pool.Close() }) // closed after the engine
 		runner = s.pool
 	}
-	nats, err := connectStore(ctx, cfg, log)
+	nats, err := connectStore(ctx, cfg, log, waiting)
 	if err != nil {
 		return nil, err
 	}
 	s.nats = nats
 	s.closers = append(s.closers, func(context.Context) error { return nats.Close() })
-	st, err := store.Open(ctx, nats.Conn(), storeConfig(cfg), store.FollowersOn(nats.FollowConn()))
+	st, err := store.Open(ctx, nats.Conn(), storeConfig(cfg), store.FollowersOn(nats.FollowConn()), store.OnWait(waiting))
 	if err != nil {
 		return nil, err
 	}

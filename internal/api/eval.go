@@ -27,7 +27,8 @@ type EvalRequest struct {
 	Code            string      `json:"code,omitempty" doc:"Python source, run as main.py" example:"print(1 + 1)"`
 	Files           []EvalFile  `json:"files,omitempty" doc:"Project files; when present, code is ignored"`
 	Entrypoint      string      `json:"entrypoint,omitempty" doc:"File to run; default files[0].name, or main.py"`
-	Stdin           string      `json:"stdin,omitempty"`
+	Stdin           string      `json:"stdin,omitempty" doc:"Text given to the program on standard input, or with stdin_encoding base64 the base64 of its bytes"`
+	StdinEncoding   string      `json:"stdin_encoding,omitempty" enum:"utf-8,base64" doc:"How stdin is written: utf-8 text (the default) or base64 of raw bytes (binary input)"`
 	Config          *ExecConfig `json:"config,omitempty"`
 	PythonVersion   string      `json:"python_version,omitempty" doc:"Interpreter version, e.g. 3.12; default the server's" example:"3.12"`
 	EvalLastExpr    bool        `json:"eval_last_expr,omitempty" doc:"Return the repr of the last expression in result"`
@@ -89,6 +90,7 @@ func (s *Server) evalRequest(ctx context.Context, body *EvalRequest) (engine.Req
 	return s.limits.request(ctx, files, runSpec{
 		Entrypoint:    entry,
 		Stdin:         body.Stdin,
+		StdinEncoding: body.StdinEncoding,
 		Requirements:  body.RequirementsTxt,
 		PythonVersion: body.PythonVersion,
 		EvalLastExpr:  body.EvalLastExpr,

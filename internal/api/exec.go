@@ -109,6 +109,7 @@ func (s *Server) decodeUpload(ctx context.Context, in *uploadInput) (engine.Requ
 	return s.limits.request(ctx, up.files, runSpec{
 		Entrypoint:    up.meta.Entrypoint,
 		Stdin:         up.meta.Stdin,
+		StdinEncoding: up.meta.StdinEncoding,
 		Env:           up.meta.EnvVars,
 		Args:          up.meta.ScriptArgs,
 		Requirements:  up.meta.RequirementsTxt,

@@ -19,7 +19,8 @@ type Metadata struct {
 	RequirementsTxt string      `json:"requirements_txt,omitempty" doc:"requirements.txt content to install before running; \"-\" turns off import auto-detection"`
 	PreCommands     []string    `json:"pre_commands,omitempty" doc:"Shell commands run in order with /bin/sh -c in the sandbox, with the same limits, before the script; a failing one ends the execution"`
 	Lint            LintMode    `json:"lint,omitempty"`
-	Stdin           string      `json:"stdin,omitempty"`
+	Stdin           string      `json:"stdin,omitempty" doc:"Text given to the script on standard input, or with stdin_encoding base64 the base64 of its bytes"`
+	StdinEncoding   string      `json:"stdin_encoding,omitempty" enum:"utf-8,base64" doc:"How stdin is written: utf-8 text (the default) or base64 of raw bytes (binary input)"`
 	EnvVars         []string    `json:"env_vars,omitempty" doc:"KEY=value pairs" example:"[\"DEBUG=1\"]"`
 	ScriptArgs      []string    `json:"script_args,omitempty"`
 	Config          *ExecConfig `json:"config,omitempty"`

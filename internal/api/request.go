@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"time"
@@ -53,6 +54,7 @@ type limits struct {
 type runSpec struct {
 	Entrypoint    string
 	Stdin         string
+	StdinEncoding string
 	Env           []string
 	Args          []string
 	Requirements  string
@@ -81,12 +83,16 @@ func (l *limits) request(ctx context.Context, files []engine.File, spec runSpec)
 			return engine.Request{}, errorf(http.StatusBadRequest, "env_vars[%d]: %q is not KEY=value with KEY made of letters, digits and _ (not starting with a digit)", i, kv)
 		}
 	}
+	stdin, err := decodeStdin(spec.Stdin, spec.StdinEncoding)
+	if err != nil {
+		return engine.Request{}, err
+	}
 	caller := callerFrom(ctx)
 	req := engine.Request{
 		Files:         files,
 		Entrypoint:    entry,
 		Args:          spec.Args,
-		Stdin:         spec.Stdin,
+		Stdin:         stdin,
 		Env:           spec.Env,
 		PythonVersion: spec.PythonVersion,
 		Requirements:  spec.Requirements,
@@ -101,6 +107,22 @@ func (l *limits) request(ctx context.Context, files []engine.File, spec runSpec)
 		return engine.Request{}, err
 	}
 	return req, nil
+}
+
+// decodeStdin returns the bytes a request's stdin stands for: the text,
+// or with encoding base64 the bytes it encodes.
+func decodeStdin(stdin, encoding string) (engine.BinaryString, error) {
+	switch encoding {
+	case "", "utf-8":
+		return engine.BinaryString(stdin), nil
+	case "base64":
+		b, err := base64.StdEncoding.DecodeString(stdin)
+		if err != nil {
+			return "", errorf(http.StatusBadRequest, "stdin is not valid base64 (stdin_encoding is base64): %v", err)
+		}
+		return engine.BinaryString(b), nil
+	}
+	return "", errorf(http.StatusBadRequest, "stdin_encoding must be utf-8 or base64, got %q", encoding)
 }
 
 // applyConfig copies the requested limits into req after checking them

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -110,7 +109,7 @@ func (c *Config) BindCluster(fs *pflag.FlagSet) { c.Cluster.bind(fs) }
 func (c *Config) ValidateCluster() error {
 	var errs []error
 	c.validateCluster(func(env, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, args...)))
+		errs = append(errs, c.problem(env, format, args...))
 	})
 	return errors.Join(errs...)
 }

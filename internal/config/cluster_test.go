@@ -33,12 +33,12 @@ func TestClusterSettings(t *testing.T) {
 		{name: "an empty node name is refused", args: []string{"--node-name", ""}, wantErr: "PYEXEC_NODE_NAME"},
 		{name: "replicas beyond 5 are refused", args: []string{"--nats", "nats://a:4222", "--nats-replicas", "7"}, wantErr: "PYEXEC_NATS_REPLICAS"},
 		{name: "embedded cannot replicate", args: []string{"--nats-replicas", "3"}, wantErr: "PYEXEC_NATS_REPLICAS"},
-		{name: "credentials need a cluster", args: []string{"--nats-creds", creds}, wantErr: "PYEXEC_NATS_CREDS: needs PYEXEC_NATS"},
-		{name: "a URL without scheme is refused", args: []string{"--nats", "a:4222"}, wantErr: "PYEXEC_NATS: each URL needs a scheme"},
+		{name: "credentials need a cluster", args: []string{"--nats-creds", creds}, wantErr: "--nats-creds (PYEXEC_NATS_CREDS): needs --nats"},
+		{name: "a URL without scheme is refused", args: []string{"--nats", "a:4222"}, wantErr: "--nats (PYEXEC_NATS): each URL needs a scheme"},
 		{name: "a missing credentials file is refused", args: []string{"--nats", "nats://a:4222", "--nats-creds", creds + ".missing"},
 			wantErr: "PYEXEC_NATS_CREDS"},
 		{name: "a client certificate needs its key", args: []string{"--nats", "nats://a:4222", "--nats-tls-cert", creds},
-			wantErr: "PYEXEC_NATS_TLS_CERT: needs PYEXEC_NATS_TLS_KEY"},
+			wantErr: "--nats-tls-cert (PYEXEC_NATS_TLS_CERT): needs --nats-tls-key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,6 +99,10 @@ type Config struct {
 	Cluster Cluster
 	// Members tunes how the nodes of a fleet watch each other.
 	Members Members
+
+	// flagsGiven holds the flags given on the command line (Resolve), so
+	// that a problem names a setting the way the user gave it.
+	flagsGiven map[string]bool
 }
 
 // Default returns the configuration used when nothing is set: loopback

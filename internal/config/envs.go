@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -223,7 +222,7 @@ func (c *Config) validateEnvs(bad func(env, format string, args ...any)) {
 func (c *Config) ValidateEnvironments() error {
 	var errs []error
 	bad := func(env, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, args...)))
+		errs = append(errs, c.problem(env, format, args...))
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		bad("PYEXEC_DATA_DIR", "must not be empty")

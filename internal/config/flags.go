@@ -55,8 +55,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	add("shutdown-timeout", "on SIGTERM/SIGINT, how long running executions get to finish before they are stopped (failed/node_lost); a second signal stops them at once")
 	fs.Var(sizeValue{&c.StoreMaxBytes}, "store-max-bytes", "")
 	add("store-max-bytes", "size limit of the stored executions (records, events, artifacts; bytes, or with KiB/MiB/GiB); above it the oldest finished ones are evicted; 0: no limit")
-	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
-	add("cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
+	c.BindIsolation(fs)
 	fs.BoolVar(&c.WarmPool, "warm-pool", c.WarmPool, "")
 	add("warm-pool", "keep jails with the interpreter started ahead of time (--warm-pool=false: every jail cold)")
 	fs.IntVar(&c.PoolMaxWarm, "pool-max-warm", c.PoolMaxWarm, "")
@@ -114,6 +113,13 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	c.Members.bind(fs)
 }
 
+// BindIsolation registers only the jail's settings that doctor checks
+// (--cgroup-parent); Bind includes them.
+func (c *Config) BindIsolation(fs *pflag.FlagSet) {
+	fs.StringVar(&c.CgroupParent, "cgroup-parent", c.CgroupParent, "")
+	describe(fs, "cgroup-parent", "cgroup, below the server's own, that holds the jails' cgroups")
+}
+
 // describe sets the usage of the flag name just added to fs and records
 // its environment variable and its help topic.
 func describe(fs *pflag.FlagSet, name, usage string) {
@@ -130,8 +136,12 @@ func describe(fs *pflag.FlagSet, name, usage string) {
 // file, if any, is read. It does not validate: call Validate next.
 func (c *Config) Resolve(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
 	var firstErr error
+	c.flagsGiven = map[string]bool{}
 	fs.VisitAll(func(f *pflag.Flag) {
 		env := f.Annotations[envAnnotation]
+		if f.Changed {
+			c.flagsGiven[f.Name] = true
+		}
 		if firstErr != nil || len(env) != 1 || f.Changed {
 			return
 		}

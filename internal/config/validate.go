@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -22,14 +23,62 @@ const (
 	minStoreBytes = 64 << 20
 )
 
+// envMention finds the variables a problem's text names.
+var envMention = regexp.MustCompile(`PYEXEC_[A-Z0-9_]+`)
+
+// problem is a configuration error about env's setting. A setting the
+// user gave as a flag is named by that flag, as typed, then its variable,
+// and the other settings the text mentions by their flags:
+// "--allow-network (PYEXEC_ALLOW_NETWORK): needs an allow list
+// (--network-allow or --network-policy)". One given by its variable, or
+// not at all, is named by variables only.
+func (c *Config) problem(env, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	flag := flagName(env)
+	if !c.flagsGiven[flag] {
+		return fmt.Errorf("%s: %s", env, msg)
+	}
+	msg = envMention.ReplaceAllStringFunc(msg, func(v string) string {
+		for _, only := range EnvironmentOnly() {
+			if only.Name == v {
+				return v
+			}
+		}
+		return "--" + flagName(v)
+	})
+	return fmt.Errorf("--%s (%s): %s", flag, env, msg)
+}
+
+// flagName is the flag of variable env: PYEXEC_ALLOW_NETWORK →
+// allow-network (the inverse of EnvName).
+func flagName(env string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "PYEXEC_"), "_", "-"))
+}
+
+// ValidateIsolation checks only the settings BindIsolation registers.
+func (c *Config) ValidateIsolation() error {
+	var errs []error
+	c.validateIsolation(func(env, format string, args ...any) {
+		errs = append(errs, c.problem(env, format, args...))
+	})
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateIsolation(bad func(env, format string, args ...any)) {
+	if p := c.CgroupParent; p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.Contains(p, "..") {
+		bad("PYEXEC_CGROUP_PARENT", "must be a clean relative cgroup path without \"..\", got %q", p)
+	}
+}
+
 // Validate checks every field and returns all problems at once, each
-// naming its environment variable: "PYEXEC_PORT: must be 1-65535, got 0".
+// naming its setting as the user gave it (see problem): "PYEXEC_PORT:
+// must be 1-65535, got 0", or "--port (PYEXEC_PORT): …" after --port.
 // It enforces the security rule that a server without API keys listens on
 // loopback only unless InsecureNoAuth is set.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(env, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, args...)))
+		errs = append(errs, c.problem(env, format, args...))
 	}
 
 	hostErr := checkHost(c.Host)
@@ -54,9 +103,7 @@ func (c *Config) Validate() error {
 	if c.PoolIdle < time.Second {
 		bad("PYEXEC_POOL_IDLE", "must be at least 1s, got %v", c.PoolIdle)
 	}
-	if p := c.CgroupParent; p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || strings.Contains(p, "..") {
-		bad("PYEXEC_CGROUP_PARENT", "must be a clean relative cgroup path without \"..\", got %q", p)
-	}
+	c.validateIsolation(bad)
 
 	if c.DefaultTimeout < minTimeout {
 		bad("PYEXEC_DEFAULT_TIMEOUT", "must be at least %v, got %v", minTimeout, c.DefaultTimeout)

@@ -33,7 +33,8 @@ const answerTTL = 30
 const maxDNSFlows = 64
 
 // maxDNSLingering bounds the flows waiting after their answer (dnsLinger);
-// over it a flow ends once it answered what it holds.
+// over it a flow ends once it answered what it holds and what arrives
+// within dnsDrainGrace.
 const maxDNSLingering = 256
 
 // handleUDP takes each new UDP flow of the jail. DNS (port 53, to any
@@ -56,7 +57,7 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 		return
 	}
 	conn := gonet.NewUDPConn(&wq, ep)
-	if !e.goTracked(func() { e.serveDNS(conn, ep, dst) }) {
+	if !e.goTracked(func() { e.serveDNS(conn, dst) }) {
 		e.dnsBusy.Add(-1)
 		conn.Close()
 	}
@@ -79,7 +80,7 @@ func (e *Egress) udpRefused(dst netip.Addr, port uint16) {
 // payload sends on the same socket until the flow has been idle for
 // dnsLinger. The flow counts as a lookup in flight until its first answer
 // (handleUDP counted it), and again while it answers each later query.
-func (e *Egress) serveDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, dst netip.Addr) {
+func (e *Egress) serveDNS(conn *gonet.UDPConn, dst netip.Addr) {
 	defer conn.Close()
 	stop := context.AfterFunc(e.ctx, func() { conn.Close() })
 	defer stop()
@@ -98,7 +99,7 @@ func (e *Egress) serveDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, dst netip.Addr
 	}
 	if e.dnsLingering.Add(1) > maxDNSLingering {
 		e.dnsLingering.Add(-1)
-		e.drainDNS(conn, ep, buf, dst)
+		e.drainDNS(conn, buf, dst)
 		return
 	}
 	defer e.dnsLingering.Add(-1)
@@ -131,11 +132,19 @@ func (e *Egress) answerAgain(query []byte, dst netip.Addr) []byte {
 	return e.answer(query)
 }
 
-// drainDNS answers the queries queued on a flow that may not linger.
-func (e *Egress) drainDNS(conn *gonet.UDPConn, ep tcpip.Endpoint, buf []byte, dst netip.Addr) {
+// dnsDrainGrace is how long a flow that may not linger waits for a query
+// still on its way: a resolver sends A and AAAA back to back from one
+// socket, and a flow closed between the two loses the second (its
+// resolver then waits seconds to ask again).
+const dnsDrainGrace = 20 * time.Millisecond
+
+// drainDNS answers the queries of a flow that may not linger: those
+// queued and those that arrive within dnsDrainGrace of the last.
+func (e *Egress) drainDNS(conn *gonet.UDPConn, buf []byte, dst netip.Addr) {
 	for {
-		n, ok := readQueued(ep, buf)
-		if !ok {
+		_ = conn.SetReadDeadline(time.Now().Add(dnsDrainGrace))
+		n, err := conn.Read(buf)
+		if err != nil {
 			return
 		}
 		if resp := e.answerAgain(buf[:n], dst); resp != nil && write(conn, resp) != nil {

@@ -34,6 +34,7 @@ type (
 	Status            = run.Status
 	File              = run.File
 	Request           = run.Request
+	BinaryString      = run.BinaryString
 	Execution         = run.Execution
 	FileInfo          = run.FileInfo
 	Output            = run.Output

@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 func TestAnalyzeInJail(t *testing.T) {
 	run := jail(t)
-	files := []File{
+	files := []detect.File{
 		{Path: "main.py", Data: []byte(`import os, sys, json
 import numpy as np
 from helper import greet
@@ -47,11 +49,11 @@ eval("1")
 	for _, v := range []string{"3.8", "3.9", "3.10", "3.11", "3.12", "3.13"} {
 		t.Run(v, func(t *testing.T) {
 			in := python(t, v)
-			an, err := a.Analyze(context.Background(), in, files, "main.py")
+			an, err := a.Analyze(context.Background(), in, files, "main.py", true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := an.Requirements(DefaultImportMap())
+			got := DefaultImportMap().Requirements(an.Imports)
 			for i := range got {
 				got[i].Source = 0
 			}
@@ -64,18 +66,18 @@ eval("1")
 			if len(an.SyntaxErrors) != 1 || an.SyntaxErrors[0].File != "broken.py" {
 				t.Errorf("syntax errors %+v, want one in broken.py", an.SyntaxErrors)
 			}
-			if !slices.ContainsFunc(an.Calls, func(c Call) bool { return c.Name == "subprocess.run" && c.Line == 21 }) {
+			if !slices.ContainsFunc(an.Calls, func(c detect.Call) bool { return c.Name == "subprocess.run" && c.Line == 21 }) {
 				t.Errorf("calls %+v lack subprocess.run at line 21", an.Calls)
 			}
 		})
 	}
 	t.Run("cached", func(t *testing.T) {
 		in := python(t, "")
-		first, err := a.Analyze(context.Background(), in, files, "main.py")
+		first, err := a.Analyze(context.Background(), in, files, "main.py", true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := a.Analyze(context.Background(), in, files, "main.py")
+		second, err := a.Analyze(context.Background(), in, files, "main.py", true)
 		if err != nil || first != second {
 			t.Errorf("second analysis of the same project was not served from the cache (%v)", err)
 		}

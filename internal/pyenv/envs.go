@@ -327,11 +327,10 @@ func (m *Environments) BaseSet() Set { return slices.Clone(m.base) }
 // adds (see acquireLayer). A failed build is a *InstallError and is not
 // remembered: the next request tries again. Imports that were only
 // detected and that no index has are left out (Lease.Skipped) rather
-// than failing the build.
+// than failing the build. An empty set is served by the base environment
+// once it is built — the default environment of every execution — and
+// until then by the bare interpreter (a lease without directories).
 func (m *Environments) Acquire(ctx context.Context, in Interpreter, set Set, progress func(string)) (*Lease, error) {
-	if len(set) == 0 {
-		return nil, errors.New("acquiring an environment: the requirement set is empty")
-	}
 	if progress == nil {
 		progress = func(string) {}
 	}
@@ -358,7 +357,7 @@ func (m *Environments) Acquire(ctx context.Context, in Interpreter, set Set, pro
 
 // acquire is Acquire without the handling of missing imports.
 func (m *Environments) acquire(ctx context.Context, in Interpreter, set Set, progress func(string)) (*Lease, error) {
-	if len(set) == 0 { // everything was skipped
+	if len(set) == 0 { // nothing asked for, or everything skipped
 		if l, ok := m.acquireBase(ctx, in, nil); ok {
 			return l, nil
 		}

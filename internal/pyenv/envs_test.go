@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -251,6 +252,36 @@ func TestEnvironmentEvictionAndBase(t *testing.T) {
 	})
 }
 
+// TestEmptySetRunsInTheBase: the base environment is every execution's
+// default — an empty requirement set gets it once it is built, and the
+// bare interpreter until then.
+func TestEmptySetRunsInTheBase(t *testing.T) {
+	ix := pyenvtest.NewIndex(t, testWheels()...)
+	m := newTestEnvs(t, ix, func(c *EnvConfig) { c.Base = []string{"tinyreq"} })
+	in := python(t, "")
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, in, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if l.Python() != in.Path || l.Dirs() != nil {
+		t.Errorf("before the base is built: python %s, dirs %v; want the bare interpreter", l.Python(), l.Dirs())
+	}
+	base, err := m.PrepareBase(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = m.Acquire(ctx, in, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if l.Env.Key != base.Key || !slices.Equal(l.Dirs(), []string{base.Dir}) {
+		t.Errorf("an empty set got %s (dirs %v), want the base environment %s", l.Env.Key, l.Dirs(), base.Key)
+	}
+}
+
 func TestEnvironmentRealIndex(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs numpy and requests from PyPI")
@@ -267,11 +298,11 @@ func TestEnvironmentRealIndex(t *testing.T) {
 	defer m.Close()
 	in := python(t, "")
 	an, err := NewAnalyzer(run, AnalyzerConfig{}).Analyze(context.Background(), in,
-		[]File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py")
+		[]detect.File{{Path: "main.py", Data: []byte("import requests, numpy\n")}}, "main.py", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := m.Acquire(context.Background(), in, Merge(an.Requirements(DefaultImportMap())), nil)
+	l, err := m.Acquire(context.Background(), in, Merge(DefaultImportMap().Requirements(an.Imports)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

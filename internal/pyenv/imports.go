@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 // importTable is the curated import → distribution table.
@@ -92,4 +94,28 @@ func (m *ImportMap) Distribution(module string) (string, bool) {
 		return "", false
 	}
 	return NormalizeName(top), true
+}
+
+// Requirements maps detected third-party imports to distributions. A
+// distribution is optional only if every import that needs it is optional.
+func (m *ImportMap) Requirements(imports []detect.Import) []Requirement {
+	byName := map[string]*Requirement{}
+	var order []string
+	for _, im := range imports {
+		d, ok := m.Distribution(im.Module)
+		if !ok {
+			continue
+		}
+		if r, seen := byName[d]; seen {
+			r.Optional = r.Optional && im.Optional
+			continue
+		}
+		byName[d] = &Requirement{Name: d, Spec: d, Optional: im.Optional, Source: FromDetection}
+		order = append(order, d)
+	}
+	out := make([]Requirement, len(order))
+	for i, d := range order {
+		out[i] = *byName[d]
+	}
+	return out
 }

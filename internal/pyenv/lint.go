@@ -14,6 +14,11 @@ import (
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
+// JailRunner runs one payload in a jail; *sandbox.Manager implements it.
+type JailRunner interface {
+	Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFunc) (sandbox.Result, error)
+}
+
 // The lint profiles. The default one reports what is most likely a bug in
 // a snippet and nothing about its style: pyflakes (F: undefined and unused
 // names, imports, redefinitions), pycodestyle's statement and syntax
@@ -42,6 +47,13 @@ var (
 
 // ErrBadProfile marks a lint profile that is neither default nor strict.
 var ErrBadProfile = errors.New("unknown lint profile")
+
+// builtinsSetting tells ruff the names pyexec's driver adds to the
+// builtins of every run and cell (display), so that code calling them is
+// not flagged as using an undefined name (F821). An inline setting,
+// which --isolated still reads (a top-level one: ruff has no
+// lint.builtins).
+const builtinsSetting = `builtins = ["display"]`
 
 // ruffInJail is where the jail sees ruff: a path of its own, so that ruff
 // may live anywhere on the host, under /tmp as well (which the jail
@@ -176,7 +188,7 @@ func (l *Linter) Lint(ctx context.Context, files []File, rules LintRules) ([]Dia
 		return []Diagnostic{}, nil
 	}
 	argv := []string{ruffInJail, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet", "--output-format", "json",
-		"--select", strings.Join(sel, ",")}
+		"--config", builtinsSetting, "--select", strings.Join(sel, ",")}
 	if len(ignore) > 0 {
 		argv = append(argv, "--ignore", strings.Join(ignore, ","))
 	}
@@ -232,4 +244,12 @@ type ruffDiagnostic struct {
 type ruffPosition struct {
 	Row    int `json:"row"`
 	Column int `json:"column"`
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

@@ -18,7 +18,7 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := "import os, sys\ndef f(x = []):\n    if x == None:\n        print(x)\n    return undefined_name\n"
+	src := "import os, sys\ndef f(x = []):\n    if x == None:\n        print(x)\n    display(x)\n    return undefined_name\n"
 	files := []File{{Path: "main.py", Data: []byte(src)}, {Path: "data.txt", Data: []byte("x")}}
 	tests := []struct {
 		name          string
@@ -64,9 +64,13 @@ func TestLint(t *testing.T) {
 	codes := map[string]Diagnostic{}
 	for _, d := range diags {
 		codes[d.Code] = d
+		// display() is pyexec's, there in every run: not undefined.
+		if d.Code == "F821" && strings.Contains(d.Message, "display") {
+			t.Errorf("pyexec's display() flagged: %+v", d)
+		}
 	}
 	f821 := codes["F821"]
-	if f821.Location != (Position{Line: 5, Column: 12}) || f821.EndLocation != (Position{Line: 5, Column: 26}) ||
+	if f821.Location != (Position{Line: 6, Column: 12}) || f821.EndLocation != (Position{Line: 6, Column: 26}) ||
 		!strings.Contains(f821.Message, "undefined_name") {
 		t.Errorf("F821 = %+v", f821)
 	}

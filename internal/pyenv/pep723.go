@@ -29,6 +29,9 @@ func ScriptDependencies(source string) ([]Requirement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w in the script metadata: %w", ErrBadRequirement, err)
 	}
+	if len(items) > maxRequirements {
+		return nil, fmt.Errorf("%w: the script metadata lists more than %d dependencies", ErrBadRequirement, maxRequirements)
+	}
 	out := make([]Requirement, 0, len(items))
 	for _, it := range items {
 		r, err := ParseRequirement(it, FromScript)
@@ -43,11 +46,12 @@ func ScriptDependencies(source string) ([]Requirement, error) {
 // scriptBlock returns the TOML text of the "script" metadata block, with
 // the comment prefixes removed.
 func scriptBlock(source string) (string, bool, error) {
-	lines := strings.Split(strings.ReplaceAll(source, "\r\n", "\n"), "\n")
-	var body []string
+	var body strings.Builder
 	found, in := false, false
-	for i, line := range lines {
-		trimmed := strings.TrimRight(line, " \t")
+	i := -1
+	for line := range strings.SplitSeq(source, "\n") {
+		i++
+		trimmed := strings.TrimRight(line, " \t\r")
 		switch {
 		case !in && trimmed == "# /// script":
 			if found {
@@ -57,7 +61,8 @@ func scriptBlock(source string) (string, bool, error) {
 		case in && trimmed == "# ///":
 			in = false
 		case in && (trimmed == "#" || strings.HasPrefix(trimmed, "# ")):
-			body = append(body, strings.TrimPrefix(strings.TrimPrefix(trimmed, "#"), " "))
+			body.WriteString(strings.TrimPrefix(strings.TrimPrefix(trimmed, "#"), " "))
+			body.WriteByte('\n')
 		case in:
 			return "", false, fmt.Errorf("%w: the script metadata block opened above line %d is not closed with '# ///'", ErrBadRequirement, i+1)
 		}
@@ -65,7 +70,7 @@ func scriptBlock(source string) (string, bool, error) {
 	if in {
 		return "", false, fmt.Errorf("%w: the script metadata block is not closed with '# ///'", ErrBadRequirement)
 	}
-	return strings.Join(body, "\n"), found, nil
+	return body.String(), found, nil
 }
 
 // tomlStringArray finds `key = [ "a", 'b', ... ]` among the top-level keys

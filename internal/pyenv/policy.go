@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 // ErrPolicy marks a request refused by a policy rule (a 400 naming the
@@ -101,7 +103,7 @@ func (e *PolicyError) Unwrap() error { return ErrPolicy }
 // included) and call of the project. The first deny match is returned as
 // a *PolicyError; warn matches come back as messages, one per rule and
 // place.
-func (p Policy) Check(imports []Import, calls []Call) ([]string, error) {
+func (p Policy) Check(imports []detect.Import, calls []detect.Call) ([]string, error) {
 	var warnings []string
 	for _, r := range p.Rules {
 		var hits []PolicyError
@@ -127,6 +129,17 @@ func (p Policy) Check(imports []Import, calls []Call) ([]string, error) {
 		}
 	}
 	return warnings, nil
+}
+
+// readsCalls reports whether a rule matches calls, which detection then
+// has to find.
+func (p Policy) readsCalls() bool {
+	for _, r := range p.Rules {
+		if len(r.Calls) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func matchesAny(name string, patterns []string) bool {

@@ -113,7 +113,9 @@ func ParseRequirements(text string, src Source) ([]Requirement, error) {
 	var out []Requirement
 	text = strings.ReplaceAll(text, "\\\r\n", "")
 	text = strings.ReplaceAll(text, "\\\n", "")
-	for i, line := range strings.Split(text, "\n") {
+	i := -1
+	for line := range strings.SplitSeq(text, "\n") {
+		i++
 		if j := strings.Index(line, "#"); j >= 0 && (j == 0 || line[j-1] == ' ' || line[j-1] == '\t') {
 			line = line[:j]
 		}
@@ -124,6 +126,9 @@ func ParseRequirements(text string, src Source) ([]Requirement, error) {
 		case strings.HasPrefix(line, "-"):
 			return nil, fmt.Errorf("%w on line %d: option %q is not supported (the server chooses the index)", ErrBadRequirement, i+1, strings.Fields(line)[0])
 		}
+		if len(out) == maxRequirements {
+			return nil, fmt.Errorf("%w on line %d: more than %d requirements", ErrBadRequirement, i+1, maxRequirements)
+		}
 		r, err := ParseRequirement(line, src)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", i+1, err)
@@ -132,6 +137,10 @@ func ParseRequirements(text string, src Source) ([]Requirement, error) {
 	}
 	return out, nil
 }
+
+// maxRequirements bounds the requirements of one list (a requirements.txt,
+// a script's dependencies).
+const maxRequirements = 1000
 
 // Set is a normalised dependency set: one requirement per distribution,
 // sorted by name. The zero Set needs nothing.

@@ -2,9 +2,12 @@ package pyenv
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 func TestParseRequirements(t *testing.T) {
@@ -142,20 +145,6 @@ func TestImportMap(t *testing.T) {
 	}
 }
 
-func TestProjectModules(t *testing.T) {
-	files := []File{{Path: "main.py"}, {Path: "helper.py"}, {Path: "pkg/__init__.py"}, {Path: "ns/mod.py"},
-		{Path: "src/app.py"}, {Path: "src/util.py"}, {Path: "native.cpython-311-x86_64-linux-gnu.so"}, {Path: "data.csv"}}
-	got := projectModules(files, "src/app.py")
-	for _, want := range []string{"main", "helper", "pkg", "ns", "src", "app", "util", "native"} {
-		if !got[want] {
-			t.Errorf("%s is not a project module: %v", want, got)
-		}
-	}
-	if got["data"] {
-		t.Errorf("data.csv counted as a module")
-	}
-}
-
 func TestPolicy(t *testing.T) {
 	p := Policy{Rules: []Rule{
 		{Name: "no-shell", Action: Deny, Calls: []string{"os.system", "subprocess"}, Message: "use the provided helpers"},
@@ -167,16 +156,16 @@ func TestPolicy(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		imports  []Import
-		calls    []Call
+		imports  []detect.Import
+		calls    []detect.Call
 		warnings int
 		denied   string
 	}{
-		{name: "clean", imports: []Import{{Module: "os", File: "main.py", Line: 1}}, calls: []Call{{Name: "os.path.join", File: "main.py", Line: 2}}},
-		{name: "denied call through a submodule", calls: []Call{{Name: "subprocess.run", File: "main.py", Line: 3}},
+		{name: "clean", imports: []detect.Import{{Module: "os", File: "main.py", Line: 1}}, calls: []detect.Call{{Name: "os.path.join", File: "main.py", Line: 2}}},
+		{name: "denied call through a submodule", calls: []detect.Call{{Name: "subprocess.run", File: "main.py", Line: 3}},
 			denied: `policy rule "no-shell": call of subprocess.run at main.py:3 is not allowed: use the provided helpers`},
-		{name: "warnings", imports: []Import{{Module: "socket", File: "a.py", Line: 1}}, calls: []Call{{Name: "eval", File: "a.py", Line: 2}, {Name: "eval", File: "a.py", Line: 4}}, warnings: 3},
-		{name: "prefix is not a match", calls: []Call{{Name: "os.systemd", File: "a.py", Line: 1}}},
+		{name: "warnings", imports: []detect.Import{{Module: "socket", File: "a.py", Line: 1}}, calls: []detect.Call{{Name: "eval", File: "a.py", Line: 2}, {Name: "eval", File: "a.py", Line: 4}}, warnings: 3},
+		{name: "prefix is not a match", calls: []detect.Call{{Name: "os.systemd", File: "a.py", Line: 1}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,5 +184,35 @@ func TestPolicy(t *testing.T) {
 	bad := Policy{Rules: []Rule{{Name: "x", Action: "block", Calls: []string{"eval"}}}}
 	if err := bad.Validate(); err == nil {
 		t.Error("an unknown action was accepted")
+	}
+}
+
+// TestRequirementListsAreBounded: a requirement list or a script block of
+// more than maxRequirements entries is a 400, and megabytes of lines cost
+// memory in proportion to their size at most.
+func TestRequirementListsAreBounded(t *testing.T) {
+	if _, err := ParseRequirements(strings.Repeat("pkg\n", maxRequirements+1), FromRequest); !errors.Is(err, ErrBadRequirement) {
+		t.Errorf("%d requirements: error %v, want ErrBadRequirement", maxRequirements+1, err)
+	}
+	block := "# /// script\n# dependencies = [\n" + strings.Repeat("#   \"a\",\n", maxRequirements+1) + "# ]\n# ///\n"
+	if _, err := ScriptDependencies(block); !errors.Is(err, ErrBadRequirement) {
+		t.Errorf("a script block of %d dependencies: error %v, want ErrBadRequirement", maxRequirements+1, err)
+	}
+	for name, text := range map[string]string{
+		"10 MB of blank lines":              strings.Repeat("\n", 10<<20),
+		"10 MB of comment lines in a block": "# /// script\n" + strings.Repeat("#\n", 5<<20) + "# ///\n",
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err1 := ParseRequirements(text, FromRequest)
+		_, err2 := ScriptDependencies(text)
+		runtime.ReadMemStats(&after)
+		if err1 != nil || err2 != nil {
+			t.Errorf("%s: errors %v, %v", name, err1, err2)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(3*len(text)) {
+			t.Errorf("%s: %d MiB allocated for %d MiB", name, alloc>>20, len(text)>>20)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+
+	"github.com/pyexec/pyexec/internal/pyenv/detect"
 )
 
 // ErrNotAllowed marks an explicitly requested distribution that the
@@ -15,6 +17,12 @@ var ErrNotAllowed = errors.New("distribution not allowed on this server")
 // NoDetection is the requirements_txt value that turns import detection
 // off (and installs nothing).
 const NoDetection = "-"
+
+// File is one file of a project, relative to the workspace.
+type File struct {
+	Path string
+	Data []byte
+}
 
 // ResolverConfig is the operator's configuration of dependency
 // resolution.
@@ -36,6 +44,10 @@ type ResolverConfig struct {
 type Needs struct {
 	Set      Set      // empty: the bare interpreter will do
 	Warnings []string // policy warnings, detected imports not installed
+	// Analysis is what the import detector found (nil: it did not run).
+	// A queued execution carries it to the node that runs it, which
+	// gives it to Remember instead of running the detector again.
+	Analysis *Analysis
 }
 
 // Resolver turns a request into its dependency set: the request's
@@ -70,7 +82,7 @@ func NewResolver(an *Analyzer, cfg ResolverConfig) (*Resolver, error) {
 func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, entry, requirementsTxt string) (Needs, error) {
 	var needs Needs
 	var lists [][]Requirement
-	detect := !r.cfg.DisableDetection && requirementsTxt != NoDetection
+	detecting := !r.cfg.DisableDetection && requirementsTxt != NoDetection
 	if requirementsTxt != NoDetection {
 		reqs, err := ParseRequirements(requirementsTxt, FromRequest)
 		if err != nil {
@@ -103,8 +115,8 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 			}
 		}
 	}
-	if detect || len(r.cfg.Policy.Rules) > 0 {
-		an, err := r.an.Analyze(ctx, in, files, entry)
+	if detecting || len(r.cfg.Policy.Rules) > 0 {
+		an, err := r.an.Analyze(ctx, in, detectFiles(files), entry, r.cfg.Policy.readsCalls())
 		if err != nil {
 			return Needs{}, err
 		}
@@ -112,10 +124,10 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 		if err != nil {
 			return Needs{}, err
 		}
-		needs.Warnings = w
-		if detect {
+		needs.Warnings, needs.Analysis = w, an
+		if detecting {
 			var detected []Requirement
-			for _, req := range an.Requirements(r.cfg.Imports) {
+			for _, req := range r.cfg.Imports.Requirements(an.Imports) {
 				if err := r.allowed(req.Name); err != nil {
 					needs.Warnings = append(needs.Warnings, fmt.Sprintf("imported distribution %s is not installed: %v", req.Name, err))
 					continue
@@ -129,6 +141,15 @@ func (r *Resolver) Resolve(ctx context.Context, in Interpreter, files []File, en
 	return needs, nil
 }
 
+// Remember keeps an that Resolve returned for the same interpreter,
+// files and entry (on this node or another): a later Resolve of that
+// project uses it instead of running the detector. Everything else
+// Resolve decides (requirements, allow and deny lists, policy) is
+// decided again.
+func (r *Resolver) Remember(in Interpreter, files []File, entry string, an *Analysis) {
+	r.an.Remember(in, detectFiles(files), entry, an)
+}
+
 func (r *Resolver) allowed(name string) error {
 	if slices.Contains(r.cfg.Deny, name) {
 		return fmt.Errorf("%w: %s is on the denylist", ErrNotAllowed, name)
@@ -137,4 +158,13 @@ func (r *Resolver) allowed(name string) error {
 		return fmt.Errorf("%w: %s is not on the allowlist", ErrNotAllowed, name)
 	}
 	return nil
+}
+
+// detectFiles is files as detection takes them.
+func detectFiles(files []File) []detect.File {
+	df := make([]detect.File, len(files))
+	for i, f := range files {
+		df[i] = detect.File{Path: f.Path, Data: f.Data}
+	}
+	return df
 }

@@ -38,20 +38,8 @@ type Artifacts interface {
 
 var _ Artifacts = (*NATS)(nil)
 
-func (s *NATS) openArtifacts(ctx context.Context) error {
-	if s.settled(ctx, "OBJ_"+ArtifactsBucket, s.cfg.TTL, -1) {
-		obs, err := s.js.ObjectStore(ctx, ArtifactsBucket)
-		s.artifacts = obs
-		return err
-	}
-	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      ArtifactsBucket,
-		Description: "pyexec files produced by executions",
-		TTL:         s.cfg.TTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
-	s.artifacts = obs
+func (s *NATS) openArtifacts(ctx context.Context) (err error) {
+	s.artifacts, err = s.openObjects(ctx, ArtifactsBucket, "pyexec files produced by executions", s.cfg.TTL)
 	return err
 }
 

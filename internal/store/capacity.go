@@ -65,8 +65,12 @@ func (s *NATS) OldestFinished(n int) []string {
 // bucket expires them without telling the watchers.
 func (s *NATS) ForgetExpired() { s.index.pruneExpired() }
 
-// PurgeEvents removes the events of id from the events stream.
+// PurgeEvents removes the events of id from the events stream, and the
+// spilled data of those too large for a message.
 func (s *NATS) PurgeEvents(ctx context.Context, id string) error {
+	if err := s.dropSpilledEvents(ctx, id); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
 	if err := s.events.Purge(ctx, jetstream.WithPurgeSubject(EventsPrefix+id)); err != nil {
 		return fmt.Errorf("store: purging events of %s: %w", id, mapErr(err))
 	}

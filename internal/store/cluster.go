@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ type ClusterOptions struct {
 	// Node names this server; it appears in the servers' connection lists.
 	Node   string
 	Logger *slog.Logger
+	// OnWait hears of each failed attempt to connect: ConnectCluster
+	// waits for a server to answer (see wait.go).
+	OnWait WaitFunc
 }
 
 // Cluster holds the two connections of a node to an external cluster:
@@ -51,9 +55,11 @@ func reconnectDelay(attempts int) time.Duration {
 	return d + rand.N(d/4+1)
 }
 
-// ConnectCluster connects to the cluster at opts.URLs. ctx bounds the
-// first connection only; afterwards the connections reconnect by
-// themselves and log when they lose or regain a server.
+// ConnectCluster connects to the cluster at opts.URLs, waiting and
+// retrying while no server answers (telling opts.OnWait) until ctx ends;
+// it fails at once when a server refuses the credentials or certificate.
+// Afterwards the connections reconnect by themselves and log when they
+// lose or regain a server.
 func ConnectCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if len(opts.URLs) == 0 {
 		return nil, errors.New("store: no NATS URL given")
@@ -102,13 +108,20 @@ func connectCluster(ctx context.Context, opts ClusterOptions, name string, log *
 	if opts.TLSCert != "" || opts.TLSKey != "" {
 		o = append(o, nats.ClientCert(opts.TLSCert, opts.TLSKey))
 	}
-	if d, ok := ctx.Deadline(); ok {
-		o = append(o, nats.Timeout(time.Until(d)))
-	}
 	o = append(o, extra...)
-	nc, err := nats.Connect(joinURLs(opts.URLs), o...)
+	urls := withoutUserinfo(joinURLs(opts.URLs))
+	var nc *nats.Conn
+	err := retry(ctx, "connecting to NATS at "+urls, opts.OnWait, func(err error) error { return err }, func(ctx context.Context) error {
+		attempt := o
+		if d, ok := ctx.Deadline(); ok {
+			attempt = append(slices.Clip(o), nats.Timeout(time.Until(d)))
+		}
+		var err error
+		nc, err = nats.Connect(joinURLs(opts.URLs), attempt...)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("store: connecting to NATS at %s: %w", withoutUserinfo(joinURLs(opts.URLs)), err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	return nc, nil
 }

@@ -9,17 +9,19 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
-// TestOpenNamesTooFewServers asks a single server for three replicas: the
-// error says the cluster is smaller than the replication factor.
+// TestOpenNamesTooFewServers asks a single server for three replicas: no
+// wait can mend that, so Open fails at once, saying why and what to set.
 func TestOpenNamesTooFewServers(t *testing.T) {
 	emb, err := StartEmbedded(context.Background(), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer emb.Close()
-	_, err = Open(context.Background(), emb.Conn(), Config{Replicas: 3})
-	if err == nil || !strings.Contains(err.Error(), "fewer servers") || !strings.Contains(err.Error(), "--nats-replicas") {
-		t.Fatalf("Open with 3 replicas on one server = %v, want an error naming the cluster's size and --nats-replicas", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Open(ctx, emb.Conn(), Config{Replicas: 3})
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "not part of a cluster") || !strings.Contains(err.Error(), "--nats-replicas") {
+		t.Fatalf("Open with 3 replicas on one server = %v, want an error at once naming the missing cluster and --nats-replicas", err)
 	}
 }
 

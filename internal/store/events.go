@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,10 +19,23 @@ import (
 // peak RSS (bench/followers) and bought no visible speed.
 const followBatch = 1
 
+// followExpiry bounds each pull of a follower. A pull that went unanswered
+// is replaced when it expires (nats.go's default is 30 s): under load the
+// store's test saw a follower wait more than 9 s for an event already
+// stored, once in a CI run and once in a local run beside other suites.
+// With 5 s such a wait ends within 5 s; an idle follower costs one pull
+// request every 5 s.
+const followExpiry = 5 * time.Second
+
 // PublishEvent appends an event of execution id. It returns once the
 // events stream stored it, so a follower that starts later replays it.
+// Data too large for a message is spilled (spill.go).
 func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
-	if _, err := s.js.Publish(ctx, EventsPrefix+id, data); err != nil {
+	m, err := s.eventMsg(ctx, id, data)
+	if err == nil {
+		_, err = s.js.PublishMsg(ctx, m)
+	}
+	if err != nil {
 		return fmt.Errorf("store: publishing event of %s: %w", id, mapErr(err))
 	}
 	return nil
@@ -35,7 +49,11 @@ func (s *NATS) PublishEvent(ctx context.Context, id string, data []byte) error {
 func (s *NATS) PublishEvents(ctx context.Context, id string, data [][]byte) error {
 	acks := make([]jetstream.PubAckFuture, 0, len(data))
 	for _, d := range data {
-		ack, err := s.js.PublishAsync(EventsPrefix+id, d)
+		m, err := s.eventMsg(ctx, id, d)
+		if err != nil {
+			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
+		}
+		ack, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("store: publishing events of %s: %w", id, mapErr(err))
 		}
@@ -70,7 +88,7 @@ func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, er
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(followBatch))
+	iter, err := cons.Messages(jetstream.PullMaxMessages(followBatch), jetstream.PullExpiry(followExpiry))
 	if err != nil {
 		return nil, fmt.Errorf("store: following events of %s: %w", id, err)
 	}
@@ -100,7 +118,11 @@ func (s *NATS) FollowEvents(ctx context.Context, id string) (<-chan EventMsg, er
 				return
 			}
 			seq++
-			ev := EventMsg{Seq: seq, Data: msg.Data(), Time: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
+			data, err := s.eventData(ctx, msg.Headers(), msg.Data())
+			if err != nil {
+				continue // its spilled data expired before the event: nothing to show
+			}
+			ev := EventMsg{Seq: seq, Data: data, Time: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
 			select {
 			case out <- ev:
 			case <-ctx.Done():

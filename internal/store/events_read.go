@@ -42,7 +42,11 @@ func (s *NATS) ReadEvents(ctx context.Context, id string, fn func(EventMsg) erro
 			return nil
 		}
 		n++
-		if err := fn(EventMsg{Seq: n, Data: msg.Data, Time: msg.Time, StreamSeq: msg.Sequence}); err != nil {
+		data, err := s.eventData(ctx, msg.Header, msg.Data)
+		if err != nil {
+			return fmt.Errorf("store: reading events of %s: %w", id, err)
+		}
+		if err := fn(EventMsg{Seq: n, Data: data, Time: msg.Time, StreamSeq: msg.Sequence}); err != nil {
 			return err
 		}
 		seq = msg.Sequence + 1

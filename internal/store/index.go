@@ -274,14 +274,7 @@ func without(l, gone []string) []string {
 }
 
 func (s *NATS) openIndex(ctx context.Context) error {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      IndexBucket,
-		Description: "pyexec index of execution records (status, owner)",
-		History:     1,
-		TTL:         s.cfg.TTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
+	kv, err := s.openKV(ctx, IndexBucket, "pyexec index of execution records (status, owner)", s.cfg.TTL, -1)
 	if err != nil {
 		return err
 	}

@@ -16,39 +16,40 @@ import (
 //
 // A handle decides once, when it is bound, whether it uses direct gets,
 // from the asset's configuration then; a handle that does, fails ("no
-// responders") once direct gets are turned off. So direct gets are turned
-// off once, when an asset is created or its configuration changes, and a
-// node that finds an asset as it would make it binds to it without
-// touching its configuration (CreateOrUpdate* would turn direct gets on
-// again for a moment, under the other nodes' feet).
+// responders") once direct gets are turned off. So the store creates
+// these assets with direct gets off on a replicated store (assets.go),
+// and turns them off once on assets an earlier version created with them
+// on, then binds its handles again.
 
-// settled reports whether stream exists as this node would create it,
-// reads from the leader included, so that binding to it is enough.
-// Its age limit is compared with ttl, maxMsgSize unless negative.
-func (s *NATS) settled(ctx context.Context, stream string, ttl time.Duration, maxMsgSize int32) bool {
-	if s.cfg.Replicas == 1 {
-		return false // one replica: direct gets read the leader
-	}
-	st, err := s.js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	c := st.CachedInfo().Config
-	return !c.AllowDirect && c.Replicas == s.cfg.Replicas && c.MaxAge == ttl &&
-		(maxMsgSize < 0 || c.MaxMsgSize == maxMsgSize)
+// leaderReadStreams are the streams a replicated store reads from their
+// leaders.
+func leaderReadStreams() []string {
+	return []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket,
+		"OBJ_" + SnapshotsBucket}
 }
 
+// directGets reports whether a new stream gets direct gets: on a single
+// replica, where the leader answers them. A replicated store creates none:
+// a direct get on a stream just created may find no replica answering yet
+// ("no responders"), and some (leaderReadStreams) must read the leader.
+func (s *NATS) directGets() bool { return s.cfg.Replicas == 1 }
+
 // readFromLeaders turns direct gets off where they are on, waits until
-// the leaders say so, and binds the handles again.
+// the leaders say so, and then binds the handles again.
 func (s *NATS) readFromLeaders(ctx context.Context) error {
 	if s.cfg.Replicas == 1 {
 		return nil
 	}
-	for _, stream := range []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket,
-		"OBJ_" + SnapshotsBucket} {
-		if err := s.directOff(ctx, stream); err != nil {
+	changed := false
+	for _, stream := range leaderReadStreams() {
+		c, err := s.directOff(ctx, stream)
+		if err != nil {
 			return err
 		}
+		changed = changed || c
+	}
+	if !changed {
+		return nil
 	}
 	var err error
 	if s.records, err = s.js.KeyValue(ctx, RecordsBucket); err != nil {
@@ -70,24 +71,26 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 }
 
 // directOff turns direct gets off on stream and returns once its leader
-// reports them off.
-func (s *NATS) directOff(ctx context.Context, stream string) error {
+// reports them off, and whether they were on.
+func (s *NATS) directOff(ctx context.Context, stream string) (bool, error) {
+	changed := false
 	for {
 		st, err := s.js.Stream(ctx, stream)
 		if err != nil {
-			return fmt.Errorf("reading stream %s: %w", stream, err)
+			return changed, fmt.Errorf("reading stream %s: %w", stream, err)
 		}
 		cfg := st.CachedInfo().Config
 		if !cfg.AllowDirect {
-			return nil
+			return changed, nil
 		}
+		changed = true
 		cfg.AllowDirect = false
 		if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("turning off direct gets on %s: %w", stream, err)
+			return changed, fmt.Errorf("turning off direct gets on %s: %w", stream, err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("turning off direct gets on %s: %w", stream, ctx.Err())
+			return changed, fmt.Errorf("turning off direct gets on %s: %w", stream, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -21,16 +21,8 @@ const MemberTTL = 30 * time.Second
 
 var _ Members = (*NATS)(nil)
 
-func (s *NATS) openMembers(ctx context.Context) error {
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      MembersBucket,
-		Description: "pyexec nodes' heartbeats",
-		History:     1,
-		TTL:         MemberTTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
-	s.members = kv
+func (s *NATS) openMembers(ctx context.Context) (err error) {
+	s.members, err = s.openKV(ctx, MembersBucket, "pyexec nodes' heartbeats", MemberTTL, -1)
 	return err
 }
 

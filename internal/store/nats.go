@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,8 @@ type NATS struct {
 	sessions jetstream.KeyValue
 	// snapshots holds sessions' snapshots (snapshots.go).
 	snapshots jetstream.ObjectStore
+	// onWait hears of Open's failed attempts (OnWait).
+	onWait WaitFunc
 }
 
 var (
@@ -68,14 +71,17 @@ func FollowersOn(nc *nats.Conn) Option {
 
 // Open creates or updates the JetStream assets pyexec uses and returns a
 // store on them. nc may point at the embedded server or at a cluster; the
-// connection stays owned by the caller.
+// connection stays owned by the caller. While JetStream cannot answer
+// (a cluster forming, or without a majority of its servers), Open waits
+// and retries, telling OnWait's function, until ctx ends.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if max := nc.MaxPayload(); max < int64(cfg.MaxRecordBytes) {
-		return nil, fmt.Errorf("store: the server's max_payload %d is below the record size limit %d", max, cfg.MaxRecordBytes)
+	if max := nc.MaxPayload(); max < MinMaxPayload {
+		return nil, fmt.Errorf("store: the server's max_payload %d is below %d, the least the store works with (NATS's default, 1 MB, works; 8 MB is faster for large outputs, see docs/store.md)",
+			max, MinMaxPayload)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -91,64 +97,49 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		what string
 		fn   func(context.Context) error
 	}{
-		{"records bucket", s.openRecords},
-		{"index bucket", s.openIndex},
-		{"requests bucket", s.openRequests},
-		{"queue stream", s.openQueue},
-		{"events stream", s.openEvents},
-		{"audit stream", s.openAudit},
-		{"artifacts bucket", s.openArtifacts},
-		{"nodes bucket", s.openMembers},
-		{"sessions bucket", s.openSessions},
-		{"snapshots bucket", s.openSnapshots},
-		{"read settings", s.readFromLeaders},
+		{"creating the records bucket", s.openRecords},
+		{"creating the index bucket", s.openIndex},
+		{"creating the requests bucket", s.openRequests},
+		{"creating the queue stream", s.openQueue},
+		{"creating the events stream", s.openEvents},
+		{"creating the audit stream", s.openAudit},
+		{"creating the artifacts bucket", s.openArtifacts},
+		{"creating the nodes bucket", s.openMembers},
+		{"creating the sessions bucket", s.openSessions},
+		{"creating the snapshots bucket", s.openSnapshots},
+		{"setting reads from the leaders", s.readFromLeaders},
+		{"reading the buckets", s.probeReads},
 	}
 	for _, step := range steps {
-		if err := step.fn(ctx); err != nil {
-			if tooFewPeers(err) {
-				return nil, fmt.Errorf("store: creating %s with %d replicas: the JetStream cluster has fewer servers than that (set --nats-replicas to at most its size): %w",
-					step.what, cfg.Replicas, err)
-			}
-			return nil, fmt.Errorf("store: creating %s: %w", step.what, err)
+		if err := retry(ctx, step.what, s.onWait, s.explainOpen, step.fn); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
 	return s, nil
 }
 
-func (s *NATS) openRecords(ctx context.Context) error {
-	if s.settled(ctx, "KV_"+RecordsBucket, s.cfg.TTL, s.cfg.MaxRecordBytes) {
-		kv, err := s.js.KeyValue(ctx, RecordsBucket)
-		s.records = kv
-		return err
-	}
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       RecordsBucket,
-		Description:  "pyexec execution records",
-		History:      1,
-		TTL:          s.cfg.TTL,
-		MaxValueSize: s.cfg.MaxRecordBytes,
-		Storage:      jetstream.FileStorage,
-		Replicas:     s.cfg.Replicas,
-	})
-	s.records = kv
+func (s *NATS) openRecords(ctx context.Context) (err error) {
+	s.records, err = s.openKV(ctx, RecordsBucket, "pyexec execution records", s.cfg.TTL, s.cfg.MaxRecordBytes)
 	return err
 }
 
-func (s *NATS) openRequests(ctx context.Context) error {
-	if s.settled(ctx, "OBJ_"+RequestsBucket, s.cfg.TTL, -1) {
-		obs, err := s.js.ObjectStore(ctx, RequestsBucket)
-		s.requests = obs
-		return err
-	}
-	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      RequestsBucket,
-		Description: "pyexec request payloads of queued executions",
-		TTL:         s.cfg.TTL,
+func (s *NATS) openRequests(ctx context.Context) (err error) {
+	s.requests, err = s.openObjects(ctx, RequestsBucket, "pyexec request payloads of queued executions, and values too large for a message", s.cfg.TTL)
+	return err
+}
+
+// stream is the configuration of a plain stream of the store.
+func (s *NATS) stream(name, description string, subjects []string, retention jetstream.RetentionPolicy, maxAge time.Duration) asset {
+	return asset{jetstream.StreamConfig{
+		Name:        name,
+		Description: description,
+		Subjects:    subjects,
+		Retention:   retention,
+		MaxAge:      maxAge,
+		MaxMsgSize:  -1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    s.cfg.Replicas,
-	})
-	s.requests = obs
-	return err
+	}}
 }
 
 func (s *NATS) openQueue(ctx context.Context) error {
@@ -160,15 +151,8 @@ func (s *NATS) openQueue(ctx context.Context) error {
 	if legacy {
 		subjects = append(subjects, LegacyQueueSubject)
 	}
-	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        QueueStream,
-		Description: "pyexec async executions waiting for a worker, one subject per key",
-		Subjects:    subjects,
-		Retention:   jetstream.WorkQueuePolicy,
-		MaxAge:      s.cfg.TTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
+	st, err := s.ensure(ctx, s.stream(QueueStream, "pyexec async executions waiting for a worker, one subject per key",
+		subjects, jetstream.WorkQueuePolicy, s.cfg.TTL))
 	if err != nil {
 		return err
 	}
@@ -177,49 +161,16 @@ func (s *NATS) openQueue(ctx context.Context) error {
 	return nil
 }
 
-func (s *NATS) openEvents(ctx context.Context) error {
-	st, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        EventsStream,
-		Description: "pyexec live events of executions",
-		Subjects:    []string{EventsPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      s.cfg.TTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
-	s.events = st
+func (s *NATS) openEvents(ctx context.Context) (err error) {
+	s.events, err = s.ensure(ctx, s.stream(EventsStream, "pyexec live events of executions",
+		[]string{EventsPrefix + ">"}, jetstream.LimitsPolicy, s.cfg.TTL))
 	return err
 }
 
 func (s *NATS) openAudit(ctx context.Context) error {
-	_, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        AuditStream,
-		Description: "pyexec audit trail, one record per finished execution",
-		Subjects:    []string{AuditSubject},
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      s.cfg.AuditMaxAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
+	_, err := s.ensure(ctx, s.stream(AuditStream, "pyexec audit trail, one record per finished execution",
+		[]string{AuditSubject}, jetstream.LimitsPolicy, s.cfg.AuditMaxAge))
 	return err
-}
-
-// tooFewPeers reports whether JetStream refused an asset because it cannot
-// place as many replicas as asked: a cluster smaller than the replication
-// factor, or a single server asked for more than one.
-func tooFewPeers(err error) bool {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		return false
-	}
-	// The server's codes (nats-server's JSClusterNoPeersErrF,
-	// JSInsufficientResourcesErr, JSStreamReplicasNotSupportedErr); the
-	// client names none of them.
-	switch api.ErrorCode {
-	case 10005, 10023, 10074:
-		return true
-	}
-	return false
 }
 
 // JetStream exposes the underlying context, for tools that read the audit

@@ -6,20 +6,35 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Create stores a new record and its index entry; ErrExists when the key
 // is taken. As with Update, an error wrapping ErrIndex means the record
-// was stored without its index entry.
+// was stored without its index entry. A value too large for a message is
+// spilled (spill.go).
 func (s *NATS) Create(ctx context.Context, key string, value []byte, meta Meta) (uint64, error) {
-	rev, err := s.records.Create(ctx, key, value)
+	stored, ref, err := s.recordValue(ctx, key, value)
 	if err != nil {
-		return 0, fmt.Errorf("store: creating record %s: %w", key, mapErr(err))
+		return 0, fmt.Errorf("store: creating record %s: %w", key, err)
+	}
+	rev, err := s.records.Create(ctx, key, stored)
+	if err != nil {
+		return 0, fmt.Errorf("store: creating record %s: %w", key, errors.Join(mapErr(err), s.dropRef(ctx, ref)))
 	}
 	if err := s.putIndex(ctx, key, meta); err != nil {
 		return rev, fmt.Errorf("%w: %w", ErrIndex, err)
 	}
 	return rev, nil
+}
+
+// dropRef deletes the spilled copy of a value whose write failed.
+func (s *NATS) dropRef(ctx context.Context, ref *spillRef) error {
+	if ref == nil {
+		return nil
+	}
+	return s.dropSpilled(context.WithoutCancel(ctx), ref.Name)
 }
 
 // Get returns the latest value of a record.
@@ -28,7 +43,11 @@ func (s *NATS) Get(ctx context.Context, key string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("store: reading record %s: %w", key, mapErr(err))
 	}
-	return Entry{Key: key, Value: e.Value(), Revision: e.Revision()}, nil
+	v, err := s.resolveRecord(ctx, e.Value())
+	if err != nil {
+		return Entry{}, fmt.Errorf("store: reading record %s: %w", key, err)
+	}
+	return Entry{Key: key, Value: v, Revision: e.Revision()}, nil
 }
 
 // Update replaces a record if revision is still its latest one, then its
@@ -41,9 +60,13 @@ func (s *NATS) Get(ctx context.Context, key string) (Entry, error) {
 // with an error wrapping ErrIndex, and listings, which check every record
 // they return, repair the entry when they meet it.
 func (s *NATS) Update(ctx context.Context, key string, value []byte, revision uint64, meta Meta) (uint64, error) {
-	rev, err := s.records.Update(ctx, key, value, revision)
+	stored, ref, err := s.recordValue(ctx, key, value)
 	if err != nil {
-		return 0, fmt.Errorf("store: updating record %s: %w", key, mapErr(err))
+		return 0, fmt.Errorf("store: updating record %s: %w", key, err)
+	}
+	rev, err := s.records.Update(ctx, key, stored, revision)
+	if err != nil {
+		return 0, fmt.Errorf("store: updating record %s: %w", key, errors.Join(mapErr(err), s.dropRef(ctx, ref)))
 	}
 	if err := s.putIndex(ctx, key, meta); err != nil {
 		return rev, fmt.Errorf("%w: %w", ErrIndex, err)
@@ -51,10 +74,21 @@ func (s *NATS) Update(ctx context.Context, key string, value []byte, revision ui
 	return rev, nil
 }
 
-// Delete removes a record and its index entry. Removing a record that is
-// already gone is not an error.
+// Delete removes a record, its spilled copy and its index entry.
+// Removing a record that is already gone is not an error.
 func (s *NATS) Delete(ctx context.Context, key string) error {
 	s.index.remove(key)
+	e, err := s.records.Get(ctx, key)
+	switch {
+	case err == nil:
+		if r, ok, _ := recordRef(e.Value()); ok {
+			if err := s.dropSpilled(ctx, r.Name); err != nil {
+				return fmt.Errorf("store: deleting record %s: %w", key, err)
+			}
+		}
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("store: deleting record %s: %w", key, mapErr(err))
+	}
 	if err := s.records.Purge(ctx, key); err != nil {
 		return fmt.Errorf("store: deleting record %s: %w", key, mapErr(err))
 	}

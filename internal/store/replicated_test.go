@@ -3,58 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
-
-// startCluster starts n clustered JetStream servers on loopback and
-// returns their client URLs once JetStream answers through each.
-func startCluster(t *testing.T, n int) []string {
-	t.Helper()
-	port := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	clients, routes := make([]int, n), make([]int, n)
-	for i := range n {
-		clients[i], routes[i] = port(), port()
-	}
-	var urls []string
-	for i := range n {
-		var peers []string
-		for j, p := range routes {
-			if j != i {
-				peers = append(peers, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-			}
-		}
-		srv, err := natsserver.NewServer(&natsserver.Options{
-			ServerName: fmt.Sprintf("s%d", i), Host: "127.0.0.1", Port: clients[i], JetStream: true,
-			StoreDir: filepath.Join(t.TempDir(), "js"), MaxPayload: EmbeddedMaxPayload, NoSigs: true, NoLog: true,
-			Cluster: natsserver.ClusterOpts{Name: "store-test", Host: "127.0.0.1", Port: routes[i]},
-			Routes:  natsserver.RoutesFromStr(strings.Join(peers, ",")),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		if !srv.ReadyForConnections(30 * time.Second) {
-			t.Fatal("NATS server not ready")
-		}
-		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", clients[i]))
-	}
-	return urls
-}
 
 // openOn opens a store with three replicas through url, retrying while
 // the cluster elects its JetStream leader.

@@ -53,21 +53,8 @@ type SessionRegistry interface {
 
 var _ SessionRegistry = (*NATS)(nil)
 
-func (s *NATS) openSessions(ctx context.Context) error {
-	if s.settled(ctx, "KV_"+SessionsBucket, s.cfg.SessionTTL, -1) {
-		kv, err := s.js.KeyValue(ctx, SessionsBucket)
-		s.sessions = kv
-		return err
-	}
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      SessionsBucket,
-		Description: "pyexec sessions: the node holding each",
-		History:     1,
-		TTL:         s.cfg.SessionTTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
-	s.sessions = kv
+func (s *NATS) openSessions(ctx context.Context) (err error) {
+	s.sessions, err = s.openKV(ctx, SessionsBucket, "pyexec sessions: the node holding each", s.cfg.SessionTTL, -1)
 	return err
 }
 

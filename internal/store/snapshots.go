@@ -48,19 +48,8 @@ type Snapshots interface {
 
 var _ Snapshots = (*NATS)(nil)
 
-func (s *NATS) openSnapshots(ctx context.Context) error {
-	if s.settled(ctx, "OBJ_"+SnapshotsBucket, 0, -1) {
-		obs, err := s.js.ObjectStore(ctx, SnapshotsBucket)
-		s.snapshots = obs
-		return err
-	}
-	obs, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:      SnapshotsBucket,
-		Description: "pyexec snapshots of sessions",
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	})
-	s.snapshots = obs
+func (s *NATS) openSnapshots(ctx context.Context) (err error) {
+	s.snapshots, err = s.openObjects(ctx, SnapshotsBucket, "pyexec snapshots of sessions", 0)
 	return err
 }
 

@@ -105,7 +105,7 @@ func TestOpenRejectsBadConfig(t *testing.T) {
 		cfg  Config
 	}{
 		{"tiny ttl", Config{TTL: time.Millisecond}},
-		{"record above max payload", Config{MaxRecordBytes: EmbeddedMaxPayload + 1}},
+		{"record limit below 64 KiB", Config{MaxRecordBytes: 1 << 10}},
 		{"replicas", Config{Replicas: 9}},
 	}
 	for _, tt := range tests {

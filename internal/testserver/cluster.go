@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -14,20 +15,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NATSMaxPayload is the clusters' max_payload: the store keeps records of
-// up to 8 MiB and refuses a server that accepts less.
+// NATSMaxPayload is StartCluster's max_payload: the recommended 8 MiB,
+// under which no record spills to the object store (NewCluster takes
+// NATS's default, 1 MB, as well).
 const NATSMaxPayload = 8 << 20
 
 // Cluster is a NATS JetStream cluster of in-process servers on loopback,
 // one store directory each. Its servers can be stopped and started again
 // (same ports, same data) to play a lost NATS node.
 type Cluster struct {
-	name    string
-	dir     string
-	ownDir  bool
-	clients []int // client port of each server
-	routes  []int // cluster (route) port of each server
-	servers []*natsserver.Server
+	name       string
+	dir        string
+	ownDir     bool
+	maxPayload int32 // 0: NATS's default
+	clients    []int // client port of each server
+	routes     []int // cluster (route) port of each server
+	servers    []*natsserver.Server
 }
 
 // StartCluster starts n clustered servers named name-0, name-1… with their
@@ -35,7 +38,29 @@ type Cluster struct {
 // and waits until JetStream answers through each, which needs a meta
 // leader elected by the cluster.
 func StartCluster(name string, n int, dir string) (_ *Cluster, err error) {
-	c := &Cluster{name: name, dir: dir, servers: make([]*natsserver.Server, n)}
+	c, err := NewCluster(name, n, dir, NATSMaxPayload)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	for i := range n {
+		if err := c.Start(i); err != nil {
+			return nil, err
+		}
+	}
+	return c, c.WaitJetStream(60 * time.Second)
+}
+
+// NewCluster chooses the ports and directories of n clustered servers
+// (n = 1: one standalone server) that take messages of up to maxPayload
+// bytes (0: NATS's default, 1 MB), and starts none of them: clients may
+// be started first (Start, StartAll).
+func NewCluster(name string, n int, dir string, maxPayload int32) (_ *Cluster, err error) {
+	c := &Cluster{name: name, dir: dir, maxPayload: maxPayload, servers: make([]*natsserver.Server, n)}
 	if dir == "" {
 		if c.dir, err = os.MkdirTemp("", "pyexec-nats-"); err != nil {
 			return nil, err
@@ -58,12 +83,19 @@ func StartCluster(name string, n int, dir string) (_ *Cluster, err error) {
 		}
 		c.clients, c.routes = append(c.clients, client), append(c.routes, route)
 	}
-	for i := range n {
-		if err := c.Start(i); err != nil {
-			return nil, err
-		}
+	return c, nil
+}
+
+// StartAll starts every server at the same moment and returns once each
+// takes connections (JetStream may still be electing its leader).
+func (c *Cluster) StartAll() error {
+	errs := make([]error, len(c.servers))
+	var wg sync.WaitGroup
+	for i := range c.servers {
+		wg.Go(func() { errs[i] = c.Start(i) })
 	}
-	return c, c.WaitJetStream(60 * time.Second)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // URLs are the client URLs, one per server.
@@ -82,13 +114,13 @@ func (c *Cluster) options(i int) *natsserver.Options {
 			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 		}
 	}
-	return &natsserver.Options{
+	o := &natsserver.Options{
 		ServerName: fmt.Sprintf("%s-%d", c.name, i),
 		Host:       "127.0.0.1",
 		Port:       c.clients[i],
 		JetStream:  true,
 		StoreDir:   filepath.Join(c.dir, fmt.Sprint(i), "jetstream"),
-		MaxPayload: NATSMaxPayload,
+		MaxPayload: c.maxPayload,
 		NoSigs:     true,
 		NoLog:      true,
 		Cluster: natsserver.ClusterOpts{
@@ -98,6 +130,12 @@ func (c *Cluster) options(i int) *natsserver.Options {
 		},
 		Routes: natsserver.RoutesFromStr(strings.Join(routes, ",")),
 	}
+	if len(c.servers) == 1 {
+		// A standalone server: one with a cluster block waits for peers,
+		// its JetStream unavailable (a minute, then a bench gave up).
+		o.Cluster, o.Routes = natsserver.ClusterOpts{}, nil
+	}
+	return o
 }
 
 // Start starts server i (again) on its ports and data.

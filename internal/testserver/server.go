@@ -109,9 +109,16 @@ func RunInNewDir(ctx context.Context, dirPrefix string, cfg Config) (*Server, er
 }
 
 // Start runs the server on a free loopback port and waits until it
-// answers /health. A server that does not is stopped, and the error
-// carries its output.
+// answers /health (Launch, then WaitHealthy).
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.Launch(); err != nil {
+		return err
+	}
+	return s.WaitHealthy(ctx)
+}
+
+// Launch runs the server on a free loopback port and returns at once.
+func (s *Server) Launch() error {
 	port, err := FreePort()
 	if err != nil {
 		return err
@@ -133,10 +140,17 @@ func (s *Server) Start(ctx context.Context) error {
 		_ = cmd.Wait()
 		close(exited)
 	}(s.Cmd)
+	return nil
+}
+
+// WaitHealthy waits until the launched server answers /health with 200,
+// for at most StartTimeout. A server that exits meanwhile is an error
+// carrying its output; one that does not answer in time is stopped.
+func (s *Server) WaitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(s.StartTimeout)
 	for time.Now().Before(deadline) {
 		select {
-		case <-exited:
+		case <-s.Exited:
 			return fmt.Errorf("server exited during startup:\n%s", s.Logs)
 		case <-ctx.Done():
 			_ = s.Stop()

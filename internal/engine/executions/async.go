@@ -9,6 +9,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -55,7 +56,7 @@ func (e *Service) enqueue(ctx context.Context, req run.Request, p *run.Plan) (st
 	if err != nil {
 		return "", err
 	}
-	body, err := json.Marshal(req)
+	body, err := json.Marshal(queuedRequest{Request: req, Detected: p.Env.Analysis})
 	if err != nil {
 		return "", fmt.Errorf("engine: encoding request: %w", err)
 	}
@@ -231,6 +232,16 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	}
 }
 
+// queuedRequest is a queued request as stored: the request, and the
+// import analysis the submitting node made of it, so that the node that
+// runs it (after a restart, another node) prepares it without running the
+// detector again. Its fields are the request's at the top level, which a
+// node of an earlier version reads as the request alone.
+type queuedRequest struct {
+	run.Request
+	Detected *pyenv.Analysis `json:"detected,omitempty"`
+}
+
 // loadPlan reads a queued request back and prepares it again (the
 // interpreter may have gone since it was submitted).
 func (e *Service) loadPlan(ctx context.Context, id string) (*run.Plan, error) {
@@ -238,11 +249,12 @@ func (e *Service) loadPlan(ctx context.Context, id string) (*run.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the queued request is gone: %w", err)
 	}
-	var req run.Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	var q queuedRequest
+	if err := json.Unmarshal(body, &q); err != nil {
 		return nil, fmt.Errorf("the queued request is unreadable: %w", err)
 	}
-	p, err := e.planner.Prepare(ctx, req)
+	e.planner.Remember(q.Request, q.Detected)
+	p, err := e.planner.Prepare(ctx, q.Request)
 	if err != nil {
 		return nil, fmt.Errorf("the queued request can no longer run: %w", err)
 	}

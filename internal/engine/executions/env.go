@@ -50,7 +50,7 @@ func (e *Service) enterEnv(ctx, sctx context.Context, id string, p *run.Plan, r 
 	}
 	release := func() {}
 	python := p.Interpreter.Path
-	if len(p.Env.Needs) > 0 {
+	if e.deps.Envs != nil { // an empty set runs in the base environment once it is built
 		lease, err := e.deps.Envs.Acquire(ctx, p.Interpreter, p.Env.Needs, func(line string) {
 			e.publishEvent(sctx, id, EventInstall, line)
 		})

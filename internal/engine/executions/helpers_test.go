@@ -14,10 +14,11 @@ import (
 )
 
 // nodeConfig is what these tests configure of a node: its admission and
-// its executions.
+// its executions (and, for start, its environments).
 type nodeConfig struct {
 	slots admission.Config
 	exec  Config
+	envs  run.Environments
 }
 
 // node is a node's executions wired as the engine wires them (without
@@ -134,7 +135,8 @@ func start(t *testing.T, dir string, cfg nodeConfig, runner Runner) *env {
 			}
 		}
 	})
-	e.node = newNode(t, cfg, Deps{Store: st, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
+	e.node = newNode(t, cfg, Deps{Store: st, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{},
+		Envs: cfg.envs})
 	e.eng = e.node.x
 	e.runner, _ = runner.(*runtest.Runner)
 	return e

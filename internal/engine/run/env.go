@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/pyexec/pyexec/internal/pyenv"
@@ -21,13 +22,16 @@ const (
 type Environments interface {
 	// Resolve computes the dependency set of a project and the policy
 	// warnings. Errors that are the request's fault wrap
-	// pyenv.ErrBadRequirement, pyenv.ErrNotAllowed or pyenv.ErrPolicy.
+	// pyenv.ErrBadRequirement, ErrNotAllowed, ErrPolicy or ErrTooComplex.
 	Resolve(ctx context.Context, in Interpreter, files []File, entry, requirements string) (pyenv.Needs, error)
 	// Acquire returns the environment of set, built if needed; a failed
 	// build wraps pyenv.ErrInstall.
 	Acquire(ctx context.Context, in Interpreter, set pyenv.Set, progress func(string)) (EnvLease, error)
 	// Base is the base environment's requirement set (empty: none).
 	Base() pyenv.Set
+	// Remember gives Resolve the import analysis an earlier Resolve of
+	// the same project returned (pyenv.Needs.Analysis).
+	Remember(in Interpreter, files []File, entry string, an *pyenv.Analysis)
 }
 
 // EnvLease is an environment in use by one run.
@@ -56,6 +60,25 @@ type EnvPlan struct {
 	Warnings []string      // the policy's warnings
 	Pre      []string      // the pre-commands
 	Lint     string        // the lint mode
+	// Analysis is the import detector's finding (nil: it did not run),
+	// kept with a queued request (Planner.Remember).
+	Analysis *pyenv.Analysis
+}
+
+// Remember gives the planner the analysis an earlier Prepare of req made
+// (Plan.Env.Analysis, possibly on another node), so that preparing req
+// again does not run the import detector: a restarted node runs its
+// queued jobs without a detector jail each. A request whose interpreter
+// is gone is left to Prepare to refuse.
+func (pl *Planner) Remember(req Request, an *pyenv.Analysis) {
+	if an == nil || pl.deps.Envs == nil {
+		return
+	}
+	interp, err := pl.deps.Interpreters.Lookup(req.PythonVersion)
+	if err != nil {
+		return
+	}
+	pl.deps.Envs.Remember(interp, req.Files, path.Clean(req.Entrypoint), an)
 }
 
 // planEnv resolves the request's dependencies and checks its policy, pre
@@ -89,12 +112,12 @@ func (pl *Planner) planEnv(ctx context.Context, req Request, p *Plan, entry stri
 	}
 	needs, err := pl.deps.Envs.Resolve(ctx, p.Interpreter, req.Files, entry, req.Requirements)
 	switch {
-	case errors.Is(err, pyenv.ErrBadRequirement), errors.Is(err, pyenv.ErrNotAllowed), errors.Is(err, pyenv.ErrPolicy):
+	case errors.Is(err, pyenv.ErrBadRequirement), errors.Is(err, pyenv.ErrNotAllowed), errors.Is(err, pyenv.ErrPolicy), errors.Is(err, pyenv.ErrTooComplex):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	case err != nil:
 		return fmt.Errorf("engine: resolving requirements: %w", err)
 	}
-	p.Env.Needs, p.Env.Warnings = needs.Set, needs.Warnings
+	p.Env.Needs, p.Env.Warnings, p.Env.Analysis = needs.Set, needs.Warnings, needs.Analysis
 	return nil
 }
 
@@ -112,11 +135,20 @@ func pyInterp(in Interpreter) pyenv.Interpreter {
 
 // Resolve computes the project's dependency set.
 func (p PyenvEnvironments) Resolve(ctx context.Context, in Interpreter, files []File, entry, requirements string) (pyenv.Needs, error) {
+	return p.Resolver.Resolve(ctx, pyInterp(in), pyFiles(files), entry, requirements)
+}
+
+func pyFiles(files []File) []pyenv.File {
 	pf := make([]pyenv.File, len(files))
 	for i, f := range files {
 		pf[i] = pyenv.File{Path: f.Path, Data: f.Data}
 	}
-	return p.Resolver.Resolve(ctx, pyInterp(in), pf, entry, requirements)
+	return pf
+}
+
+// Remember hands an earlier analysis of the project to the resolver.
+func (p PyenvEnvironments) Remember(in Interpreter, files []File, entry string, an *pyenv.Analysis) {
+	p.Resolver.Remember(pyInterp(in), pyFiles(files), entry, an)
 }
 
 // Acquire returns the environment of set.

@@ -66,7 +66,7 @@ type Request struct {
 	Files         []File        `json:"files"`
 	Entrypoint    string        `json:"entrypoint"`
 	Args          []string      `json:"args,omitempty"`
-	Stdin         string        `json:"stdin,omitempty"`
+	Stdin         BinaryString  `json:"stdin,omitempty"`
 	Env           []string      `json:"env,omitempty"` // KEY=value, added to the allowlisted base
 	PythonVersion string        `json:"python_version,omitempty"`
 	Requirements  string        `json:"requirements,omitempty"`

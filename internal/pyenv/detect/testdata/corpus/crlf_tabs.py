@@ -1,0 +1,7 @@
+import os
+import sys
+
+if os.name:
+	print(sys.platform)
+	if True:
+		import tabs_inside

@@ -1,0 +1,6 @@
+import re
+
+def f():
+    
+    return re.compile("x")
+import after_formfeed
