@@ -126,6 +126,8 @@ func snapshotError(err error) (*Error, bool) {
 		return errorf(http.StatusBadRequest, "%s", engine.ErrSnapshotIntegrity), true
 	case errors.Is(err, engine.ErrSnapshotsDisabled):
 		return errorf(http.StatusNotImplemented, "%s", engine.ErrSnapshotsDisabled), true
+	case errors.Is(err, engine.ErrSnapshotWorkspace):
+		return errorf(http.StatusBadRequest, "%s", err), true
 	}
 	return nil, false
 }

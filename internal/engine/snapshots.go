@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/pyexec/pyexec/internal/engine/sessions"
@@ -44,9 +45,13 @@ func (e *Engine) ForkSession(ctx context.Context, id string, c Caller) (Session,
 
 // restoreSession creates a session of req.Caller from its snapshot
 // req.FromSnapshot: verified whole, for its owner, before any of it
-// reaches a kernel.
+// reaches a kernel. A caller at its cap of sessions, or a full node, is
+// refused before the snapshot is read (Open bounds the reads at once).
 func (e *Engine) restoreSession(ctx context.Context, req SessionRequest) (Session, error) {
 	if _, err := e.snapshotFor(ctx, req.FromSnapshot, Caller{Name: req.Caller}, false); err != nil {
+		return Session{}, err
+	}
+	if err := e.sess.Room(req.Caller); err != nil {
 		return Session{}, err
 	}
 	snap, err := e.snaps.Open(ctx, req.FromSnapshot, req.Caller)
@@ -76,6 +81,16 @@ func (e *Engine) DeleteSnapshot(ctx context.Context, id string, c Caller) error 
 
 // vault is the snapshots service as the sessions see it.
 type vault struct{ *snapshots.Service }
+
+// Open says of a snapshot the store does not hold that it is gone, in
+// the sessions' words.
+func (v vault) Open(ctx context.Context, id, owner string) (*snapshot.Snapshot, error) {
+	s, err := v.Service.Open(ctx, id, owner)
+	if errors.Is(err, snapshots.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", sessions.ErrSnapshotGone, err)
+	}
+	return s, err
+}
 
 func (v vault) Begin(ctx context.Context, h snapshot.Header) (sessions.Pending, error) {
 	p, err := v.Service.Begin(ctx, h)

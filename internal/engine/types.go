@@ -13,6 +13,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/engine/snapshots"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -131,6 +132,9 @@ var (
 	ErrSnapshotTooLarge  = snapshots.ErrTooLarge  // 413
 	ErrSnapshotIntegrity = snapshots.ErrIntegrity // 400
 	ErrSnapshotsDisabled = snapshots.ErrDisabled  // 501
+	// ErrSnapshotWorkspace: a workspace a snapshot cannot hold (a path a
+	// restore could not write back, a file changed while it was saved).
+	ErrSnapshotWorkspace = snapshot.ErrWorkspace // 400
 )
 
 // Session states.

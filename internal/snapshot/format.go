@@ -308,6 +308,8 @@ type Snapshot struct {
 	r            io.ReaderAt
 	state, files []section
 	closer       io.Closer
+	onClose      []func()
+	closed       bool
 }
 
 // Open verifies the snapshot of size bytes at r for owner, under key and
@@ -424,11 +426,23 @@ func (s *Snapshot) reader(secs []section) io.Reader {
 	return io.MultiReader(rs...)
 }
 
-// Close releases the file Receive spooled the snapshot into; it does
-// nothing for one from Open.
+// Close releases the file Receive spooled the snapshot into (nothing for
+// one from Open), then runs what OnClose added; a second Close does
+// nothing.
 func (s *Snapshot) Close() error {
-	if s.closer == nil {
+	if s.closed {
 		return nil
 	}
-	return s.closer.Close()
+	s.closed = true
+	var err error
+	if s.closer != nil {
+		err = s.closer.Close()
+	}
+	for _, f := range s.onClose {
+		f()
+	}
+	return err
 }
+
+// OnClose has Close run f once the snapshot's file is released.
+func (s *Snapshot) OnClose(f func()) { s.onClose = append(s.onClose, f) }

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // A session's workspace travels in its snapshot as a tar of its regular
@@ -31,7 +33,10 @@ type File struct {
 // Tar writes the regular files under root (and its directories) to w as a
 // tar, at most maxBytes of file data. Links, devices, pipes and sockets
 // are left out; no link is followed, and a file the user's code swaps for
-// something else while it is read is refused rather than waited on.
+// something else while it is read is refused rather than waited on. A
+// path a restore could not write back (sandbox.CheckPathLimits: too
+// long, too deep, a name too long) is refused here, at the save, so that
+// nothing is saved that cannot be restored.
 func Tar(w io.Writer, root *os.Root, maxBytes int64) error {
 	tw := tar.NewWriter(w)
 	var total int64
@@ -41,6 +46,9 @@ func Tar(w io.Writer, root *os.Root, maxBytes int64) error {
 		}
 		if p == "." {
 			return nil
+		}
+		if err := sandbox.CheckPathLimits(p); err != nil {
+			return fmt.Errorf("%w: %.64q... could not be restored: %w", ErrWorkspace, p, err)
 		}
 		info, err := d.Info()
 		if err != nil {

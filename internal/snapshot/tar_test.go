@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 func TestTarKeepsRegularFilesOnly(t *testing.T) {
@@ -53,6 +56,38 @@ func TestTarKeepsRegularFilesOnly(t *testing.T) {
 	var small bytes.Buffer
 	if err := Tar(&small, root, 10); !errors.Is(err, ErrWorkspace) {
 		t.Errorf("a workspace over the cap: %v", err)
+	}
+}
+
+// TestTarRefusesWhatARestoreWould: a file deeper than a restore writes
+// makes the save fail, rather than a snapshot no restore can load.
+func TestTarRefusesWhatARestoreWould(t *testing.T) {
+	dir := t.TempDir()
+	deep := filepath.Join(append([]string{dir}, slices.Repeat([]string{"d"}, sandbox.MaxPathDepth)...)...)
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, "f.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var buf bytes.Buffer
+	if err := Tar(&buf, root, 1<<20); !errors.Is(err, ErrWorkspace) || !strings.Contains(err.Error(), "could not be restored") {
+		t.Errorf("a file %d directories deep: %v, want ErrWorkspace", sandbox.MaxPathDepth, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, strings.Repeat("n", sandbox.MaxNameBytes)), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := Tar(&buf, root, 1<<20); err != nil {
+		t.Errorf("a name at the limit: %v", err)
 	}
 }
 

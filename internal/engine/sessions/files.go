@@ -22,6 +22,8 @@ import (
 // PutFile writes a file into the session's workspace.
 func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
 	id := s.id
+	s.files.RLock()
+	defer s.files.RUnlock()
 	k, err := m.awake(s)
 	if err != nil {
 		return err
@@ -42,6 +44,8 @@ func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
 // ListFiles lists the regular files of the session's workspace.
 func (m *Service) ListFiles(s *Live) ([]File, error) {
 	id := s.id
+	s.files.RLock()
+	defer s.files.RUnlock()
 	k, err := m.awake(s)
 	if err != nil {
 		return nil, err
@@ -73,6 +77,8 @@ func (m *Service) ListFiles(s *Live) ([]File, error) {
 // run.ErrFileNotFound: no such regular file (a link is not followed).
 func (m *Service) ReadFile(s *Live, unsafePath string) ([]byte, error) {
 	id := s.id
+	s.files.RLock()
+	defer s.files.RUnlock()
 	k, err := m.awake(s)
 	if err != nil {
 		return nil, err

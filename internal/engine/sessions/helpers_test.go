@@ -24,8 +24,14 @@ func forEachKernel(t *testing.T, f func(t *testing.T, forked bool)) {
 // server that preloads preload, or cold.
 func newService(t *testing.T, sc Config, forked bool, preload ...string) *Service {
 	t.Helper()
+	return newServiceWith(t, sc, forked, nil, preload...)
+}
+
+// newServiceWith is newService keeping its snapshots in v.
+func newServiceWith(t *testing.T, sc Config, forked bool, v Vault, preload ...string) *Service {
+	t.Helper()
 	m := runtest.Jails(t)
-	deps := Deps{Jails: m, Interpreters: runtest.Interpreters{}}
+	deps := Deps{Jails: m, Interpreters: runtest.Interpreters{}, Vault: v}
 	if forked {
 		p := pool.New(m, pool.Config{ForkServer: true, BaseEnv: run.BaseEnv(), Preload: preload})
 		t.Cleanup(func() { // after the service's: its sessions are gone by then

@@ -2,9 +2,11 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
@@ -12,18 +14,76 @@ import (
 // snapshot (snapshot.KindHibernation) and its kernel ended; it stays in
 // the registry, under its caps and its idle timeout and lifetime, holding
 // no memory. Its next call resumes it: a new kernel made as for any
-// session, the snapshot loaded into it, the snapshot deleted. It never
-// leaves this node.
+// session, the snapshot loaded into it, the snapshot deleted.
+//
+// The reaper only picks the sessions to hibernate: each is saved by a
+// worker of its own, at most Config.Hibernations at once, so that no save
+// delays the end of another session. A session that could not be saved
+// stays awake and is not tried again before a delay that doubles with
+// each failure (hibernateBackoff).
+
+// Bounds of the delay before a session whose hibernation failed is tried
+// again.
+const (
+	hibernateRetryMin = 30 * time.Second
+	hibernateRetryMax = 30 * time.Minute
+)
+
+// hibernateBackoff is the delay after the n-th failure in a row.
+func hibernateBackoff(n int) time.Duration {
+	d := hibernateRetryMin << min(n-1, 10)
+	return min(d, hibernateRetryMax)
+}
+
+// startHibernations hands the sessions idle at t to hibernation workers
+// while one is free; the rest wait for a later tick.
+func (m *Service) startHibernations(t time.Time) {
+	for _, s := range m.sleepy(t) {
+		select {
+		case m.hibSlots <- struct{}{}:
+		default:
+			return
+		}
+		s.mu.Lock()
+		s.hibernating = true
+		s.mu.Unlock()
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer func() { <-m.hibSlots }()
+			err := m.hibernate(s)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.hibernating = false
+			switch {
+			case err == nil:
+				s.hibFails = 0
+			case errors.Is(err, ErrBusy) || errors.Is(err, ErrEnded):
+				// a call came first, or it ended: not a failure
+			default:
+				s.hibFails++
+				s.hibRetry = time.Now().Add(hibernateBackoff(s.hibFails))
+				m.counts.hibernateFailed.Add(1)
+				m.log.Warn("a session could not hibernate; it stays awake", "session_id", s.id, "failures", s.hibFails,
+					"retry_in", hibernateBackoff(s.hibFails), "err", err)
+			}
+		}()
+	}
+}
 
 // hibernate saves s, idle, and ends its kernel. A session that cannot be
-// saved stays as it was (logged).
-func (m *Service) hibernate(s *Live) {
+// saved stays as it was. File calls wait until it is done (s.files).
+func (m *Service) hibernate(s *Live) error {
+	if !s.files.TryLock() {
+		return fmt.Errorf("%w: %s", ErrBusy, s.id)
+	}
+	defer s.files.Unlock()
 	s.mu.Lock()
 	last := s.last
 	s.mu.Unlock()
 	k, done, err := m.claim(s)
 	if err != nil {
-		return // a cell started meanwhile, or it ended
+		return err // a cell started meanwhile, or it ended
 	}
 	defer func() {
 		done()
@@ -35,34 +95,68 @@ func (m *Service) hibernate(s *Live) {
 	defer cancel()
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	if err != nil {
-		m.log.Warn("a session could not hibernate; it stays awake", "session_id", s.id, "err", err)
-		return
+		return err
 	}
 	s.mu.Lock()
+	if s.gone { // ended while it was saved: nothing will resume it
+		s.mu.Unlock()
+		m.forgetSnapshot(saved.ID)
+		return fmt.Errorf("%w: %s", ErrEnded, s.id)
+	}
 	s.k, s.asleep = nil, saved.ID
 	s.mu.Unlock()
 	k.stop()
+	m.counts.hibernated.Add(1)
 	m.log.Info("session hibernated", "session_id", s.id, "snapshot_id", saved.ID, "bytes", saved.Bytes)
+	return nil
 }
 
 // wake resumes s if it hibernated, with s.run held: it reports whether it
-// did. A session that cannot resume is ended (ErrEnded).
-func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
+// did. The resume runs under the service's context, not the caller's: a
+// caller that goes away does not cut it short. A session whose snapshot
+// can never load (missing, not verifying, refused by the interpreter) is
+// ended (ErrEnded); one that fails for a reason that may pass (the store,
+// the node's room, a kernel that would not start) stays hibernated with
+// its snapshot, and the call fails with run.ErrUnavailable.
+func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	s.mu.Lock()
 	id, gone := s.asleep, s.gone
 	s.mu.Unlock()
 	if id == "" || gone {
 		return false, nil
 	}
+	ctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
+	defer cancel()
 	if err := m.resume(ctx, s, id); err != nil {
-		m.log.Warn("a hibernated session could not resume; it ends", "session_id", s.id, "snapshot_id", id, "err", err)
+		m.counts.resumeFailed.Add(1)
+		if !lost(err) {
+			m.log.Warn("a hibernated session could not resume now; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
+			return false, fmt.Errorf("%w: session %s could not resume from its hibernation now, retry later: %v", run.ErrUnavailable, s.id, err)
+		}
+		m.log.Warn("a hibernated session cannot resume; it ends", "session_id", s.id, "snapshot_id", id, "err", err)
 		m.endSession(s, "resume failed")
 		return false, fmt.Errorf("%w: %s could not resume from its hibernation: %v", ErrEnded, s.id, err)
 	}
 	m.forgetSnapshot(id)
+	m.counts.resumed.Add(1)
 	m.log.Info("session resumed", "session_id", s.id, "snapshot_id", id)
 	return true, nil
 }
+
+// errUnloadable marks a snapshot the session's interpreter refused: it
+// will refuse it again.
+var errUnloadable = errors.New("the snapshot does not load")
+
+// lost says that a resume failed for good: the snapshot is gone, does not
+// verify, or does not load.
+func lost(err error) bool {
+	return errors.Is(err, errUnloadable) || errors.Is(err, snapshot.ErrIntegrity) || errors.Is(err, snapshot.ErrWorkspace) ||
+		errors.Is(err, snapshot.ErrTooLarge) || errors.Is(err, ErrSnapshotGone) || errors.Is(err, ErrEnded)
+}
+
+// ErrSnapshotGone is what a Vault's Open returns, wrapped, for a snapshot
+// the store does not hold.
+var ErrSnapshotGone = errors.New("the snapshot is not in the store")
 
 // resume loads hibernation snapshot id into a new kernel of s.
 func (m *Service) resume(ctx context.Context, s *Live, id string) error {
@@ -76,6 +170,9 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 		return err
 	}
 	defer snap.Close()
+	if h := snap.Header; h.ID != id || h.Kind != snapshot.KindHibernation || h.SessionID != s.id {
+		return fmt.Errorf("%w: snapshot %s is not this session's hibernation", snapshot.ErrIntegrity, id)
+	}
 	k, err := m.startKernel(m.base, s.spec, s.startForks)
 	if err != nil {
 		return err
@@ -94,16 +191,24 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	s.busy = false
 	if err == nil {
 		s.asleep = ""
+	} else {
+		s.k = nil // still hibernated, or about to end: not this half-loaded kernel
 	}
 	s.mu.Unlock()
+	if err != nil {
+		k.stop()
+	}
 	return err
 }
 
-// awake returns s's kernel, resuming s first if it hibernated (for the
-// calls that do not hold s.run otherwise: files).
+// awake returns s's kernel, resuming s first if it hibernated, for a
+// file call (which does not hold s.run otherwise): the call counts as
+// activity. The caller holds s.files for reading while it uses the
+// kernel, so that no hibernation ends it meanwhile.
 func (m *Service) awake(s *Live) (*kernel, error) {
 	s.mu.Lock()
 	asleep := s.asleep != ""
+	s.last = run.Now()
 	s.mu.Unlock()
 	if asleep {
 		s.run.Lock()
@@ -125,7 +230,8 @@ func (m *Service) forgetSnapshot(id string) {
 	}
 }
 
-// sleepy lists the sessions idle for HibernateAfter, awake, at t.
+// sleepy lists the sessions idle for HibernateAfter, awake, at t, that no
+// worker has and whose last failure's delay has passed.
 func (m *Service) sleepy(t time.Time) []*Live {
 	if m.cfg.HibernateAfter <= 0 || m.deps.Vault == nil {
 		return nil
@@ -135,7 +241,8 @@ func (m *Service) sleepy(t time.Time) []*Live {
 	var out []*Live
 	for _, s := range m.live {
 		s.mu.Lock()
-		if s.k != nil && !s.busy && s.asleep == "" && t.Sub(s.last) >= m.cfg.HibernateAfter && !kernelEnded(s.k) {
+		if s.k != nil && !s.busy && !s.hibernating && s.asleep == "" && t.Sub(s.last) >= m.cfg.HibernateAfter &&
+			!t.Before(s.hibRetry) && !kernelEnded(s.k) {
 			out = append(out, s)
 		}
 		s.mu.Unlock()

@@ -83,9 +83,7 @@ func (m *Service) reapSessions(ctx context.Context) {
 			for _, s := range m.expired(now) {
 				m.endSession(s.s, s.why)
 			}
-			for _, s := range m.sleepy(now) {
-				m.hibernate(s)
-			}
+			m.startHibernations(now)
 		}
 	}
 }

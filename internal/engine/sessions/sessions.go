@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,6 +61,16 @@ type Service struct {
 	mu     sync.Mutex
 	live   map[string]*Live // the registry
 	closed bool             // the reaper ended every session: no more
+
+	// hibSlots holds a token per hibernation under way
+	// (Config.Hibernations).
+	hibSlots chan struct{}
+	counts   counts
+}
+
+// counts are the service's running totals (Stats).
+type counts struct {
+	hibernated, hibernateFailed, resumed, resumeFailed atomic.Int64
 }
 
 // New applies the defaults to cfg and lim, checks cfg and returns the
@@ -76,7 +87,7 @@ func New(cfg Config, lim run.Limits, deps Deps) (*Service, error) {
 	base, cancelBase := context.WithCancel(context.Background())
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, lim: lim.WithDefaults(), deps: deps, log: log, base: base, cancelBase: cancelBase,
-		stopping: stopping, stop: stop, live: make(map[string]*Live)}, nil
+		stopping: stopping, stop: stop, live: make(map[string]*Live), hibSlots: make(chan struct{}, cfg.Hibernations)}, nil
 }
 
 // Run starts reaping idle and expired sessions.
@@ -148,8 +159,18 @@ type Live struct {
 	// restored (fromSnapshot) or a session forked (forkedFrom).
 	fromSnapshot, forkedFrom string
 	// asleep is the hibernation snapshot of a session without a kernel
-	// (hibernate.go).
-	asleep string
+	// (hibernate.go); hibernating says a worker is saving it; hibFails
+	// counts its failed hibernations in a row, hibRetry is when the next
+	// may be tried.
+	asleep      string
+	hibernating bool
+	hibFails    int
+	hibRetry    time.Time
+
+	// files is held for reading by a file call while it uses the kernel,
+	// and for writing by a hibernation: a file written during a
+	// hibernation is never left out of its snapshot.
+	files sync.RWMutex
 }
 
 // Owner is the caller that created the session.
@@ -395,6 +416,15 @@ func pickDuration(v, def, maxv time.Duration, what string) (time.Duration, error
 func (m *Service) reserve(s *Live) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.roomFor(s.caller); err != nil {
+		return err
+	}
+	m.live[s.id] = s
+	return nil
+}
+
+// roomFor fails unless one more session of caller fits (m.mu held).
+func (m *Service) roomFor(caller string) error {
 	if m.closed {
 		return run.ErrClosed
 	}
@@ -403,14 +433,13 @@ func (m *Service) reserve(s *Live) error {
 	}
 	mine := 0
 	for _, o := range m.live {
-		if o.caller == s.caller {
+		if o.caller == caller {
 			mine++
 		}
 	}
 	if mine >= m.cfg.MaxPerCaller {
 		return fmt.Errorf("%w: at most %d sessions per caller", ErrTooMany, m.cfg.MaxPerCaller)
 	}
-	m.live[s.id] = s
 	return nil
 }
 
@@ -498,11 +527,15 @@ func (m *Service) Stats() Stats {
 		list = append(list, s)
 	}
 	m.mu.Unlock()
-	st := Stats{Live: len(list)}
+	st := Stats{Live: len(list), Hibernated: m.counts.hibernated.Load(), HibernateFailed: m.counts.hibernateFailed.Load(),
+		Resumed: m.counts.resumed.Load(), ResumeFailed: m.counts.resumeFailed.Load()}
 	for _, s := range list {
 		s.mu.Lock()
 		if s.busy {
 			st.Busy++
+		}
+		if s.asleep != "" {
+			st.Asleep++
 		}
 		k := s.k
 		s.mu.Unlock()

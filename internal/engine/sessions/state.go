@@ -189,7 +189,7 @@ func (k *kernel) expectLoaded() (loaded func(rep *run.Report) (runner.Loaded, er
 	})
 	return func(rep *run.Report) (runner.Loaded, error) {
 		if err := reportErr(rep, "loading"); err != nil {
-			return runner.Loaded{}, err
+			return runner.Loaded{}, fmt.Errorf("%w: %w", errUnloadable, err)
 		}
 		mu.Lock()
 		defer mu.Unlock()

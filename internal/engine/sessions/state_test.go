@@ -1,95 +1,12 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/pyexec/pyexec/internal/snapshot"
 )
-
-// memVault keeps snapshots in memory, as the engine's snapshots service
-// keeps them in the store: the same file, the same MAC.
-type memVault struct {
-	key snapshot.Key
-	mu  sync.Mutex
-	m   map[string][]byte
-}
-
-func newVault(t *testing.T) *memVault {
-	key, err := snapshot.LoadKey(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &memVault{key: key, m: map[string][]byte{}}
-}
-
-type memPending struct {
-	v   *memVault
-	id  string
-	buf bytes.Buffer
-	w   *snapshot.Writer
-}
-
-func (v *memVault) Begin(_ context.Context, h snapshot.Header) (Pending, error) {
-	p := &memPending{v: v, id: h.ID}
-	w, err := snapshot.NewWriter(&p.buf, v.key, h, 1<<30)
-	p.w = w
-	return p, err
-}
-
-func (p *memPending) Writer() *snapshot.Writer { return p.w }
-
-func (p *memPending) Commit() (int64, error) {
-	n, err := p.w.Close()
-	if err != nil {
-		return 0, err
-	}
-	p.v.mu.Lock()
-	p.v.m[p.id] = p.buf.Bytes()
-	p.v.mu.Unlock()
-	return n, nil
-}
-
-func (p *memPending) Abort(err error) error { return err }
-
-func (v *memVault) Open(_ context.Context, id, owner string) (*snapshot.Snapshot, error) {
-	v.mu.Lock()
-	b, ok := v.m[id]
-	v.mu.Unlock()
-	if !ok {
-		return nil, errors.New("no snapshot " + id)
-	}
-	return snapshot.Open(bytes.NewReader(b), int64(len(b)), v.key, owner, 1<<30)
-}
-
-func (v *memVault) Delete(_ context.Context, id string) error {
-	v.mu.Lock()
-	delete(v.m, id)
-	v.mu.Unlock()
-	return nil
-}
-
-func (v *memVault) count() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.m)
-}
-
-// open verifies snapshot id for owner, as the engine does before a
-// restore.
-func (v *memVault) open(t *testing.T, id, owner string) *snapshot.Snapshot {
-	t.Helper()
-	s, err := v.Open(context.Background(), id, owner)
-	if err != nil {
-		t.Fatalf("opening snapshot %s for %s: %v", id, owner, err)
-	}
-	return s
-}
 
 // TestSnapshotRestoreAndFork: a session's variables, functions and files
 // come back in a session restored from its snapshot, whose cells count on
@@ -97,9 +14,8 @@ func (v *memVault) open(t *testing.T, id, owner string) *snapshot.Snapshot {
 // parent: a change in one is not seen in the other.
 func TestSnapshotRestoreAndFork(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		svc := newService(t, Config{}, forked)
 		v := newVault(t)
-		svc.deps.Vault = v
+		svc := newServiceWith(t, Config{}, forked, v)
 		ctx := context.Background()
 		a := newSession(t, svc, Request{})
 		cell(t, svc, a, "x = 41\ndef f(y):\n    return x + y\nopen('note.txt', 'w').write('hi')")
@@ -172,9 +88,8 @@ func TestSnapshotWithoutVault(t *testing.T) {
 // the cell after is an ordinary one.
 func TestHibernation(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
-		svc := newService(t, Config{HibernateAfter: time.Second, ReapInterval: 50 * time.Millisecond}, forked)
 		v := newVault(t)
-		svc.deps.Vault = v
+		svc := newServiceWith(t, Config{HibernateAfter: time.Second, ReapInterval: 50 * time.Millisecond}, forked, v)
 		id := newSession(t, svc, Request{})
 		cell(t, svc, id, "x = list(range(5))\nopen('f.txt', 'w').write('kept')")
 		deadline := time.Now().Add(10 * time.Second)

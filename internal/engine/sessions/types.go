@@ -74,6 +74,9 @@ type Config struct {
 	// ends its kernel; its next call resumes it (hibernate.go). Zero never
 	// does; it needs Deps.Vault.
 	HibernateAfter time.Duration
+	// Hibernations bounds the sessions saved for hibernation at once, by
+	// workers apart from the reaper. Default 2.
+	Hibernations int
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +104,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 64 << 20
 	}
+	if c.Hibernations == 0 {
+		c.Hibernations = 2
+	}
 	return c
 }
 
@@ -120,6 +126,8 @@ func (c Config) validate() error {
 		return errors.New("session file size cap must be positive")
 	case c.SaveTimeout < time.Second:
 		return errors.New("the session save timeout must be at least 1s")
+	case c.Hibernations < 1:
+		return errors.New("at least one session must be able to hibernate at a time")
 	case c.HibernateAfter < 0:
 		return errors.New("the session hibernation delay must not be negative")
 	}
@@ -231,7 +239,11 @@ type File struct {
 // Stats counts this node's sessions (for metrics).
 type Stats struct {
 	Live, Busy  int
+	Asleep      int   // hibernated now
 	MemoryBytes int64 // in use now by every session's jail
+	// Since the service started: hibernations done and failed, resumes
+	// done and failed.
+	Hibernated, HibernateFailed, Resumed, ResumeFailed int64
 }
 
 func invalidf(format string, args ...any) error {

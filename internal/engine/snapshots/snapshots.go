@@ -23,8 +23,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
@@ -37,6 +39,9 @@ var (
 	// ErrQuota: the owner's snapshots hold as many snapshots or bytes as
 	// one key may (429).
 	ErrQuota = errors.New("snapshot quota reached")
+	// ErrNoRoom: the spool directory has no room for a snapshot read
+	// from the store (503: it may have later).
+	ErrNoRoom = fmt.Errorf("%w: no room to read the snapshot", run.ErrUnavailable)
 	// ErrDisabled: the server keeps no snapshots (501).
 	ErrDisabled = errors.New("snapshots are not available on this server")
 	// ErrTooLarge is the format's: one snapshot over the size cap (413).
@@ -66,15 +71,19 @@ type Config struct {
 	// MaxBytes caps one snapshot (state, workspace and header). Default
 	// 1 GiB.
 	MaxBytes int64
-	// QuotaBytes and QuotaCount bound one key's own snapshots (those it
-	// asked for) together. Defaults 4 GiB and 50. The server's own
-	// (hibernation, checkpoints) count only against MaxBytes.
+	// QuotaBytes and QuotaCount bound one key's snapshots together:
+	// those it asked for and the server's own of its sessions
+	// (hibernation). Defaults 4 GiB and 50.
 	QuotaBytes int64
 	QuotaCount int
 	// SpoolDir is where a snapshot read from the store is kept while it
 	// is verified and loaded (an unlinked file): the data directory.
 	// Required.
 	SpoolDir string
+	// Spools bounds the snapshots this node reads out of the store at
+	// once (restores and resumes): a further Open waits for a turn, as
+	// long as its context lets it. Default 2.
+	Spools int
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.QuotaCount == 0 {
 		c.QuotaCount = 50
+	}
+	if c.Spools == 0 {
+		c.Spools = 2
 	}
 	return c
 }
@@ -102,6 +114,8 @@ func (c Config) validate() error {
 		return errors.New("a key's snapshot quota must be at least the size cap of one snapshot")
 	case c.QuotaCount < 1:
 		return errors.New("a key's snapshot quota must allow at least one snapshot")
+	case c.Spools < 1:
+		return errors.New("at least one snapshot must be readable at a time")
 	}
 	return nil
 }
@@ -138,6 +152,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	owners map[string]*ownerLock // quota checks of one owner, one at a time
+	// spools holds a token per snapshot being read (Config.Spools).
+	spools chan struct{}
 }
 
 type ownerLock struct {
@@ -158,7 +174,8 @@ func New(cfg Config, st Store, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, st: st, log: log, owners: make(map[string]*ownerLock)}, nil
+	return &Service{cfg: cfg, st: st, log: log, owners: make(map[string]*ownerLock),
+		spools: make(chan struct{}, cfg.Spools)}, nil
 }
 
 // Enabled reports whether the server keeps snapshots.
@@ -191,14 +208,14 @@ func (v *Service) lockOwner(owner string) func() {
 	}
 }
 
-// usage counts owner's own snapshots and their bytes.
+// usage counts owner's snapshots, of every kind, and their bytes.
 func (v *Service) usage(ctx context.Context, owner string) (n int, bytes int64, err error) {
 	list, err := v.st.ListSnapshots(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, s := range list {
-		if s.Owner == owner && s.Kind == snapshot.KindUser {
+		if s.Owner == owner {
 			n++
 			bytes += s.Size
 		}
@@ -226,30 +243,28 @@ type putResult struct {
 
 // Begin starts storing the snapshot h describes (its ID, Owner and Kind
 // set): what is written to the returned Pending's Writer goes into the
-// store as it comes. A snapshot the owner asks for (KindUser) must fit in
-// its quota (ErrQuota); every snapshot fits under the size cap
-// (ErrTooLarge, from the writer). ctx bounds the whole store write.
+// store as it comes. Every snapshot must fit in its owner's quota
+// (ErrQuota), the server's own of the owner's sessions as well as those
+// the owner asks for, and under the size cap (ErrTooLarge, from the
+// writer). ctx bounds the whole store write.
 func (v *Service) Begin(ctx context.Context, h snapshot.Header) (*Pending, error) {
 	if !v.Enabled() {
 		return nil, ErrDisabled
 	}
-	limit, unlock := v.cfg.MaxBytes, func() {}
-	quota := ""
-	if h.Kind == snapshot.KindUser {
-		unlock = v.lockOwner(h.Owner)
-		n, used, err := v.usage(ctx, h.Owner)
-		if err != nil {
-			unlock()
-			return nil, fmt.Errorf("engine: counting the key's snapshots: %w", err)
-		}
-		if err := v.quotaLeft(n, used); err != nil {
-			unlock()
-			return nil, err
-		}
-		if room := v.cfg.QuotaBytes - used; room < limit {
-			limit = room
-			quota = fmt.Sprintf("this snapshot would take the key's snapshots over their quota of %d bytes (%d in use; delete some)", v.cfg.QuotaBytes, used)
-		}
+	limit, quota := v.cfg.MaxBytes, ""
+	unlock := v.lockOwner(h.Owner)
+	n, used, err := v.usage(ctx, h.Owner)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("engine: counting the key's snapshots: %w", err)
+	}
+	if err := v.quotaLeft(n, used); err != nil {
+		unlock()
+		return nil, err
+	}
+	if room := v.cfg.QuotaBytes - used; room < limit {
+		limit = room
+		quota = fmt.Sprintf("this snapshot would take the key's snapshots over their quota of %d bytes (%d in use; delete some)", v.cfg.QuotaBytes, used)
 	}
 	pr, pw := io.Pipe()
 	p := &Pending{h: h, pw: pw, done: make(chan putResult, 1), quota: quota, unlock: unlock}
@@ -341,21 +356,49 @@ func (p *Pending) finish() {
 
 // Open reads snapshot id of owner from the store and verifies it whole
 // (snapshot.Receive) before returning it: ErrNotFound when there is none,
-// ErrIntegrity when it does not verify, ErrTooLarge over the cap. The
+// ErrIntegrity when it does not verify, ErrTooLarge over the cap. Nothing
+// is spooled before the store's size of it was checked against the cap and
+// the spool directory's free space, and at most Config.Spools snapshots
+// are spooled at once (Open waits for a turn with ctx); the spool is an
+// unlinked file, gone once the snapshot is closed or Open fails. The
 // caller closes it.
 func (v *Service) Open(ctx context.Context, id, owner string) (*snapshot.Snapshot, error) {
 	if !v.Enabled() {
 		return nil, ErrDisabled
 	}
-	rc, _, err := v.st.GetSnapshot(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
+	si, err := v.st.StatSnapshot(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("engine: reading snapshot %s: %w", id, err)
+		return nil, v.readErr(id, err)
+	}
+	if si.Size > v.cfg.MaxBytes {
+		return nil, fmt.Errorf("%w: snapshot %s holds %d bytes, over the cap of %d", ErrTooLarge, id, si.Size, v.cfg.MaxBytes)
+	}
+	select {
+	case v.spools <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("engine: waiting to read snapshot %s: %w", id, ctx.Err())
+	}
+	s, err := v.receive(ctx, id, owner, si.Size)
+	if err != nil {
+		<-v.spools
+		return nil, err
+	}
+	s.OnClose(func() { <-v.spools })
+	return s, nil
+}
+
+// receive spools snapshot id, of size bytes by the store's account, and
+// verifies it; never more than that size, nor than the cap, is written.
+func (v *Service) receive(ctx context.Context, id, owner string, size int64) (*snapshot.Snapshot, error) {
+	if free, err := freeBytes(v.cfg.SpoolDir); err == nil && free < size {
+		return nil, fmt.Errorf("engine: reading snapshot %s: %w: %d bytes free in the spool directory, %d needed", id, ErrNoRoom, free, size)
+	}
+	rc, _, err := v.st.GetSnapshot(ctx, id)
+	if err != nil {
+		return nil, v.readErr(id, err)
 	}
 	defer rc.Close()
-	s, err := snapshot.Receive(rc, v.cfg.SpoolDir, v.cfg.Key, owner, v.cfg.MaxBytes)
+	s, err := snapshot.Receive(rc, v.cfg.SpoolDir, v.cfg.Key, owner, min(size, v.cfg.MaxBytes))
 	if err != nil {
 		if errors.Is(err, snapshot.ErrIntegrity) {
 			v.log.Warn("a stored snapshot was refused", "snapshot_id", id, "owner", owner, "err", err)
@@ -364,6 +407,24 @@ func (v *Service) Open(ctx context.Context, id, owner string) (*snapshot.Snapsho
 		return nil, err
 	}
 	return s, nil
+}
+
+// readErr is the error of reading snapshot id from the store.
+func (v *Service) readErr(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return fmt.Errorf("engine: reading snapshot %s: %w", id, err)
+}
+
+// freeBytes is the room left for an unprivileged writer in dir's file
+// system.
+func freeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // Stat describes snapshot id; ErrNotFound when there is none.

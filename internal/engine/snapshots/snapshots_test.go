@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,8 +53,8 @@ func save(v *Service, owner, kind string, state []byte) (string, error) {
 
 // TestQuotaAndCap: a key's own snapshots stop at its quota of snapshots
 // and of bytes (429, naming it), a snapshot over the cap is refused
-// (413), the server's own snapshots do not count against a key's quota,
-// and nothing refused is stored.
+// (413), the server's own snapshots of a key's sessions count against its
+// quota, and nothing refused is stored.
 func TestQuotaAndCap(t *testing.T) {
 	v := newService(t, Config{MaxBytes: 1 << 20, QuotaBytes: 1 << 20, QuotaCount: 2})
 	ctx := context.Background()
@@ -67,8 +69,18 @@ func TestQuotaAndCap(t *testing.T) {
 	if _, err := save(v, "b", snapshot.KindUser, bytes.Repeat([]byte("s"), 2<<20)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("a snapshot over the cap: %v, want ErrTooLarge", err)
 	}
-	if _, err := save(v, "a", snapshot.KindHibernation, state); err != nil {
-		t.Errorf("the server's own snapshot of a's session: %v", err)
+	if _, err := save(v, "a", snapshot.KindHibernation, state); !errors.Is(err, ErrQuota) {
+		t.Errorf("a hibernation of a's session over a's bytes: %v, want ErrQuota", err)
+	}
+	hib, err := save(v, "a", snapshot.KindHibernation, []byte("small"))
+	if err != nil {
+		t.Fatalf("a small hibernation of a's session: %v", err)
+	}
+	if _, err := save(v, "a", snapshot.KindUser, []byte("small")); !errors.Is(err, ErrQuota) {
+		t.Errorf("a snapshot while a hibernation takes a's second place: %v, want ErrQuota", err)
+	}
+	if err := v.Delete(ctx, hib); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := save(v, "a", snapshot.KindUser, []byte("small")); err != nil {
 		t.Errorf("a small second snapshot within the quota: %v", err)
@@ -91,5 +103,63 @@ func TestQuotaAndCap(t *testing.T) {
 	s.Close()
 	if _, err := v.Open(ctx, first, "b"); !errors.Is(err, ErrIntegrity) {
 		t.Errorf("a's snapshot opened for b: %v, want ErrIntegrity", err)
+	}
+}
+
+// countingStore counts the snapshots read out of its store.
+type countingStore struct {
+	Store
+	gets *atomic.Int32
+}
+
+func (c countingStore) GetSnapshot(ctx context.Context, id string) (io.ReadCloser, store.SnapshotInfo, error) {
+	c.gets.Add(1)
+	return c.Store.GetSnapshot(ctx, id)
+}
+
+// TestOpenChecksBeforeSpooling: a snapshot the store says is over the cap
+// is refused without a byte of it read; at most Spools snapshots are read
+// at once, a further Open waits for a turn and gives up with its context;
+// a refused Open gives its turn back.
+func TestOpenChecksBeforeSpooling(t *testing.T) {
+	v := newService(t, Config{MaxBytes: 1 << 20, Spools: 1})
+	ctx := context.Background()
+	big, err := save(v, "a", snapshot.KindUser, bytes.Repeat([]byte("s"), 600<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := save(v, "a", snapshot.KindUser, []byte("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gets atomic.Int32
+	v.st = countingStore{v.st, &gets}
+	v.cfg.MaxBytes = 512 << 10 // the cap lowered since big was saved
+	if _, err := v.Open(ctx, big, "a"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a snapshot over the cap: %v, want ErrTooLarge", err)
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("a snapshot over the cap was read %d times before it was refused", n)
+	}
+	if _, err := v.Open(ctx, small, "b"); !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("a's snapshot for b: %v, want ErrIntegrity", err)
+	}
+	held, err := v.Open(ctx, small, "a")
+	if err != nil {
+		t.Fatalf("after a refused Open: %v (its turn was not given back)", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := v.Open(short, small, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second Open while the only turn is held: %v, want it to wait and give up", err)
+	}
+	held.Close()
+	again, err := v.Open(ctx, small, "a")
+	if err != nil {
+		t.Fatalf("once the turn is given back: %v", err)
+	}
+	again.Close()
+	if n := gets.Load(); n != 3 {
+		t.Errorf("%d snapshots read, want 3 (the waiting Open read nothing)", n)
 	}
 }
