@@ -22,24 +22,7 @@ func TestSnapshotsOfSessions(t *testing.T) {
 	srv := startServer(t, data, args...)
 	do := func(method, path, key, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("X-API-Key", key)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
+		return apiCall(t, srv.url, method, path, key, body)
 	}
 	field := func(body, name string) string {
 		t.Helper()
@@ -119,8 +102,8 @@ func TestSnapshotsOfSessions(t *testing.T) {
 }
 
 // TestHibernatedSessionResumes, through a real server: a session left idle
-// gives back its memory and says it is hibernated; its next cell finds its
-// variables and says it resumed.
+// gives back its memory and says it is hibernated (and the metrics count
+// it); its next cell finds its variables and says it resumed.
 func TestHibernatedSessionResumes(t *testing.T) {
 	needRoot(t)
 	srv := startServer(t, t.TempDir(), "--session-hibernate-after", "2")
@@ -137,8 +120,17 @@ func TestHibernatedSessionResumes(t *testing.T) {
 	if info.MemoryBytes != 0 {
 		t.Errorf("a hibernated session holds %d bytes", info.MemoryBytes)
 	}
+	if got := metric(t, srv.url, "pyexec_sessions_hibernated"); got != "1" {
+		t.Errorf("pyexec_sessions_hibernated %s, want 1", got)
+	}
 	if r := cell("sum(weights)"); r.Result != "499999500000" || !r.Resumed {
 		t.Fatalf("the first cell after hibernation: %+v\n%s", r, srv.logs)
+	}
+	if got := metric(t, srv.url, `pyexec_session_resumes_total{outcome="resumed"}`); got != "1" {
+		t.Errorf("resumes counted: %s, want 1", got)
+	}
+	if got := metric(t, srv.url, "pyexec_sessions_hibernated"); got != "0" {
+		t.Errorf("pyexec_sessions_hibernated after the resume: %s, want 0", got)
 	}
 	if r := cell("len(weights)"); r.Result != "1000000" || r.Resumed {
 		t.Errorf("the next cell: %+v", r)
@@ -179,4 +171,28 @@ func openSession(t *testing.T, srv *server) (string, func(code string) cellResul
 		}
 		return r
 	}
+}
+
+// apiCall sends body (JSON, if any) to url+path with API key key and
+// returns the answer's status and body.
+func apiCall(t *testing.T, url, method, path, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }

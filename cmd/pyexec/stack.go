@@ -150,7 +150,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		Logger:       log.With("component", "engine"),
 		OnFinish:     onFinish,
 		OnSessionEnd: s.sessions.SessionEnded,
-		OnNodeLost:   s.sessions.NodeLost, // its sessions end for every client at once
+		// Saved at a graceful shutdown, taken back by the next start.
+		OnSessionPark: s.sessions.SessionParked,
+		OnNodeLost:    s.sessions.NodeLost, // its sessions end for every client at once
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }

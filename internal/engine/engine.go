@@ -93,7 +93,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		v = vault{e.snaps}
 	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
-		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v, OnEnd: deps.OnSessionEnd})
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v, OnEnd: deps.OnSessionEnd,
+		OnPark: deps.OnSessionPark})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

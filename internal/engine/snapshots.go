@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/engine/snapshots"
@@ -60,6 +61,14 @@ func (e *Engine) restoreSession(ctx context.Context, req SessionRequest) (Sessio
 	}
 	defer snap.Close()
 	return e.sess.Restore(ctx, req, snap)
+}
+
+// AdoptSession registers, hibernated, a session that an earlier run of
+// this node saved at its shutdown (OnSessionPark): the same id, owner,
+// creation and expiry; its next call resumes it. Its snapshot must verify
+// for its owner, as the hibernation of that session.
+func (e *Engine) AdoptSession(ctx context.Context, p ParkedSession, created, expires time.Time) (Session, error) {
+	return e.sess.Adopt(ctx, p, created, expires)
 }
 
 // ListSnapshots lists the snapshots c owns (an admin's: every caller's),

@@ -116,6 +116,7 @@ type (
 	Jails          = sessions.Jails
 	Forker         = sessions.Forker
 	SessionSaved   = sessions.Saved
+	ParkedSession  = sessions.Parked
 )
 
 // Snapshots (internal/engine/snapshots).

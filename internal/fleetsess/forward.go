@@ -45,6 +45,11 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 	if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
 		return err
 	}
+	if e.Hibernation != "" {
+		// Saved by a graceful shutdown: its node takes it back when it
+		// starts again.
+		return fmt.Errorf("%w: session %s was saved while its node restarts; retry later", engine.ErrUnavailable, id)
+	}
 	return r.lost(ctx, e, rev)
 }
 

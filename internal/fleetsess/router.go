@@ -33,6 +33,9 @@ type Engine interface {
 	ForkSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
 	ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error)
 	DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error
+	// AdoptSession takes back a session an earlier run of this node
+	// saved at its shutdown.
+	AdoptSession(ctx context.Context, p engine.ParkedSession, created, expires time.Time) (engine.Session, error)
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -113,7 +116,9 @@ func New(cfg Config) (*Router, error) {
 
 // Start serves the requests of other nodes with eng. Sessions the
 // registry still gives to this node are from an earlier process of the
-// same name, which died with them: they are marked node_lost first.
+// same name: those it saved at a graceful shutdown are adopted by eng
+// (hibernated, resumed on their first call), the others died with it and
+// are marked node_lost first.
 func (r *Router) Start(ctx context.Context, eng Engine) error {
 	r.eng = eng
 	if err := r.endStale(ctx); err != nil {
@@ -184,13 +189,66 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	}
 }
 
-// endStale marks the sessions the registry gives to this node as lost.
+// endStale adopts the sessions an earlier run of this node saved at its
+// shutdown and marks the others the registry gives to it as lost.
 func (r *Router) endStale(ctx context.Context) error {
+	r.adoptParked(ctx)
 	n, err := r.endSessionsOf(ctx, r.cfg.Node)
 	if n > 0 {
 		r.log.Info("sessions of an earlier run of this node marked lost", "count", n)
 	}
 	return err
+}
+
+// adoptParked hands eng the sessions of this node saved at its last
+// shutdown; the registry then holds them as live again. One that cannot be
+// adopted is left for endSessionsOf (node_lost).
+func (r *Router) adoptParked(ctx context.Context) {
+	list, err := r.cfg.Registry.ListSessions(ctx)
+	if err != nil {
+		r.log.Warn("reading the session registry for saved sessions", "err", err)
+		return
+	}
+	for _, e := range list {
+		if e.Node != r.cfg.Node || e.Ended != "" || e.Hibernation == "" {
+			continue
+		}
+		p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
+		if _, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt); err != nil {
+			r.log.Warn("a session saved at the last shutdown could not be taken back; it ends", "session_id", e.ID, "err", err)
+			continue
+		}
+		if err := r.setHibernation(ctx, e.ID, ""); err != nil {
+			r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
+		}
+		r.log.Info("session saved at the last shutdown taken back", "session_id", e.ID)
+	}
+}
+
+// SessionParked records that session p was saved at this node's shutdown
+// (engine Deps.OnSessionPark): its entry stays live, naming its snapshot,
+// for the node's next run.
+func (r *Router) SessionParked(p engine.ParkedSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	if err := r.setHibernation(ctx, p.ID, p.Snapshot); err != nil {
+		r.log.Warn("recording a session saved at shutdown", "session_id", p.ID, "err", err)
+	}
+}
+
+// setHibernation sets the hibernation snapshot of id's registry entry.
+func (r *Router) setHibernation(ctx context.Context, id, snap string) error {
+	for {
+		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+		if err != nil {
+			return err
+		}
+		e.Hibernation = snap
+		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
 }
 
 // NodeLost marks the sessions of a node the fleet declared lost

@@ -32,6 +32,9 @@ type SessionEntry struct {
 	// (node_lost, node_shutdown); the entry stays so that its clients learn
 	// the reason instead of a bare "not found".
 	Ended string `json:"ended,omitempty"`
+	// Hibernation is the snapshot a session was saved as when its node
+	// shut down gracefully: the node's next run adopts it.
+	Hibernation string `json:"hibernation,omitempty"`
 }
 
 // SessionRegistry records where the fleet's sessions live.

@@ -48,10 +48,12 @@ func (m *Service) startHibernations(t time.Time) {
 		s.hibernating = true
 		s.mu.Unlock()
 		m.wg.Add(1)
+		m.hibWG.Add(1)
 		go func() {
 			defer m.wg.Done()
+			defer m.hibWG.Done()
 			defer func() { <-m.hibSlots }()
-			err := m.hibernate(s)
+			err := m.hibernate(m.stopping, s) // Close gives up on it
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.hibernating = false
@@ -71,9 +73,10 @@ func (m *Service) startHibernations(t time.Time) {
 	}
 }
 
-// hibernate saves s, idle, and ends its kernel. A session that cannot be
-// saved stays as it was. File calls wait until it is done (s.files).
-func (m *Service) hibernate(s *Live) error {
+// hibernate saves s, idle, and ends its kernel, within ctx. A session
+// that cannot be saved stays as it was. File calls wait until it is done
+// (s.files).
+func (m *Service) hibernate(ctx context.Context, s *Live) error {
 	if !s.files.TryLock() {
 		return fmt.Errorf("%w: %s", ErrBusy, s.id)
 	}
@@ -91,7 +94,7 @@ func (m *Service) hibernate(s *Live) error {
 		s.last = last // hibernating is not activity: the idle timeout still counts
 		s.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(m.stopping, m.cfg.SaveTimeout) // Close gives up on it
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
 	defer cancel()
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	if err != nil {

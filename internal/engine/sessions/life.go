@@ -60,23 +60,14 @@ func (m *Service) Restart(s *Live) (Session, error) {
 }
 
 // reapSessions ends idle and expired sessions every ReapInterval until
-// ctx ends, then ends every session: sessions do not outlive the engine.
+// ctx ends, then parks or ends every session (park.go).
 func (m *Service) reapSessions(ctx context.Context) {
 	t := time.NewTicker(m.cfg.ReapInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			m.mu.Lock()
-			m.closed = true
-			all := make([]*Live, 0, len(m.live))
-			for _, s := range m.live {
-				all = append(all, s)
-			}
-			m.mu.Unlock()
-			for _, s := range all {
-				m.endSession(s, "server shutting down")
-			}
+			m.shutdown()
 			return
 		case <-t.C:
 			now := time.Now()

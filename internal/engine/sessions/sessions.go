@@ -36,6 +36,10 @@ type Deps struct {
 	// whether it ended because the service shuts down. It runs on the
 	// goroutine that ends the session.
 	OnEnd func(id string, shutdown bool)
+	// OnPark, if set, is told of every session saved at shutdown for the
+	// next run of this node (park.go), which it must record for Adopt;
+	// without it, every session ends at shutdown.
+	OnPark func(p Parked)
 }
 
 // Service holds this node's live sessions. Build it with New, Run it, and
@@ -65,6 +69,7 @@ type Service struct {
 	// hibSlots holds a token per hibernation under way
 	// (Config.Hibernations).
 	hibSlots chan struct{}
+	hibWG    sync.WaitGroup // the hibernation workers
 	counts   counts
 }
 

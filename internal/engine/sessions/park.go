@@ -1,0 +1,125 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/snapshot"
+)
+
+// A session outlives a graceful stop of its server: when the service
+// shuts down, each session that is idle is hibernated (or already is) and
+// parked rather than ended: taken out of this run's registry with its
+// hibernation snapshot kept, and handed to Deps.OnPark, which records it
+// (the fleet's registry). The next run of the node adopts it (Adopt):
+// registered, hibernated, under the same id, owner, lifetime and count,
+// and resumed on its first call as any hibernated session is. A session
+// busy at shutdown (a cell running), or that cannot be saved, ends as
+// before.
+
+// Parked is a session a shutdown saved for the next run of its node.
+type Parked struct {
+	ID, Caller string
+	Snapshot   string // its hibernation snapshot
+}
+
+// shutdown parks every session it can and ends the rest (the reaper,
+// once its context ended).
+func (m *Service) shutdown() {
+	m.mu.Lock()
+	m.closed = true
+	all := make([]*Live, 0, len(m.live))
+	for _, s := range m.live {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	m.hibWG.Wait() // the workers' saves end with m.stopping
+	for _, s := range all {
+		if !m.park(s) {
+			m.endSession(s, "server shutting down")
+		}
+	}
+}
+
+// park saves s for the next run, if it can.
+func (m *Service) park(s *Live) bool {
+	if m.deps.Vault == nil || m.deps.OnPark == nil {
+		return false
+	}
+	s.mu.Lock()
+	asleep := s.asleep != ""
+	s.mu.Unlock()
+	if !asleep {
+		ctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
+		err := m.hibernate(ctx, s)
+		cancel()
+		if err != nil {
+			m.log.Warn("a session could not be saved at shutdown; it ends", "session_id", s.id, "err", err)
+			return false
+		}
+	}
+	s.mu.Lock()
+	p := Parked{ID: s.id, Caller: s.caller, Snapshot: s.asleep}
+	s.mu.Unlock()
+	if p.Snapshot == "" || !m.forget(s) {
+		return false
+	}
+	s.release()
+	m.deps.OnPark(p)
+	m.log.Info("session saved for the next start", "session_id", s.id, "snapshot_id", p.Snapshot)
+	return true
+}
+
+// Adopt registers, hibernated, session p that an earlier run of this node
+// parked: its snapshot, verified for its owner, gives its configuration
+// and execution count; created and expires are its own. Its next call
+// resumes it. It counts against the caps as any session.
+func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Time) (Session, error) {
+	if m.deps.Vault == nil {
+		return Session{}, ErrNoSnapshots
+	}
+	unhold, err := m.hold()
+	if err != nil {
+		return Session{}, err
+	}
+	defer unhold()
+	snap, err := m.deps.Vault.Open(ctx, p.Snapshot, p.Caller)
+	if err != nil {
+		return Session{}, err
+	}
+	h := snap.Header
+	snap.Close()
+	if h.Kind != snapshot.KindHibernation || h.SessionID != p.ID {
+		return Session{}, fmt.Errorf("%w: snapshot %s is not the hibernation of session %s", snapshot.ErrIntegrity, p.Snapshot, p.ID)
+	}
+	req := withSnapshotConfig(Request{Caller: p.Caller}, h.Session)
+	c := m.cfg
+	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
+	if err != nil {
+		return Session{}, err
+	}
+	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
+	if err != nil {
+		return Session{}, err
+	}
+	s, err := m.sessionSpec(ctx, req, life)
+	if err != nil {
+		return Session{}, err
+	}
+	s.id, s.idle, s.life, s.req = p.ID, idle, life, req
+	if !created.IsZero() {
+		s.created = created
+	}
+	if !expires.IsZero() {
+		s.expires = expires
+	}
+	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
+	if err := m.reserve(s); err != nil {
+		s.release()
+		return Session{}, err
+	}
+	m.log.Info("session adopted from an earlier run", "session_id", s.id, "snapshot_id", p.Snapshot, "caller", s.caller)
+	return s.Info(), nil
+}
