@@ -60,6 +60,11 @@ func (e *Engine) restoreSession(ctx context.Context, req SessionRequest) (Sessio
 		return Session{}, err
 	}
 	defer snap.Close()
+	// The object must be the snapshot asked for, not another of the
+	// owner's put in its place in the store.
+	if h := snap.Header; h.ID != req.FromSnapshot || h.Kind != snapshot.KindUser {
+		return Session{}, fmt.Errorf("%w: the object stored as snapshot %s is another", ErrSnapshotIntegrity, req.FromSnapshot)
+	}
 	return e.sess.Restore(ctx, req, snap)
 }
 

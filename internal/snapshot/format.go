@@ -355,7 +355,9 @@ func Open(r io.ReaderAt, size int64, key Key, owner string, limit int64) (*Snaps
 		}
 		kind, n := rh[0], int64(binary.BigEndian.Uint32(rh[1:]))
 		off += recordHead
-		if n > body-off || !next(last, kind) || (kind == kindHeader && n > maxHeader) {
+		// The Writer never writes an empty state or files record: one
+		// would only cost memory here before the MAC is checked.
+		if n > body-off || !next(last, kind) || (kind == kindHeader && n > maxHeader) || (kind != kindHeader && n == 0) {
 			return nil, fmt.Errorf("%w: malformed record", ErrIntegrity)
 		}
 		sec := section{off, n}
