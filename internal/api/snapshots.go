@@ -126,7 +126,7 @@ func snapshotError(err error) (*Error, bool) {
 		return errorf(http.StatusBadRequest, "%s", engine.ErrSnapshotIntegrity), true
 	case errors.Is(err, engine.ErrSnapshotsDisabled):
 		return errorf(http.StatusNotImplemented, "%s", engine.ErrSnapshotsDisabled), true
-	case errors.Is(err, engine.ErrSnapshotWorkspace):
+	case errors.Is(err, engine.ErrSnapshotWorkspace), errors.Is(err, engine.ErrSnapshotHeader):
 		return errorf(http.StatusBadRequest, "%s", err), true
 	}
 	return nil, false

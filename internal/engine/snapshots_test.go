@@ -212,3 +212,36 @@ func TestHibernationThroughTheStore(t *testing.T) {
 		t.Errorf("after the resume the store holds %+v, %v", stored, err)
 	}
 }
+
+// TestSnapshotRefusals: a workspace holding a path no restore could write
+// back is refused at the save (ErrSnapshotWorkspace, a 400), and the
+// session is unharmed; a restore by a key at its cap of sessions is
+// refused (ErrTooManySessions).
+func TestSnapshotRefusals(t *testing.T) {
+	jails := runtest.Jails(t)
+	e := startWith(t, Config{Sessions: sessions.Config{MaxPerCaller: 1}}, Deps{Runner: jails, Jails: jails})
+	ctx := context.Background()
+	a := Caller{Name: "a"}
+	s, err := e.eng.CreateSession(ctx, SessionRequest{Caller: a.Name, MemoryBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := "import os\nd = '/'.join(['d'] * 64)\nos.makedirs(d)\nopen(d + '/f.txt', 'w').write('x')\nx = 1"
+	if r, err := e.eng.ExecuteCell(ctx, s.ID, a, CellRequest{Code: deep}); err != nil || r.Stderr != "" {
+		t.Fatalf("making a deep file: %v %s", err, r.Stderr)
+	}
+	if _, err := e.eng.SnapshotSession(ctx, s.ID, a); !errors.Is(err, ErrSnapshotWorkspace) {
+		t.Fatalf("a snapshot of a file 65 levels deep: %v, want ErrSnapshotWorkspace", err)
+	}
+	r, err := e.eng.ExecuteCell(ctx, s.ID, a, CellRequest{Code: "import shutil; shutil.rmtree('d'); x + 1", EvalLastExpr: true})
+	if err != nil || r.Result == nil || *r.Result != "2" {
+		t.Fatalf("the session after the refused snapshot: %v %+v", err, r)
+	}
+	saved, err := e.eng.SnapshotSession(ctx, s.ID, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.CreateSession(ctx, SessionRequest{Caller: a.Name, FromSnapshot: saved.ID}); !errors.Is(err, ErrTooManySessions) {
+		t.Errorf("a restore by a key at its cap: %v, want ErrTooManySessions", err)
+	}
+}

@@ -136,6 +136,9 @@ var (
 	// ErrSnapshotWorkspace: a workspace a snapshot cannot hold (a path a
 	// restore could not write back, a file changed while it was saved).
 	ErrSnapshotWorkspace = snapshot.ErrWorkspace // 400
+	// ErrSnapshotHeader: a state a snapshot cannot describe (too many
+	// names, a name too long).
+	ErrSnapshotHeader = snapshot.ErrInvalidHeader // 400
 )
 
 // Session states.

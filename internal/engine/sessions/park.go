@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -75,7 +76,9 @@ func (m *Service) park(s *Live) bool {
 // Adopt registers, hibernated, session p that an earlier run of this node
 // parked: its snapshot, verified for its owner, gives its configuration
 // and execution count; created and expires are its own. Its next call
-// resumes it. It counts against the caps as any session.
+// resumes it. It counts against the caps as any session. A session that
+// cannot be adopted ends: its snapshot, once verified as its own, is
+// deleted.
 func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Time) (Session, error) {
 	if m.deps.Vault == nil {
 		return Session{}, ErrNoSnapshots
@@ -94,32 +97,39 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 	if h.Kind != snapshot.KindHibernation || h.SessionID != p.ID {
 		return Session{}, fmt.Errorf("%w: snapshot %s is not the hibernation of session %s", snapshot.ErrIntegrity, p.Snapshot, p.ID)
 	}
-	req := withSnapshotConfig(Request{Caller: p.Caller}, h.Session)
-	c := m.cfg
-	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
+	s, err := m.adopted(ctx, p, h, created, expires)
 	if err != nil {
-		return Session{}, err
-	}
-	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
-	if err != nil {
-		return Session{}, err
-	}
-	s, err := m.sessionSpec(ctx, req, life)
-	if err != nil {
-		return Session{}, err
-	}
-	s.id, s.idle, s.life, s.req = p.ID, idle, life, req
-	if !created.IsZero() {
-		s.created = created
-	}
-	if !expires.IsZero() {
-		s.expires = expires
-	}
-	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
-	if err := m.reserve(s); err != nil {
-		s.release()
+		m.forgetSnapshot(p.Snapshot)
 		return Session{}, err
 	}
 	m.log.Info("session adopted from an earlier run", "session_id", s.id, "snapshot_id", p.Snapshot, "caller", s.caller)
 	return s.Info(), nil
+}
+
+// adopted registers p, hibernated, with the configuration of its
+// snapshot's header h, created and expiring when it did (zero: now and
+// after its lifetime).
+func (m *Service) adopted(ctx context.Context, p Parked, h snapshot.Header, created, expires time.Time) (*Live, error) {
+	req := withSnapshotConfig(Request{Caller: p.Caller}, h.Session)
+	c := m.cfg
+	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
+	if err != nil {
+		return nil, err
+	}
+	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.sessionSpec(ctx, req, life)
+	if err != nil {
+		return nil, err
+	}
+	s.id, s.idle, s.life, s.req = p.ID, idle, life, req
+	s.created, s.expires = cmp.Or(created, s.created), cmp.Or(expires, s.expires)
+	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
+	if err := m.reserve(s); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
 }
