@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -68,5 +69,50 @@ func TestSessionSurvivesGracefulRestart(t *testing.T) {
 	}
 	if code, _ := call(http.MethodGet, "/api/v1/sessions/"+id, keyB, ""); code != http.StatusNotFound {
 		t.Errorf("key b: the resumed session: %d, want 404", code)
+	}
+}
+
+// TestTenSessionsSurviveRestart: ten live sessions of two keys, SIGTERM,
+// the server started again: ten of ten answer with their own state.
+func TestTenSessionsSurviveRestart(t *testing.T) {
+	needRoot(t)
+	keys := []string{"key-of-a-0123456789abcdef", "key-of-b-0123456789abcdef"}
+	args := []string{"--api-keys", "a:" + keys[0] + ",b:" + keys[1]}
+	data := t.TempDir()
+	srv := startServer(t, data, args...)
+	type session struct{ id, key string }
+	var all []session
+	for i := range 10 {
+		key := keys[i%2]
+		code, body := apiCall(t, srv.url, http.MethodPost, "/api/v1/sessions", key, `{"memory_mb": 64}`)
+		var ses struct {
+			ID string `json:"session_id"`
+		}
+		if code != http.StatusCreated || json.Unmarshal([]byte(body), &ses) != nil {
+			t.Fatalf("session %d: %d %s", i, code, body)
+		}
+		cell := fmt.Sprintf(`{"code": "mine = %d * 1000"}`, i)
+		if code, body := apiCall(t, srv.url, http.MethodPost, "/api/v1/sessions/"+ses.ID+"/execute", key, cell); code != http.StatusOK {
+			t.Fatalf("session %d: %d %s", i, code, body)
+		}
+		all = append(all, session{ses.ID, key})
+	}
+	srv.stop(t)
+	srv = startServer(t, data, args...)
+	kept := 0
+	for i, s := range all {
+		code, body := apiCall(t, srv.url, http.MethodPost, "/api/v1/sessions/"+s.id+"/execute", s.key, `{"code": "mine", "eval_last_expr": true}`)
+		var r struct {
+			Result  string `json:"result"`
+			Resumed bool   `json:"resumed"`
+		}
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &r) == nil && r.Result == fmt.Sprint(i*1000) && r.Resumed {
+			kept++
+		} else {
+			t.Errorf("session %d after the restart: %d %s", i, code, body)
+		}
+	}
+	if kept != len(all) {
+		t.Errorf("%d of %d sessions kept their state across the restart\n%s", kept, len(all), srv.logs)
 	}
 }
