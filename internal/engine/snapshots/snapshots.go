@@ -71,19 +71,33 @@ type Config struct {
 	// MaxBytes caps one snapshot (state, workspace and header). Default
 	// 1 GiB.
 	MaxBytes int64
-	// QuotaBytes and QuotaCount bound one key's snapshots together:
-	// those it asked for and the server's own of its sessions
-	// (hibernation). Defaults 4 GiB and 50.
+	// QuotaBytes and QuotaCount bound the snapshots one key asked for
+	// (and may list and delete). Defaults 4 GiB and 50.
 	QuotaBytes int64
 	QuotaCount int
+	// HibernationBytes and HibernationCount bound, apart, the server's
+	// own snapshots of one key's sessions (hibernation), which the key
+	// neither sees nor deletes. Defaults QuotaBytes and QuotaCount.
+	HibernationBytes int64
+	HibernationCount int
 	// SpoolDir is where a snapshot read from the store is kept while it
 	// is verified and loaded (an unlinked file): the data directory.
 	// Required.
 	SpoolDir string
-	// Spools bounds the snapshots this node reads out of the store at
-	// once (restores and resumes): a further Open waits for a turn, as
-	// long as its context lets it. Default 2.
+	// Spools bounds the snapshots this node reads out of the store and
+	// verifies at once (restores and resumes): a further Open waits for a
+	// turn, as long as its context lets it. A turn ends once the snapshot
+	// verified, before it is loaded. Default 2.
 	Spools int
+	// SpoolBytes bounds the bytes of the snapshots spooled on this node
+	// at once, from their read until they are closed (loaded): an Open
+	// past it fails with ErrNoRoom. Default 4 × MaxBytes.
+	SpoolBytes int64
+	// ReadsPerOwner bounds one key's snapshots open at once on this node
+	// (restores and resumes, read, verified and loaded): a further Open
+	// of that key waits for one to close, as long as its context lets it,
+	// so that no key takes the node's turns. Default 2.
+	ReadsPerOwner int
 }
 
 func (c Config) withDefaults() Config {
@@ -96,8 +110,20 @@ func (c Config) withDefaults() Config {
 	if c.QuotaCount == 0 {
 		c.QuotaCount = 50
 	}
+	if c.HibernationBytes == 0 {
+		c.HibernationBytes = c.QuotaBytes
+	}
+	if c.HibernationCount == 0 {
+		c.HibernationCount = c.QuotaCount
+	}
 	if c.Spools == 0 {
 		c.Spools = 2
+	}
+	if c.SpoolBytes == 0 {
+		c.SpoolBytes = 4 * c.MaxBytes
+	}
+	if c.ReadsPerOwner == 0 {
+		c.ReadsPerOwner = 2
 	}
 	return c
 }
@@ -110,12 +136,14 @@ func (c Config) validate() error {
 		return errors.New("snapshots need a spool directory")
 	case c.MaxBytes < 1<<20:
 		return errors.New("the snapshot size cap must be at least 1 MiB")
-	case c.QuotaBytes < c.MaxBytes:
+	case c.QuotaBytes < c.MaxBytes || c.HibernationBytes < c.MaxBytes:
 		return errors.New("a key's snapshot quota must be at least the size cap of one snapshot")
-	case c.QuotaCount < 1:
+	case c.QuotaCount < 1 || c.HibernationCount < 1:
 		return errors.New("a key's snapshot quota must allow at least one snapshot")
-	case c.Spools < 1:
+	case c.Spools < 1 || c.ReadsPerOwner < 1:
 		return errors.New("at least one snapshot must be readable at a time")
+	case c.SpoolBytes < c.MaxBytes:
+		return errors.New("the spool's budget must hold at least one snapshot of the size cap")
 	}
 	return nil
 }
@@ -152,8 +180,18 @@ type Service struct {
 
 	mu     sync.Mutex
 	owners map[string]*ownerLock // quota checks of one owner, one at a time
+	// reads holds, per owner, a token per snapshot of it open
+	// (Config.ReadsPerOwner); spooled counts the bytes spooled
+	// (Config.SpoolBytes).
+	reads   map[string]*ownerReads
+	spooled int64
 	// spools holds a token per snapshot being read (Config.Spools).
 	spools chan struct{}
+}
+
+type ownerReads struct {
+	turns chan struct{}
+	users int
 }
 
 type ownerLock struct {
@@ -174,7 +212,7 @@ func New(cfg Config, st Store, log *slog.Logger) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, st: st, log: log, owners: make(map[string]*ownerLock),
+	return &Service{cfg: cfg, st: st, log: log, owners: make(map[string]*ownerLock), reads: make(map[string]*ownerReads),
 		spools: make(chan struct{}, cfg.Spools)}, nil
 }
 
@@ -208,14 +246,14 @@ func (v *Service) lockOwner(owner string) func() {
 	}
 }
 
-// usage counts owner's snapshots, of every kind, and their bytes.
-func (v *Service) usage(ctx context.Context, owner string) (n int, bytes int64, err error) {
+// usage counts owner's snapshots of kind, and their bytes.
+func (v *Service) usage(ctx context.Context, owner, kind string) (n int, bytes int64, err error) {
 	list, err := v.st.ListSnapshots(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, s := range list {
-		if s.Owner == owner {
+		if s.Owner == owner && s.Kind == kind {
 			n++
 			bytes += s.Size
 		}
@@ -243,28 +281,29 @@ type putResult struct {
 
 // Begin starts storing the snapshot h describes (its ID, Owner and Kind
 // set): what is written to the returned Pending's Writer goes into the
-// store as it comes. Every snapshot must fit in its owner's quota
-// (ErrQuota), the server's own of the owner's sessions as well as those
-// the owner asks for, and under the size cap (ErrTooLarge, from the
-// writer). ctx bounds the whole store write.
+// store as it comes. Every snapshot must fit in its owner's quota of its
+// kind (ErrQuota): the snapshots the owner asks for, or apart the
+// server's own of the owner's sessions; and under the size cap
+// (ErrTooLarge, from the writer). ctx bounds the whole store write.
 func (v *Service) Begin(ctx context.Context, h snapshot.Header) (*Pending, error) {
 	if !v.Enabled() {
 		return nil, ErrDisabled
 	}
 	limit, quota := v.cfg.MaxBytes, ""
 	unlock := v.lockOwner(h.Owner)
-	n, used, err := v.usage(ctx, h.Owner)
+	n, used, err := v.usage(ctx, h.Owner, h.Kind)
 	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("engine: counting the key's snapshots: %w", err)
 	}
-	if err := v.quotaLeft(n, used); err != nil {
+	q := v.quotaOf(h.Kind)
+	if err := q.left(n, used); err != nil {
 		unlock()
 		return nil, err
 	}
-	if room := v.cfg.QuotaBytes - used; room < limit {
+	if room := q.bytes - used; room < limit {
 		limit = room
-		quota = fmt.Sprintf("this snapshot would take the key's snapshots over their quota of %d bytes (%d in use; delete some)", v.cfg.QuotaBytes, used)
+		quota = fmt.Sprintf("this snapshot would take %s over their quota of %d bytes (%d in use%s)", q.what, q.bytes, used, q.hint)
 	}
 	pr, pw := io.Pipe()
 	p := &Pending{h: h, pw: pw, done: make(chan putResult, 1), quota: quota, unlock: unlock}
@@ -285,14 +324,30 @@ func (v *Service) Begin(ctx context.Context, h snapshot.Header) (*Pending, error
 	return p, nil
 }
 
-// quotaLeft fails with ErrQuota when a key holding n snapshots of used
-// bytes may not make another.
-func (v *Service) quotaLeft(n int, used int64) error {
+// quota is one key's bound on its snapshots of a kind.
+type quota struct {
+	count      int
+	bytes      int64
+	what, hint string // what is counted, and what the key can do of it
+}
+
+// quotaOf is the quota of the snapshots of kind.
+func (v *Service) quotaOf(kind string) quota {
+	if kind == snapshot.KindHibernation {
+		return quota{count: v.cfg.HibernationCount, bytes: v.cfg.HibernationBytes,
+			what: "the key's hibernated sessions", hint: "; end some sessions"}
+	}
+	return quota{count: v.cfg.QuotaCount, bytes: v.cfg.QuotaBytes, what: "the key's snapshots", hint: "; delete some"}
+}
+
+// left fails with ErrQuota when a key holding n snapshots of used bytes
+// may not make another.
+func (q quota) left(n int, used int64) error {
 	switch {
-	case n >= v.cfg.QuotaCount:
-		return fmt.Errorf("%w: the key holds %d snapshots, its quota (delete some)", ErrQuota, n)
-	case used >= v.cfg.QuotaBytes:
-		return fmt.Errorf("%w: the key's snapshots hold %d bytes, over its quota of %d (delete some)", ErrQuota, used, v.cfg.QuotaBytes)
+	case n >= q.count:
+		return fmt.Errorf("%w: %s hold %d snapshots, their quota (%s)", ErrQuota, q.what, n, q.hint[2:])
+	case used >= q.bytes:
+		return fmt.Errorf("%w: %s hold %d bytes, over their quota of %d (%s)", ErrQuota, q.what, used, q.bytes, q.hint[2:])
 	}
 	return nil
 }
@@ -357,9 +412,11 @@ func (p *Pending) finish() {
 // Open reads snapshot id of owner from the store and verifies it whole
 // (snapshot.Receive) before returning it: ErrNotFound when there is none,
 // ErrIntegrity when it does not verify, ErrTooLarge over the cap. Nothing
-// is spooled before the store's size of it was checked against the cap and
-// the spool directory's free space, and at most Config.Spools snapshots
-// are spooled at once (Open waits for a turn with ctx); the spool is an
+// is spooled before the store's size of it was checked against the cap,
+// the spool's budget (Config.SpoolBytes) and the spool directory's free
+// space. Open waits, as long as ctx lets it, for one of the owner's turns
+// (Config.ReadsPerOwner), held until the snapshot is closed, then for one
+// of the node's (Config.Spools), held until it verified. The spool is an
 // unlinked file, gone once the snapshot is closed or Open fails. The
 // caller closes it.
 func (v *Service) Open(ctx context.Context, id, owner string) (*snapshot.Snapshot, error) {
@@ -373,18 +430,84 @@ func (v *Service) Open(ctx context.Context, id, owner string) (*snapshot.Snapsho
 	if si.Size > v.cfg.MaxBytes {
 		return nil, fmt.Errorf("%w: snapshot %s holds %d bytes, over the cap of %d", ErrTooLarge, id, si.Size, v.cfg.MaxBytes)
 	}
+	done, err := v.ownerRead(ctx, id, owner)
+	if err != nil {
+		return nil, err
+	}
+	unspool, err := v.reserveSpool(id, si.Size)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	s, err := v.spool(ctx, id, owner, si.Size)
+	if err != nil {
+		unspool()
+		done()
+		return nil, err
+	}
+	s.OnClose(func() {
+		unspool()
+		done()
+	})
+	return s, nil
+}
+
+// ownerRead waits for one of owner's turns to read a snapshot; done gives
+// it back.
+func (v *Service) ownerRead(ctx context.Context, id, owner string) (done func(), err error) {
+	v.mu.Lock()
+	r := v.reads[owner]
+	if r == nil {
+		r = &ownerReads{turns: make(chan struct{}, v.cfg.ReadsPerOwner)}
+		v.reads[owner] = r
+	}
+	r.users++
+	v.mu.Unlock()
+	leave := func() {
+		v.mu.Lock()
+		if r.users--; r.users == 0 {
+			delete(v.reads, owner)
+		}
+		v.mu.Unlock()
+	}
+	select {
+	case r.turns <- struct{}{}:
+	case <-ctx.Done():
+		leave()
+		return nil, fmt.Errorf("engine: waiting to read snapshot %s behind the key's other restores: %w", id, ctx.Err())
+	}
+	return func() {
+		<-r.turns
+		leave()
+	}, nil
+}
+
+// reserveSpool takes size bytes of the spool's budget; the returned func
+// gives them back.
+func (v *Service) reserveSpool(id string, size int64) (func(), error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.spooled+size > v.cfg.SpoolBytes {
+		return nil, fmt.Errorf("engine: reading snapshot %s: %w: %d of the spool's %d bytes are taken, %d needed", id, ErrNoRoom,
+			v.spooled, v.cfg.SpoolBytes, size)
+	}
+	v.spooled += size
+	return func() {
+		v.mu.Lock()
+		v.spooled -= size
+		v.mu.Unlock()
+	}, nil
+}
+
+// spool reads and verifies snapshot id in one of the node's turns.
+func (v *Service) spool(ctx context.Context, id, owner string, size int64) (*snapshot.Snapshot, error) {
 	select {
 	case v.spools <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("engine: waiting to read snapshot %s: %w", id, ctx.Err())
 	}
-	s, err := v.receive(ctx, id, owner, si.Size)
-	if err != nil {
-		<-v.spools
-		return nil, err
-	}
-	s.OnClose(func() { <-v.spools })
-	return s, nil
+	defer func() { <-v.spools }()
+	return v.receive(ctx, id, owner, size)
 }
 
 // receive spools snapshot id, of size bytes by the store's account, and
