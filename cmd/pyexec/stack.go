@@ -344,6 +344,9 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 			HibernateAfter:     cfg.Sessions.HibernateAfter,
+			// the sessions' saves at shutdown leave a third of the
+			// drain to the rest of the stop
+			ParkTimeout: cfg.ShutdownTimeout * 2 / 3,
 		},
 		MaxFiles:      cfg.MaxCollectFiles,
 		MaxFileBytes:  cfg.MaxCollectBytes,

@@ -117,10 +117,12 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 // wake resumes s if it hibernated, with s.run held: it reports whether it
 // did. The resume runs under the service's context, not the caller's: a
 // caller that goes away does not cut it short. A session whose snapshot
-// can never load (missing, not verifying, refused by the interpreter) is
-// ended (ErrEnded); one that fails for a reason that may pass (the store,
+// can never load (missing, not verifying, refused by the interpreter, or
+// ending the interpreter maxLoadFailures times) is ended (ErrEnded), its
+// snapshot deleted; one that fails for a reason that may pass (the store,
 // the node's room, a kernel that would not start) stays hibernated with
-// its snapshot, and the call fails with run.ErrUnavailable.
+// its snapshot, and the call fails with run.ErrUnavailable. A session
+// parked or ended while it resumed keeps what the shutdown recorded.
 func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	s.mu.Lock()
 	id, gone := s.asleep, s.gone
@@ -131,7 +133,18 @@ func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	ctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
 	defer cancel()
 	if err := m.resume(ctx, s, id); err != nil {
+		if errors.Is(err, errParkedMeanwhile) {
+			return false, err
+		}
 		m.counts.resumeFailed.Add(1)
+		if errors.Is(err, errKernelEnded) {
+			s.mu.Lock()
+			s.loadFails++
+			if s.loadFails >= maxLoadFailures {
+				err = fmt.Errorf("%w: it ended the interpreter in %d loads in a row: %w", errUnloadable, s.loadFails, err)
+			}
+			s.mu.Unlock()
+		}
 		if !lost(err) {
 			m.log.Warn("a hibernated session could not resume now; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
 			return false, fmt.Errorf("%w: session %s could not resume from its hibernation now, retry later: %v", run.ErrUnavailable, s.id, err)
@@ -145,6 +158,27 @@ func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	m.log.Info("session resumed", "session_id", s.id, "snapshot_id", id)
 	return true, nil
 }
+
+// maxLoadFailures is how many loads in a row of a session's hibernation
+// may end its interpreter (out of memory, killed past its load timeout)
+// before the snapshot counts as one that never loads.
+const maxLoadFailures = 3
+
+// errKernelEnded: the interpreter ended, or was killed, before it
+// finished saving or loading a state.
+var errKernelEnded = errors.New("the session's interpreter ended while its state was moved")
+
+// loadTimeout bounds loading size bytes of state: loadTimeBase, and a
+// second per loadBytesPerSecond, at most Config.SaveTimeout.
+func (m *Service) loadTimeout(size int64) time.Duration {
+	d := loadTimeBase + time.Duration(size/loadBytesPerSecond)*time.Second
+	return min(d, m.cfg.SaveTimeout)
+}
+
+const (
+	loadTimeBase       = 10 * time.Second
+	loadBytesPerSecond = 16 << 20
+)
 
 // errUnloadable marks a snapshot the session's interpreter refused: it
 // will refuse it again.
@@ -192,9 +226,15 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	_, err = m.restoreInto(s, snap)
 	s.mu.Lock()
 	s.busy = false
-	if err == nil {
-		s.asleep = ""
-	} else {
+	switch {
+	case err == nil && s.gone:
+		// Parked (or ended) meanwhile: the shutdown recorded its
+		// snapshot, which stays; this kernel is nobody's.
+		s.k = nil
+		err = fmt.Errorf("%w: %s was parked or ended while it resumed", errParkedMeanwhile, s.id)
+	case err == nil:
+		s.asleep, s.loadFails = "", 0
+	default:
 		s.k = nil // still hibernated, or about to end: not this half-loaded kernel
 	}
 	s.mu.Unlock()
@@ -203,6 +243,10 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	}
 	return err
 }
+
+// errParkedMeanwhile: the session left the registry while it resumed;
+// its snapshot is no longer the resume's to delete.
+var errParkedMeanwhile = fmt.Errorf("%w: it left while it resumed", ErrEnded)
 
 // awake returns s's kernel, resuming s first if it hibernated, for a
 // file call (which does not hold s.run otherwise): the call counts as

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,5 +162,30 @@ func TestFileCallsAreActivity(t *testing.T) {
 	hibernated(t, svc, id)
 	if r := cell(t, svc, id, "open('b.txt').read()"); result(r) != "'b'" || !r.Resumed {
 		t.Errorf("a file written before a hibernation, after it: %q resumed=%v", result(r), r.Resumed)
+	}
+}
+
+// TestPoisonedHibernationEnds: a hibernation whose load ends the
+// interpreter every time is retried (503) only until maxLoadFailures
+// loads in a row failed; then the session ends and its snapshot is gone,
+// instead of answering "retry later" until its idle timeout.
+func TestPoisonedHibernationEnds(t *testing.T) {
+	v := newVault(t)
+	svc := newServiceWith(t, Config{HibernateAfter: 300 * time.Millisecond, ReapInterval: 50 * time.Millisecond}, false, v)
+	id := newSession(t, svc, Request{Caller: "alice", IdleTimeout: time.Hour})
+	cell(t, svc, id, "import os\nclass P:\n    def __reduce__(self):\n        return (os._exit, (3,))\nx = P()")
+	hibernated(t, svc, id)
+	for i := 1; i < maxLoadFailures; i++ {
+		_, err := executeCell(context.Background(), svc, id, CellRequest{Code: "1", Timeout: 10 * time.Second})
+		if !errors.Is(err, run.ErrUnavailable) {
+			t.Fatalf("load %d that ended the interpreter: %v, want ErrUnavailable (it may pass)", i, err)
+		}
+	}
+	_, err := executeCell(context.Background(), svc, id, CellRequest{Code: "1", Timeout: 10 * time.Second})
+	if !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "ended the interpreter") {
+		t.Fatalf("load %d that ended the interpreter: %v, want the session ended, saying why", maxLoadFailures, err)
+	}
+	if _, err := svc.Lookup(id); !errors.Is(err, ErrNotFound) || len(v.ids()) != 0 {
+		t.Errorf("after the last failed load: lookup %v, %d snapshots; want the session and its snapshot gone", err, len(v.ids()))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
@@ -27,7 +28,12 @@ type Parked struct {
 }
 
 // shutdown parks every session it can and ends the rest (the reaper,
-// once its context ended).
+// once its context ended). The sessions already hibernated are parked
+// first: they cost a registry entry. The hibernation workers' saves were
+// interrupted with m.stopping (Close) and end within InterruptGrace; then
+// the awake sessions are saved at parkers at once, all within
+// Config.ParkTimeout, so that no session's save, stalled by its own
+// code, takes the time of the others.
 func (m *Service) shutdown() {
 	m.mu.Lock()
 	m.closed = true
@@ -36,16 +42,44 @@ func (m *Service) shutdown() {
 		all = append(all, s)
 	}
 	m.mu.Unlock()
-	m.hibWG.Wait() // the workers' saves end with m.stopping
+	awake := all[:0:0]
 	for _, s := range all {
-		if !m.park(s) {
-			m.endSession(s, "server shutting down")
+		if !m.parkAsleep(s) {
+			awake = append(awake, s)
 		}
 	}
+	m.hibWG.Wait()
+	ctx, cancel := context.WithTimeout(m.base, m.cfg.ParkTimeout)
+	defer cancel()
+	turns := make(chan struct{}, parkers)
+	var wg sync.WaitGroup
+	for _, s := range awake {
+		turns <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-turns }()
+			if !m.park(ctx, s) {
+				m.endSession(s, "server shutting down")
+			}
+		}()
+	}
+	wg.Wait()
 }
 
-// park saves s for the next run, if it can.
-func (m *Service) park(s *Live) bool {
+// parkers is how many sessions a shutdown saves at once.
+const parkers = 4
+
+// parkAsleep parks s if it is hibernated and no call is resuming it.
+func (m *Service) parkAsleep(s *Live) bool {
+	s.mu.Lock()
+	ready := s.asleep != "" && !s.busy
+	s.mu.Unlock()
+	return ready && m.park(m.base, s)
+}
+
+// park saves s for the next run, if it can, within ctx.
+func (m *Service) park(ctx context.Context, s *Live) bool {
 	if m.deps.Vault == nil || m.deps.OnPark == nil {
 		return false
 	}
@@ -53,24 +87,35 @@ func (m *Service) park(s *Live) bool {
 	asleep := s.asleep != ""
 	s.mu.Unlock()
 	if !asleep {
-		ctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
-		err := m.hibernate(ctx, s)
-		cancel()
-		if err != nil {
+		if err := m.hibernate(ctx, s); err != nil {
 			m.log.Warn("a session could not be saved at shutdown; it ends", "session_id", s.id, "err", err)
 			return false
 		}
 	}
-	s.mu.Lock()
-	p := Parked{ID: s.id, Caller: s.caller, Snapshot: s.asleep}
-	s.mu.Unlock()
-	if p.Snapshot == "" || !m.forget(s) {
+	p, ok := m.forgetAsleep(s)
+	if !ok {
 		return false
 	}
 	s.release()
 	m.deps.OnPark(p)
 	m.log.Info("session saved for the next start", "session_id", s.id, "snapshot_id", p.Snapshot)
 	return true
+}
+
+// forgetAsleep takes s out of the registry if it is hibernated, at once
+// with reading its snapshot: a resume that ends later sees s gone and
+// leaves the snapshot to the parked entry.
+func (m *Service) forgetAsleep(s *Live) (Parked, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.live[s.id] != s || s.asleep == "" {
+		return Parked{}, false
+	}
+	delete(m.live, s.id)
+	s.gone = true
+	return Parked{ID: s.id, Caller: s.caller, Snapshot: s.asleep}, true
 }
 
 // Adopt registers, hibernated, session p that an earlier run of this node

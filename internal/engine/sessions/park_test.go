@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -66,5 +67,115 @@ func TestShutdownParksIdleSessions(t *testing.T) {
 	}
 	if _, err := next.Lookup(busy); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the busy session after the restart: %v, want not found", err)
+	}
+}
+
+// parkRecorder is a service's Deps.OnPark that remembers the snapshot of
+// each session parked.
+type parkRecorder struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (r *parkRecorder) park(p Parked) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]string{}
+	}
+	r.m[p.ID] = p.Snapshot
+}
+
+func (r *parkRecorder) snapshot(id string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.m[id]
+	return s, ok
+}
+
+// closeWithin closes svc and fails the test unless every session is
+// parked or ended within d (the engine's drain would abort them then).
+func closeWithin(t *testing.T, svc *Service, d time.Duration) {
+	t.Helper()
+	svc.Close()
+	done := make(chan struct{})
+	go func() { svc.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("the shutdown did not end within %s", d)
+		svc.Abort()
+		<-done
+	}
+}
+
+// TestStalledSaveDoesNotLoseOthersAtShutdown: one key's session whose
+// state stalls its save (a hibernation worker is saving it when the
+// shutdown comes) neither holds the shutdown past ParkTimeout nor keeps
+// another key's idle session from being parked; the next run has that
+// session back with its variables.
+func TestStalledSaveDoesNotLoseOthersAtShutdown(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{HibernateAfter: 300 * time.Millisecond, ReapInterval: 50 * time.Millisecond,
+		SaveTimeout: 20 * time.Second, Hibernations: 1, ParkTimeout: 2 * time.Second, InterruptGrace: 500 * time.Millisecond},
+		false, Deps{Vault: v, OnPark: rec.park})
+	alice := newSession(t, svc, Request{Caller: "alice"})
+	cell(t, svc, alice, "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(3600)\nx = Slow()")
+	waitFor(t, 10*time.Second, "alice's save began", func() bool { return live(t, svc, alice).Info().State == Busy })
+	bob := newSession(t, svc, Request{Caller: "bob", IdleTimeout: time.Hour})
+	cell(t, svc, bob, "y = 1")
+	start := time.Now()
+	closeWithin(t, svc, 8*time.Second) // ParkTimeout, the grace and some room: not SaveTimeout
+	t.Logf("shutdown took %s", time.Since(start))
+	snap, ok := rec.snapshot(bob)
+	if !ok {
+		t.Fatalf("bob's idle session was not parked behind alice's stalled save")
+	}
+	if _, ok := rec.snapshot(alice); ok {
+		t.Errorf("alice's session, whose state never saved, was parked")
+	}
+	next := newServiceWith(t, Config{}, false, v)
+	if _, err := next.Adopt(context.Background(), Parked{ID: bob, Caller: "bob", Snapshot: snap}, time.Time{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cell(t, next, bob, "y"); result(r) != "1" || !r.Resumed {
+		t.Errorf("bob's session after the restart: %q resumed=%v", result(r), r.Resumed)
+	}
+}
+
+// TestResumeAtShutdownKeepsParkedSnapshot: a hibernated session whose
+// resume is under way when the shutdown comes is parked under its
+// snapshot, which the resume, ending later, leaves alone (and its kernel
+// does not hold the shutdown): the next run resumes it.
+func TestResumeAtShutdownKeepsParkedSnapshot(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{HibernateAfter: 300 * time.Millisecond, ReapInterval: 50 * time.Millisecond},
+		false, Deps{Vault: v, OnPark: rec.park})
+	id := newSession(t, svc, Request{Caller: "alice", IdleTimeout: time.Hour})
+	cell(t, svc, id, "import time\nclass Z:\n    def __reduce__(self):\n        return (time.sleep, (3,))\nx = Z()\ny = 7")
+	hibernated(t, svc, id)
+	s := live(t, svc, id)
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.ExecuteCell(context.Background(), s, CellRequest{Code: "y", EvalLastExpr: true, Timeout: 20 * time.Second})
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "the resume began", func() bool { return s.Info().State == Busy })
+	closeWithin(t, svc, 10*time.Second)
+	if err := <-done; !errors.Is(err, ErrEnded) {
+		t.Errorf("the cell that began the resume: %v, want ErrEnded (the session left with the shutdown)", err)
+	}
+	snap, ok := rec.snapshot(id)
+	if !ok || !slices.Contains(v.ids(), snap) {
+		t.Fatalf("parked %v under %q; stored: %v", ok, snap, v.ids())
+	}
+	next := newServiceWith(t, Config{}, false, v)
+	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "alice", Snapshot: snap}, time.Time{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cell(t, next, id, "y"); result(r) != "7" || !r.Resumed {
+		t.Errorf("the session after the restart: %q resumed=%v", result(r), r.Resumed)
 	}
 }

@@ -170,6 +170,7 @@ type Live struct {
 	asleep      string
 	hibernating bool
 	hibFails    int
+	loadFails   int // loads of its hibernation in a row that ended the interpreter
 	hibRetry    time.Time
 
 	// files is held for reading by a file call while it uses the kernel,

@@ -58,9 +58,9 @@ func (k *kernel) startOwn(n int) *cellRun {
 	return c
 }
 
-// own runs pyexec's own cell number n: send writes its frame and what
-// follows it. See awaitOwn for its end.
-func (k *kernel) own(n int, send func() error, timeout, grace time.Duration) (*run.Report, error) {
+// own runs pyexec's own cell number n within ctx: send writes its frame
+// and what follows it. See awaitOwn for its end.
+func (k *kernel) own(ctx context.Context, n int, send func() error, timeout, grace time.Duration) (*run.Report, error) {
 	c := k.startOwn(n)
 	defer k.finish(c)
 	// A send that blocks on a kernel that stopped reading ends with it.
@@ -70,20 +70,19 @@ func (k *kernel) own(n int, send func() error, timeout, grace time.Duration) (*r
 		k.proc.Kill()
 		return nil, fmt.Errorf("the session's interpreter stopped taking its state: %w", err)
 	}
-	return k.awaitOwn(c, timeout, grace)
+	return k.awaitOwn(ctx, c, timeout, grace)
 }
 
-// awaitOwn waits for pyexec's own cell c to end. Past timeout it is
-// interrupted (a save listens while it pickles, a load while it
-// unpickles); grace later the kernel is killed: a kernel that did not
-// finish pyexec's own cell cannot be trusted with the next. An error
-// means the cell has no report: the kernel ended or was killed.
-func (k *kernel) awaitOwn(c *cellRun, timeout, grace time.Duration) (*run.Report, error) {
+// awaitOwn waits for pyexec's own cell c to end. Past timeout, or once
+// ctx ends, it is interrupted (a save listens while it pickles, a load
+// while it unpickles); grace later the kernel is killed: a kernel that
+// did not finish pyexec's own cell cannot be trusted with the next. An
+// error (errKernelEnded) means the cell has no report: the kernel ended
+// or was killed.
+func (k *kernel) awaitOwn(ctx context.Context, c *cellRun, timeout, grace time.Duration) (*run.Report, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case <-c.done:
-	case <-t.C:
+	interrupt := func() {
 		_ = k.proc.Signal(syscall.SIGINT)
 		g := time.NewTimer(grace)
 		defer g.Stop()
@@ -94,11 +93,18 @@ func (k *kernel) awaitOwn(c *cellRun, timeout, grace time.Duration) (*run.Report
 			<-c.done // the kernel's end closes it
 		}
 	}
+	select {
+	case <-c.done:
+	case <-t.C:
+		interrupt()
+	case <-ctx.Done():
+		interrupt()
+	}
 	k.mu.Lock()
 	rep := c.report
 	k.mu.Unlock()
 	if rep == nil {
-		return nil, errors.New("the session's interpreter ended while its state was moved")
+		return nil, errKernelEnded
 	}
 	return rep, nil
 }
@@ -131,7 +137,7 @@ func (s stateSink) End(err error) { s.ended <- err }
 // what the kernel says of it and returns where its bytes go (an error
 // discards them). It returns once the cell ended and the state went
 // by; the error is the first of begin's, the kernel's and the sink's.
-func (m *Service) saveState(k *kernel, n int, begin func(runner.StateMeta) (io.Writer, error)) error {
+func (m *Service) saveState(ctx context.Context, k *kernel, n int, begin func(runner.StateMeta) (io.Writer, error)) error {
 	ended := make(chan error, 1)
 	var mu sync.Mutex
 	var beginErr error
@@ -148,7 +154,7 @@ func (m *Service) saveState(k *kernel, n int, begin func(runner.StateMeta) (io.W
 	// Disarmed whatever happens: a {"snapshot": ...} line the user's code
 	// writes later must not reach this save.
 	defer k.scan.ExpectState(nil)
-	rep, err := k.own(n, func() error { return k.proc.Send(runner.SaveRequest(n)) }, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
+	rep, err := k.own(ctx, n, func() error { return k.proc.Send(runner.SaveRequest(n)) }, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
 	if err != nil {
 		return err
 	}
@@ -166,11 +172,12 @@ func (m *Service) saveState(k *kernel, n int, begin func(runner.StateMeta) (io.W
 }
 
 // loadState has k load size bytes of state read from state, as pyexec's
-// own cell n.
+// own cell n, within loadTimeout(size) or until the service aborts.
 func (m *Service) loadState(k *kernel, n int, size int64, state io.Reader) (runner.Loaded, error) {
 	loaded, stop := k.expectLoaded()
 	defer stop()
-	rep, err := k.own(n, func() error { return runner.SendState(k.proc.Send, n, size, state) }, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
+	rep, err := k.own(m.base, n, func() error { return runner.SendState(k.proc.Send, n, size, state) }, m.loadTimeout(size),
+		m.cfg.InterruptGrace)
 	if err != nil {
 		return runner.Loaded{}, err
 	}
@@ -246,7 +253,7 @@ func (m *Service) save(ctx context.Context, s *Live, k *kernel, kind string) (Sa
 	s.mu.Unlock()
 	var pend Pending
 	var h snapshot.Header
-	err := m.saveState(k, n+1, func(meta runner.StateMeta) (io.Writer, error) {
+	err := m.saveState(ctx, k, n+1, func(meta runner.StateMeta) (io.Writer, error) {
 		h = snapshot.Header{ID: snapshot.NewID(), Owner: s.caller, Created: run.Now(), Kind: kind, SessionID: s.id,
 			Session: s.header(), ExecutionCount: n, Saved: meta.Saved, Skipped: meta.Skipped, StateBytes: meta.Bytes}
 		p, err := m.deps.Vault.Begin(ctx, h)
@@ -432,7 +439,7 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	parent.mu.Lock()
 	n := parent.count
 	parent.mu.Unlock()
-	loaded, err := m.forkInto(pk, s.kernel(), n+1, files)
+	loaded, err := m.forkInto(ctx, pk, s.kernel(), n+1, files)
 	if err != nil {
 		m.endSession(s, "fork failed")
 		return Session{}, fmt.Errorf("engine: forking session %s: %w", parent.id, err)
@@ -447,8 +454,8 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 }
 
 // forkInto writes files into child's workspace, then streams from's state
-// into it as pyexec's own cell n of both.
-func (m *Service) forkInto(from, child *kernel, n int, files []sandbox.File) (runner.Loaded, error) {
+// into it as pyexec's own cell n of both, within ctx.
+func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, files []sandbox.File) (runner.Loaded, error) {
 	// The files first: loading imports the user's own modules from them.
 	if len(files) > 0 {
 		if err := child.proc.WriteFiles(files); err != nil {
@@ -463,7 +470,7 @@ func (m *Service) forkInto(from, child *kernel, n int, files []sandbox.File) (ru
 	// killed before the parent's own save would be.
 	kill := time.AfterFunc(m.cfg.SaveTimeout, child.proc.Kill)
 	defer kill.Stop()
-	err := m.saveState(from, n, func(meta runner.StateMeta) (io.Writer, error) {
+	err := m.saveState(ctx, from, n, func(meta runner.StateMeta) (io.Writer, error) {
 		if err := child.proc.Send(runner.LoadRequest(n, meta.Bytes)); err != nil {
 			return nil, err
 		}
@@ -473,7 +480,7 @@ func (m *Service) forkInto(from, child *kernel, n int, files []sandbox.File) (ru
 		child.proc.Kill()
 		return runner.Loaded{}, err
 	}
-	rep, err := child.awaitOwn(c, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
+	rep, err := child.awaitOwn(ctx, c, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
 	if err != nil {
 		return runner.Loaded{}, err
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	// Hibernations bounds the sessions saved for hibernation at once, by
 	// workers apart from the reaper. Default 2.
 	Hibernations int
+	// ParkTimeout bounds the saves of the awake sessions at shutdown
+	// (park.go): a session not saved by then ends. Keep it below the
+	// engine's shutdown timeout. Default 20s.
+	ParkTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +102,7 @@ func (c Config) withDefaults() Config {
 	set(&c.InterruptGrace, 2*time.Second)
 	set(&c.ReapInterval, time.Second)
 	set(&c.SaveTimeout, 2*time.Minute)
+	set(&c.ParkTimeout, 20*time.Second)
 	if c.DefaultMemoryBytes == 0 {
 		c.DefaultMemoryBytes = 256 << 20
 	}
@@ -128,6 +133,8 @@ func (c Config) validate() error {
 		return errors.New("the session save timeout must be at least 1s")
 	case c.Hibernations < 1:
 		return errors.New("at least one session must be able to hibernate at a time")
+	case c.ParkTimeout < 0:
+		return errors.New("the session park timeout must not be negative")
 	case c.HibernateAfter < 0:
 		return errors.New("the session hibernation delay must not be negative")
 	}
