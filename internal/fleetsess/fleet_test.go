@@ -429,3 +429,33 @@ func TestSessionOfANodeDeclaredLost(t *testing.T) {
 		t.Fatalf("a session of a live node after another's loss: %+v", res)
 	}
 }
+
+// TestParkedSessionPastItsLifetime: a session saved by its node's
+// shutdown answers "retry later" on the other nodes while that node is
+// away, but once past its lifetime it is lost: its node will not take it
+// back, and no caller waits on it for ever.
+func TestParkedSessionPastItsLifetime(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
+	ctx := context.Background()
+	s := a.create(t)
+	a.kill()
+	park := func(expires time.Time) {
+		t.Helper()
+		e, rev, err := b.reg.GetSession(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Hibernation, e.ExpiresAt = "snap_parked", expires
+		if err := b.reg.UpdateSession(ctx, e, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	park(time.Now().Add(time.Hour))
+	if _, err := b.r.GetSession(ctx, s.ID, alice); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("a parked session within its lifetime: %v, want ErrUnavailable", err)
+	}
+	park(time.Now().Add(-time.Second))
+	_, err := b.r.GetSession(ctx, s.ID, alice)
+	assertLost(t, err, s.ID)
+}

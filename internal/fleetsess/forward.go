@@ -45,9 +45,9 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 	if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
 		return err
 	}
-	if e.Hibernation != "" {
+	if e.Hibernation != "" && (e.ExpiresAt.IsZero() || time.Now().Before(e.ExpiresAt)) {
 		// Saved by a graceful shutdown: its node takes it back when it
-		// starts again.
+		// starts again. Past its lifetime it never will: lost.
 		return fmt.Errorf("%w: session %s was saved while its node restarts; retry later", engine.ErrUnavailable, id)
 	}
 	return r.lost(ctx, e, rev)

@@ -3,6 +3,7 @@ package sessions
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -122,8 +123,8 @@ func (m *Service) forgetAsleep(s *Live) (Parked, bool) {
 // parked: its snapshot, verified for its owner, gives its configuration
 // and execution count; created and expires are its own. Its next call
 // resumes it. It counts against the caps as any session. A session that
-// cannot be adopted ends: its snapshot, once verified as its own, is
-// deleted.
+// cannot be adopted ends and its snapshot is deleted, unless the snapshot
+// did not verify as its own (it may be another's).
 func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Time) (Session, error) {
 	if m.deps.Vault == nil {
 		return Session{}, ErrNoSnapshots
@@ -135,6 +136,9 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 	defer unhold()
 	snap, err := m.deps.Vault.Open(ctx, p.Snapshot, p.Caller)
 	if err != nil {
+		if !errors.Is(err, snapshot.ErrIntegrity) && !errors.Is(err, ErrSnapshotGone) {
+			m.forgetSnapshot(p.Snapshot) // too large now, or unreadable: its entry ends, and with it the snapshot
+		}
 		return Session{}, err
 	}
 	h := snap.Header

@@ -179,3 +179,35 @@ func TestResumeAtShutdownKeepsParkedSnapshot(t *testing.T) {
 		t.Errorf("the session after the restart: %q resumed=%v", result(r), r.Resumed)
 	}
 }
+
+// TestFailedAdoptionDeletesSnapshot: a parked session the next run
+// cannot take back (here its snapshot, over a lowered cap, does not read)
+// ends with its snapshot deleted, not left to hold the key's quota; one
+// whose snapshot does not verify as its own is not deleted (it may be
+// another key's).
+func TestFailedAdoptionDeletesSnapshot(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{}, false, Deps{Vault: v, OnPark: rec.park})
+	id := newSession(t, svc, Request{Caller: "alice"})
+	cell(t, svc, id, "x = 1")
+	closeWithin(t, svc, 10*time.Second)
+	snap, ok := rec.snapshot(id)
+	if !ok || len(v.ids()) != 1 {
+		t.Fatalf("parked %v, %d snapshots stored", ok, len(v.ids()))
+	}
+	next := newServiceWith(t, Config{}, false, v)
+	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "bob", Snapshot: snap}, time.Time{}, time.Time{}); err == nil {
+		t.Fatal("alice's parked snapshot adopted for bob")
+	}
+	if len(v.ids()) != 1 {
+		t.Fatalf("a snapshot that did not verify for the entry's owner was deleted")
+	}
+	v.set(func(v *memVault) { v.failOpen = errors.New("snapshot over the cap of 1 MiB") })
+	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "alice", Snapshot: snap}, time.Time{}, time.Time{}); err == nil {
+		t.Fatal("adopted from a snapshot that does not read")
+	}
+	if n := len(v.ids()); n != 0 {
+		t.Errorf("%d snapshots left after a failed adoption, want its snapshot deleted", n)
+	}
+}
