@@ -227,9 +227,9 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	s.mu.Lock()
 	s.busy = false
 	switch {
-	case err == nil && s.gone:
-		// Parked (or ended) meanwhile: the shutdown recorded its
-		// snapshot, which stays; this kernel is nobody's.
+	case s.gone:
+		// Parked (or ended) meanwhile: the snapshot is the parked
+		// entry's (or already deleted), and this kernel is nobody's.
 		s.k = nil
 		err = fmt.Errorf("%w: %s was parked or ended while it resumed", errParkedMeanwhile, s.id)
 	case err == nil:

@@ -93,6 +93,21 @@ func (r *parkRecorder) snapshot(id string) (string, bool) {
 	return s, ok
 }
 
+// adoptedCell has a new service keeping its snapshots in v adopt p, and
+// returns what code gives in it; the cell must resume it.
+func adoptedCell(t *testing.T, v Vault, p Parked, code string) string {
+	t.Helper()
+	next := newServiceWith(t, Config{}, false, v)
+	if _, err := next.Adopt(context.Background(), p, time.Time{}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	r := cell(t, next, p.ID, code)
+	if !r.Resumed {
+		t.Errorf("the first cell after the adoption did not resume the session")
+	}
+	return result(r)
+}
+
 // closeWithin closes svc and fails the test unless every session is
 // parked or ended within d (the engine's drain would abort them then).
 func closeWithin(t *testing.T, svc *Service, d time.Duration) {
@@ -135,12 +150,8 @@ func TestStalledSaveDoesNotLoseOthersAtShutdown(t *testing.T) {
 	if _, ok := rec.snapshot(alice); ok {
 		t.Errorf("alice's session, whose state never saved, was parked")
 	}
-	next := newServiceWith(t, Config{}, false, v)
-	if _, err := next.Adopt(context.Background(), Parked{ID: bob, Caller: "bob", Snapshot: snap}, time.Time{}, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	if r := cell(t, next, bob, "y"); result(r) != "1" || !r.Resumed {
-		t.Errorf("bob's session after the restart: %q resumed=%v", result(r), r.Resumed)
+	if got := adoptedCell(t, v, Parked{ID: bob, Caller: "bob", Snapshot: snap}, "y"); got != "1" {
+		t.Errorf("bob's session after the restart: y is %q", got)
 	}
 }
 
@@ -171,12 +182,8 @@ func TestResumeAtShutdownKeepsParkedSnapshot(t *testing.T) {
 	if !ok || !slices.Contains(v.ids(), snap) {
 		t.Fatalf("parked %v under %q; stored: %v", ok, snap, v.ids())
 	}
-	next := newServiceWith(t, Config{}, false, v)
-	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "alice", Snapshot: snap}, time.Time{}, time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	if r := cell(t, next, id, "y"); result(r) != "7" || !r.Resumed {
-		t.Errorf("the session after the restart: %q resumed=%v", result(r), r.Resumed)
+	if got := adoptedCell(t, v, Parked{ID: id, Caller: "alice", Snapshot: snap}, "y"); got != "7" {
+		t.Errorf("the session after the restart: y is %q", got)
 	}
 }
 
