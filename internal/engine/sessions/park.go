@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,9 +33,9 @@ type Parked struct {
 // once its context ended). The sessions already hibernated are parked
 // first: they cost a registry entry. The hibernation workers' saves were
 // interrupted with m.stopping (Close) and end within InterruptGrace; then
-// the awake sessions are saved at parkers at once, all within
-// Config.ParkTimeout, so that no session's save, stalled by its own
-// code, takes the time of the others.
+// the awake sessions are saved parkers at once, each key's in turn
+// (fairOrder), all within Config.ParkTimeout, so that no session's save,
+// stalled by its own code, takes the time of the others.
 func (m *Service) shutdown() {
 	m.mu.Lock()
 	m.closed = true
@@ -50,6 +51,7 @@ func (m *Service) shutdown() {
 		}
 	}
 	m.hibWG.Wait()
+	awake = fairOrder(awake)
 	ctx, cancel := context.WithTimeout(m.base, m.cfg.ParkTimeout)
 	defer cancel()
 	turns := make(chan struct{}, parkers)
@@ -71,6 +73,27 @@ func (m *Service) shutdown() {
 // parkers is how many sessions a shutdown saves at once.
 const parkers = 4
 
+// fairOrder orders the sessions a shutdown saves: each key's first, then
+// each key's second, and so on, those whose hibernation failed this run
+// last; so that no key's sessions, stalling their saves, take every turn
+// before another key's are saved.
+func fairOrder(list []*Live) []*Live {
+	rank := make(map[*Live]int, len(list))
+	nth := map[string]int{}
+	for _, s := range list {
+		s.mu.Lock()
+		failed := s.hibFails > 0
+		s.mu.Unlock()
+		rank[s] = nth[s.caller]
+		if failed {
+			rank[s] += len(list)
+		}
+		nth[s.caller]++
+	}
+	slices.SortStableFunc(list, func(a, b *Live) int { return cmp.Compare(rank[a], rank[b]) })
+	return list
+}
+
 // parkAsleep parks s if it is hibernated and no call is resuming it.
 func (m *Service) parkAsleep(s *Live) bool {
 	s.mu.Lock()
@@ -88,6 +111,10 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 	asleep := s.asleep != ""
 	s.mu.Unlock()
 	if !asleep {
+		if err := ctx.Err(); err != nil {
+			m.log.Warn("the shutdown's time to save sessions is over; a session ends unsaved", "session_id", s.id)
+			return false
+		}
 		if err := m.hibernate(ctx, s); err != nil {
 			m.log.Warn("a session could not be saved at shutdown; it ends", "session_id", s.id, "err", err)
 			return false

@@ -155,6 +155,26 @@ func TestStalledSaveDoesNotLoseOthersAtShutdown(t *testing.T) {
 	}
 }
 
+// TestManyStalledSavesOfOneKeyAtShutdown: a key with more sessions whose
+// saves stall than the shutdown saves at once still leaves another key's
+// idle session its turn: it is parked.
+func TestManyStalledSavesOfOneKeyAtShutdown(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{ParkTimeout: 2 * time.Second, InterruptGrace: 500 * time.Millisecond},
+		false, Deps{Vault: v, OnPark: rec.park})
+	for range 2 * parkers {
+		id := newSession(t, svc, Request{Caller: "alice"})
+		cell(t, svc, id, "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(3600)\nx = Slow()")
+	}
+	bob := newSession(t, svc, Request{Caller: "bob"})
+	cell(t, svc, bob, "y = 1")
+	closeWithin(t, svc, 8*time.Second)
+	if _, ok := rec.snapshot(bob); !ok {
+		t.Errorf("bob's idle session was not parked behind %d of alice's stalling saves", 2*parkers)
+	}
+}
+
 // TestResumeAtShutdownKeepsParkedSnapshot: a hibernated session whose
 // resume is under way when the shutdown comes is parked under its
 // snapshot, which the resume, ending later, leaves alone (and its kernel
