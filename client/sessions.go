@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -187,4 +188,56 @@ func (c *Client) DownloadSessionFile(ctx context.Context, id, path string) ([]by
 		return nil, fmt.Errorf("GET %s: reading the file: %w", sessionFilePath(id, path), err)
 	}
 	return data, nil
+}
+
+// PortShare is a preview URL of a port a session serves.
+type PortShare struct {
+	// URL opens the app in a browser without the key; a path on the
+	// server's origin is made absolute against the client's base URL.
+	URL       string    `json:"url"`
+	SessionID string    `json:"session_id"`
+	Port      int       `json:"port"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// Isolation: sandbox, preview_host or per_preview.
+	Isolation string `json:"isolation"`
+}
+
+func sessionPortPath(id string, port int) string {
+	return sessionPath(id) + "/ports/" + strconv.Itoa(port)
+}
+
+// ShareSessionPort returns a preview URL of the web app the session
+// serves on port. A server without --preview answers a 501 *APIError.
+func (c *Client) ShareSessionPort(ctx context.Context, id string, port int) (*PortShare, error) {
+	var s PortShare
+	if err := c.call(ctx, http.MethodPost, sessionPortPath(id, port)+"/share", nil, "", http.StatusCreated, &s); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(s.URL, "/") {
+		s.URL = withoutUserinfo(c.baseURL) + s.URL
+	}
+	return &s, nil
+}
+
+// withoutUserinfo is base without a user:password@ it may carry: a
+// preview URL is made to be handed on, the base URL's credentials are not.
+func withoutUserinfo(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.User == nil {
+		return base
+	}
+	u.User = nil
+	return u.String()
+}
+
+// RevokeSessionPort revokes every preview URL of the session's port and
+// says how many still worked.
+func (c *Client) RevokeSessionPort(ctx context.Context, id string, port int) (int, error) {
+	var out struct {
+		Revoked int `json:"revoked"`
+	}
+	if err := c.call(ctx, http.MethodDelete, sessionPortPath(id, port)+"/share", nil, "", 0, &out); err != nil {
+		return 0, err
+	}
+	return out.Revoked, nil
 }

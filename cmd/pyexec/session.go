@@ -23,7 +23,7 @@ kernel. Sessions live in the memory of the server that holds them (on a fleet an
 server reaches them) and end at their idle timeout, their max lifetime, on rm, or
 when that server restarts.`,
 	}
-	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd())
+	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd(), newSessionPreviewCmd())
 	return cmd
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/fleetsess"
 	"github.com/pyexec/pyexec/internal/pool"
+	"github.com/pyexec/pyexec/internal/preview"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/snapshot"
@@ -167,10 +168,25 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	if ecfg.Snapshots, err = snapshotConfig(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Preview.Enabled {
+		if ecfg.Preview.Key, err = preview.LoadKey(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.AllowNetwork {
 		if ecfg.Network, err = egressConfig(cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.AllowNetwork && cfg.Network.SecretsFile != "" {
+		sec, err := setupSecrets(cfg, ecfg.Network)
+		if err != nil {
+			return nil, err
+		}
+		ecfg.Secrets, ecfg.TrustBundle = sec.catalog, sec.bundle
+		wctx, stopWatch := context.WithCancel(context.Background())
+		sec.watch(wctx, log.With("component", "egress"))
+		s.closers = append(s.closers, func(context.Context) error { stopWatch(); return nil })
 	}
 	s.eng, err = engine.New(ecfg, deps)
 	if err != nil {
@@ -348,6 +364,7 @@ func engineConfig(cfg config.Config) engine.Config {
 			// drain to the rest of the stop
 			ParkTimeout: cfg.ShutdownTimeout * 2 / 3,
 		},
+		Preview:       engine.PreviewConfig{Enabled: cfg.Preview.Enabled, TTL: cfg.Preview.TTL},
 		MaxFiles:      cfg.MaxCollectFiles,
 		MaxFileBytes:  cfg.MaxCollectBytes,
 		StoreMaxBytes: cfg.StoreMaxBytes,

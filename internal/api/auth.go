@@ -10,6 +10,7 @@ import (
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/preview"
 )
 
 // anonymous is the caller recorded when the server runs without keys: on
@@ -78,7 +79,10 @@ func openPath(path string) bool {
 	case "/", "/health", "/readyz", "/docs", "/openapi.json", "/openapi.yaml", "/openapi-3.0.json", "/openapi-3.0.yaml":
 		return true
 	}
-	return strings.HasPrefix(path, "/docs/") || strings.HasPrefix(path, playgroundPrefix)
+	// A preview URL carries its own authorization (its token, which the
+	// engine checks): it must open in a browser that holds no key.
+	return strings.HasPrefix(path, "/docs/") || strings.HasPrefix(path, playgroundPrefix) ||
+		strings.HasPrefix(path, preview.PathPrefix)
 }
 
 // presentedKey is the key a request carries: "Authorization: Bearer <key>"

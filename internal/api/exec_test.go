@@ -232,4 +232,19 @@ func TestExecNetwork(t *testing.T) {
 			}
 		})
 	}
+	// config.secrets reaches the engine as it was sent (the engine checks
+	// the names: an unknown one and another key's get the same 400).
+	t.Run("secrets", func(t *testing.T) {
+		eng := newFakeEngine()
+		ts := newTestServer(t, eng, func(c *config.Config) {
+			c.AllowNetwork, c.Network.Allow = true, []string{"api.github.com"}
+		})
+		ct, body := multipartBody(t, ustar, `{"config":{"network_disabled":false,"secrets":["GITHUB_TOKEN","OTHER"]}}`, metaJSONPart)
+		if code, _, resp := call(t, ts, http.MethodPost, "/api/v1/exec/sync", ct, body, nil); code != http.StatusOK {
+			t.Fatalf("status = %d: %s", code, resp)
+		}
+		if req, _ := eng.lastRequest(); !req.Network || !slices.Equal(req.Secrets, []string{"GITHUB_TOKEN", "OTHER"}) {
+			t.Errorf("network %v, secrets %q", req.Network, req.Secrets)
+		}
+	})
 }

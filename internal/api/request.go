@@ -29,6 +29,9 @@ type ExecConfig struct {
 	CPUShares       int   `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
 	// Network narrows the operator's allow list; it asks for network too.
 	Network *NetworkConfig `json:"network,omitempty" doc:"Network for this execution, narrowed to these destinations (each must also be on the operator's list); implies network_disabled: false"`
+	// Secrets names operator secrets; the engine checks the caller may use
+	// each (docs/network.md).
+	Secrets []string `json:"secrets,omitempty" maxItems:"32" doc:"Names of operator secrets (--secrets-file) for this execution: the code gets an environment variable of each name holding a placeholder, which the egress replaces by the value in requests to the secret's hosts; needs network. An unknown name and one this API key may not use get the same 400"`
 }
 
 // NetworkConfig is the "config.network" object (docs/network.md).
@@ -189,6 +192,7 @@ func (l *limits) applyNetwork(req *engine.Request, c *ExecConfig) error {
 		return errorf(http.StatusBadRequest, "network access is disabled on this server")
 	}
 	req.Network = network
+	req.Secrets = c.Secrets
 	return nil
 }
 

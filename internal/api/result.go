@@ -44,7 +44,7 @@ type ExecutionResult struct {
 
 // NetworkEvent is one connection attempt or name lookup of the payload.
 type NetworkEvent struct {
-	Proto    string `json:"proto" enum:"tcp,udp,dns"`
+	Proto    string `json:"proto" enum:"tcp,udp,dns,http"`
 	Host     string `json:"host" doc:"The name asked for, or the address connected to"`
 	Addr     string `json:"addr,omitempty" doc:"The address pyexec dialled"`
 	Port     int    `json:"port,omitempty"`
@@ -52,6 +52,10 @@ type NetworkEvent struct {
 	Reason   string `json:"reason,omitempty" doc:"Why it was refused or failed, e.g. not_allowed, denied_range, sni_mismatch, private_address, bytes_in_limit"`
 	BytesOut int64  `json:"bytes_out,omitempty"`
 	BytesIn  int64  `json:"bytes_in,omitempty"`
+	Secret   string `json:"secret,omitempty" doc:"The operator secret an http or dns event is about: injected (verdict allow) or its placeholder found where it is never replaced (deny); never its value"`
+	Method   string `json:"method,omitempty" doc:"The method of the request an http event is about"`
+	Path     string `json:"path,omitempty" doc:"The path (without the query) of the request an http event is about"`
+	Status   int    `json:"status,omitempty" doc:"The destination's answer to the request an http event is about; 0: none"`
 }
 
 // newNetworkEvents copies the engine's network events for the wire.
@@ -62,7 +66,8 @@ func newNetworkEvents(evs []engine.NetworkEvent) []NetworkEvent {
 	out := make([]NetworkEvent, len(evs))
 	for i, e := range evs {
 		out[i] = NetworkEvent{Proto: e.Proto, Host: e.Host, Addr: e.Addr, Port: int(e.Port), Verdict: e.Verdict,
-			Reason: e.Reason, BytesOut: e.BytesOut, BytesIn: e.BytesIn}
+			Reason: e.Reason, BytesOut: e.BytesOut, BytesIn: e.BytesIn, Secret: e.Secret, Method: e.Method, Path: e.Path,
+			Status: e.Status}
 	}
 	return out
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/pyexec/pyexec/internal/api/metrics"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/preview"
 )
 
 // Defaults for the Options a caller may leave zero.
@@ -100,6 +101,7 @@ type Server struct {
 	handler   http.Handler
 	ready     atomic.Bool
 	followers *followerLimits // open event streams (followers.go)
+	previews  *previews       // nil without sessions (preview.go)
 
 	// streams is canceled when Serve shuts down, ending event streams that
 	// would otherwise keep the server open until the timeout.
@@ -194,6 +196,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if ok {
 		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)
+		if err := s.registerPreviews(hapi, mux, eng, cfg); err != nil {
+			return nil, err
+		}
 	}
 	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
@@ -211,6 +216,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	})
 
 	s.handler = s.metrics.Instrument(mux, cleanAccept(newAuthenticator(keys, cfg.Admins()).middleware(mux)))
+	if s.previews != nil && s.previews.origin.Isolation() != preview.Sandboxed {
+		s.handler = s.previews.onPreviewHost(s.handler)
+	}
 	return s, nil
 }
 

@@ -30,13 +30,14 @@ const (
 func tenancyServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	eng := enginetest.Start(t, engine.Config{Concurrency: 2, QueueSize: 4, DefaultTimeout: 60 * time.Second,
-		Sessions: engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20}},
+		Sessions: engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20}, Preview: testPreviewConfig(t, time.Hour)},
 		func(st *store.NATS, jails *sandbox.Manager) engine.Deps {
 			return engine.Deps{Artifacts: st, Jails: jails}
 		})
 	c := config.Default()
 	c.APIKeys = []string{"a:" + keyA, "b:" + keyB, "ops:" + keyAdmin}
 	c.AdminKeys = []string{"ops"}
+	c.Preview.Enabled = true
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +121,11 @@ var tenancyRoutes = []idRoute{
 	{method: http.MethodGet, pattern: "/api/v1/sessions/{id}", session: true, want: 200},
 	{method: http.MethodGet, pattern: "/api/v1/sessions/{id}/files", session: true, want: 200},
 	{method: http.MethodGet, pattern: "/api/v1/sessions/{id}/files/{path...}", session: true, want: 200},
+	// Nothing listens on the port: the owner's request reaches the jail
+	// and is refused there.
+	{method: http.MethodGet, pattern: "/api/v1/sessions/{id}/ports/{port}/{path...}", session: true, want: 502},
+	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/ports/{port}/share", session: true, mutates: true, want: 201},
+	{method: http.MethodDelete, pattern: "/api/v1/sessions/{id}/ports/{port}/share", session: true, mutates: true, want: 200},
 	{method: http.MethodPut, pattern: "/api/v1/sessions/{id}/files/{path...}", session: true, body: "b was here",
 		contentType: "application/octet-stream", mutates: true, want: 201},
 	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/execute", session: true, body: `{"code":"print('ran')"}`,
@@ -155,6 +161,7 @@ func (r idRoute) path(res tenantResources) string {
 		id = res.running
 	}
 	p := strings.Replace(r.pattern, "{id}", id, 1)
+	p = strings.Replace(p, "{port}", "8000", 1)
 	p = strings.Replace(p, "{path...}", "in.txt", 1)
 	return strings.Replace(p, "{path}", "out.txt", 1)
 }

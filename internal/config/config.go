@@ -89,6 +89,8 @@ type Config struct {
 	Envs Envs
 	// Sessions configures stateful sessions.
 	Sessions Sessions
+	// Preview configures previews of the web apps sessions serve.
+	Preview Preview
 	// Network configures egress for executions with network.
 	Network Network
 	// Followers bounds live event streams.
@@ -141,6 +143,7 @@ func Default() Config {
 		LogFormat:           "text",
 		Envs:                defaultEnvs(),
 		Sessions:            defaultSessions(),
+		Preview:             defaultPreview(),
 		Network:             defaultNetwork(),
 		Followers:           defaultFollowers(),
 		Cluster:             defaultCluster(),

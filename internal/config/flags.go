@@ -106,6 +106,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 
 	c.Envs.bind(fs)
 	c.Sessions.bind(fs)
+	c.Preview.bind(fs)
 	c.Network.bind(fs)
 	c.Followers.bind(fs)
 	c.Fairness.bind(fs)

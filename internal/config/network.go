@@ -31,6 +31,12 @@ type Network struct {
 	// answers those names from here and resolves no other name. For
 	// tests and closed networks; empty: the system's resolver.
 	Hosts []string
+	// SecretsFile is the operator's secrets and HTTP rules
+	// (docs/network.md), read at start and again on SIGHUP; "": none.
+	SecretsFile string
+	// CAFile adds roots the egress trusts for its own TLS to
+	// destinations it terminates (private CAs); "": the host's roots.
+	CAFile string
 }
 
 func defaultNetwork() Network {
@@ -58,6 +64,10 @@ func (n *Network) bind(fs *pflag.FlagSet) {
 	add("network-connect-timeout", "how long the egress waits for a destination to accept a connection")
 	fs.StringSliceVar(&n.Hosts, "network-hosts", n.Hosts, "")
 	add("network-hosts", `pin names to addresses ("name=addr[,addr]"); the egress then resolves only these names (tests, closed networks)`)
+	fs.StringVar(&n.SecretsFile, "secrets-file", n.SecretsFile, "")
+	add("secrets-file", "JSON file of secrets the egress injects for executions that ask for them, and HTTP rules (re-read on SIGHUP; needs --allow-network)")
+	fs.StringVar(&n.CAFile, "network-ca", n.CAFile, "")
+	add("network-ca", "PEM file of roots the egress trusts, besides the host's, for its own TLS to destinations with a secret or HTTP rule")
 }
 
 func (c *Config) validateNetwork(bad func(env, format string, args ...any)) {
@@ -67,6 +77,12 @@ func (c *Config) validateNetwork(bad func(env, format string, args ...any)) {
 	}
 	if n.Default && !c.AllowNetwork {
 		bad("PYEXEC_NETWORK_DEFAULT", "needs PYEXEC_ALLOW_NETWORK")
+	}
+	if n.SecretsFile != "" && !c.AllowNetwork {
+		bad("PYEXEC_SECRETS_FILE", "needs PYEXEC_ALLOW_NETWORK")
+	}
+	if n.CAFile != "" && n.SecretsFile == "" {
+		bad("PYEXEC_NETWORK_CA", "needs PYEXEC_SECRETS_FILE: the egress opens TLS of its own only to destinations with a secret or HTTP rule")
 	}
 	if _, err := egress.ParseHosts(n.Hosts); err != nil {
 		bad("PYEXEC_NETWORK_HOSTS", "%v", err)

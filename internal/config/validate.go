@@ -172,6 +172,7 @@ func (c *Config) Validate() error {
 
 	c.validateEnvs(bad)
 	c.validateSessions(bad)
+	c.validatePreview(bad)
 	c.validateNetwork(bad)
 	c.validateFollowers(bad)
 	c.validateFairness(bad)

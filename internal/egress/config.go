@@ -90,7 +90,7 @@ func ParseHosts(entries []string) (StaticResolver, error) {
 // Event is one connection attempt or name lookup of a payload, as its
 // execution's stream, record and the audit trail show it.
 type Event struct {
-	Proto    string `json:"proto"`          // "tcp", "udp" or "dns"
+	Proto    string `json:"proto"`          // "tcp", "udp", "dns" or "http"
 	Host     string `json:"host"`           // the name asked for, or the address
 	Addr     string `json:"addr,omitempty"` // the address dialled
 	Port     uint16 `json:"port,omitempty"`
@@ -98,6 +98,15 @@ type Event struct {
 	Reason   string `json:"reason,omitempty"`
 	BytesOut int64  `json:"bytes_out,omitempty"` // payload → destination
 	BytesIn  int64  `json:"bytes_in,omitempty"`  // destination → payload
+	// Secret names the secret an "http" or "dns" event is about: injected
+	// (verdict allow), or its placeholder found where it is never
+	// replaced (deny). Never its value.
+	Secret string `json:"secret,omitempty"`
+	// Method and Path (without the query) are those of the request an
+	// "http" event is about, Status the destination's answer (0: none).
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Status int    `json:"status,omitempty"`
 }
 
 // Verdicts of an Event.
@@ -125,15 +134,45 @@ const (
 	ReasonBytesOutLimit   = "bytes_out_limit"       // Limits.BytesOut
 	ReasonBytesInLimit    = "bytes_in_limit"        // Limits.BytesIn
 	ReasonClosed          = "execution_ended"       // the execution ended first
+
+	// Of connections whose TLS the egress terminates (intercept_linux.go).
+	ReasonHTTPRule         = "http_rule"              // the operator's HTTP rules refuse the method or path (403)
+	ReasonDestinationTLS   = "destination_tls_failed" // the destination's certificate did not verify, or its handshake failed
+	ReasonPayloadTLS       = "payload_tls_failed"     // the payload did not complete TLS with the egress (does it trust the server's CA?)
+	ReasonEncodedResponse  = "encoded_response"       // a response to a secret's destination in a content coding the egress cannot redact (502)
+	ReasonBadHTTPResponse  = "bad_http_response"      // a response the egress cannot read strictly (502)
+	ReasonPartialResponse  = "partial_response"       // a part of a resource (206, multipart/byteranges) from a secret's destination (502)
+	ReasonOverrideHeader   = "override_header"        // a method or URL override (X-HTTP-Method-Override, X-Original-URL, _method, …) to a destination with a secret or HTTP rule (403)
+	ReasonFormContent      = "form_content"           // form content (or content without a Content-Type) to a destination with a secret or HTTP rule that the egress cannot check for _method: over 64 KiB (413), compressed or unreadable (400)
+	ReasonNoTermination    = "tls_not_terminated"     // TLS to a destination with a secret or HTTP rule, and no CA to terminate it with
+	ReasonRuledAddress     = "ruled_address"          // an address literal of a destination with a secret or HTTP rule, which is reached by name only
+	ReasonTerminationLimit = "termination_limit"      // TLS to a 65th name whose TLS the egress would terminate for one execution
+
+	// A placeholder found where it is never replaced by its value.
+	ReasonPlaceholderOtherHost = "placeholder_other_host" // in the secret's header, to a destination not among its hosts
+	ReasonPlaceholderPlainHTTP = "placeholder_plain_http" // in the secret's header, to its host without TLS
+	ReasonPlaceholderInHeader  = "placeholder_in_header"  // in another header, or not as the template writes it
+	ReasonPlaceholderInURL     = "placeholder_in_url"     // in a request target
+	ReasonPlaceholderInBody    = "placeholder_in_body"    // in a request's content
+	ReasonPlaceholderInDNS     = "placeholder_in_dns"     // in a name looked up
 )
 
 // Config is what every execution's egress shares: the operator's policy,
-// the guard, the resolver and the limits.
+// the guard, the resolver, the limits, and what it needs to terminate TLS.
 type Config struct {
 	Policy   Policy
 	Guard    *Guard
 	Resolver Resolver // nil: the system's
 	Limits   Limits
+	// HTTPRules are the operator's HTTP rules. They hold whether or not
+	// Intercept is set: a destination they cover is always served by the
+	// egress's HTTP proxy (plain HTTP), and its TLS is terminated with
+	// Intercept or refused (tls_not_terminated), never relayed unchecked.
+	HTTPRules []HTTPRule
+	// Intercept, when set, lets the egress terminate TLS to the
+	// destinations of an execution's secrets and of the HTTP rules
+	// (intercept_linux.go); nil: such TLS is refused.
+	Intercept *Interception
 }
 
 // Hooks tell the owner of an Egress what happens. Both may be nil.

@@ -220,6 +220,8 @@ func (e *Egress) answer(query []byte) []byte {
 	switch {
 	case hdr.OpCode != 0 || q.Class != dnsmessage.ClassINET:
 		rcode = dnsmessage.RCodeNotImplemented
+	case e.placeholderLookup(name):
+		rcode = dnsmessage.RCodeNameError
 	case checkName(name) != nil || !e.policy.NameAllowed(name, 0):
 		rcode = dnsmessage.RCodeNameError
 		e.dnsEvent(name, VerdictDeny, ReasonNotAllowed)
@@ -231,6 +233,19 @@ func (e *Egress) answer(query []byte) []byte {
 		}
 	}
 	return reply(hdr, q, rcode, answerA)
+}
+
+// placeholderLookup reports whether name holds one of the execution's
+// placeholders: such a lookup is refused (NXDOMAIN, never asked upstream,
+// whatever the rules say) and reported once per secret and name.
+func (e *Egress) placeholderLookup(name string) bool {
+	found := placeholdersIn([]byte(name), e.grant.Secrets)
+	for _, s := range found {
+		if e.firstTime("dns placeholder " + s.Name + " " + name) {
+			e.emit(Event{Proto: "dns", Host: name, Verdict: VerdictDeny, Reason: ReasonPlaceholderInDNS, Secret: s.Name})
+		}
+	}
+	return len(found) > 0
 }
 
 // reply builds a response to the query hdr and q: rcode, with en's

@@ -74,7 +74,7 @@ func wildcardEgress(t *testing.T, res Resolver) *Egress {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: res}, Policy{Allow: rules}, Hooks{})
+	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: res}, Grant{Policy: Policy{Allow: rules}}, Hooks{})
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }

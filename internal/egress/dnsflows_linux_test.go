@@ -29,7 +29,7 @@ func newDNSWire(t *testing.T, res Resolver, hooks Hooks) *dnsWire {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{Policy: Policy{Allow: rules}, Guard: &Guard{}, Resolver: res}, Policy{Allow: rules}, hooks)
+	e := New(Config{Policy: Policy{Allow: rules}, Guard: &Guard{}, Resolver: res}, Grant{Policy: Policy{Allow: rules}}, hooks)
 	link := channel.New(1024, 1500, "")
 	e.mu.Lock()
 	err = e.serveLink(link)

@@ -12,6 +12,12 @@
 // a connection that only a name rule allows carries nothing to the
 // destination until it has proven to be for that name (a TLS ClientHello
 // naming it, or HTTP/1.x request heads, read strictly by http1, each
-// naming it); anything it cannot classify is refused. See
-// docs/network.md.
+// naming it); anything it cannot classify is refused.
+//
+// For the destinations of an execution's secrets and of the operator's
+// HTTP rules it terminates TLS (intercept_linux.go) and writes a secret's
+// value in place of its placeholder in the one field the secret's template
+// names; the value must never reach the payload (responses are redacted),
+// an event, a log or an error, nor any destination but the secret's own
+// hosts over TLS. See docs/network.md.
 package egress

@@ -29,6 +29,7 @@ import (
 type Egress struct {
 	cfg    Config
 	policy Policy
+	grant  Grant
 	hooks  Hooks
 
 	ctx    context.Context
@@ -52,6 +53,9 @@ type Egress struct {
 	outClosed bool
 	names     *nameTable
 	udpSeen   map[string]bool
+	// terminated are the names whose TLS this execution had the egress
+	// terminate (at most maxTerminatedNames).
+	terminated map[string]bool
 
 	active            atomic.Int64 // TCP connections open or being dialled
 	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
@@ -64,17 +68,18 @@ type Egress struct {
 
 var _ sandbox.Egress = (*Egress)(nil)
 
-// New makes the egress of one execution, with the operator's policy in
-// cfg narrowed to p.
-func New(cfg Config, p Policy, hooks Hooks) *Egress {
+// New makes the egress of one execution, with what g grants it: the
+// operator's policy in cfg narrowed, and its secrets.
+func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &Egress{cfg: cfg, policy: p, hooks: hooks, ctx: ctx, cancel: cancel,
+	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
 		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
-		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{}}
+		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
+		terminated: map[string]bool{}}
 	go e.deliver()
 	return e
 }

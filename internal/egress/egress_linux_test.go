@@ -48,6 +48,17 @@ func runEgress(t testing.TB, w *egresstest.World, cfg Config, code string, args 
 // a jail as runEgress does.
 func runSpec(t testing.TB, w *egresstest.World, cfg Config, spec sandbox.Spec) (sandbox.Result, *recorder) {
 	t.Helper()
+	return runGranted(t, w, cfg, Grant{Policy: cfg.Policy}, spec)
+}
+
+// runGranted is runSpec with what g grants the execution; spec.Files,
+// when given, replace the world's CA in ca.pem.
+func runGranted(t testing.TB, w *egresstest.World, cfg Config, g Grant, spec sandbox.Spec) (sandbox.Result, *recorder) {
+	t.Helper()
+	files := spec.Files
+	if files == nil {
+		files = []sandbox.File{{Path: "ca.pem", Data: w.CAPEM}}
+	}
 	m, err := sandbox.New(sandbox.Config{CgroupParent: fmt.Sprintf("pyexec-egress-test-%d", pid())})
 	if err != nil {
 		t.Fatal(err)
@@ -58,12 +69,12 @@ func runSpec(t testing.TB, w *egresstest.World, cfg Config, spec sandbox.Spec) (
 	hooks := rec.hooks()
 	limitHook := hooks.Limit
 	hooks.Limit = func(why string) { limitHook(why); cancel() }
-	eg := New(cfg, cfg.Policy, hooks)
+	eg := New(cfg, g, hooks)
 	res, err := m.Run(ctx, sandbox.Spec{
 		Argv:    spec.Argv,
 		Env:     append([]string{"PATH=/usr/bin:/bin", "HOME=/work", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"}, spec.Env...),
 		Mounts:  spec.Mounts,
-		Files:   []sandbox.File{{Path: "ca.pem", Data: w.CAPEM}},
+		Files:   files,
 		Network: true,
 		Egress:  eg,
 		Limits:  sandbox.Limits{WallTime: 40 * time.Second},
@@ -312,7 +323,7 @@ time.sleep(60)`
 		t.Fatal(err)
 	}
 	defer m.Wait()
-	eg := New(cfg, cfg.Policy, Hooks{})
+	eg := New(cfg, Grant{Policy: cfg.Policy}, Hooks{})
 	res, err := m.Run(context.Background(), sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", code},
 		Env: []string{"PATH=/usr/bin:/bin"}, Network: true, Egress: eg, Limits: sandbox.Limits{WallTime: 3 * time.Second}}, nil)
 	if err != nil {

@@ -15,7 +15,7 @@ var ErrUnsupported = errors.New("network egress needs Linux")
 type Egress struct{}
 
 // New returns an Egress that cannot serve.
-func New(Config, Policy, Hooks) *Egress { return &Egress{} }
+func New(Config, Grant, Hooks) *Egress { return &Egress{} }
 
 // Serve fails with ErrUnsupported.
 func (e *Egress) Serve(*os.File) error { return ErrUnsupported }

@@ -56,14 +56,23 @@ func (r *relay) forwardHTTP(up, down net.Conn, op opening, t target) string {
 		if reason := checkHead(h, t); reason != "" {
 			return reason
 		}
+		// A placeholder is never replaced on plain HTTP; it is reported.
+		x := &exchange{h: h, path: eventPath(h.Method, h.Target, t.name, t.port)}
+		for _, s := range placeholdersIn(raw, r.e.grant.Secrets) {
+			r.placeholderEvent(t, x, s, placeholderWhere(h, s, t, false))
+		}
 		if _, err := w.Write(raw); err != nil {
 			return ""
 		}
-		if err := http1.CopyBody(w, br, h); err != nil {
+		scan := newPlaceholderScan(r.e.grant.Secrets)
+		if err := http1.CopyBodySeen(w, scan, br, h); err != nil {
 			if errors.Is(err, http1.ErrChunk) {
 				return ReasonBadHTTPRequest
 			}
 			return "" // the payload or the destination ended, or a limit cut
+		}
+		for _, s := range scan.Found() {
+			r.placeholderEvent(t, x, s, ReasonPlaceholderInBody)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (c *counted) Write(p []byte) (int, error) {
 // with the refusal reason and the number of writes it took.
 func relayHTTP(t *testing.T, sent string) (string, string, int) {
 	t.Helper()
-	e := New(Config{}, Policy{}, Hooks{})
+	e := New(Config{}, Grant{}, Hooks{})
 	defer e.Close()
 	r := &relay{e: e}
 	payload, down := net.Pipe()

@@ -72,6 +72,17 @@ func (t *nameTable) lookupName(name string) *nameEntry {
 	return t.byName[name]
 }
 
+// entries returns every name resolved so far.
+func (t *nameTable) entries() []*nameEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*nameEntry, 0, len(t.byName))
+	for _, en := range t.byName {
+		out = append(out, en)
+	}
+	return out
+}
+
 // lookupAddr returns the name a synthetic address stands for.
 func (t *nameTable) lookupAddr(a netip.Addr) *nameEntry {
 	t.mu.Lock()

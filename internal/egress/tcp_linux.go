@@ -126,6 +126,9 @@ func (e *Egress) decide(dst netip.Addr, port uint16) (target, Event) {
 	if !e.policy.AddrAllowed(dst, port) {
 		return deny(ReasonNotAllowed)
 	}
+	if e.ruledAddress(dst, port) {
+		return deny(ReasonRuledAddress)
+	}
 	return target{host: dst.String(), addrs: []netip.Addr{dst}, port: port}, ev
 }
 
@@ -191,6 +194,10 @@ func (r *relay) run(down, up net.Conn, t target) {
 		r.finish()
 		return
 	}
+	if r.e.intercepts(t.name, t.port) {
+		r.refused(r.intercept(down, up, t))
+		return
+	}
 	// What the destination sends flows at once (a server may speak
 	// first); what the payload sends is held until its first bytes are
 	// checked against the name it connected to.
@@ -227,9 +234,7 @@ func (r *relay) run(down, up net.Conn, t target) {
 		closeWrite(up)
 	}
 	if reason != "" {
-		r.mu.Lock()
-		r.ev.Verdict, r.ev.Reason = VerdictDeny, reason
-		r.mu.Unlock()
+		r.refused(reason)
 		down.Close()
 		up.Close()
 		wg.Wait()
@@ -240,6 +245,22 @@ func (r *relay) run(down, up net.Conn, t target) {
 	}
 	wg.Wait()
 	r.finish()
+}
+
+// refused records why the connection was refused ("" if it was not): the
+// destination's or the payload's TLS failing is an error, the rest a
+// refusal.
+func (r *relay) refused(reason string) {
+	if reason == "" {
+		r.finish()
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ev.Verdict, r.ev.Reason = VerdictDeny, reason
+	if reason == ReasonDestinationTLS || reason == ReasonPayloadTLS {
+		r.ev.Verdict = VerdictError
+	}
 }
 
 // finish records why the relay was cut, if it was.

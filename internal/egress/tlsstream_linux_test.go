@@ -81,7 +81,7 @@ func TestSecondClientHello(t *testing.T) {
 // the destination's; it returns the event's reason.
 func relayRun(t *testing.T, name string, client, serve func(net.Conn)) string {
 	t.Helper()
-	e := New(Config{}, Policy{}, Hooks{})
+	e := New(Config{}, Grant{}, Hooks{})
 	defer e.Close()
 	r := &relay{e: e}
 	payload, down := net.Pipe()

@@ -38,6 +38,12 @@ type Config struct {
 	// the operator's policy, the always-denied guard, the resolver and
 	// the limits. Required with AllowNetwork.
 	Network *egress.Config
+	// Secrets are the operator's secrets (--secrets-file) executions of
+	// the keys each names may ask for; nil: none.
+	Secrets *egress.LiveCatalog
+	// TrustBundle is the host file of roots jails whose egress terminates
+	// TLS trust (run.Config.TrustBundle); "": none.
+	TrustBundle string
 
 	// Default limits of a request that leaves them zero, and the largest
 	// values a request may ask for.
@@ -75,6 +81,9 @@ type Config struct {
 	// size cap, each key's quota, the spool directory (engine/snapshots).
 	// Used with Deps.Snapshots.
 	Snapshots SnapshotConfig
+	// Preview turns on previews of the web apps sessions serve
+	// (previews.go).
+	Preview PreviewConfig
 	// StoreMaxBytes caps what the shared store holds (records, index,
 	// events, request payloads, artifacts); above it the oldest finished
 	// executions are evicted (evict.go). Zero: no cap, records only expire.
@@ -125,6 +134,6 @@ func (c Config) runConfig() run.Config {
 			DefaultMemoryBytes: c.DefaultMemoryBytes, MaxMemoryBytes: c.MaxMemoryBytes,
 			DefaultDiskBytes: c.DefaultDiskBytes, MaxDiskBytes: c.MaxDiskBytes,
 			DefaultCPUs: c.DefaultCPUs, MinCPUs: c.MinCPUs, OutputBytes: c.OutputBytes},
-		AllowNetwork: c.AllowNetwork, Network: c.Network, MaxFiles: c.MaxFiles, MaxFileBytes: c.MaxFileBytes,
+		AllowNetwork: c.AllowNetwork, Network: c.Network, Secrets: c.Secrets, TrustBundle: c.TrustBundle, MaxFiles: c.MaxFiles, MaxFileBytes: c.MaxFileBytes,
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/engine/snapshots"
+	"github.com/pyexec/pyexec/internal/preview"
 )
 
 // Engine runs this node's executions and sessions. Create it with New,
@@ -43,6 +44,8 @@ type Engine struct {
 	sess *sessions.Service
 	// snaps keeps the sessions' snapshots (disabled without a store).
 	snaps *snapshots.Service
+	// shares are the preview URLs issued; nil with previews off.
+	shares *preview.Shares
 	// mem is this node's heartbeat and its view of the other nodes.
 	mem *fleet.Membership
 
@@ -88,13 +91,16 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if e.snaps, err = newSnapshots(cfg.Snapshots, deps.Snapshots, log); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
+	if e.shares, err = newShares(cfg.Preview); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
 	var v sessions.Vault
 	if e.snaps.Enabled() {
 		v = vault{e.snaps}
 	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails,
-		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v, OnEnd: deps.OnSessionEnd,
-		OnPark: deps.OnSessionPark})
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
+		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

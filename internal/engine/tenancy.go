@@ -9,6 +9,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/preview"
 	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
@@ -19,7 +20,9 @@ import (
 // else, so that no transport can forget: another caller is told the
 // execution or session does not exist, exactly as for an unknown id.
 // Admin callers (operator keys) see and kill everything; what they do to
-// work that is not theirs goes to the audit trail.
+// work that is not theirs goes to the audit trail. A preview URL
+// (previews.go) stands for the session's owner, for one port of that
+// session only (sharedSession).
 
 // Caller is who asks the engine for something.
 type Caller struct {
@@ -94,6 +97,23 @@ func (e *Engine) snapshotFor(ctx context.Context, id string, c Caller, adminMay 
 			Owner: in.Owner})
 	}
 	return in, nil
+}
+
+// sharedSession finds the live session a preview URL's token opens, and
+// the port it opens there. The token stands for the owner it was issued
+// to, for that session and port only: ErrShareInvalid when it opens
+// nothing (unknown, altered, revoked or expired), ErrSessionNotFound once
+// the session ended.
+func (e *Engine) sharedSession(token string) (*sessions.Live, preview.Share, error) {
+	sh, err := e.shares.Check(token)
+	if err != nil {
+		return nil, preview.Share{}, fmt.Errorf("%w: %w", ErrShareInvalid, err)
+	}
+	s, err := e.session(sh.Session, Caller{Name: sh.Owner})
+	if err != nil {
+		return nil, sh, err
+	}
+	return s, sh, nil
 }
 
 // Actions recorded in the audit trail besides the end of an execution

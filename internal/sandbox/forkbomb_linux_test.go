@@ -195,9 +195,11 @@ func runBomb(t *testing.T, name string, l Limits, start bombStart) bool {
 		p.CloseStdin()
 	}
 	during := -1
+	t0 := time.Now()
 	select {
 	case <-limited:
 		during = tasks(pid1)
+		t.Logf("%s: at the pids limit after %s of its %s", name, time.Since(t0).Round(time.Millisecond), l.WallTime)
 	case <-p.Done():
 	}
 	r := p.Wait()

@@ -87,6 +87,9 @@ func (p *Process) Workspace() (*os.Root, error) { return nil, ErrUnsupported }
 // WriteFiles fails with ErrUnsupported.
 func (p *Process) WriteFiles([]File) error { return ErrUnsupported }
 
+// DialInside reports ErrUnsupported.
+func (j *Jail) DialInside(context.Context, int) (net.Conn, error) { return nil, ErrUnsupported }
+
 // ListenInside reports ErrUnsupported.
 func (j *Jail) ListenInside(string, string) (net.Listener, error) { return nil, ErrUnsupported }
 

@@ -30,6 +30,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	network    *prometheus.CounterVec
+	secrets    *prometheus.CounterVec
 	usage      *usageMetrics
 }
 
@@ -58,10 +59,11 @@ func New(stats func() engine.Stats) *Metrics {
 		}, []string{"route"}),
 	}
 	m.network = newNetworkMetric()
+	m.secrets = newSecretMetric()
 	m.usage = newUsageMetrics()
 	m.registry.MustRegister(m.usage.collectors()...)
 	m.registry.MustRegister(
-		m.executions, m.duration, m.requests, m.latency, m.network,
+		m.executions, m.duration, m.requests, m.latency, m.network, m.secrets,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pyexec_queue_depth",
 			Help: "Executions waiting for a slot.",

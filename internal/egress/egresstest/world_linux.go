@@ -4,9 +4,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -14,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -258,6 +262,53 @@ func serveHTTP(t testing.TB, network, addr string, s *sites) {
 		case "/10m":
 			w.Write(make([]byte, 10<<20))
 			return
+		case "/auth":
+			// What a secret's destination received, as hashes (Hash):
+			// how many Authorization fields, the first, the query and the
+			// content.
+			body, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%d %s %s %s", len(r.Header.Values("Authorization")), Hash(r.Header.Get("Authorization")),
+				Hash(r.URL.RawQuery), Hash(string(body)))
+			return
+		case "/reflect":
+			// A destination that sends the Authorization it received
+			// back, in a header and in content split over chunks.
+			a := r.Header.Get("Authorization")
+			w.Header().Set("X-Reflect", a)
+			io.WriteString(w, a[:len(a)/2])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, a[len(a)/2:]+"|"+a)
+			return
+		case "/range":
+			// A reflecting destination that honours Range (as a file
+			// or blob server does): a part of the value at a time.
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(r.Header.Get("Authorization")))
+			return
+		case "/partial":
+			// A destination that answers with a part of what it
+			// reflects whatever was asked.
+			a := r.Header.Get("Authorization")
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-9/%d", len(a)))
+			w.WriteHeader(http.StatusPartialContent)
+			io.WriteString(w, a[:10])
+			return
+		case "/echo/json":
+			// A destination that reflects the Authorization it received
+			// as JSON (Go's encoder escapes " \ < > &).
+			json.NewEncoder(w).Encode(map[string]string{"authorization": r.Header.Get("Authorization")})
+			return
+		case "/echo/query":
+			// A destination that reflects it percent-encoded (in a
+			// redirect's Location, as a query parameter).
+			q := "authorization=" + url.QueryEscape(r.Header.Get("Authorization"))
+			w.Header().Set("Location", "/next?"+q)
+			io.WriteString(w, q)
+			return
+		case "/gzip":
+			// A destination that compresses whatever was asked.
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write([]byte{0x1f, 0x8b})
+			return
 		}
 		site := r.Host
 		if r.TLS != nil {
@@ -267,6 +318,13 @@ func serveHTTP(t testing.TB, network, addr string, s *sites) {
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// Hash is how the test host reports what it received: the first 16 hex
+// digits of its SHA-256.
+func Hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }
 
 // HoldPort is where the test host holds connections open (World.Held).

@@ -17,5 +17,7 @@
 // trailer fields.
 //
 // It never writes to the network and never changes a request: ReadHead
-// and CopyBody hand over the bytes exactly as sent.
+// hands over the head exactly as sent, CopyBody the content as sent with
+// each chunk-size line written again in canonical form (lower-case hex,
+// no leading zeros), so that no reader after it can count other digits.
 package http1

@@ -151,7 +151,7 @@ func ParseHead(raw []byte) (*Head, error) {
 			}
 			break
 		}
-		f, trailingSpace, err := parseField(l)
+		f, trailingSpace, err := parseFieldBytes(l, false)
 		if err != nil {
 			return nil, err
 		}
@@ -177,9 +177,10 @@ func ParseHead(raw []byte) (*Head, error) {
 	return h, nil
 }
 
-// parseField parses a field line (without its CRLF). A line starting with
-// whitespace (obs-fold) has no name and is refused.
-func parseField(l []byte) (f Field, trailingSpace bool, err error) {
+// parseFieldBytes parses a field line (without its CRLF). A line starting
+// with whitespace (obs-fold) has no name and is refused; a value holds
+// visible ASCII, spaces and tabs, and with obsText bytes above 0x7f too.
+func parseFieldBytes(l []byte, obsText bool) (f Field, trailingSpace bool, err error) {
 	i := 0
 	for i < len(l) && isTchar(l[i]) {
 		i++
@@ -189,7 +190,7 @@ func parseField(l []byte) (f Field, trailingSpace bool, err error) {
 	}
 	v := l[i+1:]
 	for _, c := range v {
-		if !isVchar(c) && c != ' ' && c != '\t' {
+		if !isVchar(c) && c != ' ' && c != '\t' && !(obsText && c >= 0x80) {
 			return Field{}, false, ErrField
 		}
 	}

@@ -3,6 +3,7 @@ package http1
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -52,24 +53,33 @@ func ReadHead(r *bufio.Reader) (raw []byte, h *Head, err error) {
 // below 2^60) and CRLF.
 const maxChunkLine = 17
 
-// CopyBody copies the content of the request h heads from r to w exactly
-// as sent, chunk framing included, and stops where the content ends:
-// what r holds after it is the next request. Chunked content is checked
+// CopyBody copies the content of the request h heads from r to w as
+// sent, chunk framing included (chunk-size lines in canonical form), and
+// stops where the content ends: what r holds after it is the next
+// request. Chunked content is checked
 // as it passes: a chunk-size line of anything but 1-15 hex digits (no
 // extensions), chunk data not followed by CRLF, and trailer fields are
 // refused with ErrChunk. A stream that ends early is io.ErrUnexpectedEOF;
 // an error of w is returned as it is.
 func CopyBody(w io.Writer, r *bufio.Reader, h *Head) error {
+	return CopyBodySeen(w, io.Discard, r, h)
+}
+
+// CopyBodySeen is CopyBody that also writes the content's data alone
+// (without chunk framing) to seen, before w: an error of seen stops the
+// copy, and the data it refused never reaches w.
+func CopyBodySeen(w, seen io.Writer, r *bufio.Reader, h *Head) error {
+	data := io.MultiWriter(seen, w)
 	switch h.Framing {
 	case Length:
-		return copyN(w, r, h.Length)
+		return copyN(data, r, h.Length)
 	case Chunked:
 		for {
 			size, err := chunkSize(w, r)
 			if err != nil {
 				return err
 			}
-			if err := copyN(w, r, size); err != nil {
+			if err := copyN(data, r, size); err != nil {
 				return err
 			}
 			// After data, its CRLF; after the last chunk, the CRLF that
@@ -92,9 +102,10 @@ func CopyBody(w io.Writer, r *bufio.Reader, h *Head) error {
 	return nil
 }
 
-// chunkSize reads one chunk-size line and forwards it as sent.
+// chunkSize reads one chunk-size line and forwards it in canonical form
+// (lower-case hex without leading zeros): a parser that caps or cuts the
+// digits it reads cannot take the size for another.
 func chunkSize(w io.Writer, r *bufio.Reader) (int64, error) {
-	var line [maxChunkLine]byte
 	var size int64
 	for i := 0; ; i++ {
 		c, err := r.ReadByte()
@@ -109,8 +120,7 @@ func chunkSize(w io.Writer, r *bufio.Reader) (int64, error) {
 			if lf != '\n' {
 				return 0, ErrChunk
 			}
-			line[i], line[i+1] = '\r', '\n'
-			if _, err := w.Write(line[:i+2]); err != nil {
+			if _, err := fmt.Fprintf(w, "%x\r\n", size); err != nil {
 				return 0, err
 			}
 			return size, nil
@@ -119,7 +129,6 @@ func chunkSize(w io.Writer, r *bufio.Reader) (int64, error) {
 		if !ok || i == maxChunkLine-2 {
 			return 0, ErrChunk
 		}
-		line[i] = c
 		size = size<<4 | int64(d)
 	}
 }

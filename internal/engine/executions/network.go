@@ -40,7 +40,9 @@ func (l *netLog) all() []run.NetworkEvent {
 // the stream and the record, and going over a limit stops the execution
 // with networkLimitError.
 func (e *Service) startEgress(sctx context.Context, o *owner, p *run.Plan, log *netLog) *egress.Egress {
-	return egress.New(*e.cfg.Run.Network, p.Network, egress.Hooks{
+	cfg := *e.cfg.Run.Network
+	cfg.HTTPRules = p.HTTPRules
+	return egress.New(cfg, egress.Grant{Policy: p.Network, Secrets: p.Secrets}, egress.Hooks{
 		Event: func(ev egress.Event) {
 			log.add(ev)
 			if b, err := json.Marshal(ev); err == nil {

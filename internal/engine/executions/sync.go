@@ -69,6 +69,20 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 		return &r.Execution, nil
 	}
 	defer t.Release()
+	if req.Network {
+		// While it waited the operator may have changed the secrets or
+		// the HTTP rules (SIGHUP): it runs with those of now, as a queued
+		// asynchronous request does (loadPlan), or not at all.
+		if p, err = e.planner.Prepare(runCtx, req); err != nil {
+			msg := "the queued request can no longer run: " + err.Error()
+			r, err := e.endUnstarted(id, func(r *Record) { run.Fail(&r.Execution, run.ReasonSetupError, msg, run.ExitNoRun) })
+			if err != nil {
+				return nil, err
+			}
+			final = r.Status
+			return &r.Execution, nil
+		}
+	}
 	r, err = e.execute(runCtx, o, p, func() {}, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)

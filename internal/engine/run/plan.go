@@ -23,6 +23,15 @@ type Config struct {
 	// operator's policy, the always-denied guard, the resolver and the
 	// limits. Required with AllowNetwork.
 	Network *egress.Config
+	// Secrets are the operator's secrets file as last loaded (nil: none):
+	// the secrets a request may ask for by name, and the HTTP rules of its
+	// egress.
+	Secrets *egress.LiveCatalog
+	// TrustBundle is a host file (absolute, outside any workspace) of the
+	// host's roots and the egress CA, bound read-only into the jails whose
+	// egress terminates TLS, with the usual variables pointing at it
+	// (secrets.go); "": none.
+	TrustBundle string
 	// Collect says that the files a run produces are collected (the
 	// engine has somewhere to store them); MaxFiles and MaxFileBytes cap
 	// them (count, total bytes), zero meaning the jail's defaults
@@ -74,6 +83,12 @@ type Plan struct {
 	Limits      AuditLimits
 	Env         EnvPlan
 	Network     egress.Policy // with Spec.Network
+	// Secrets are the request's secrets bound to placeholders, for its
+	// egress only: never stored, never logged.
+	Secrets []egress.Bound
+	// HTTPRules are the operator's HTTP rules from the same catalog as
+	// Secrets, for its egress.
+	HTTPRules []egress.HTTPRule
 }
 
 // AuditLimits are the limits a run has, as the audit trail records them.
@@ -124,6 +139,11 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 			return nil, invalid("%v", err)
 		}
 	}
+	cat := pl.cfg.Secrets.Load()
+	secrets, err := pl.bindSecrets(req, network, cat)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
 	if len(req.Files) == 0 {
 		return nil, invalid("no files")
 	}
@@ -140,6 +160,13 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	env, err := BuildEnv(req.Env)
 	if err != nil {
 		return nil, invalid("%v", err)
+	}
+	if env, err = secretEnv(env, req.Env, secrets); err != nil {
+		return nil, invalid("%v", err)
+	}
+	trust := pl.trustMount(req, secrets, cat)
+	if trust != nil {
+		env = trustEnv(env, pl.cfg.TrustBundle)
 	}
 	limits, err := pl.cfg.Limits.For(req)
 	if err != nil {
@@ -158,6 +185,9 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	for i, m := range interp.Mounts {
 		mounts[i] = sandbox.Mount{Source: m}
 	}
+	if trust != nil {
+		mounts = append(mounts, *trust)
+	}
 	p := &Plan{
 		Spec: sandbox.Spec{
 			Argv:          pl.deps.Driver.Argv(interp.Path, entry, driverOptions(req)),
@@ -174,6 +204,8 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 		},
 		Interpreter: interp,
 		Network:     network,
+		Secrets:     secrets,
+		HTTPRules:   cat.Rules,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
 			TimeoutMs:   limits.WallTime.Milliseconds(),

@@ -83,6 +83,10 @@ type Request struct {
 	// docs/network.md. Not omitempty: a queued request must come back
 	// with the list it was admitted with.
 	NetworkAllow []string `json:"network_allow"`
+	// Secrets names operator secrets (--secrets-file) the egress writes
+	// into this execution's requests to their hosts; the payload gets a
+	// placeholder in an environment variable of each name (secrets.go).
+	Secrets []string `json:"secrets,omitempty"`
 
 	// Rich output and files (see rich.go). DataFrames maps a variable name
 	// to one of Files, loaded with pandas before the code runs; Collect
