@@ -93,6 +93,43 @@ func (e *Engine) DeleteSnapshot(ctx context.Context, id string, c Caller) error 
 	return e.snaps.Delete(ctx, id)
 }
 
+// SweepHibernations deletes the hibernation snapshots that orphan gives a
+// reason for (an empty one keeps it), except those this node's sessions
+// hibernate in, and returns how many it deleted. orphan sees every
+// hibernation snapshot of the store, whichever node wrote it; it decides
+// from what the fleet's registry says of the session. Nothing is deleted
+// once this node shuts down (ErrClosed): its sessions are being parked.
+func (e *Engine) SweepHibernations(ctx context.Context, orphan func(SnapshotInfo) string) (int, error) {
+	if !e.snaps.Enabled() {
+		return 0, nil
+	}
+	held, ok := e.sess.Hibernations()
+	if !ok {
+		return 0, ErrClosed
+	}
+	list, err := e.snaps.List(ctx, snapshot.KindHibernation, func(string) bool { return true })
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, in := range list {
+		if held[in.ID] {
+			continue
+		}
+		why := orphan(in)
+		if why == "" {
+			continue
+		}
+		if err := e.snaps.Delete(ctx, in.ID); err != nil {
+			return n, err
+		}
+		n++
+		e.log.Info("orphaned hibernation snapshot deleted", "snapshot_id", in.ID, "session_id", in.SessionID,
+			"owner", in.Owner, "bytes", in.Bytes, "created_at", in.CreatedAt, "reason", why)
+	}
+	return n, nil
+}
+
 // vault is the snapshots service as the sessions see it.
 type vault struct{ *snapshots.Service }
 

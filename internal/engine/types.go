@@ -143,8 +143,9 @@ var (
 
 // Session states.
 const (
-	SessionIdle = sessions.Idle
-	SessionBusy = sessions.Busy
+	SessionIdle       = sessions.Idle
+	SessionBusy       = sessions.Busy
+	SessionHibernated = sessions.Hibernated
 )
 
 // Session errors; the API maps them with errors.Is.

@@ -57,6 +57,12 @@ type node struct {
 
 func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *node {
 	t.Helper()
+	return startNodeWith(t, srv, name, engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20})
+}
+
+// startNodeWith is startNode with its sessions configured by sc.
+func startNodeWith(t testing.TB, srv *server.Server, name string, sc engine.SessionConfig) *node {
+	t.Helper()
 	ctx := context.Background()
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 	if err != nil {
@@ -83,7 +89,7 @@ func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *
 		t.Fatal(err)
 	}
 	eng := enginetest.Start(t, engine.Config{DefaultTimeout: 20 * time.Second,
-		Sessions:  engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20},
+		Sessions:  sc,
 		Snapshots: engine.SnapshotConfig{Key: key, SpoolDir: t.TempDir()}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
 			return engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded}

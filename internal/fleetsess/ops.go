@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/store"
@@ -91,8 +92,10 @@ func (r *Router) ReadSessionFile(ctx context.Context, id string, c engine.Caller
 
 // ListSessions lists c's sessions on every node, oldest first: this
 // node's from its engine, the others' from the nodes the registry names.
-// A node that does not answer has its sessions marked node_lost; one that
-// fails is left out of the listing (logged).
+// A node that does not answer has its sessions marked node_lost, except
+// those its graceful shutdown parked, listed as hibernated (from the
+// registry) until it takes them back; a node that fails is left out of
+// the listing (logged).
 func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Session {
 	out := r.eng.ListSessions(ctx, c)
 	entries, err := r.cfg.Registry.ListSessions(ctx)
@@ -100,10 +103,18 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 		r.log.Warn("listing the fleet's sessions: only this node's are listed", "err", err)
 		return out
 	}
+	listed := make(map[string]bool, len(out))
+	for _, s := range out {
+		listed[s.ID] = true
+	}
 	held := make(map[string][]store.SessionEntry)
 	for _, e := range entries {
-		if e.Ended == "" && e.Node != r.cfg.Node && c.Owns(e.Owner) {
+		switch {
+		case e.Ended != "" || !c.Owns(e.Owner):
+		case e.Node != r.cfg.Node:
 			held[e.Node] = append(held[e.Node], e)
+		case parked(e, time.Now()) && !listed[e.ID]:
+			out = append(out, parkedSession(e)) // not adopted yet
 		}
 	}
 	nodes := make([]string, 0, len(held))
@@ -117,6 +128,10 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 		switch {
 		case errors.Is(err, errNoResponders) || errors.Is(err, errNodeGone):
 			for _, e := range held[n] {
+				if parked(e, time.Now()) {
+					out = append(out, parkedSession(e))
+					continue
+				}
 				if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
 					r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
 				}

@@ -296,3 +296,24 @@ func (m *Service) sleepy(t time.Time) []*Live {
 	}
 	return out
 }
+
+// Hibernations returns the snapshots this node's sessions hibernate in
+// now, and false once the service shuts down: its sessions are then
+// leaving for the registry (parked), and what they hold is no longer
+// known here.
+func (m *Service) Hibernations() (map[string]bool, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, false
+	}
+	held := make(map[string]bool)
+	for _, s := range m.live {
+		s.mu.Lock()
+		if s.asleep != "" {
+			held[s.asleep] = true
+		}
+		s.mu.Unlock()
+	}
+	return held, true
+}

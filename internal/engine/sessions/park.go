@@ -149,9 +149,12 @@ func (m *Service) forgetAsleep(s *Live) (Parked, bool) {
 // Adopt registers, hibernated, session p that an earlier run of this node
 // parked: its snapshot, verified for its owner, gives its configuration
 // and execution count; created and expires are its own. Its next call
-// resumes it. It counts against the caps as any session. A session that
-// cannot be adopted ends and its snapshot is deleted, unless the snapshot
-// did not verify as its own (it may be another's).
+// resumes it. It counts against the caps as any session. A snapshot that
+// cannot be read now (the store, the node's room to read it) leaves the
+// session parked, its snapshot kept, and the error wraps
+// run.ErrUnavailable: the caller tries again later. A session that cannot
+// be adopted for good ends and its snapshot is deleted, unless the
+// snapshot did not verify as its own (it may be another's).
 func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Time) (Session, error) {
 	if m.deps.Vault == nil {
 		return Session{}, ErrNoSnapshots
@@ -162,10 +165,14 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 	}
 	defer unhold()
 	snap, err := m.deps.Vault.Open(ctx, p.Snapshot, p.Caller)
-	if err != nil {
-		if !errors.Is(err, snapshot.ErrIntegrity) && !errors.Is(err, ErrSnapshotGone) {
-			m.forgetSnapshot(p.Snapshot) // too large now, or unreadable: its entry ends, and with it the snapshot
-		}
+	switch {
+	case err == nil:
+	case !lost(err):
+		return Session{}, fmt.Errorf("%w: session %s: its snapshot cannot be read now: %w", run.ErrUnavailable, p.ID, err)
+	case errors.Is(err, snapshot.ErrIntegrity) || errors.Is(err, ErrSnapshotGone):
+		return Session{}, err
+	default:
+		m.forgetSnapshot(p.Snapshot) // too large now, or unreadable: its entry ends, and with it the snapshot
 		return Session{}, err
 	}
 	h := snap.Header

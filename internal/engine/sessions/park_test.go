@@ -3,10 +3,13 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
 // TestShutdownParksIdleSessions: at shutdown an idle session is saved and
@@ -236,5 +239,45 @@ func TestFailedAdoptionDeletesSnapshot(t *testing.T) {
 	}
 	if n := len(v.ids()); n != 0 {
 		t.Errorf("%d snapshots left after a failed adoption, want its snapshot deleted", n)
+	}
+}
+
+// TestAdoptionWaitsOutAStoreThatFails: a parked session whose snapshot
+// cannot be read at the next start (the store times out, the node has no
+// room to read it) is not adopted and says to try again later
+// (run.ErrUnavailable), its only snapshot kept; once the store answers,
+// it is adopted with its state.
+func TestAdoptionWaitsOutAStoreThatFails(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{}, false, Deps{Vault: v, OnPark: rec.park})
+	id := newSession(t, svc, Request{Caller: "alice"})
+	cell(t, svc, id, "x = 'parked'")
+	closeWithin(t, svc, 10*time.Second)
+	snap, ok := rec.snapshot(id)
+	if !ok {
+		t.Fatal("the idle session was not parked")
+	}
+	next := newServiceWith(t, Config{}, false, v)
+	p := Parked{ID: id, Caller: "alice", Snapshot: snap}
+	for _, transient := range []error{
+		fmt.Errorf("engine: reading snapshot %s: %w", snap, context.DeadlineExceeded),
+		fmt.Errorf("engine: reading snapshot %s: %w: no room to read the snapshot", snap, run.ErrUnavailable),
+	} {
+		v.set(func(v *memVault) { v.failOpen = transient })
+		_, err := next.Adopt(context.Background(), p, time.Time{}, time.Time{})
+		if !errors.Is(err, run.ErrUnavailable) {
+			t.Errorf("adopting while the store fails (%v): %v, want ErrUnavailable", transient, err)
+		}
+		if ids := v.ids(); len(ids) != 1 || ids[0] != snap {
+			t.Fatalf("after an adoption the store failed (%v): snapshots %v, want the parked one kept", transient, ids)
+		}
+	}
+	v.set(func(v *memVault) { v.failOpen = nil })
+	if _, err := next.Adopt(context.Background(), p, time.Time{}, time.Time{}); err != nil {
+		t.Fatalf("adopting once the store answers: %v", err)
+	}
+	if r := cell(t, next, id, "x"); result(r) != "'parked'" || !r.Resumed {
+		t.Errorf("the adopted session: %q resumed=%v", result(r), r.Resumed)
 	}
 }
