@@ -319,7 +319,7 @@ var _ api.SnapshotEngine = (*fleetsess.Router)(nil)
 // directory, which also spools snapshots read from the store.
 func snapshotConfig(cfg config.Config) (engine.SnapshotConfig, error) {
 	c := engine.SnapshotConfig{MaxBytes: cfg.Sessions.SnapshotMaxBytes, QuotaBytes: cfg.Sessions.SnapshotQuotaBytes,
-		QuotaCount: cfg.Sessions.SnapshotQuota, SpoolDir: cfg.DataDir}
+		QuotaCount: cfg.Sessions.SnapshotQuota, SpoolDir: cfg.DataDir, Spools: cfg.Sessions.SnapshotSpools}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil { // a fleet's node may keep nothing else there
 		return c, fmt.Errorf("the data directory: %w", err)
 	}
@@ -360,6 +360,8 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 			HibernateAfter:     cfg.Sessions.HibernateAfter,
+			SaveTimeout:        cfg.Sessions.SaveTimeout,
+			Hibernations:       cfg.Sessions.Hibernations,
 			// the sessions' saves at shutdown leave a third of the
 			// drain to the rest of the stop
 			ParkTimeout: cfg.ShutdownTimeout * 2 / 3,
