@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // TestShutdownParksIdleSessions: at shutdown an idle session is saved and
@@ -233,7 +234,7 @@ func TestFailedAdoptionDeletesSnapshot(t *testing.T) {
 	if len(v.ids()) != 1 {
 		t.Fatalf("a snapshot that did not verify for the entry's owner was deleted")
 	}
-	v.set(func(v *memVault) { v.failOpen = errors.New("snapshot over the cap of 1 MiB") })
+	v.set(func(v *memVault) { v.failOpen = fmt.Errorf("%w: over the cap of 1 MiB", snapshot.ErrTooLarge) })
 	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "alice", Snapshot: snap}, time.Time{}, time.Time{}); err == nil {
 		t.Fatal("adopted from a snapshot that does not read")
 	}
