@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,11 @@ func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*exe
 // caller's session goes to the audit trail.
 func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 	s, err := e.sess.Lookup(id)
+	if errors.Is(err, ErrSessionNotFound) {
+		if owner, ok := e.sess.Parked(id); ok && c.owns(owner) {
+			return nil, fmt.Errorf("%w: session %s was saved while this node restarts; retry later", ErrUnavailable, id)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

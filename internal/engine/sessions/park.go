@@ -120,7 +120,7 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 			return false
 		}
 	}
-	p, ok := m.forgetAsleep(s)
+	p, ok := m.forgetAsleep(s, s.Info())
 	if !ok {
 		return false
 	}
@@ -132,8 +132,9 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 
 // forgetAsleep takes s out of the registry if it is hibernated, at once
 // with reading its snapshot: a resume that ends later sees s gone and
-// leaves the snapshot to the parked entry.
-func (m *Service) forgetAsleep(s *Live) (Parked, bool) {
+// leaves the snapshot to the parked entry. The parked keep info, as
+// listings show it.
+func (m *Service) forgetAsleep(s *Live, info Session) (Parked, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.mu.Lock()
@@ -143,6 +144,8 @@ func (m *Service) forgetAsleep(s *Live) (Parked, bool) {
 	}
 	delete(m.live, s.id)
 	s.gone = true
+	info.State, info.MemoryBytes = Hibernated, 0
+	m.parked[s.id] = info
 	return Parked{ID: s.id, Caller: s.caller, Snapshot: s.asleep}, true
 }
 

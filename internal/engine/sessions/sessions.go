@@ -65,6 +65,10 @@ type Service struct {
 	mu     sync.Mutex
 	live   map[string]*Live // the registry
 	closed bool             // the reaper ended every session: no more
+	// parked are the sessions this run's shutdown saved for the next
+	// (park.go), as they were: until the process ends, a call on one is
+	// "retry later", not "not found", and a listing shows it.
+	parked map[string]Session
 
 	// hibSlots holds a token per hibernation under way
 	// (Config.Hibernations).
@@ -92,7 +96,8 @@ func New(cfg Config, lim run.Limits, deps Deps) (*Service, error) {
 	base, cancelBase := context.WithCancel(context.Background())
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, lim: lim.WithDefaults(), deps: deps, log: log, base: base, cancelBase: cancelBase,
-		stopping: stopping, stop: stop, live: make(map[string]*Live), hibSlots: make(chan struct{}, cfg.Hibernations)}, nil
+		stopping: stopping, stop: stop, live: make(map[string]*Live),
+		parked: make(map[string]Session), hibSlots: make(chan struct{}, cfg.Hibernations)}, nil
 }
 
 // Run starts reaping idle and expired sessions.
@@ -484,17 +489,32 @@ func (m *Service) Lookup(id string) (*Live, error) {
 	return s, nil
 }
 
-// List lists the live sessions of the owners may accepts, oldest first.
+// Parked says whether this run's shutdown parked session id, and for
+// which owner.
+func (m *Service) Parked(id string) (owner string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.parked[id]
+	return p.Caller, ok
+}
+
+// List lists the live sessions of the owners may accepts, and those this
+// run's shutdown parked (hibernated), oldest first.
 func (m *Service) List(may func(owner string) bool) []Session {
 	m.mu.Lock()
 	var list []*Live
+	out := make([]Session, 0, len(m.live))
 	for _, s := range m.live {
 		if may(s.caller) {
 			list = append(list, s)
 		}
 	}
+	for _, p := range m.parked {
+		if may(p.Caller) {
+			out = append(out, p)
+		}
+	}
 	m.mu.Unlock()
-	out := make([]Session, 0, len(list))
 	for _, s := range list {
 		out = append(out, s.Info())
 	}
