@@ -35,7 +35,9 @@ type Parked struct {
 // interrupted with m.stopping (Close) and end within InterruptGrace; then
 // the awake sessions are saved parkers at once, each key's in turn
 // (fairOrder), all within Config.ParkTimeout, so that no session's save,
-// stalled by its own code, takes the time of the others.
+// stalled by its own code, takes the time of the others: each save has
+// its share of ParkTimeout (saveShare), so that stalling saves give their
+// turns back before the others' time is over.
 func (m *Service) shutdown() {
 	m.mu.Lock()
 	m.closed = true
@@ -54,6 +56,10 @@ func (m *Service) shutdown() {
 	awake = fairOrder(awake)
 	ctx, cancel := context.WithTimeout(m.base, m.cfg.ParkTimeout)
 	defer cancel()
+	// the rounds of parkers saves the awake sessions take, and one more
+	// for the interrupts of those that stall
+	rounds := (len(awake)+parkers-1)/parkers + 1
+	share := m.cfg.ParkTimeout / time.Duration(rounds)
 	turns := make(chan struct{}, parkers)
 	var wg sync.WaitGroup
 	for _, s := range awake {
@@ -62,13 +68,29 @@ func (m *Service) shutdown() {
 		go func() {
 			defer wg.Done()
 			defer func() { <-turns }()
-			if !m.park(ctx, s) {
+			sctx, cancel := context.WithTimeout(ctx, saveShare(share, s.Info().MemoryBytes))
+			defer cancel()
+			if !m.park(sctx, s) {
 				m.endSession(s, "server shutting down")
 			}
 		}()
 	}
 	wg.Wait()
 }
+
+// saveShare is how long one session's save at shutdown may take: its
+// share of the time (ParkTimeout over the rounds of saves), or,
+// when that is shorter, what saving memBytes takes with room to spare
+// (saveTimeBase and a second per saveBytesPerSecond; a save runs at about
+// 400 MB/s here).
+func saveShare(share time.Duration, memBytes int64) time.Duration {
+	return max(share, saveTimeBase+time.Duration(memBytes/saveBytesPerSecond)*time.Second)
+}
+
+const (
+	saveTimeBase       = 500 * time.Millisecond
+	saveBytesPerSecond = 128 << 20
+)
 
 // parkers is how many sessions a shutdown saves at once.
 const parkers = 4

@@ -282,3 +282,35 @@ func TestAdoptionWaitsOutAStoreThatFails(t *testing.T) {
 		t.Errorf("the adopted session: %q resumed=%v", result(r), r.Resumed)
 	}
 }
+
+// TestStallingSavesGiveTheirTurnsBack: a key whose sessions stall their
+// saves, as many as the shutdown saves at once and never failing a
+// hibernation (so not ranked last), does not hold every turn until
+// ParkTimeout: each save has its share of the time, so another key's
+// idle sessions queued behind them are all parked.
+func TestStallingSavesGiveTheirTurnsBack(t *testing.T) {
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{ParkTimeout: 4 * time.Second, InterruptGrace: 300 * time.Millisecond},
+		false, Deps{Vault: v, OnPark: rec.park})
+	for range parkers {
+		id := newSession(t, svc, Request{Caller: "alice"})
+		cell(t, svc, id, "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(3600)\nx = Slow()")
+	}
+	var bob []string
+	for range 6 {
+		id := newSession(t, svc, Request{Caller: "bob"})
+		cell(t, svc, id, "y = 1")
+		bob = append(bob, id)
+	}
+	closeWithin(t, svc, 10*time.Second)
+	lost := 0
+	for _, id := range bob {
+		if _, ok := rec.snapshot(id); !ok {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of bob's 6 idle sessions ended unsaved behind alice's %d stalling saves", lost, parkers)
+	}
+}
