@@ -90,8 +90,10 @@ type Config struct {
 	// verified, before it is loaded. Default 2.
 	Spools int
 	// SpoolBytes bounds the bytes of the snapshots spooled on this node
-	// at once, from their read until they are closed (loaded): an Open
-	// past it fails with ErrNoRoom. Default 4 × MaxBytes.
+	// at once, from their read until they are closed (loaded), and one
+	// key's at a quarter of it (at least MaxBytes): an Open past either
+	// waits for room, as long as its context lets it, then fails with
+	// ErrNoRoom. Default 4 × MaxBytes.
 	SpoolBytes int64
 	// ReadsPerOwner bounds one key's snapshots open at once on this node
 	// (restores and resumes, read, verified and loaded): a further Open
@@ -182,9 +184,12 @@ type Service struct {
 	owners map[string]*ownerLock // quota checks of one owner, one at a time
 	// reads holds, per owner, a token per snapshot of it open
 	// (Config.ReadsPerOwner); spooled counts the bytes spooled
-	// (Config.SpoolBytes).
-	reads   map[string]*ownerReads
-	spooled int64
+	// (Config.SpoolBytes), spooledBy each owner's; spoolFreed is closed
+	// (and replaced) when bytes are given back.
+	reads      map[string]*ownerReads
+	spooled    int64
+	spooledBy  map[string]int64
+	spoolFreed chan struct{}
 	// spools holds a token per snapshot being read (Config.Spools).
 	spools chan struct{}
 }
@@ -213,7 +218,7 @@ func New(cfg Config, st Store, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	return &Service{cfg: cfg, st: st, log: log, owners: make(map[string]*ownerLock), reads: make(map[string]*ownerReads),
-		spools: make(chan struct{}, cfg.Spools)}, nil
+		spooledBy: make(map[string]int64), spoolFreed: make(chan struct{}), spools: make(chan struct{}, cfg.Spools)}, nil
 }
 
 // Enabled reports whether the server keeps snapshots.
@@ -434,7 +439,7 @@ func (v *Service) Open(ctx context.Context, id, owner string) (*snapshot.Snapsho
 	if err != nil {
 		return nil, err
 	}
-	unspool, err := v.reserveSpool(id, si.Size)
+	unspool, err := v.reserveSpool(ctx, id, owner, si.Size)
 	if err != nil {
 		done()
 		return nil, err
@@ -482,21 +487,41 @@ func (v *Service) ownerRead(ctx context.Context, id, owner string) (done func(),
 	}, nil
 }
 
-// reserveSpool takes size bytes of the spool's budget; the returned func
+// reserveSpool takes size bytes of the spool's budget for owner, within
+// its share, waiting for them as long as ctx lets it; the returned func
 // gives them back.
-func (v *Service) reserveSpool(id string, size int64) (func(), error) {
+func (v *Service) reserveSpool(ctx context.Context, id, owner string, size int64) (func(), error) {
+	share := max(v.cfg.MaxBytes, v.cfg.SpoolBytes/4)
+	for {
+		v.mu.Lock()
+		taken, mine := v.spooled, v.spooledBy[owner]
+		if taken+size <= v.cfg.SpoolBytes && mine+size <= share {
+			v.spooled += size
+			v.spooledBy[owner] += size
+			v.mu.Unlock()
+			return func() { v.unspool(owner, size) }, nil
+		}
+		freed := v.spoolFreed
+		v.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("engine: reading snapshot %s: %w: %d of the spool's %d bytes are taken, %d of them the key's (its share %d), %d needed: %v",
+				id, ErrNoRoom, taken, v.cfg.SpoolBytes, mine, share, size, ctx.Err())
+		}
+	}
+}
+
+// unspool gives back size bytes of owner's, and wakes those waiting.
+func (v *Service) unspool(owner string, size int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.spooled+size > v.cfg.SpoolBytes {
-		return nil, fmt.Errorf("engine: reading snapshot %s: %w: %d of the spool's %d bytes are taken, %d needed", id, ErrNoRoom,
-			v.spooled, v.cfg.SpoolBytes, size)
+	v.spooled -= size
+	if v.spooledBy[owner] -= size; v.spooledBy[owner] <= 0 {
+		delete(v.spooledBy, owner)
 	}
-	v.spooled += size
-	return func() {
-		v.mu.Lock()
-		v.spooled -= size
-		v.mu.Unlock()
-	}, nil
+	close(v.spoolFreed)
+	v.spoolFreed = make(chan struct{})
 }
 
 // spool reads and verifies snapshot id in one of the node's turns.

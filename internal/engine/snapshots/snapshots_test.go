@@ -118,8 +118,8 @@ func (c countingStore) GetSnapshot(ctx context.Context, id string) (io.ReadClose
 // is refused without a byte of it read; a key has at most ReadsPerOwner
 // snapshots open at once, a further Open of it waits for a turn and gives
 // up with its context, while another key's Open goes ahead; the node's
-// spool holds at most SpoolBytes at once (503 past it); a refused Open
-// gives its turn back.
+// spool holds at most SpoolBytes at once (an Open past it waits, then
+// 503); a refused Open gives its turn back.
 func TestOpenChecksBeforeSpooling(t *testing.T) {
 	v := newService(t, Config{MaxBytes: 1 << 20, Spools: 1, ReadsPerOwner: 1, SpoolBytes: 1 << 20})
 	ctx := context.Background()
@@ -143,8 +143,10 @@ func TestOpenChecksBeforeSpooling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Open(ctx, bbig, "b"); !errors.Is(err, ErrNoRoom) {
-		t.Errorf("b's big snapshot while a's fills the spool's budget: %v, want ErrNoRoom", err)
+	wait, cancelWait := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelWait()
+	if _, err := v.Open(wait, bbig, "b"); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("b's big snapshot while a's fills the spool's budget: %v, want it to wait for room, then ErrNoRoom", err)
 	}
 	// a's open snapshot (being loaded) holds neither the node's only
 	// turn nor b's
@@ -180,5 +182,54 @@ func TestOpenChecksBeforeSpooling(t *testing.T) {
 	again.Close()
 	if n := gets.Load(); n != 2 {
 		t.Errorf("%d snapshots read, want 2 (the one over the cap read nothing)", n)
+	}
+}
+
+// TestSpoolShares: one key holds at most its share of the spool's bytes
+// (a quarter, at least one snapshot's cap): its next Open waits for room,
+// and goes ahead once its first closes, while another key's Open goes
+// ahead at once; so keys that keep stalling loads open cannot take the
+// whole spool from the others.
+func TestSpoolShares(t *testing.T) {
+	v := newService(t, Config{MaxBytes: 1 << 20, Spools: 2, ReadsPerOwner: 2, SpoolBytes: 4 << 20})
+	ctx := context.Background()
+	var ids []string
+	for _, owner := range []string{"a", "a", "b"} {
+		id, err := save(v, owner, snapshot.KindUser, bytes.Repeat([]byte("s"), 600<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	first, err := v.Open(ctx, ids[0], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := v.Open(short, ids[1], "a"); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("a's second snapshot past its share of the spool: %v, want it to wait, then ErrNoRoom", err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer bcancel()
+	b, err := v.Open(bctx, ids[2], "b")
+	if err != nil {
+		t.Fatalf("b's snapshot while a holds its share: %v", err)
+	}
+	b.Close()
+	opened := make(chan error, 1)
+	go func() {
+		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+		defer acancel()
+		s, err := v.Open(actx, ids[1], "a")
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // waiting for room
+	first.Close()
+	if err := <-opened; err != nil {
+		t.Errorf("a's second snapshot once its first closed: %v", err)
 	}
 }
