@@ -122,7 +122,8 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 // snapshot deleted; one that fails for a reason that may pass (the store,
 // the node's room, a kernel that would not start) stays hibernated with
 // its snapshot, and the call fails with run.ErrUnavailable. A session
-// parked or ended while it resumed keeps what the shutdown recorded.
+// parked or ended while it resumed keeps what the shutdown recorded; one
+// parked answers run.ErrUnavailable (it comes back at the next start).
 func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	s.mu.Lock()
 	id, gone := s.asleep, s.gone
@@ -134,6 +135,9 @@ func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	defer cancel()
 	if err := m.resume(ctx, s, id); err != nil {
 		if errors.Is(err, errParkedMeanwhile) {
+			if _, parked := m.Parked(s.id); parked {
+				return false, fmt.Errorf("%w: session %s was saved for this node's next start while it resumed; retry later", run.ErrUnavailable, s.id)
+			}
 			return false, err
 		}
 		m.counts.resumeFailed.Add(1)
@@ -219,7 +223,7 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	if s.gone {
 		s.mu.Unlock()
 		k.proc.Kill()
-		return fmt.Errorf("%w: %s", ErrEnded, s.id)
+		return fmt.Errorf("%w: %s", errParkedMeanwhile, s.id)
 	}
 	s.k, s.busy = k, true
 	s.mu.Unlock()

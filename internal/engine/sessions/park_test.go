@@ -199,8 +199,8 @@ func TestResumeAtShutdownKeepsParkedSnapshot(t *testing.T) {
 	}()
 	waitFor(t, 5*time.Second, "the resume began", func() bool { return s.Info().State == Busy })
 	closeWithin(t, svc, 10*time.Second)
-	if err := <-done; !errors.Is(err, ErrEnded) {
-		t.Errorf("the cell that began the resume: %v, want ErrEnded (the session left with the shutdown)", err)
+	if err := <-done; !errors.Is(err, run.ErrUnavailable) {
+		t.Errorf("the cell that began the resume: %v, want ErrUnavailable (the session was saved for the next start)", err)
 	}
 	snap, ok := rec.snapshot(id)
 	if !ok || !slices.Contains(v.ids(), snap) {
