@@ -234,6 +234,13 @@ func (r *Router) adoptParked(ctx context.Context) {
 		if e.Node != r.cfg.Node || e.Ended != "" || e.Hibernation == "" {
 			continue
 		}
+		if _, err := r.eng.GetSession(ctx, e.ID, engine.Caller{Name: e.Owner}); err == nil {
+			// adopted before, its record not cleared (a registry error)
+			if err := r.unpark(ctx, e); err != nil {
+				r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
+			}
+			continue
+		}
 		p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
 		_, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt)
 		switch {
