@@ -218,15 +218,7 @@ func TestResumeAtShutdownKeepsParkedSnapshot(t *testing.T) {
 // another key's).
 func TestFailedAdoptionDeletesSnapshot(t *testing.T) {
 	v := newVault(t)
-	var rec parkRecorder
-	svc := newServiceDeps(t, Config{}, false, Deps{Vault: v, OnPark: rec.park})
-	id := newSession(t, svc, Request{Caller: "alice"})
-	cell(t, svc, id, "x = 1")
-	closeWithin(t, svc, 10*time.Second)
-	snap, ok := rec.snapshot(id)
-	if !ok || len(v.ids()) != 1 {
-		t.Fatalf("parked %v, %d snapshots stored", ok, len(v.ids()))
-	}
+	id, snap := parkedOne(t, v, "x = 1")
 	next := newServiceWith(t, Config{}, false, v)
 	if _, err := next.Adopt(context.Background(), Parked{ID: id, Caller: "bob", Snapshot: snap}, time.Time{}, time.Time{}); err == nil {
 		t.Fatal("alice's parked snapshot adopted for bob")
@@ -250,15 +242,7 @@ func TestFailedAdoptionDeletesSnapshot(t *testing.T) {
 // it is adopted with its state.
 func TestAdoptionWaitsOutAStoreThatFails(t *testing.T) {
 	v := newVault(t)
-	var rec parkRecorder
-	svc := newServiceDeps(t, Config{}, false, Deps{Vault: v, OnPark: rec.park})
-	id := newSession(t, svc, Request{Caller: "alice"})
-	cell(t, svc, id, "x = 'parked'")
-	closeWithin(t, svc, 10*time.Second)
-	snap, ok := rec.snapshot(id)
-	if !ok {
-		t.Fatal("the idle session was not parked")
-	}
+	id, snap := parkedOne(t, v, "x = 'parked'")
 	next := newServiceWith(t, Config{}, false, v)
 	p := Parked{ID: id, Caller: "alice", Snapshot: snap}
 	for _, transient := range []error{
@@ -313,4 +297,21 @@ func TestStallingSavesGiveTheirTurnsBack(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of bob's 6 idle sessions ended unsaved behind alice's %d stalling saves", lost, parkers)
 	}
+}
+
+// parkedOne parks, at the shutdown of a service keeping its snapshots in
+// v, an idle session of alice's that ran code, and returns its id and
+// snapshot: the only one v holds.
+func parkedOne(t *testing.T, v *memVault, code string) (id, snap string) {
+	t.Helper()
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{}, false, Deps{Vault: v, OnPark: rec.park})
+	id = newSession(t, svc, Request{Caller: "alice"})
+	cell(t, svc, id, code)
+	closeWithin(t, svc, 10*time.Second)
+	snap, ok := rec.snapshot(id)
+	if !ok || len(v.ids()) != 1 {
+		t.Fatalf("parked %v, %d snapshots stored", ok, len(v.ids()))
+	}
+	return id, snap
 }
