@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
@@ -133,7 +134,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		return nil, err
 	}
 	s.sessions, err = fleetsess.New(fleetsess.Config{Node: cfg.Cluster.NodeName, Conn: nats.Conn(), Registry: st, Blobs: st,
-		Logger: log.With("component", "sessions")})
+		// a hibernation snapshot being written is never old enough to sweep
+		OrphanAge: max(15*time.Minute, 2*cfg.Sessions.SaveTimeout),
+		Logger:    log.With("component", "sessions")})
 	if err != nil {
 		return nil, err
 	}
