@@ -316,7 +316,22 @@ func (m *Service) Snapshot(ctx context.Context, s *Live) (Saved, error) {
 		return Saved{}, err
 	}
 	defer done()
+	ctx, cancel := m.detached(ctx)
+	defer cancel()
 	return m.save(ctx, s, k, snapshot.KindUser)
+}
+
+// detached is ctx without its cancellation, ended when the service stops
+// (Close): a client that goes away while its session's state is saved
+// does not interrupt the pickling, which would end the session; the save
+// is still bounded by SaveTimeout.
+func (m *Service) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(m.stopping, cancel)
+	return d, func() {
+		stop()
+		cancel()
+	}
 }
 
 // Restore starts a session owned by req.Caller holding the state of snap,
@@ -470,7 +485,9 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 	// killed before the parent's own save would be.
 	kill := time.AfterFunc(m.cfg.SaveTimeout, child.proc.Kill)
 	defer kill.Stop()
-	err := m.saveState(ctx, from, n, func(meta runner.StateMeta) (io.Writer, error) {
+	pctx, cancel := m.detached(ctx) // the parent's save: not cut short by its client
+	defer cancel()
+	err := m.saveState(pctx, from, n, func(meta runner.StateMeta) (io.Writer, error) {
 		if err := child.proc.Send(runner.LoadRequest(n, meta.Bytes)); err != nil {
 			return nil, err
 		}

@@ -114,3 +114,33 @@ func TestHibernation(t *testing.T) {
 		}
 	})
 }
+
+// TestClientGoneDuringItsSnapshot: a client that goes away while its
+// session's state is being saved (a snapshot, a fork) does not interrupt
+// the pickling, which would end the session: the session keeps its
+// variables, and the snapshot is saved all the same.
+func TestClientGoneDuringItsSnapshot(t *testing.T) {
+	v := newVault(t)
+	svc := newServiceWith(t, Config{InterruptGrace: 300 * time.Millisecond}, false, v)
+	id := newSession(t, svc, Request{Caller: tester})
+	cell(t, svc, id, "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(1)\n        return (str, ('slow',))\nx = Slow()\ny = 'kept'")
+	for _, op := range []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"snapshot", func(ctx context.Context) error { _, err := svc.Snapshot(ctx, live(t, svc, id)); return err }},
+		{"fork", func(ctx context.Context) error { _, err := svc.Fork(ctx, live(t, svc, id)); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := op.run(ctx)
+		cancel()
+		t.Logf("the %s whose client went away: %v", op.name, err)
+		time.Sleep(time.Second) // past the interrupt's grace
+		if r := cell(t, svc, id, "y"); result(r) != "'kept'" {
+			t.Fatalf("the session after a %s whose client went away: %q (stderr %s)", op.name, result(r), r.Stderr)
+		}
+	}
+	if n := len(v.ids()); n != 1 {
+		t.Errorf("%d snapshots stored, want the one whose client went away", n)
+	}
+}
