@@ -94,8 +94,8 @@ func (r *Router) ReadSessionFile(ctx context.Context, id string, c engine.Caller
 // node's from its engine, the others' from the nodes the registry names.
 // A node that does not answer has its sessions marked node_lost, except
 // those its graceful shutdown parked, listed as hibernated (from the
-// registry) until it takes them back; a node that fails is left out of
-// the listing (logged).
+// registry) until it takes them back, as are this node's own it could not
+// take back yet; a node that fails is left out of the listing (logged).
 func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Session {
 	out := r.eng.ListSessions(ctx, c)
 	entries, err := r.cfg.Registry.ListSessions(ctx)
