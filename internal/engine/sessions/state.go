@@ -323,8 +323,9 @@ func (m *Service) Snapshot(ctx context.Context, s *Live) (Saved, error) {
 
 // detached is ctx without its cancellation, ended when the service stops
 // (Close): a client that goes away while its session's state is saved
-// does not interrupt the pickling, which would end the session; the save
-// is still bounded by SaveTimeout.
+// does not interrupt the pickling (SIGINT in the session, then a kill if
+// it does not end within InterruptGrace); the save is still bounded by
+// SaveTimeout.
 func (m *Service) detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	d, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(m.stopping, cancel)

@@ -117,8 +117,9 @@ func TestHibernation(t *testing.T) {
 
 // TestClientGoneDuringItsSnapshot: a client that goes away while its
 // session's state is being saved (a snapshot, a fork) does not interrupt
-// the pickling, which would end the session: the session keeps its
-// variables, and the snapshot is saved all the same.
+// the pickling (a KeyboardInterrupt in the session, and a kill if it
+// does not end within the grace): the snapshot is saved all the same,
+// and the session keeps its variables.
 func TestClientGoneDuringItsSnapshot(t *testing.T) {
 	v := newVault(t)
 	svc := newServiceWith(t, Config{InterruptGrace: 300 * time.Millisecond}, false, v)
