@@ -319,10 +319,16 @@ var _ api.SnapshotEngine = (*fleetsess.Router)(nil)
 
 // snapshotConfig is where sessions' snapshots are kept and checked: the
 // operator's key, else the one made at the first start in the data
-// directory, which also spools snapshots read from the store.
+// directory, which also spools snapshots read from the store. A key's
+// hibernation snapshots are bounded as its own snapshots are, and at
+// least so that all the sessions it may hold on a node hibernate, each as
+// large as a snapshot may be.
 func snapshotConfig(cfg config.Config) (engine.SnapshotConfig, error) {
-	c := engine.SnapshotConfig{MaxBytes: cfg.Sessions.SnapshotMaxBytes, QuotaBytes: cfg.Sessions.SnapshotQuotaBytes,
-		QuotaCount: cfg.Sessions.SnapshotQuota, SpoolDir: cfg.DataDir, Spools: cfg.Sessions.SnapshotSpools}
+	s := cfg.Sessions
+	c := engine.SnapshotConfig{MaxBytes: s.SnapshotMaxBytes, QuotaBytes: s.SnapshotQuotaBytes,
+		QuotaCount: s.SnapshotQuota, SpoolDir: cfg.DataDir, Spools: s.SnapshotSpools,
+		HibernationBytes: max(s.SnapshotQuotaBytes, int64(s.MaxPerKey)*s.SnapshotMaxBytes),
+		HibernationCount: max(s.SnapshotQuota, s.MaxPerKey)}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil { // a fleet's node may keep nothing else there
 		return c, fmt.Errorf("the data directory: %w", err)
 	}
