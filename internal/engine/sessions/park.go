@@ -218,21 +218,11 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 // snapshot's header h, created and expiring when it did (zero: now and
 // after its lifetime).
 func (m *Service) adopted(ctx context.Context, p Parked, h snapshot.Header, created, expires time.Time) (*Live, error) {
-	req := withSnapshotConfig(Request{Caller: p.Caller}, h.Session)
-	c := m.cfg
-	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
+	s, err := m.configured(ctx, withSnapshotConfig(Request{Caller: p.Caller}, h.Session))
 	if err != nil {
 		return nil, err
 	}
-	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
-	if err != nil {
-		return nil, err
-	}
-	s, err := m.sessionSpec(ctx, req, life)
-	if err != nil {
-		return nil, err
-	}
-	s.id, s.idle, s.life, s.req = p.ID, idle, life, req
+	s.id = p.ID
 	s.created, s.expires = cmp.Or(created, s.created), cmp.Or(expires, s.expires)
 	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
 	if err := m.reserve(s); err != nil {

@@ -233,14 +233,10 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 	return s.Info(), nil
 }
 
-// launch starts a session of req, registered under the caps, its kernel
-// running: it returns it with s.run held, so that it takes no cell before
-// its caller is done with it (a restore loads its state first). The
-// caller holds the service (hold).
-func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
-	if m.deps.Jails == nil {
-		return nil, ErrDisabled
-	}
+// configured makes the session req asks for, not started: its idle
+// timeout and lifetime within the server's bounds, its jail's spec and
+// environment.
+func (m *Service) configured(ctx context.Context, req Request) (*Live, error) {
 	c := m.cfg
 	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
 	if err != nil {
@@ -254,8 +250,22 @@ func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.idle, s.life = idle, life
-	s.req = req
+	s.idle, s.life, s.req = idle, life, req
+	return s, nil
+}
+
+// launch starts a session of req, registered under the caps, its kernel
+// running: it returns it with s.run held, so that it takes no cell before
+// its caller is done with it (a restore loads its state first). The
+// caller holds the service (hold).
+func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
+	if m.deps.Jails == nil {
+		return nil, ErrDisabled
+	}
+	s, err := m.configured(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	s.req.Progress, s.req.FromSnapshot = nil, "" // a fork repeats the configuration, not the restore
 	if s.id, err = newID(); err != nil {
 		s.release()
