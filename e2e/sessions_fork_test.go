@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -22,30 +21,10 @@ func TestForkedSessions(t *testing.T) {
 		pyenvtest.Wheel{Name: "tinybase", Version: "1.0", Files: map[string]string{"tinybase.py": "NAME = 'base'\n"}})
 	srv := startServer(t, t.TempDir(), "--env-dir", pyenvtest.EnvDir(t), "--uv", uv, "--index-url", ix.URL,
 		"--base-packages", "tinybase", "--preload", "tinybase", "--prepare-base=true")
-	created, err := postJSON(srv.url+"/api/v1/sessions", `{}`)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, srv.logs)
-	}
-	var ses struct {
-		ID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(created, &ses); err != nil || ses.ID == "" {
-		t.Fatalf("session: %s", created)
-	}
+	id, run := openSession(t, srv)
 	cell := func(code string) string {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"code": code})
-		b, err := postJSON(srv.url+"/api/v1/sessions/"+ses.ID+"/execute", string(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r struct {
-			Result string `json:"result"`
-			Stderr string `json:"stderr"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatal(err)
-		}
+		r := run(code)
 		return r.Result + r.Stderr
 	}
 	const probe = "import sys\n('tinybase' in sys.modules, 'x' in globals())"
@@ -56,7 +35,7 @@ func TestForkedSessions(t *testing.T) {
 	if got := cell(probe); got != "(True, True)" {
 		t.Fatalf("second cell: %s", got)
 	}
-	if _, err := postJSON(srv.url+"/api/v1/sessions/"+ses.ID+"/restart", `{}`); err != nil {
+	if _, err := postJSON(srv.url+"/api/v1/sessions/"+id+"/restart", `{}`); err != nil {
 		t.Fatal(err)
 	}
 	if got := cell(probe); got != "(True, False)" {

@@ -14,7 +14,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/pyexec/pyexec/internal/api"
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/fleetsess"
@@ -22,6 +24,7 @@ import (
 	"github.com/pyexec/pyexec/internal/preview"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
@@ -137,7 +140,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		return nil, err
 	}
 	s.sessions, err = fleetsess.New(fleetsess.Config{Node: cfg.Cluster.NodeName, Conn: nats.Conn(), Registry: st, Blobs: st,
-		Logger: log.With("component", "sessions")})
+		// a hibernation snapshot being written is never old enough to sweep
+		OrphanAge: max(15*time.Minute, 2*cfg.Sessions.SaveTimeout),
+		Logger:    log.With("component", "sessions")})
 	if err != nil {
 		return nil, err
 	}
@@ -165,10 +170,13 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		Driver:          engine.RunnerDriver{},
 		Jails:           jails,
 		Artifacts:       st,
+		Snapshots:       st,
 		Logger:          log.With("component", "engine"),
 		OnFinish:        onFinish,
 		OnSessionEnd:    s.sessions.SessionEnded,
-		OnNodeLost:      s.sessions.NodeLost, // its sessions end for every client at once
+		// Saved at a graceful shutdown, taken back by the next start.
+		OnSessionPark: s.sessions.SessionParked,
+		OnNodeLost:    s.sessions.NodeLost, // its sessions end for every client at once
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }
@@ -180,6 +188,9 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		return nil, err
 	}
 	ecfg := engineConfig(cfg)
+	if ecfg.Snapshots, err = snapshotConfig(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Preview.Enabled {
 		if ecfg.Preview.Key, err = preview.LoadKey(cfg.DataDir); err != nil {
 			return nil, err
@@ -323,6 +334,36 @@ func (s *stack) stop(sd *shutdown) error {
 	return nil
 }
 
+// The fleet's router serves the API's snapshot routes too.
+var _ api.SnapshotEngine = (*fleetsess.Router)(nil)
+
+// snapshotConfig is where sessions' snapshots are kept and checked: the
+// operator's key, else the one made at the first start in the data
+// directory, which also spools snapshots read from the store. A key's
+// hibernation snapshots are bounded as its own snapshots are, and at
+// least so that all the sessions it may hold on a node hibernate, each as
+// large as a snapshot may be.
+func snapshotConfig(cfg config.Config) (engine.SnapshotConfig, error) {
+	s := cfg.Sessions
+	c := engine.SnapshotConfig{MaxBytes: s.SnapshotMaxBytes, QuotaBytes: s.SnapshotQuotaBytes,
+		QuotaCount: s.SnapshotQuota, SpoolDir: cfg.DataDir, Spools: s.SnapshotSpools,
+		HibernationBytes: max(s.SnapshotQuotaBytes, int64(s.MaxPerKey)*s.SnapshotMaxBytes),
+		HibernationCount: max(s.SnapshotQuota, s.MaxPerKey)}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil { // a fleet's node may keep nothing else there
+		return c, fmt.Errorf("the data directory: %w", err)
+	}
+	var err error
+	if cfg.Sessions.SnapshotKey != "" {
+		c.Key, err = snapshot.ParseKey(cfg.Sessions.SnapshotKey)
+	} else {
+		c.Key, err = snapshot.LoadKey(cfg.DataDir)
+	}
+	if err != nil {
+		return c, fmt.Errorf("the snapshot key: %w", err)
+	}
+	return c, nil
+}
+
 // engineConfig carries the serve configuration over to the engine.
 func engineConfig(cfg config.Config) engine.Config {
 	return engine.Config{
@@ -347,6 +388,12 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultIdle: cfg.Sessions.IdleTimeout, MaxIdle: cfg.Sessions.MaxIdleTimeout,
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
+			HibernateAfter:     cfg.Sessions.HibernateAfter,
+			SaveTimeout:        cfg.Sessions.SaveTimeout,
+			Hibernations:       cfg.Sessions.Hibernations,
+			// the sessions' saves at shutdown leave a third of the
+			// drain to the rest of the stop
+			ParkTimeout: cfg.ShutdownTimeout * 2 / 3,
 		},
 		Preview:       engine.PreviewConfig{Enabled: cfg.Preview.Enabled, TTL: cfg.Preview.TTL},
 		MaxFiles:      cfg.MaxCollectFiles,

@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/runner"
 )
 
 // SessionEngine is what the sessions endpoints need; the API serves them
@@ -46,12 +47,13 @@ type SessionRequest struct {
 	MaxRows            int               `json:"max_rows,omitempty" minimum:"0" doc:"DataFrame rows kept in outputs"`
 	Workspace          string            `json:"workspace,omitempty" doc:"A workspace of yours mounted at /workspace for the session's life; what the session leaves there is committed as its next version when the session ends"`
 	WorkspaceMode      string            `json:"workspace_mode,omitempty" enum:"rw,ro" doc:"rw (default) or ro: the workspace mounted read-only"`
+	FromSnapshot       string            `json:"from_snapshot,omitempty" doc:"Restore this snapshot of yours into the new session: its variables and its files in /work, its configuration where the other fields are left out"`
 }
 
 // SessionInfo describes a live session.
 type SessionInfo struct {
 	SessionID          string  `json:"session_id" example:"ses_0190f3a2-7c1e-7b2a-9f3e-2d4c5b6a7e8f"`
-	State              string  `json:"state" enum:"idle,busy"`
+	State              string  `json:"state" enum:"idle,busy,hibernated" doc:"hibernated: saved without an interpreter after --session-hibernate-after idle; its next call resumes it"`
 	PythonVersion      string  `json:"python_version"`
 	Network            bool    `json:"network"`
 	ExecutionCount     int     `json:"execution_count" doc:"Cells run since the session (or its last restart) started"`
@@ -63,13 +65,17 @@ type SessionInfo struct {
 	MemoryLimitBytes   int64   `json:"memory_limit_bytes"`
 	DiskLimitBytes     int64   `json:"disk_limit_bytes"`
 	Restarts           int     `json:"restarts"`
+	FromSnapshot       string  `json:"from_snapshot,omitempty" doc:"The snapshot the session was restored from"`
+	ForkedFrom         string  `json:"forked_from,omitempty" doc:"The session this one was forked from"`
+	// Skipped is on the answer of a restore or a fork only.
+	Skipped []runner.Skipped `json:"skipped,omitempty" doc:"Variables the restore or fork could not load (a module the session's environment lacks), each with why"`
 }
 
 func newSessionInfo(s engine.Session) SessionInfo {
 	return SessionInfo{SessionID: s.ID, State: string(s.State), PythonVersion: s.PythonVersion, Network: s.Network,
 		ExecutionCount: s.ExecutionCount, CreatedAt: wireTime(s.CreatedAt), LastActivity: wireTime(s.LastActivity), ExpiresAt: wireTime(s.ExpiresAt),
 		IdleTimeoutSeconds: s.IdleTimeout.Seconds(), MemoryBytes: s.MemoryBytes, MemoryLimitBytes: s.MemoryLimit,
-		DiskLimitBytes: s.DiskLimit, Restarts: s.Restarts}
+		DiskLimitBytes: s.DiskLimit, Restarts: s.Restarts, FromSnapshot: s.FromSnapshot, ForkedFrom: s.ForkedFrom, Skipped: s.Skipped}
 }
 
 // CellRequest is the body of POST /api/v1/sessions/{id}/execute.
@@ -85,6 +91,7 @@ type CellResult struct {
 	SessionID      string `json:"session_id"`
 	ExecutionCount int    `json:"execution_count" doc:"This cell's number in the session"`
 	SessionEnded   bool   `json:"session_ended,omitempty" doc:"The session did not survive this cell"`
+	Resumed        bool   `json:"resumed,omitempty" doc:"The session was hibernated and resumed for this cell"`
 }
 
 // SessionList is GET /api/v1/sessions.
@@ -118,9 +125,11 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return o
 	}
 	o := tag(op(hapi, "create-session", http.MethodPost, "/api/v1/sessions", "Create a stateful session",
-		http.StatusBadRequest, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable))
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusNotImplemented, http.StatusServiceUnavailable))
 	o.DefaultStatus = http.StatusCreated
 	o.Description = "One jail and one interpreter for the session's whole life: variables, imports, files and the working directory persist between cells. Sessions live in the memory of the node that holds them and end when it restarts; on a fleet any node serves them, and a session whose node is gone answers 410 with the reason (node_lost, node_shutdown). " +
+		"With `from_snapshot` the session is restored from one of the key's snapshots (POST /api/v1/sessions/{id}/snapshot), on any node: its variables and files, and the snapshot's configuration where the request leaves a field out; another key's snapshot is 404. " +
 		"The session runs in the base environment, with `requirements` layered over it. With `Accept: text/event-stream` the answer is 200 and a stream: `install` events while the environment is built, then one `session` event (the session) or one `error` event (`{\"error\", \"status\"}`: the status the plain call would have answered)."
 	s.documentCreateSession(hapi, &o)
 	huma.Register(hapi, o, func(ctx context.Context, in *createSessionInput) (*huma.StreamResponse, error) {
@@ -179,7 +188,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			return nil, sessionError(s, err)
 		}
 		return &struct{ Body CellResult }{Body: CellResult{ExecutionResult: newResult(&res.Execution), SessionID: res.SessionID,
-			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded}}, nil
+			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded, Resumed: res.Resumed}}, nil
 	})
 
 	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", liveErrs...))
@@ -223,6 +232,9 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 		return out, nil
 	})
 	s.registerSessionFiles(mux, se)
+	if ne, ok := se.(SnapshotEngine); ok {
+		s.registerSnapshots(hapi, ne)
+	}
 }
 
 // sessionRequest turns the wire request into the engine's.
@@ -235,7 +247,7 @@ func (s *Server) sessionRequest(ctx context.Context, in SessionRequest) (engine.
 		PythonVersion: in.PythonVersion, Requirements: in.Requirements,
 		MemoryBytes: int64(in.MemoryMB) << 20, DiskBytes: int64(in.DiskMB) << 20, CPUShares: in.CPUShares, Network: network,
 		IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second, MaxLifetime: time.Duration(in.MaxLifetimeSeconds) * time.Second,
-		FigureFormat: in.FigureFormat, MaxRows: in.MaxRows, Caller: callerFrom(ctx).Name,
+		FigureFormat: in.FigureFormat, MaxRows: in.MaxRows, FromSnapshot: in.FromSnapshot, Caller: callerFrom(ctx).Name,
 		Workspace: in.Workspace, WorkspaceMode: in.WorkspaceMode,
 	}
 	for k, v := range in.EnvVars {
@@ -259,6 +271,9 @@ func sessionError(s *Server, err error) error {
 		return errorf(http.StatusNotImplemented, "%s", err)
 	case errors.Is(err, engine.ErrFileNotFound):
 		return errorf(http.StatusNotFound, "%s", err)
+	}
+	if e, ok := snapshotError(err); ok {
+		return e
 	}
 	return engineError(s.log, err)
 }

@@ -57,13 +57,13 @@ func tenancyServer(t *testing.T) *httptest.Server {
 // as is the header of a request made with key.
 func as(key string) map[string]string { return map[string]string{"X-API-Key": key} }
 
-// tenantResources are key a's executions, session and workspace.
+// tenantResources are key a's executions, session, snapshot and workspace.
 type tenantResources struct {
-	done, running, session, workspace string
+	done, running, session, snapshot, workspace string
 }
 
 // createTenantResources makes, as key a, a finished execution with a file,
-// a running one and a session with a file.
+// a running one, a session with a file and a snapshot of that session.
 func createTenantResources(t *testing.T, ts *httptest.Server) tenantResources {
 	t.Helper()
 	js := "application/json"
@@ -89,12 +89,17 @@ func createTenantResources(t *testing.T, ts *httptest.Server) tenantResources {
 	if code != http.StatusCreated {
 		t.Fatalf("a's session file: %d %s", code, body)
 	}
+	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+session+"/snapshot", "", nil, as(keyA))
+	if code != http.StatusCreated {
+		t.Fatalf("a's snapshot: %d %s", code, body)
+	}
+	snap := decode[SnapshotSaved](t, body).SnapshotID
 	createWorkspace(t, ts, keyA, "data")
 	code, _, body = call(t, ts, http.MethodPut, "/api/v1/workspaces/data/files/in.txt", "application/octet-stream", []byte("a's data"), as(keyA))
 	if code != http.StatusOK {
 		t.Fatalf("a's workspace file: %d %s", code, body)
 	}
-	return tenantResources{done: done.ExecutionID, running: running, session: session, workspace: "data"}
+	return tenantResources{done: done.ExecutionID, running: running, session: session, snapshot: snap, workspace: "data"}
 }
 
 // idRoute is one route that takes an execution or session id, with a
@@ -102,6 +107,7 @@ func createTenantResources(t *testing.T, ts *httptest.Server) tenantResources {
 type idRoute struct {
 	method, pattern string // pattern as in the OpenAPI document (or the mux for raw routes)
 	session         bool   // the id is a session's
+	snapshot        bool   // the id is a snapshot's
 	workspace       bool   // the route names a workspace (of key a's: ?owner=a)
 	body            string
 	contentType     string
@@ -137,6 +143,9 @@ var tenancyRoutes = []idRoute{
 		contentType: "application/json", mutates: true, want: 200},
 	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/interrupt", session: true, mutates: true, want: 200},
 	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/restart", session: true, mutates: true, want: 200},
+	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/snapshot", session: true, mutates: true, want: 201},
+	{method: http.MethodPost, pattern: "/api/v1/sessions/{id}/fork", session: true, mutates: true, want: 201},
+	{method: http.MethodDelete, pattern: "/api/v1/snapshots/{id}", snapshot: true, mutates: true, want: 204},
 	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}", workspace: true, want: 200},
 	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/versions", workspace: true, want: 200},
 	{method: http.MethodGet, pattern: "/api/v1/workspaces/{name}/files", workspace: true, want: 200},
@@ -184,6 +193,8 @@ func (r idRoute) path(res tenantResources) string {
 	switch {
 	case r.session:
 		id = res.session
+	case r.snapshot:
+		id = res.snapshot
 	case r.method == http.MethodDelete:
 		id = res.running
 	}
@@ -212,6 +223,7 @@ func TestTenancyRoutesCovered(t *testing.T) {
 		*fakeEngine
 		SessionEngine
 		WorkspaceEngine
+		SnapshotEngine
 	}{fakeEngine: newFakeEngine()}, nil)
 	_, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
 	var doc struct {
@@ -248,7 +260,43 @@ func TestTenancy(t *testing.T) {
 	ts := tenancyServer(t)
 	res := createTenantResources(t, ts)
 	unknown := tenantResources{done: "exe_00000000-0000-7000-8000-000000000000", running: "exe_00000000-0000-7000-8000-000000000001",
-		session: "ses_00000000-0000-7000-8000-000000000000", workspace: "nope"}
+		session: "ses_00000000-0000-7000-8000-000000000000", snapshot: "snap_000000000000000000000000", workspace: "nope"}
+
+	t.Run("restoring and listing snapshots", func(t *testing.T) {
+		restore := func(key, id string) (int, []byte) {
+			code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", "application/json",
+				[]byte(`{"from_snapshot":"`+id+`"}`), as(key))
+			return code, body
+		}
+		wantCode, wantBody := restore(keyB, unknown.snapshot)
+		for _, key := range []string{keyB, keyAdmin} {
+			if code, body := restore(key, res.snapshot); wantCode != http.StatusNotFound || code != wantCode || string(body) != string(wantBody) {
+				t.Errorf("%.8s restores a's snapshot: %d %s; want what an unknown id gets: %d %s", key, code, body, wantCode, wantBody)
+			}
+		}
+		code, body := restore(keyA, res.snapshot)
+		if code != http.StatusCreated {
+			t.Fatalf("a restores its snapshot: %d %s", code, body)
+		}
+		restored := decode[SessionInfo](t, body)
+		code, body = call2(t, ts, http.MethodGet, "/api/v1/sessions/"+restored.SessionID+"/files/in.txt", keyA)
+		if code != 200 || string(body) != "a's data" || restored.FromSnapshot != res.snapshot {
+			t.Errorf("the restored session's file: %d %q (%+v)", code, body, restored)
+		}
+		if code, body := call2(t, ts, http.MethodDelete, "/api/v1/sessions/"+restored.SessionID, keyA); code != 204 {
+			t.Fatalf("deleting the restored session: %d %s", code, body)
+		}
+		listed := func(key string) string {
+			code, body := call2(t, ts, http.MethodGet, "/api/v1/snapshots", key)
+			if code != 200 {
+				t.Fatalf("listing snapshots: %d %s", code, body)
+			}
+			return string(body)
+		}
+		if strings.Contains(listed(keyB), res.snapshot) || !strings.Contains(listed(keyA), res.snapshot) || !strings.Contains(listed(keyAdmin), res.snapshot) {
+			t.Errorf("snapshot lists: b %s, a %s, admin %s", listed(keyB), listed(keyA), listed(keyAdmin))
+		}
+	})
 
 	routes := slices.Clone(tenancyRoutes)
 	slices.SortStableFunc(routes, func(x, y idRoute) int {
@@ -336,15 +384,20 @@ func TestTenancy(t *testing.T) {
 }
 
 // tenantState sums up a's work as a sees it: the running execution's
-// status, the session's cell count and its file.
+// status, the session's cell count and its file, its snapshots.
 func tenantState(t *testing.T, ts *httptest.Server, res tenantResources) string {
 	t.Helper()
 	_, exe := call2(t, ts, http.MethodGet, "/api/v1/executions/"+res.running, keyA)
 	code, ses := call2(t, ts, http.MethodGet, "/api/v1/sessions/"+res.session, keyA)
 	_, file := call2(t, ts, http.MethodGet, "/api/v1/sessions/"+res.session+"/files/in.txt", keyA)
+	_, snaps := call2(t, ts, http.MethodGet, "/api/v1/snapshots", keyA)
+	var ids []string
+	for _, s := range decode[SnapshotList](t, snaps).Snapshots {
+		ids = append(ids, s.SnapshotID)
+	}
 	_, ws := call2(t, ts, http.MethodGet, "/api/v1/workspaces/"+res.workspace, keyA)
-	return fmt.Sprintf("execution %s, session %d %d, file %q, workspace %s", decode[ExecutionResult](t, exe).Status, code,
-		decode[SessionInfo](t, ses).ExecutionCount, file, ws)
+	return fmt.Sprintf("execution %s, session %d %d, file %q, snapshots %v, workspace %s", decode[ExecutionResult](t, exe).Status, code,
+		decode[SessionInfo](t, ses).ExecutionCount, file, ids, ws)
 }
 
 // call2 is a GET-like call with a key and no body.

@@ -83,6 +83,16 @@ func TestResolvePrecedence(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "the sessions' saves and reads",
+			args: []string{"--session-save-timeout", "30", "--snapshot-spools", "4"},
+			env:  map[string]string{"PYEXEC_SESSION_HIBERNATIONS": "3"},
+			check: func(t *testing.T, c Config) {
+				if s := c.Sessions; s.SaveTimeout != 30*time.Second || s.SnapshotSpools != 4 || s.Hibernations != 3 {
+					t.Errorf("save timeout %v, spools %d, hibernations %d; want 30s, 4, 3", s.SaveTimeout, s.SnapshotSpools, s.Hibernations)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,6 +214,9 @@ func TestValidate(t *testing.T) {
 		{"public insecure", func(c *Config) { c.Host = "::"; c.InsecureNoAuth = true }, ""},
 		{"localhost without keys", func(c *Config) { c.Host = "localhost" }, ""},
 		{"ipv6 loopback without keys", func(c *Config) { c.Host = "::1" }, ""},
+		{"no save time", func(c *Config) { c.Sessions.SaveTimeout = 0 }, "PYEXEC_SESSION_SAVE_TIMEOUT: must be at least 1s, got 0s"},
+		{"no spools", func(c *Config) { c.Sessions.SnapshotSpools = 0 },
+			"PYEXEC_SESSION_HIBERNATIONS: must be at least 1 (and PYEXEC_SNAPSHOT_SPOOLS too), got 2 and 0"},
 		{"two problems at once", func(c *Config) { c.Port = 0; c.QueueSize = -1 },
 			"PYEXEC_PORT: must be 1-65535, got 0\nPYEXEC_QUEUE_SIZE: must be at least 1, got -1"},
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	KillWait time.Duration
 	// Sessions configures stateful sessions (session_types.go).
 	Sessions SessionConfig
+	// Snapshots configures sessions' snapshots: the server's key, the
+	// size cap, each key's quota, the spool directory (engine/snapshots).
+	// Used with Deps.Snapshots.
+	Snapshots SnapshotConfig
 	// Preview turns on previews of the web apps sessions serve
 	// (previews.go).
 	Preview PreviewConfig

@@ -33,6 +33,9 @@ type Deps struct {
 	Linter Linter
 	// Artifacts stores the files executions produce; nil collects none.
 	Artifacts store.Artifacts
+	// Snapshots keeps sessions' snapshots (with Config.Snapshots.Key);
+	// nil keeps none (ErrSnapshotsDisabled).
+	Snapshots SnapshotStore
 	// Jails hosts sessions; nil refuses them (ErrSessionsDisabled).
 	Jails Jails
 	// Workspaces keeps named workspaces (workspaces.go); nil refuses
@@ -61,6 +64,10 @@ type Deps struct {
 	// that ends, and whether it ended because the engine shuts down. It
 	// runs on the goroutine that ends the session.
 	OnSessionEnd func(id string, shutdown bool)
+	// OnSessionPark, if set, is told of every session saved when the
+	// engine shuts down, to be adopted by the next run of this node
+	// (AdoptSession); without it, every session ends at shutdown.
+	OnSessionPark func(p ParkedSession)
 }
 
 // Finished is what OnFinish is told of an execution that ended.

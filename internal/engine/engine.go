@@ -27,6 +27,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/engine/snapshots"
 	"github.com/pyexec/pyexec/internal/preview"
 )
 
@@ -41,6 +42,8 @@ type Engine struct {
 	adm  *admission.Gate
 	exec *executions.Service
 	sess *sessions.Service
+	// snaps keeps the sessions' snapshots (disabled without a store).
+	snaps *snapshots.Service
 	// shares are the preview URLs issued; nil with previews off.
 	shares *preview.Shares
 	// mem is this node's heartbeat and its view of the other nodes.
@@ -85,13 +88,19 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	e.shares, err = newShares(cfg.Preview)
-	if err != nil {
+	if e.snaps, err = newSnapshots(cfg.Snapshots, deps.Snapshots, log); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
+	if e.shares, err = newShares(cfg.Preview); err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
+	var v sessions.Vault
+	if e.snaps.Enabled() {
+		v = vault{e.snaps}
+	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
-		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log,
-		OnEnd: e.forgetShares(deps.OnSessionEnd)})
+		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
+		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/runtest"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -39,6 +40,13 @@ func startWith(t *testing.T, cfg Config, deps Deps) *env {
 		t.Fatal(err)
 	}
 	deps.Store = st
+	if deps.Snapshots == nil && cfg.Snapshots.Key.IsZero() {
+		dir := t.TempDir()
+		if cfg.Snapshots.Key, err = snapshot.LoadKey(dir); err != nil {
+			t.Fatal(err)
+		}
+		deps.Snapshots, cfg.Snapshots.SpoolDir = st, dir
+	}
 	if deps.Interpreters == nil {
 		deps.Interpreters = runtest.Interpreters{}
 	}

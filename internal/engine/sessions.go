@@ -12,9 +12,15 @@ import "context"
 // refuses and ErrSessionsDisabled on a server without jails for them; a
 // session naming a workspace (req.Workspace) fails as a run does
 // (ErrWorkspaceNotFound, ErrWorkspaceMounts).
+//
+// With req.FromSnapshot the session holds that snapshot's state and files
+// (snapshots.go): ErrSnapshotNotFound unless it is the caller's own.
 func (e *Engine) CreateSession(ctx context.Context, req SessionRequest) (Session, error) {
 	if err := e.runWorkspace(ctx, Request{Caller: req.Caller, Workspace: req.Workspace}); err != nil {
 		return Session{}, err
+	}
+	if req.FromSnapshot != "" {
+		return e.restoreSession(ctx, req)
 	}
 	return e.sess.Create(ctx, req)
 }

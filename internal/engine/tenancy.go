@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,10 +11,11 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/preview"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
 
-// Tenancy: every execution, session and workspace belongs to the caller that created
+// Tenancy: every execution, session, snapshot and workspace belongs to the caller that created
 // it (Request.Caller, SessionRequest.Caller: the API key's name, or
 // "anonymous" on a server without keys). Every engine call that reads or
 // changes one takes the Caller and checks ownership here, before anything
@@ -64,6 +66,11 @@ func (e *Engine) loadFor(ctx context.Context, c Caller, id, action string) (*exe
 // caller's session goes to the audit trail.
 func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 	s, err := e.sess.Lookup(id)
+	if errors.Is(err, ErrSessionNotFound) {
+		if owner, ok := e.sess.Parked(id); ok && c.owns(owner) {
+			return nil, fmt.Errorf("%w: session %s was saved while this node restarts; retry later", ErrUnavailable, id)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +82,28 @@ func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 			SessionID: id, Owner: s.Owner()})
 	}
 	return s, nil
+}
+
+// snapshotFor describes snapshot id for c. Only the snapshots their owners
+// asked for are seen (the server's own are not the API's); a caller that
+// may not see it gets ErrSnapshotNotFound, as for an unknown id. An
+// admin may see and delete another caller's snapshot (audited) when
+// adminMay, but a restore takes only the caller's own: its state is code
+// of its owner, and runs only in its owner's session.
+func (e *Engine) snapshotFor(ctx context.Context, id string, c Caller, adminMay bool) (SnapshotInfo, error) {
+	in, err := e.snaps.Stat(ctx, id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	mine := c.Name != "" && c.Name == in.Owner
+	if in.Kind != snapshot.KindUser || !(mine || adminMay && c.owns(in.Owner)) {
+		return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrSnapshotNotFound, id)
+	}
+	if !mine {
+		e.appendAction(ctx, actionRecord{Action: actionSnapshot, Caller: c.Name, Admin: c.Admin, SnapshotID: id,
+			Owner: in.Owner})
+	}
+	return in, nil
 }
 
 // sharedSession finds the live session a preview URL's token opens, and
@@ -120,14 +149,16 @@ func (e *Engine) workspaceFor(ctx context.Context, c Caller, ref WorkspaceRef, a
 // Actions recorded in the audit trail besides the end of an execution
 // (action "end", which the executions record).
 const (
-	actionKill        = "kill"           // any kill of an execution
-	actionRead        = "read"           // an admin read another caller's execution
-	actionFollow      = "follow"         // ... followed its events
-	actionFiles       = "files"          // ... listed or downloaded its files
-	actionSession     = "session"        // an admin used another caller's session
-	actionListAllSess = "sessions_all"   // an admin listed every caller's sessions
-	actionWorkspace   = "workspace"      // an admin read or changed another caller's workspace
-	actionListAllWs   = "workspaces_all" // an admin listed every caller's workspaces
+	actionKill         = "kill"           // any kill of an execution
+	actionRead         = "read"           // an admin read another caller's execution
+	actionFollow       = "follow"         // ... followed its events
+	actionFiles        = "files"          // ... listed or downloaded its files
+	actionSession      = "session"        // an admin used another caller's session
+	actionListAllSess  = "sessions_all"   // an admin listed every caller's sessions
+	actionSnapshot     = "snapshot"       // an admin deleted another caller's snapshot
+	actionListAllSnaps = "snapshots_all"  // an admin listed every caller's snapshots
+	actionWorkspace    = "workspace"      // an admin read or changed another caller's workspace
+	actionListAllWs    = "workspaces_all" // an admin listed every caller's workspaces
 )
 
 // actionRecord is one line of the audit trail for something a caller did
@@ -141,6 +172,7 @@ type actionRecord struct {
 	ExecutionID string    `json:"execution_id,omitempty"`
 	SessionID   string    `json:"session_id,omitempty"`
 	Workspace   string    `json:"workspace,omitempty"`
+	SnapshotID  string    `json:"snapshot_id,omitempty"`
 	Owner       string    `json:"owner,omitempty"`
 	Status      Status    `json:"status,omitempty"`
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/fleet"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
+	"github.com/pyexec/pyexec/internal/engine/snapshots"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // Sentinel errors. The API maps them to status codes with errors.Is.
@@ -114,12 +116,37 @@ type (
 	SessionStats   = sessions.Stats
 	Jails          = sessions.Jails
 	Forker         = sessions.Forker
+	SessionSaved   = sessions.Saved
+	ParkedSession  = sessions.Parked
+)
+
+// Snapshots (internal/engine/snapshots).
+type (
+	SnapshotConfig = snapshots.Config
+	SnapshotInfo   = snapshots.Info
+	SnapshotStore  = snapshots.Store
+)
+
+// Snapshot errors; the API maps them with errors.Is.
+var (
+	ErrSnapshotNotFound  = snapshots.ErrNotFound  // 404
+	ErrSnapshotQuota     = snapshots.ErrQuota     // 429
+	ErrSnapshotTooLarge  = snapshots.ErrTooLarge  // 413
+	ErrSnapshotIntegrity = snapshots.ErrIntegrity // 400
+	ErrSnapshotsDisabled = snapshots.ErrDisabled  // 501
+	// ErrSnapshotWorkspace: a workspace a snapshot cannot hold (a path a
+	// restore could not write back, a file changed while it was saved).
+	ErrSnapshotWorkspace = snapshot.ErrWorkspace // 400
+	// ErrSnapshotHeader: a state a snapshot cannot describe (too many
+	// names, a name too long).
+	ErrSnapshotHeader = snapshot.ErrInvalidHeader // 400
 )
 
 // Session states.
 const (
-	SessionIdle = sessions.Idle
-	SessionBusy = sessions.Busy
+	SessionIdle       = sessions.Idle
+	SessionBusy       = sessions.Busy
+	SessionHibernated = sessions.Hibernated
 )
 
 // Session errors; the API maps them with errors.Is.

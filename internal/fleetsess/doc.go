@@ -4,8 +4,10 @@
 // records every session in the store's registry (PYEXEC_SESSIONS), calls
 // the local engine for a session it holds (no NATS round trip), forwards a
 // request for a session held elsewhere to its node over NATS
-// request/reply, places a new session on a node with a free slot, and
-// ends a session cleanly, with the reason, when its node went away.
+// request/reply, places a new session on a node with a free slot, ends a
+// session cleanly, with the reason, when its node went away, takes back
+// the sessions its node parked at a graceful shutdown, and sweeps the
+// hibernation snapshots no session needs (sweep.go).
 //
 // It never touches a session's internals: every session operation is the
 // owner's engine call, and errors travel back as the engine's sentinels so

@@ -14,6 +14,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/engine/enginetest"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 )
 
@@ -56,6 +57,12 @@ type node struct {
 
 func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *node {
 	t.Helper()
+	return startNodeWith(t, srv, name, engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20})
+}
+
+// startNodeWith is startNode with its sessions configured by sc.
+func startNodeWith(t testing.TB, srv *server.Server, name string, sc engine.SessionConfig) *node {
+	t.Helper()
 	ctx := context.Background()
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 	if err != nil {
@@ -76,10 +83,16 @@ func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *
 			t.Errorf("closing the router of %s: %v", name, err)
 		}
 	})
+	// Snapshots go to the fleet's store, under the fleet's one key.
+	key, err := snapshot.LoadKey(srv.JetStreamConfig().StoreDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng := enginetest.Start(t, engine.Config{DefaultTimeout: 20 * time.Second,
-		Sessions: engine.SessionConfig{Max: maxSessions, DefaultMemoryBytes: 64 << 20}},
+		Sessions:  sc,
+		Snapshots: engine.SnapshotConfig{Key: key, SpoolDir: t.TempDir()}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			return engine.Deps{Jails: jails, OnSessionEnd: r.SessionEnded}
+			return engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded}
 		})
 	if err := r.Start(ctx, eng); err != nil {
 		t.Fatal(err)
@@ -421,4 +434,34 @@ func TestSessionOfANodeDeclaredLost(t *testing.T) {
 	if res := b.cell(t, other.ID, "print(2)"); res.Stdout != "2\n" {
 		t.Fatalf("a session of a live node after another's loss: %+v", res)
 	}
+}
+
+// TestParkedSessionPastItsLifetime: a session saved by its node's
+// shutdown answers "retry later" on the other nodes while that node is
+// away, but once past its lifetime it is lost: its node will not take it
+// back, and no caller waits on it for ever.
+func TestParkedSessionPastItsLifetime(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
+	ctx := context.Background()
+	s := a.create(t)
+	a.kill()
+	park := func(expires time.Time) {
+		t.Helper()
+		e, rev, err := b.reg.GetSession(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Hibernation, e.ExpiresAt = "snap_parked", expires
+		if err := b.reg.UpdateSession(ctx, e, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	park(time.Now().Add(time.Hour))
+	if _, err := b.r.GetSession(ctx, s.ID, alice); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("a parked session within its lifetime: %v, want ErrUnavailable", err)
+	}
+	park(time.Now().Add(-time.Second))
+	_, err := b.r.GetSession(ctx, s.ID, alice)
+	assertLost(t, err, s.ID)
 }

@@ -35,6 +35,9 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 		return notFound(id) // worded as for an unknown id (docs/tenancy.md)
 	case e.Ended != "":
 		return &endedError{id: id, reason: e.Ended}
+	case e.Node == r.cfg.Node && parked(e, time.Now()):
+		// Not adopted yet: its snapshot could not be read at start.
+		return fmt.Errorf("%w: session %s was saved at this node's restart and is not back yet; retry later", engine.ErrUnavailable, id)
 	case e.Node == r.cfg.Node:
 		// The local engine has no such session: it ended while its
 		// entry was being written.
@@ -45,7 +48,25 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 	if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
 		return err
 	}
+	if parked(e, time.Now()) {
+		return fmt.Errorf("%w: session %s was saved while its node restarts; retry later", engine.ErrUnavailable, id)
+	}
 	return r.lost(ctx, e, rev)
+}
+
+// parked says that e was saved by its node's graceful shutdown and is
+// still within its lifetime at now: its node takes it back when it starts
+// again, so a node that does not answer meanwhile does not end it. Past
+// its lifetime it never will: lost.
+func parked(e store.SessionEntry, now time.Time) bool {
+	return e.Ended == "" && e.Hibernation != "" && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt))
+}
+
+// parkedSession describes parked entry e as a listing shows it, from the
+// registry: hibernated, with what the entry knows.
+func parkedSession(e store.SessionEntry) engine.Session {
+	return engine.Session{ID: e.ID, State: engine.SessionHibernated, Caller: e.Owner, CreatedAt: e.CreatedAt,
+		ExpiresAt: e.ExpiresAt}
 }
 
 // lost ends a session whose node is gone and returns the error its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/store"
@@ -91,8 +92,10 @@ func (r *Router) ReadSessionFile(ctx context.Context, id string, c engine.Caller
 
 // ListSessions lists c's sessions on every node, oldest first: this
 // node's from its engine, the others' from the nodes the registry names.
-// A node that does not answer has its sessions marked node_lost; one that
-// fails is left out of the listing (logged).
+// A node that does not answer has its sessions marked node_lost, except
+// those its graceful shutdown parked, listed as hibernated (from the
+// registry) until it takes them back, as are this node's own it could not
+// take back yet; a node that fails is left out of the listing (logged).
 func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Session {
 	out := r.eng.ListSessions(ctx, c)
 	entries, err := r.cfg.Registry.ListSessions(ctx)
@@ -100,10 +103,18 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 		r.log.Warn("listing the fleet's sessions: only this node's are listed", "err", err)
 		return out
 	}
+	listed := make(map[string]bool, len(out))
+	for _, s := range out {
+		listed[s.ID] = true
+	}
 	held := make(map[string][]store.SessionEntry)
 	for _, e := range entries {
-		if e.Ended == "" && e.Node != r.cfg.Node && c.Owns(e.Owner) {
+		switch {
+		case e.Ended != "" || !c.Owns(e.Owner):
+		case e.Node != r.cfg.Node:
 			held[e.Node] = append(held[e.Node], e)
+		case parked(e, time.Now()) && !listed[e.ID]:
+			out = append(out, parkedSession(e)) // not adopted yet
 		}
 	}
 	nodes := make([]string, 0, len(held))
@@ -117,6 +128,10 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 		switch {
 		case errors.Is(err, errNoResponders) || errors.Is(err, errNodeGone):
 			for _, e := range held[n] {
+				if parked(e, time.Now()) {
+					out = append(out, parkedSession(e))
+					continue
+				}
 				if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
 					r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
 				}
@@ -154,6 +169,11 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 	if err != nil {
 		return s, err
 	}
+	return r.register(ctx, s)
+}
+
+// register records that this node holds s, which it just made.
+func (r *Router) register(ctx context.Context, s engine.Session) (engine.Session, error) {
 	e := store.SessionEntry{ID: s.ID, Node: r.cfg.Node, Owner: s.Caller, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt}
 	if err := r.cfg.Registry.PutSession(ctx, e); err != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
@@ -165,4 +185,44 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 	}
 	r.updatePlacement() // before the answer: the next create sees a full node
 	return s, nil
+}
+
+// SnapshotSession saves a session wherever it lives; the snapshot goes to
+// the fleet's store, where every node reads it.
+func (r *Router) SnapshotSession(ctx context.Context, id string, c engine.Caller) (engine.SessionSaved, error) {
+	saved, err := r.eng.SnapshotSession(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opSnapshot}, &saved)
+	}
+	return saved, err
+}
+
+// ForkSession forks a session on the node that holds it (the fork is
+// made from its live interpreter), and registers the fork there.
+func (r *Router) ForkSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.forkLocal(ctx, id, c)
+	if errors.Is(err, engine.ErrSessionNotFound) {
+		err = r.forward(ctx, id, c, call{Op: opFork}, &s)
+	}
+	return s, err
+}
+
+// forkLocal forks a session of this node and registers the fork.
+func (r *Router) forkLocal(ctx context.Context, id string, c engine.Caller) (engine.Session, error) {
+	s, err := r.eng.ForkSession(ctx, id, c)
+	if err != nil {
+		return s, err
+	}
+	return r.register(ctx, s)
+}
+
+// ListSnapshots lists c's snapshots: they are in the fleet's store, which
+// this node reads.
+func (r *Router) ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error) {
+	return r.eng.ListSnapshots(ctx, c)
+}
+
+// DeleteSnapshot deletes one of c's snapshots from the fleet's store.
+func (r *Router) DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error {
+	return r.eng.DeleteSnapshot(ctx, id, c)
 }

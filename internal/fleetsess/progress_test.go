@@ -42,6 +42,11 @@ func (f *installEngine) LiveSessions() int {
 
 func (f *installEngine) SessionCap() int { return f.max }
 
+// SweepHibernations: the sweep at Start finds no snapshots here.
+func (f *installEngine) SweepHibernations(context.Context, func(engine.SnapshotInfo) string) (int, error) {
+	return 0, nil
+}
+
 // TestPlacedCreateStreamsInstallLines: a create forwarded to another node
 // delivers the installer's lines to the caller's Progress, in order, before
 // it returns.

@@ -1,6 +1,7 @@
 package fleetsess
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,6 +30,16 @@ type Engine interface {
 	PutSessionFile(ctx context.Context, id string, c engine.Caller, path string, data []byte) error
 	ListSessionFiles(ctx context.Context, id string, c engine.Caller) ([]engine.SessionFile, error)
 	ReadSessionFile(ctx context.Context, id string, c engine.Caller, path string) ([]byte, error)
+	SnapshotSession(ctx context.Context, id string, c engine.Caller) (engine.SessionSaved, error)
+	ForkSession(ctx context.Context, id string, c engine.Caller) (engine.Session, error)
+	ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error)
+	DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error
+	// AdoptSession takes back a session an earlier run of this node
+	// saved at its shutdown.
+	AdoptSession(ctx context.Context, p engine.ParkedSession, created, expires time.Time) (engine.Session, error)
+	// SweepHibernations deletes the hibernation snapshots orphan gives a
+	// reason for, except those this node's sessions hibernate in.
+	SweepHibernations(ctx context.Context, orphan func(engine.SnapshotInfo) string) (int, error)
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -63,7 +74,15 @@ type Config struct {
 	// answer checks that the node holding the session is still there.
 	// Zero means 1s.
 	CheckEvery time.Duration
-	Logger     *slog.Logger // nil discards
+	// The sweep of hibernation snapshots (sweep.go): SweepEvery is how
+	// often it runs (zero: 10m); ParkedFor how long a session parked by
+	// its node's graceful shutdown waits for that node to take it back
+	// (zero: 1h); OrphanAge how old a hibernation snapshot no session
+	// names must be before it is deleted, longer than any save or resume
+	// takes (zero: 15m).
+	SweepEvery, ParkedFor, OrphanAge time.Duration
+
+	Logger *slog.Logger // nil discards
 }
 
 // Router serves the API's session calls for the whole fleet: it
@@ -99,6 +118,9 @@ func New(cfg Config) (*Router, error) {
 	if cfg.CheckEvery == 0 {
 		cfg.CheckEvery = time.Second
 	}
+	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, 10*time.Minute)
+	cfg.ParkedFor = cmp.Or(cfg.ParkedFor, time.Hour)
+	cfg.OrphanAge = cmp.Or(cfg.OrphanAge, 15*time.Minute)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -109,7 +131,9 @@ func New(cfg Config) (*Router, error) {
 
 // Start serves the requests of other nodes with eng. Sessions the
 // registry still gives to this node are from an earlier process of the
-// same name, which died with them: they are marked node_lost first.
+// same name: those it saved at a graceful shutdown are adopted by eng
+// (hibernated, resumed on their first call), the others died with it and
+// are marked node_lost first.
 func (r *Router) Start(ctx context.Context, eng Engine) error {
 	r.eng = eng
 	if err := r.endStale(ctx); err != nil {
@@ -129,10 +153,14 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 	r.nodeSub = sub
 	r.mu.Unlock()
 	r.updatePlacement()
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.placement()
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.sweeps()
 	}()
 	return nil
 }
@@ -180,13 +208,105 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	}
 }
 
-// endStale marks the sessions the registry gives to this node as lost.
+// endStale adopts the sessions an earlier run of this node saved at its
+// shutdown and marks the others the registry gives to it as lost.
 func (r *Router) endStale(ctx context.Context) error {
+	r.adoptParked(ctx)
 	n, err := r.endSessionsOf(ctx, r.cfg.Node)
 	if n > 0 {
 		r.log.Info("sessions of an earlier run of this node marked lost", "count", n)
 	}
 	return err
+}
+
+// adoptParked hands eng the sessions of this node saved at its last
+// shutdown; the registry then holds them as live again. One whose
+// snapshot cannot be read now stays parked, for the next sweep to try
+// again (within ParkedFor); one that cannot be adopted for good ends
+// (node_lost), and the sweep deletes its snapshot if eng did not.
+func (r *Router) adoptParked(ctx context.Context) {
+	list, err := r.cfg.Registry.ListSessions(ctx)
+	if err != nil {
+		r.log.Warn("reading the session registry for saved sessions", "err", err)
+		return
+	}
+	for _, e := range list {
+		if e.Node != r.cfg.Node || e.Ended != "" || e.Hibernation == "" {
+			continue
+		}
+		if _, err := r.eng.GetSession(ctx, e.ID, engine.Caller{Name: e.Owner}); err == nil {
+			// adopted before, its record not cleared (a registry error)
+			if err := r.unpark(ctx, e); err != nil {
+				r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
+			}
+			continue
+		}
+		p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
+		_, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt)
+		switch {
+		case errors.Is(err, engine.ErrClosed):
+			return // this run shuts down: it parks its own
+		case errors.Is(err, engine.ErrUnavailable):
+			r.log.Warn("a session saved at the last shutdown cannot be taken back now; it stays parked", "session_id", e.ID, "err", err)
+			continue
+		case err != nil:
+			r.log.Warn("a session saved at the last shutdown could not be taken back; it ends", "session_id", e.ID, "err", err)
+			if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+				r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
+			}
+			continue
+		}
+		if err := r.unpark(ctx, e); err != nil {
+			r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
+		}
+		r.log.Info("session saved at the last shutdown taken back", "session_id", e.ID)
+	}
+}
+
+// unpark clears the record that parked entry e, once its session was
+// adopted; a park recorded since (this run's own shutdown) is kept.
+func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
+	for {
+		e, rev, err := r.cfg.Registry.GetSession(ctx, parked.ID)
+		if err != nil {
+			return err
+		}
+		if e.Hibernation != parked.Hibernation || !e.ParkedAt.Equal(parked.ParkedAt) {
+			return nil
+		}
+		e.Hibernation, e.ParkedAt = "", time.Time{}
+		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+}
+
+// SessionParked records that session p was saved at this node's shutdown
+// (engine Deps.OnSessionPark): its entry stays live, naming its snapshot,
+// for the node's next run.
+func (r *Router) SessionParked(p engine.ParkedSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
+	defer cancel()
+	if err := r.setHibernation(ctx, p.ID, p.Snapshot); err != nil {
+		r.log.Warn("recording a session saved at shutdown", "session_id", p.ID, "err", err)
+	}
+}
+
+// setHibernation records that id's session was parked under snapshot
+// snap, now.
+func (r *Router) setHibernation(ctx context.Context, id, snap string) error {
+	for {
+		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+		if err != nil {
+			return err
+		}
+		e.Hibernation, e.ParkedAt = snap, time.Now()
+		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
 }
 
 // NodeLost marks the sessions of a node the fleet declared lost
@@ -206,7 +326,8 @@ func (r *Router) NodeLost(node string) {
 }
 
 // endSessionsOf marks the live sessions the registry gives to node as
-// lost and returns how many it marked.
+// lost and returns how many it marked. Those parked by the node's
+// graceful shutdown wait for it (the sweep ends them past ParkedFor).
 func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
 	if err != nil {
@@ -214,7 +335,7 @@ func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 	}
 	n := 0
 	for _, e := range list {
-		if e.Node != node || e.Ended != "" {
+		if e.Node != node || e.Ended != "" || parked(e, time.Now()) {
 			continue
 		}
 		if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -62,6 +62,10 @@ func (r *Router) dispatch(ctx context.Context, cl call) (any, error) {
 		return result(r.eng.ListSessionFiles(ctx, cl.ID, c))
 	case opReadFile:
 		return result(r.eng.ReadSessionFile(ctx, cl.ID, c, cl.Path))
+	case opSnapshot:
+		return result(r.eng.SnapshotSession(ctx, cl.ID, c))
+	case opFork:
+		return result(r.forkLocal(ctx, cl.ID, c))
 	}
 	return nil, fmt.Errorf("fleetsess: unknown operation %q", cl.Op)
 }

@@ -48,6 +48,8 @@ const (
 	opPutFile   = "put_file"
 	opListFiles = "list_files"
 	opReadFile  = "read_file"
+	opSnapshot  = "snapshot"
+	opFork      = "fork"
 	opPing      = "ping"
 )
 
@@ -96,6 +98,11 @@ var kinds = []struct {
 	{"too_many_sessions", engine.ErrTooManySessions},
 	{"sessions_disabled", engine.ErrSessionsDisabled},
 	{"file_not_found", engine.ErrFileNotFound},
+	{"snapshot_not_found", engine.ErrSnapshotNotFound},
+	{"snapshot_quota", engine.ErrSnapshotQuota},
+	{"snapshot_too_large", engine.ErrSnapshotTooLarge},
+	{"snapshot_integrity", engine.ErrSnapshotIntegrity},
+	{"snapshots_disabled", engine.ErrSnapshotsDisabled},
 	{"key_overloaded", engine.ErrKeyOverloaded},
 	{"overloaded", engine.ErrOverloaded},
 	{"invalid", engine.ErrInvalid},

@@ -10,8 +10,9 @@
 # `--wait-session N` waits for a session request on fd N first (_wait_session).
 # Session: `python -B -c <this source> --session N [OPTIONS]` is a kernel: it
 # reads cells from fd N (see _Cells), runs each in one persistent __main__
-# and, after each, writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the
-# cell's report (tagged "cell": NUM) on the channel.
+# (one flagged x is pyexec's snapshot.py, run apart) and, after each,
+# writes b"\0pyexec-cell-end:NUM\0" to fds 1 and 2 and the cell's report
+# (tagged "cell": NUM) on the channel.
 # With PYEXEC_PRE_FAILED="I RC" in its environment (the engine's
 # pre-command script sets it when pre-command I failed with RC) it writes
 # "pyexec-pre-command-failed I RC" on the channel and exits RC instead.
@@ -775,10 +776,14 @@ class _Kernel:
             self.run(*cell)
 
     def run(self, num, flags, src):
-        name = "<cell-%d>" % num
-        _SOURCES[name] = src
+        # Flag x: pyexec's own code (snapshot.py), run in a namespace of its own.
+        name, own = "<cell-%d>" % num, "x" in flags
         report = {"cell": num, "result": None, "error": None, "exit_code": 0}
         rich, g = self.rich, self.g
+        if own:
+            g = {"__name__": "pyexec_snapshot", "_kernel": self, "_driver": _G}
+        else:
+            _SOURCES[name] = src
         rich.left, rich.dropped = _MAX_OUTPUT, 0
         exc, names = None, ()
         try:
@@ -801,7 +806,8 @@ class _Kernel:
             report["exit_code"] = _exit_code(e.code)
         except BaseException as e:
             exc = e
-        rich.finish(report, g, "results" in names)
+        if not own:
+            rich.finish(report, g, "results" in names)
         if exc is not None:
             exc.__traceback__ = _strip(exc.__traceback__)
             self.lines()

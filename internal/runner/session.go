@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A session's kernel is the driver started with --session: it reads cells
@@ -161,37 +162,100 @@ func parseMarker(b []byte) (n, size int, state markerState) {
 
 // SessionScanner reads a kernel's channel as it arrives: rich outputs go
 // to output, cell reports to report. Lines that are neither (bytes the
-// user's code wrote to the channel) are skipped.
+// user's code wrote to the channel) are skipped. Once armed (ExpectState)
+// it also takes a saved state, and with OnLoaded the outcome of a load.
 type SessionScanner struct {
-	output  func(Output)
-	report  func(cell int, r Report)
-	partial []byte
+	output   func(Output)
+	report   func(cell int, r Report)
+	partial  []byte
+	overlong bool         // the line being read is over maxLine: dropped
+	state    *stateStream // the state being passed through, nil between
+
+	mu     sync.Mutex
+	expect func(StateMeta) StateSink
+	loaded func(Loaded)
 }
+
+// maxLine bounds a channel line the scanner holds: the driver's longest
+// (an output, a report) stays under its 4 MiB output budget plus the
+// result's and the traceback's caps.
+const maxLine = 16 << 20
 
 // NewSessionScanner returns a scanner with the given callbacks.
 func NewSessionScanner(output func(Output), report func(cell int, r Report)) *SessionScanner {
 	return &SessionScanner{output: output, report: report}
 }
 
+// ExpectState arms the scanner for the state a SaveRequest makes the kernel
+// write: the next {"snapshot": ...} line goes to begin, and the bytes it
+// announces to the sink begin returns, never parsed as lines. Such a line
+// that comes unasked (the user's code can write on the channel) is skipped
+// like any other stray line.
+func (s *SessionScanner) ExpectState(begin func(StateMeta) StateSink) {
+	s.mu.Lock()
+	s.expect = begin
+	s.mu.Unlock()
+}
+
+// OnLoaded sets what receives the outcome of a LoadRequest.
+func (s *SessionScanner) OnLoaded(fn func(Loaded)) {
+	s.mu.Lock()
+	s.loaded = fn
+	s.mu.Unlock()
+}
+
 // Write consumes the next chunk of the channel.
 func (s *SessionScanner) Write(p []byte) {
 	for len(p) > 0 {
+		if s.state != nil {
+			p = s.state.write(p)
+			if s.state.left == 0 {
+				s.state = nil
+			}
+			continue
+		}
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			s.partial = append(s.partial, p...)
+			if len(s.partial) > maxLine {
+				// No line of the driver's is this long: bytes the user's
+				// code writes without end, which must not grow here.
+				s.partial, s.overlong = s.partial[:0], true
+			}
 			return
 		}
 		line := p[:i]
 		if len(s.partial) > 0 {
 			line = append(s.partial, line...)
 		}
-		if o, err := ParseOutput(line); err == nil {
-			s.output(o)
-		} else if n, r, err := ParseCellReport(line); err == nil {
-			s.report(n, r)
+		if !s.overlong {
+			s.line(line)
 		}
-		s.partial = s.partial[:0]
+		s.partial, s.overlong = s.partial[:0], false
 		p = p[i+1:]
+	}
+}
+
+func (s *SessionScanner) line(line []byte) {
+	if o, err := ParseOutput(line); err == nil {
+		s.output(o)
+	} else if n, r, err := ParseCellReport(line); err == nil {
+		s.report(n, r)
+	} else if meta, ok := parseStateLine(line); ok {
+		s.mu.Lock()
+		begin := s.expect
+		s.expect = nil
+		s.mu.Unlock()
+		if begin != nil {
+			s.state = &stateStream{sink: begin(meta), total: meta.Bytes, left: meta.Bytes, index: []byte{}}
+		}
+	} else if l, ok := parseLoadedLine(line); ok {
+		s.mu.Lock()
+		fn := s.loaded
+		s.mu.Unlock()
+		if fn != nil {
+			fn(l)
+		}
 	}
 }
 

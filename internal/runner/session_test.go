@@ -19,6 +19,7 @@ type kernel struct {
 	cmd  *exec.Cmd
 	reqW *os.File
 	next int
+	scan *SessionScanner
 
 	mu     sync.Mutex
 	cells  map[int]*cellOut
@@ -39,6 +40,12 @@ type cellOut struct {
 
 func startKernel(t *testing.T, python string) *kernel {
 	t.Helper()
+	return startKernelIn(t, python, t.TempDir())
+}
+
+// startKernelIn starts a kernel whose working directory is dir.
+func startKernelIn(t *testing.T, python, dir string) *kernel {
+	t.Helper()
 	chR, chW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func startKernel(t *testing.T, python string) *kernel {
 	}
 	k := &kernel{t: t, reqW: reqW, cells: map[int]*cellOut{}, cellCh: make(chan *cellOut, 1)}
 	cmd := exec.Command(python, SessionArgv(python, SessionOptions{})[1:]...)
-	cmd.Dir, cmd.Env = t.TempDir(), testEnv()
+	cmd.Dir, cmd.Env = dir, testEnv()
 	cmd.ExtraFiles = []*os.File{chW, reqR}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -66,7 +73,7 @@ func startKernel(t *testing.T, python string) *kernel {
 	chW.Close()
 	reqR.Close()
 	k.cmd = cmd
-	scan := NewSessionScanner(func(o Output) {
+	k.scan = NewSessionScanner(func(o Output) {
 		k.mu.Lock()
 		k.cur.outputs = append(k.cur.outputs, o)
 		k.mu.Unlock()
@@ -100,7 +107,7 @@ func startKernel(t *testing.T, python string) *kernel {
 		}).Write
 	}
 	k.wg.Add(3)
-	go pump(chR, scan.Write)
+	go pump(chR, k.scan.Write)
 	go pump(stdout, split(func(c *cellOut) *bytes.Buffer { return &c.stdout }))
 	go pump(stderr, split(func(c *cellOut) *bytes.Buffer { return &c.stderr }))
 	t.Cleanup(func() {
@@ -131,24 +138,37 @@ func (k *kernel) check(n int) {
 // SIGINT that long after the cell started.
 func (k *kernel) run(code string, eval bool, interrupt time.Duration) *cellOut {
 	k.t.Helper()
-	k.next++
-	c := &cellOut{n: k.next}
-	k.mu.Lock()
-	k.cells[c.n], k.cur = c, c
-	k.mu.Unlock()
-	if _, err := k.reqW.Write(Cell{Number: c.n, Code: code, EvalLastExpr: eval}.Frame()); err != nil {
-		k.t.Fatal(err)
-	}
+	c := k.send(func(n int) []byte { return Cell{Number: n, Code: code, EvalLastExpr: eval}.Frame() })
 	if interrupt > 0 {
 		time.Sleep(interrupt)
 		if err := syscall.Kill(-k.cmd.Process.Pid, syscall.SIGINT); err != nil {
 			k.t.Fatal(err)
 		}
 	}
+	return k.wait(c)
+}
+
+// send writes the frame of the next cell, made by frame from its number.
+func (k *kernel) send(frame func(n int) []byte) *cellOut {
+	k.t.Helper()
+	k.next++
+	c := &cellOut{n: k.next}
+	k.mu.Lock()
+	k.cells[c.n], k.cur = c, c
+	k.mu.Unlock()
+	if _, err := k.reqW.Write(frame(c.n)); err != nil {
+		k.t.Fatal(err)
+	}
+	return c
+}
+
+// wait returns c once it has ended.
+func (k *kernel) wait(c *cellOut) *cellOut {
+	k.t.Helper()
 	select {
 	case got := <-k.cellCh:
 		return got
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
 		k.t.Fatalf("cell %d did not end", c.n)
 	}
 	return nil

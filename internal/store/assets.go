@@ -147,7 +147,7 @@ func (s *NATS) probeReads(ctx context.Context) error {
 			return fmt.Errorf("reading bucket %s: %w", kv.Bucket(), err)
 		}
 	}
-	for name, obs := range map[string]jetstream.ObjectStore{RequestsBucket: s.requests, ArtifactsBucket: s.artifacts} {
+	for name, obs := range map[string]jetstream.ObjectStore{RequestsBucket: s.requests, ArtifactsBucket: s.artifacts, SnapshotsBucket: s.snapshots} {
 		if _, err := obs.GetInfo(ctx, probeKey); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			return fmt.Errorf("reading object store %s: %w", name, err)
 		}

@@ -24,7 +24,8 @@ import (
 // leaderReadStreams are the streams a replicated store reads from their
 // leaders.
 func leaderReadStreams() []string {
-	return []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket}
+	return []string{"KV_" + RecordsBucket, "OBJ_" + RequestsBucket, "OBJ_" + ArtifactsBucket, "KV_" + SessionsBucket,
+		"OBJ_" + SnapshotsBucket}
 }
 
 // directGets reports whether a new stream gets direct gets: on a single
@@ -59,6 +60,10 @@ func (s *NATS) readFromLeaders(ctx context.Context) error {
 	}
 	// A session created through one node is used through another at once.
 	if s.sessions, err = s.js.KeyValue(ctx, SessionsBucket); err != nil {
+		return err
+	}
+	// A snapshot stored through one node is restored through another.
+	if s.snapshots, err = s.js.ObjectStore(ctx, SnapshotsBucket); err != nil {
 		return err
 	}
 	s.artifacts, err = s.js.ObjectStore(ctx, ArtifactsBucket)

@@ -34,6 +34,8 @@ type NATS struct {
 	members jetstream.KeyValue
 	// sessions is the fleet's session registry (sessions.go).
 	sessions jetstream.KeyValue
+	// snapshots holds sessions' snapshots (snapshots.go).
+	snapshots jetstream.ObjectStore
 	// onWait hears of Open's failed attempts (OnWait).
 	onWait WaitFunc
 }
@@ -104,6 +106,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*NATS
 		{"creating the artifacts bucket", s.openArtifacts},
 		{"creating the nodes bucket", s.openMembers},
 		{"creating the sessions bucket", s.openSessions},
+		{"creating the snapshots bucket", s.openSnapshots},
 		{"setting reads from the leaders", s.readFromLeaders},
 		{"reading the buckets", s.probeReads},
 	}

@@ -32,6 +32,11 @@ type SessionEntry struct {
 	// (node_lost, node_shutdown); the entry stays so that its clients learn
 	// the reason instead of a bare "not found".
 	Ended string `json:"ended,omitempty"`
+	// Hibernation is the snapshot a session was saved as when its node
+	// shut down gracefully: the node's next run adopts it. ParkedAt is
+	// when it was recorded.
+	Hibernation string    `json:"hibernation,omitempty"`
+	ParkedAt    time.Time `json:"parked_at,omitzero"`
 }
 
 // SessionRegistry records where the fleet's sessions live.

@@ -15,6 +15,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/store"
 	"github.com/pyexec/pyexec/internal/workspace"
 )
@@ -89,6 +90,14 @@ func start(t testing.TB, cfg engine.Config, deps Deps, workspaces bool) *engine.
 			}
 		}
 		d.WorkspaceMounts = jails.Workspaces
+	}
+	if d.Snapshots == nil && cfg.Snapshots.Key.IsZero() {
+		// Sessions' snapshots in the same store, under a key of the test's.
+		dir := t.TempDir()
+		if cfg.Snapshots.Key, err = snapshot.LoadKey(dir); err != nil {
+			t.Fatal(err)
+		}
+		d.Snapshots, cfg.Snapshots.SpoolDir = st, dir
 	}
 	if d.Interpreters == nil {
 		pythons, err := pyenv.Discover(ctx, pyenv.OptionsFromEnv(os.Getenv))

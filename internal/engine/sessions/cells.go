@@ -36,6 +36,10 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 		return CellResult{}, fmt.Errorf("%w: %s", ErrBusy, id)
 	}
 	defer s.run.Unlock()
+	resumed, err := m.wake(ctx, s)
+	if err != nil {
+		return CellResult{}, err
+	}
 	s.mu.Lock()
 	k, gone := s.k, s.gone
 	if gone {
@@ -58,7 +62,7 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 
 	c := newCellRun(n, m.lim.OutputBytes)
 	started := run.Now()
-	res := CellResult{SessionID: s.id, ExecutionCount: n,
+	res := CellResult{SessionID: s.id, ExecutionCount: n, Resumed: resumed,
 		Execution: run.Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
 	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
 		k.finish(c)

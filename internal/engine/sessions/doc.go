@@ -3,12 +3,15 @@
 // persistent __main__. It owns the registry and its caps, the kernel (a
 // jail started cold or forked from a fork server) and its three pipes,
 // cells with their timeouts and interrupts, the workspace's files, restarts
-// and reaping. Sessions live in memory on the node that created them and
-// do not survive its restart (internal/fleetsess reaches them from other
-// nodes).
+// and reaping; saving a session's state as a snapshot (through Deps.Vault),
+// restoring a verified snapshot into a new session and forking a live one
+// (state.go); hibernating idle sessions and resuming them on their next
+// call (hibernate.go). Sessions live in memory on the node that created them
+// (internal/fleetsess reaches them from other nodes).
 //
 // It never checks who asks: the engine authorizes every call before it
 // reaches a session (Service.Lookup, then the call on the *Live it
-// returns). It never touches the store and knows nothing of executions'
-// records.
+// returns). It never touches the store (a snapshot goes to the Vault and
+// comes back verified by the engine), never reads a snapshot's state, and
+// knows nothing of executions' records.
 package sessions

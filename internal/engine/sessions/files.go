@@ -22,7 +22,9 @@ import (
 // PutFile writes a file into the session's workspace.
 func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
 	id := s.id
-	k, err := liveKernel(s)
+	s.files.RLock()
+	defer s.files.RUnlock()
+	k, err := m.awake(s)
 	if err != nil {
 		return err
 	}
@@ -42,7 +44,9 @@ func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
 // ListFiles lists the regular files of the session's workspace.
 func (m *Service) ListFiles(s *Live) ([]File, error) {
 	id := s.id
-	k, err := liveKernel(s)
+	s.files.RLock()
+	defer s.files.RUnlock()
+	k, err := m.awake(s)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +77,9 @@ func (m *Service) ListFiles(s *Live) ([]File, error) {
 // run.ErrFileNotFound: no such regular file (a link is not followed).
 func (m *Service) ReadFile(s *Live, unsafePath string) ([]byte, error) {
 	id := s.id
-	k, err := liveKernel(s)
+	s.files.RLock()
+	defer s.files.RUnlock()
+	k, err := m.awake(s)
 	if err != nil {
 		return nil, err
 	}

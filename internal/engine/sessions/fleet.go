@@ -11,6 +11,15 @@ func (m *Service) Live() int {
 	return len(m.live)
 }
 
+// Room fails with ErrTooMany when this node, or caller's sessions on it,
+// are at their cap: a restore asks before it reads its snapshot (the cap
+// is taken for good only when the session starts).
+func (m *Service) Room(caller string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.roomFor(caller)
+}
+
 // Cap is the most sessions this node holds at once.
 func (m *Service) Cap() int { return m.cfg.Max }
 

@@ -24,8 +24,21 @@ func forEachKernel(t *testing.T, f func(t *testing.T, forked bool)) {
 // server that preloads preload, or cold.
 func newService(t *testing.T, sc Config, forked bool, preload ...string) *Service {
 	t.Helper()
+	return newServiceWith(t, sc, forked, nil, preload...)
+}
+
+// newServiceWith is newService keeping its snapshots in v.
+func newServiceWith(t *testing.T, sc Config, forked bool, v Vault, preload ...string) *Service {
+	t.Helper()
+	return newServiceDeps(t, sc, forked, Deps{Vault: v}, preload...)
+}
+
+// newServiceDeps is newService with deps (their jails, interpreters and
+// forker set here).
+func newServiceDeps(t *testing.T, sc Config, forked bool, deps Deps, preload ...string) *Service {
+	t.Helper()
 	m := runtest.Jails(t)
-	deps := Deps{Jails: m, Interpreters: runtest.Interpreters{}}
+	deps.Jails, deps.Interpreters = m, runtest.Interpreters{}
 	if forked {
 		p := pool.New(m, pool.Config{ForkServer: true, BaseEnv: run.BaseEnv(), Preload: preload})
 		t.Cleanup(func() { // after the service's: its sessions are gone by then

@@ -21,6 +21,9 @@ type kernel struct {
 	release func()        // gives back what the kernel held of the fork server
 	ended   chan struct{} // closed once proc has ended and cur was failed
 	res     sandbox.Result
+	// scan reads the channel: it also takes a saved state (ExpectState)
+	// and the outcome of a load (OnLoaded).
+	scan *runner.SessionScanner
 
 	mu  sync.Mutex
 	cur *cellRun // the running cell, nil between cells
@@ -30,6 +33,7 @@ type kernel struct {
 // it; done is closed when its report and both end markers arrived.
 type cellRun struct {
 	n        int
+	own      bool // pyexec's own cell (flagged x): its output is dropped
 	limit    int64
 	stdout   cappedBuffer
 	stderr   cappedBuffer
@@ -100,7 +104,8 @@ func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool
 // sink routes the kernel's three pipes: output to the running cell, cell
 // ends and reports to their bookkeeping.
 func (k *kernel) sink() sandbox.OutputFunc {
-	scan := runner.NewSessionScanner(k.output, k.report)
+	k.scan = runner.NewSessionScanner(k.output, k.report)
+	scan := k.scan
 	stdout := runner.NewCellSplitter(func(b []byte) { k.stream(b, false) }, k.end)
 	stderr := runner.NewCellSplitter(func(b []byte) { k.stream(b, true) }, k.end)
 	return func(s sandbox.Stream, b []byte) {
@@ -184,8 +189,8 @@ func (k *kernel) stream(b []byte, stderr bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	c := k.cur
-	if c == nil || c.finished {
-		return // output between cells (a leftover child process): dropped
+	if c == nil || c.finished || c.own {
+		return // output between cells (a leftover child process), or of pyexec's own cell: dropped
 	}
 	if stderr {
 		c.stderr.write(b, c.limit)
@@ -197,7 +202,7 @@ func (k *kernel) stream(b []byte, stderr bool) {
 func (k *kernel) output(o runner.Output) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if c := k.cur; c != nil && !c.finished {
+	if c := k.cur; c != nil && !c.finished && !c.own {
 		c.outputs = append(c.outputs, run.Output(o))
 	}
 }

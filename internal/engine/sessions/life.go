@@ -20,6 +20,9 @@ func (m *Service) Restart(s *Live) (Session, error) {
 		return Session{}, err
 	}
 	defer unhold()
+	if _, err := m.awake(s); err != nil {
+		return Session{}, err
+	}
 	old := s.kernel()
 	if old == nil {
 		return Session{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
@@ -57,28 +60,21 @@ func (m *Service) Restart(s *Live) (Session, error) {
 }
 
 // reapSessions ends idle and expired sessions every ReapInterval until
-// ctx ends, then ends every session: sessions do not outlive the engine.
+// ctx ends, then parks or ends every session (park.go).
 func (m *Service) reapSessions(ctx context.Context) {
 	t := time.NewTicker(m.cfg.ReapInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			m.mu.Lock()
-			m.closed = true
-			all := make([]*Live, 0, len(m.live))
-			for _, s := range m.live {
-				all = append(all, s)
-			}
-			m.mu.Unlock()
-			for _, s := range all {
-				m.endSession(s, "server shutting down")
-			}
+			m.shutdown()
 			return
 		case <-t.C:
-			for _, s := range m.expired(time.Now()) {
+			now := time.Now()
+			for _, s := range m.expired(now) {
 				m.endSession(s.s, s.why)
 			}
+			m.startHibernations(now)
 		}
 	}
 }
@@ -100,7 +96,7 @@ func (m *Service) expired(t time.Time) []reaped {
 		switch {
 		case !t.Before(s.expires):
 			out = append(out, reaped{s, "max lifetime reached"})
-		case s.k != nil && !s.busy && t.Sub(s.last) >= s.idle:
+		case (s.k != nil || s.asleep != "") && !s.busy && t.Sub(s.last) >= s.idle:
 			out = append(out, reaped{s, "idle timeout"})
 		case s.k != nil && kernelEnded(s.k) && !s.busy:
 			out = append(out, reaped{s, "interpreter ended"})

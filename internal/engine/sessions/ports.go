@@ -27,9 +27,13 @@ var (
 // namespace, from the server, adding nothing to the jail: its outbound
 // network stays as it was. Opening a connection counts as the session's
 // activity (its idle timeout starts again); traffic on a connection
-// already open does not.
+// already open does not. A hibernated session resumes first; its
+// hibernation had ended whatever served the port (a later hibernation
+// closes the connections open to it).
 func (m *Service) DialPort(ctx context.Context, s *Live, port int) (net.Conn, error) {
-	k, err := liveKernel(s)
+	s.files.RLock()
+	defer s.files.RUnlock()
+	k, err := m.awake(s)
 	if err != nil {
 		return nil, err
 	}

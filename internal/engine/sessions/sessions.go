@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,10 +33,17 @@ type Deps struct {
 	// requirements.
 	Envs   run.Environments
 	Logger *slog.Logger // nil discards
+	// Vault keeps the snapshots sessions are saved as; nil refuses
+	// snapshots (ErrNoSnapshots).
+	Vault Vault
 	// OnEnd, if set, is told the id of every session that ends, and
 	// whether it ended because the service shuts down. It runs on the
 	// goroutine that ends the session.
 	OnEnd func(id string, shutdown bool)
+	// OnPark, if set, is told of every session saved at shutdown for the
+	// next run of this node (park.go), which it must record for Adopt;
+	// without it, every session ends at shutdown.
+	OnPark func(p Parked)
 }
 
 // Service holds this node's live sessions. Build it with New, Run it, and
@@ -61,6 +69,21 @@ type Service struct {
 	mu     sync.Mutex
 	live   map[string]*Live // the registry
 	closed bool             // the reaper ended every session: no more
+	// parked are the sessions this run's shutdown saved for the next
+	// (park.go), as they were: until the process ends, a call on one is
+	// "retry later", not "not found", and a listing shows it.
+	parked map[string]Session
+
+	// hibSlots holds a token per hibernation under way
+	// (Config.Hibernations).
+	hibSlots chan struct{}
+	hibWG    sync.WaitGroup // the hibernation workers
+	counts   counts
+}
+
+// counts are the service's running totals (Stats).
+type counts struct {
+	hibernated, hibernateFailed, resumed, resumeFailed atomic.Int64
 }
 
 // New applies the defaults to cfg and lim, checks cfg and returns the
@@ -77,7 +100,8 @@ func New(cfg Config, lim run.Limits, deps Deps) (*Service, error) {
 	base, cancelBase := context.WithCancel(context.Background())
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, lim: lim.WithDefaults(), deps: deps, log: log, base: base, cancelBase: cancelBase,
-		stopping: stopping, stop: stop, live: make(map[string]*Live)}, nil
+		stopping: stopping, stop: stop, live: make(map[string]*Live),
+		parked: make(map[string]Session), hibSlots: make(chan struct{}, cfg.Hibernations)}, nil
 }
 
 // Run starts reaping idle and expired sessions.
@@ -128,7 +152,10 @@ type Live struct {
 	// session with requirements of its own forks only from a server its
 	// layered environment already has, else it starts cold.
 	startForks bool
-	idle       time.Duration
+	// req is the request the session was made with (a snapshot keeps it,
+	// a fork repeats it); life its lifetime.
+	req        Request
+	idle, life time.Duration
 	created    time.Time
 	expires    time.Time
 
@@ -142,6 +169,23 @@ type Live struct {
 	last     time.Time
 	restarts int
 	gone     bool // deleted or reaped: no longer in the registry
+	// from says where the session's first state came from: a snapshot
+	// restored (fromSnapshot) or a session forked (forkedFrom).
+	fromSnapshot, forkedFrom string
+	// asleep is the hibernation snapshot of a session without a kernel
+	// (hibernate.go); hibernating says a worker is saving it; hibFails
+	// counts its failed hibernations in a row, hibRetry is when the next
+	// may be tried.
+	asleep      string
+	hibernating bool
+	hibFails    int
+	loadFails   int // loads of its hibernation in a row that ended the interpreter
+	hibRetry    time.Time
+
+	// files is held for reading by a file call while it uses the kernel,
+	// and for writing by a hibernation: a file written during a
+	// hibernation is never left out of its snapshot.
+	files sync.RWMutex
 }
 
 // Owner is the caller that created the session.
@@ -151,13 +195,16 @@ func (s *Live) Owner() string { return s.caller }
 func (s *Live) Info() Session {
 	s.mu.Lock()
 	k, state := s.k, Idle
-	if s.busy {
+	switch {
+	case s.busy:
 		state = Busy
+	case s.asleep != "":
+		state = Hibernated
 	}
 	out := Session{ID: s.id, State: state, PythonVersion: s.python, Caller: s.caller, Network: s.spec.Network,
 		ExecutionCount: s.count, CreatedAt: s.created, LastActivity: s.last, ExpiresAt: s.expires,
 		IdleTimeout: s.idle, MemoryLimit: s.spec.Limits.MemoryBytes, DiskLimit: s.spec.Limits.WorkspaceBytes,
-		Restarts: s.restarts}
+		Restarts: s.restarts, FromSnapshot: s.fromSnapshot, ForkedFrom: s.forkedFrom}
 	s.mu.Unlock()
 	if k != nil {
 		out.MemoryBytes = k.proc.MemoryUsage()
@@ -176,46 +223,73 @@ func (s *Live) kernel() *kernel {
 // that waits for cells. It fails with ErrTooMany over the node's or the
 // caller's cap, and run.ErrInvalid for a request the server refuses.
 func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
-	if m.deps.Jails == nil {
-		return Session{}, ErrDisabled
-	}
 	unhold, err := m.hold()
 	if err != nil {
 		return Session{}, err
 	}
 	defer unhold()
+	s, err := m.launch(ctx, req)
+	if err != nil {
+		return Session{}, err
+	}
+	s.run.Unlock()
+	m.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", s.kernel().forked)
+	return s.Info(), nil
+}
+
+// configured makes the session req asks for, not started: its idle
+// timeout and lifetime within the server's bounds, its jail's spec and
+// environment.
+func (m *Service) configured(ctx context.Context, req Request) (*Live, error) {
 	c := m.cfg
 	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
 	life, err := pickDuration(req.MaxLifetime, c.DefaultLifetime, c.MaxLifetime, "max lifetime")
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
 	s, err := m.sessionSpec(ctx, req, life)
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
-	s.idle = idle
+	s.idle, s.life, s.req = idle, life, req
+	return s, nil
+}
+
+// launch starts a session of req, registered under the caps, its kernel
+// running: it returns it with s.run held, so that it takes no cell before
+// its caller is done with it (a restore loads its state first). The
+// caller holds the service (hold).
+func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
+	if m.deps.Jails == nil {
+		return nil, ErrDisabled
+	}
+	s, err := m.configured(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.req.Progress, s.req.FromSnapshot = nil, "" // a fork repeats the configuration, not the restore
 	if s.id, err = newID(); err != nil {
 		s.release()
-		return Session{}, err
+		return nil, err
 	}
 	if err := m.reserve(s); err != nil {
 		s.release()
-		return Session{}, err
+		return nil, err
 	}
 	if err := m.mountWorkspace(ctx, s, req); err != nil {
 		m.forget(s)
 		s.release()
-		return Session{}, err
+		return nil, err
 	}
+	s.run.Lock()
 	k, err := m.startKernel(m.base, s.spec, s.startForks)
 	if err != nil {
 		m.forget(s)
 		s.release()
-		return Session{}, fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	s.mu.Lock()
 	gone := s.gone
@@ -225,10 +299,9 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 	if gone { // deleted or shut down while it started
 		k.stop()
 		s.release()
-		return Session{}, fmt.Errorf("%w: %s", ErrEnded, s.id)
+		return nil, fmt.Errorf("%w: %s", ErrEnded, s.id)
 	}
-	m.log.Info("session created", "session_id", s.id, "caller", s.caller, "python", s.python, "forked", k.forked)
-	return s.Info(), nil
+	return s, nil
 }
 
 // sessionSpec validates req and builds the kernel's jail spec.
@@ -373,6 +446,15 @@ func pickDuration(v, def, maxv time.Duration, what string) (time.Duration, error
 func (m *Service) reserve(s *Live) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.roomFor(s.caller); err != nil {
+		return err
+	}
+	m.live[s.id] = s
+	return nil
+}
+
+// roomFor fails unless one more session of caller fits (m.mu held).
+func (m *Service) roomFor(caller string) error {
 	if m.closed {
 		return run.ErrClosed
 	}
@@ -381,14 +463,13 @@ func (m *Service) reserve(s *Live) error {
 	}
 	mine := 0
 	for _, o := range m.live {
-		if o.caller == s.caller {
+		if o.caller == caller {
 			mine++
 		}
 	}
 	if mine >= m.cfg.MaxPerCaller {
 		return fmt.Errorf("%w: at most %d sessions per caller", ErrTooMany, m.cfg.MaxPerCaller)
 	}
-	m.live[s.id] = s
 	return nil
 }
 
@@ -427,17 +508,32 @@ func (m *Service) Lookup(id string) (*Live, error) {
 	return s, nil
 }
 
-// List lists the live sessions of the owners may accepts, oldest first.
+// Parked says whether this run's shutdown parked session id, and for
+// which owner.
+func (m *Service) Parked(id string) (owner string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.parked[id]
+	return p.Caller, ok
+}
+
+// List lists the live sessions of the owners may accepts, and those this
+// run's shutdown parked (hibernated), oldest first.
 func (m *Service) List(may func(owner string) bool) []Session {
 	m.mu.Lock()
 	var list []*Live
+	out := make([]Session, 0, len(m.live))
 	for _, s := range m.live {
 		if may(s.caller) {
 			list = append(list, s)
 		}
 	}
+	for _, p := range m.parked {
+		if may(p.Caller) {
+			out = append(out, p)
+		}
+	}
 	m.mu.Unlock()
-	out := make([]Session, 0, len(list))
 	for _, s := range list {
 		out = append(out, s.Info())
 	}
@@ -457,6 +553,12 @@ func (m *Service) endSession(s *Live, why string) {
 	if k := s.kernel(); k != nil {
 		k.stop()
 	}
+	s.mu.Lock()
+	asleep := s.asleep
+	s.mu.Unlock()
+	if asleep != "" {
+		m.forgetSnapshot(asleep)
+	}
 	s.release()
 	m.sessionEnded(s)
 	m.log.Info("session ended", "session_id", s.id, "why", why)
@@ -470,11 +572,15 @@ func (m *Service) Stats() Stats {
 		list = append(list, s)
 	}
 	m.mu.Unlock()
-	st := Stats{Live: len(list)}
+	st := Stats{Live: len(list), Hibernated: m.counts.hibernated.Load(), HibernateFailed: m.counts.hibernateFailed.Load(),
+		Resumed: m.counts.resumed.Load(), ResumeFailed: m.counts.resumeFailed.Load()}
 	for _, s := range list {
 		s.mu.Lock()
 		if s.busy {
 			st.Busy++
+		}
+		if s.asleep != "" {
+			st.Asleep++
 		}
 		k := s.k
 		s.mu.Unlock()

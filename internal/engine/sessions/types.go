@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
@@ -18,6 +19,9 @@ var (
 	ErrEnded    = errors.New("the session has ended")                     // 410
 	ErrTooMany  = errors.New("too many live sessions")                    // 429
 	ErrDisabled = errors.New("sessions are not available on this server") // 501
+	// ErrNoSnapshots: the service was built without a place to keep
+	// snapshots (Deps.Vault).
+	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
 )
 
 // Jails prepares the jail a session lives in; *sandbox.Manager implements
@@ -61,6 +65,22 @@ type Config struct {
 	// MaxFileBytes caps one file read from a session's workspace. Default
 	// 64 MiB.
 	MaxFileBytes int64
+	// SaveTimeout bounds saving or loading a session's state: past it
+	// the kernel is interrupted, InterruptGrace later killed (a kernel
+	// that did not finish pyexec's own cell cannot take the next).
+	// Default 2m.
+	SaveTimeout time.Duration
+	// HibernateAfter saves a session idle for that long as a snapshot and
+	// ends its kernel; its next call resumes it (hibernate.go). Zero never
+	// does; it needs Deps.Vault.
+	HibernateAfter time.Duration
+	// Hibernations bounds the sessions saved for hibernation at once, by
+	// workers apart from the reaper. Default 2.
+	Hibernations int
+	// ParkTimeout bounds the saves of the awake sessions at shutdown
+	// (park.go): a session not saved by then ends. Keep it below the
+	// engine's shutdown timeout. Default 20s.
+	ParkTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -81,11 +101,16 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxLifetime, 24*time.Hour)
 	set(&c.InterruptGrace, 2*time.Second)
 	set(&c.ReapInterval, time.Second)
+	set(&c.SaveTimeout, 2*time.Minute)
+	set(&c.ParkTimeout, 20*time.Second)
 	if c.DefaultMemoryBytes == 0 {
 		c.DefaultMemoryBytes = 256 << 20
 	}
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = 64 << 20
+	}
+	if c.Hibernations == 0 {
+		c.Hibernations = 2
 	}
 	return c
 }
@@ -104,6 +129,14 @@ func (c Config) validate() error {
 		return errors.New("session interrupt grace and reap interval must be positive")
 	case c.MaxFileBytes < 1:
 		return errors.New("session file size cap must be positive")
+	case c.SaveTimeout < time.Second:
+		return errors.New("the session save timeout must be at least 1s")
+	case c.Hibernations < 1:
+		return errors.New("at least one session must be able to hibernate at a time")
+	case c.ParkTimeout < 0:
+		return errors.New("the session park timeout must not be negative")
+	case c.HibernateAfter < 0:
+		return errors.New("the session hibernation delay must not be negative")
 	}
 	return nil
 }
@@ -129,6 +162,10 @@ type Request struct {
 	// WorkspaceMode is "rw" (the default) or "ro".
 	Workspace     string `json:"workspace,omitempty"`
 	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	// FromSnapshot restores the snapshot of that id into the new session
+	// (the engine's CreateSession; Service.Restore): its configuration
+	// fills the fields left zero.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Caller owns the session (the API key's name); the per-caller cap
 	// counts by it.
 	Caller string `json:"caller,omitempty"`
@@ -143,7 +180,10 @@ type State string
 // Session states. A session that ended is gone: it is not listed.
 const (
 	Idle State = "idle" // waiting for a cell
-	Busy State = "busy" // running a cell
+	Busy State = "busy" // running a cell, saving or loading its state
+	// Hibernated: saved as a snapshot, without a kernel; its next call
+	// resumes it.
+	Hibernated State = "hibernated"
 )
 
 // Session describes a live session.
@@ -162,6 +202,13 @@ type Session struct {
 	MemoryLimit    int64         `json:"memory_limit_bytes"` // the jail's limit
 	DiskLimit      int64         `json:"disk_limit_bytes"`
 	Restarts       int           `json:"restarts,omitempty"`
+	// FromSnapshot names the snapshot a restored session was made from,
+	// ForkedFrom the session a fork was made of; Skipped lists the
+	// variables such a session could not load (a module its environment
+	// lacks), on the answer of the restore or fork only.
+	FromSnapshot string           `json:"from_snapshot,omitempty"`
+	ForkedFrom   string           `json:"forked_from,omitempty"`
+	Skipped      []runner.Skipped `json:"skipped,omitempty"`
 }
 
 // CellRequest is one cell to run in a session.
@@ -181,6 +228,17 @@ type CellResult struct {
 	// SessionEnded says the session did not survive the cell (its
 	// interpreter died, or a timed-out cell did not yield to its interrupt).
 	SessionEnded bool `json:"session_ended,omitempty"`
+	// Resumed says the session was hibernated and resumed for this cell.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// Saved describes a snapshot a session was saved as.
+type Saved struct {
+	ID             string           `json:"snapshot_id"`
+	Bytes          int64            `json:"bytes"`
+	ExecutionCount int              `json:"execution_count"`
+	Saved          []string         `json:"saved"`
+	Skipped        []runner.Skipped `json:"skipped"`
 }
 
 // File is a file of a session's workspace.
@@ -193,7 +251,11 @@ type File struct {
 // Stats counts this node's sessions (for metrics).
 type Stats struct {
 	Live, Busy  int
+	Asleep      int   // hibernated now
 	MemoryBytes int64 // in use now by every session's jail
+	// Since the service started: hibernations done and failed, resumes
+	// done and failed.
+	Hibernated, HibernateFailed, Resumed, ResumeFailed int64
 }
 
 func invalidf(format string, args ...any) error {

@@ -1,0 +1,147 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSnapshotRestoreAndFork: a session's variables, functions and files
+// come back in a session restored from its snapshot, whose cells count on
+// from the parent's; a fork holds the same and then diverges from its
+// parent: a change in one is not seen in the other.
+func TestSnapshotRestoreAndFork(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, forked bool) {
+		v := newVault(t)
+		svc := newServiceWith(t, Config{}, forked, v)
+		ctx := context.Background()
+		a := newSession(t, svc, Request{})
+		cell(t, svc, a, "x = 41\ndef f(y):\n    return x + y\nopen('note.txt', 'w').write('hi')")
+		cell(t, svc, a, "import threading\nlock = threading.Lock()")
+
+		saved, err := svc.Snapshot(ctx, live(t, svc, a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if saved.ID == "" || saved.Bytes <= 0 || saved.ExecutionCount != 2 || !slices.Contains(saved.Saved, "x") ||
+			!slices.Contains(saved.Saved, "f") || len(saved.Skipped) != 1 || saved.Skipped[0].Name != "lock" {
+			t.Fatalf("saved %+v", saved)
+		}
+		// The session goes on after its snapshot; the snapshot does not.
+		cell(t, svc, a, "x = 100")
+
+		restored, err := svc.Restore(ctx, Request{Caller: tester}, v.open(t, saved.ID, tester))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if restored.FromSnapshot != saved.ID || restored.ExecutionCount != 2 || restored.MemoryLimit != 64<<20 {
+			t.Errorf("restored %+v", restored)
+		}
+		r := cell(t, svc, restored.ID, "f(1), open('note.txt').read(), 'lock' in globals()")
+		if result(r) != "(42, 'hi', False)" || r.ExecutionCount != 3 {
+			t.Fatalf("restored session: %q (count %d, stderr %s)", result(r), r.ExecutionCount, r.Stderr)
+		}
+		if _, err := svc.Restore(ctx, Request{Caller: "someone-else"}, v.open(t, saved.ID, tester)); err == nil {
+			t.Fatal("a snapshot was restored for a caller that does not own it")
+		}
+
+		child, err := svc.Fork(ctx, live(t, svc, a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if child.ForkedFrom != a || child.ExecutionCount != 3 {
+			t.Errorf("forked %+v", child)
+		}
+		if r := cell(t, svc, child.ID, "f(1), open('note.txt').read()"); result(r) != "(101, 'hi')" {
+			t.Fatalf("the fork: %q (stderr %s)", result(r), r.Stderr)
+		}
+		cell(t, svc, child.ID, "x = 0\nopen('note.txt', 'w').write('child')")
+		cell(t, svc, a, "y = 'parent only'")
+		if r := cell(t, svc, a, "f(1), open('note.txt').read(), 'y' in globals()"); result(r) != "(101, 'hi', True)" {
+			t.Errorf("the parent after the fork changed: %q", result(r))
+		}
+		if r := cell(t, svc, child.ID, "f(1), open('note.txt').read(), 'y' in globals()"); result(r) != "(1, 'child', False)" {
+			t.Errorf("the fork after the parent changed: %q", result(r))
+		}
+	})
+}
+
+// TestSnapshotWithoutVault: a server without a place for snapshots refuses
+// them and leaves the session as it was.
+func TestSnapshotWithoutVault(t *testing.T) {
+	svc := newService(t, Config{}, true)
+	a := newSession(t, svc, Request{})
+	if _, err := svc.Snapshot(context.Background(), live(t, svc, a)); !errors.Is(err, ErrNoSnapshots) {
+		t.Fatalf("without a vault: %v, want ErrNoSnapshots", err)
+	}
+	// The session is unharmed.
+	if r := cell(t, svc, a, "1 + 1"); result(r) != "2" {
+		t.Fatalf("after the refused snapshot: %q", result(r))
+	}
+}
+
+// TestHibernation: a session idle for HibernateAfter gives up its kernel
+// and its memory, says it is hibernated, and its next cell finds its
+// variables and files, says it resumed, and leaves no snapshot behind;
+// the cell after is an ordinary one.
+func TestHibernation(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, forked bool) {
+		v := newVault(t)
+		svc := newServiceWith(t, Config{HibernateAfter: time.Second, ReapInterval: 50 * time.Millisecond}, forked, v)
+		id := newSession(t, svc, Request{})
+		cell(t, svc, id, "x = list(range(5))\nopen('f.txt', 'w').write('kept')")
+		deadline := time.Now().Add(10 * time.Second)
+		for live(t, svc, id).Info().State != Hibernated {
+			if time.Now().After(deadline) {
+				t.Fatalf("not hibernated: %+v", live(t, svc, id).Info())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if st := svc.Stats(); st.Live != 1 || st.MemoryBytes != 0 || v.count() != 1 {
+			t.Fatalf("hibernated: %+v, %d snapshots stored", st, v.count())
+		}
+		r := cell(t, svc, id, "sum(x), open('f.txt').read()")
+		if result(r) != "(10, 'kept')" || !r.Resumed || r.ExecutionCount != 2 {
+			t.Fatalf("the first cell after hibernation: %q resumed=%v count=%d (stderr %s)", result(r), r.Resumed, r.ExecutionCount, r.Stderr)
+		}
+		if v.count() != 0 {
+			t.Errorf("the hibernation snapshot outlived the resume")
+		}
+		if r := cell(t, svc, id, "len(x)"); result(r) != "5" || r.Resumed {
+			t.Errorf("the next cell: %q resumed=%v", result(r), r.Resumed)
+		}
+	})
+}
+
+// TestClientGoneDuringItsSnapshot: a client that goes away while its
+// session's state is being saved (a snapshot, a fork) does not interrupt
+// the pickling (a KeyboardInterrupt in the session, and a kill if it
+// does not end within the grace): the snapshot is saved all the same,
+// and the session keeps its variables.
+func TestClientGoneDuringItsSnapshot(t *testing.T) {
+	v := newVault(t)
+	svc := newServiceWith(t, Config{InterruptGrace: 300 * time.Millisecond}, false, v)
+	id := newSession(t, svc, Request{Caller: tester})
+	cell(t, svc, id, "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(1)\n        return (str, ('slow',))\nx = Slow()\ny = 'kept'")
+	for _, op := range []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"snapshot", func(ctx context.Context) error { _, err := svc.Snapshot(ctx, live(t, svc, id)); return err }},
+		{"fork", func(ctx context.Context) error { _, err := svc.Fork(ctx, live(t, svc, id)); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := op.run(ctx)
+		cancel()
+		t.Logf("the %s whose client went away: %v", op.name, err)
+		time.Sleep(time.Second) // past the interrupt's grace
+		if r := cell(t, svc, id, "y"); result(r) != "'kept'" {
+			t.Fatalf("the session after a %s whose client went away: %q (stderr %s)", op.name, result(r), r.Stderr)
+		}
+	}
+	if n := len(v.ids()); n != 1 {
+		t.Errorf("%d snapshots stored, want the one whose client went away", n)
+	}
+}
