@@ -185,8 +185,13 @@ type exchange struct {
 // placeholder is reported and left as it is. The answer comes back with
 // every secret value replaced by its placeholder. first is what was read
 // of the stream already, until the deadline of its head.
-func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t target, secure bool) string {
+func (r *relay) proxyHTTP(down, up net.Conn, first []byte, until time.Time, t target, secure bool) (reason string) {
 	in := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), down), relayBuffer)
+	defer func() {
+		if reason != "" {
+			linger(down, in)
+		}
+	}()
 	out := bufio.NewWriterSize(down, relayBuffer)
 	upR := bufio.NewReaderSize(&downstream{r: r, up: up}, relayBuffer)
 	upW := bufio.NewWriterSize(&upstream{r: r, up: up}, relayBuffer)
@@ -578,6 +583,22 @@ func (d *downstream) Read(p []byte) (int, error) {
 		return n, errOverLimit
 	}
 	return n, err
+}
+
+// lingerBytes and lingerTime bound what the egress reads and drops of a
+// request it refused before reading its content, before it closes the
+// connection: a payload still sending that content then reads the refusal,
+// where a close with unread data would reset the connection under it.
+const (
+	lingerBytes = 256 << 10
+	lingerTime  = time.Second
+)
+
+// linger reads and drops what the payload is still sending on down (at
+// most lingerBytes, for at most lingerTime), after a refusal was written.
+func linger(down net.Conn, in *bufio.Reader) {
+	_ = down.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, in, lingerBytes)
 }
 
 // respond writes the egress's own response to the payload and flushes it:
