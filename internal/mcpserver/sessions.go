@@ -140,7 +140,7 @@ func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToo
 	}
 	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Secrets) > 0 || len(in.Requirements) > 0 ||
 		in.Workspace != "" || in.WorkspaceRO {
-		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network, secrets, requirements and workspace do not apply to a session's cell (set them at create_session)")
+		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network, secrets, workspace and requirements do not apply to a session's cell (set them at create_session)")
 	}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
