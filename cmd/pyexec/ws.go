@@ -261,7 +261,10 @@ func pullWorkspace(ctx context.Context, c *client.Client, ref wsRef, version int
 			} else if st, err := os.Stat(dest); err == nil && st.IsDir() {
 				dest = filepath.Join(dest, path.Base(ref.path))
 			}
-			return pullFile(rc, dest, stdout, ref)
+			if err := saveTo(rc, dest, stdout, ref.String()); err != nil {
+				return exitClientError, err
+			}
+			return 0, nil
 		case errors.As(err, &ae) && ae.StatusCode == 400:
 			// a folder: pulled as a tar below
 		default:
@@ -288,33 +291,6 @@ func pullWorkspace(ctx context.Context, c *client.Client, ref wsRef, version int
 	}
 	if !o.quiet && !o.json {
 		fmt.Fprintf(stderr, "%s: %d files into %s\n", ref, n, dest)
-	}
-	return 0, nil
-}
-
-// pullFile copies rc to dest ("-": stdout); a partly written file is
-// removed.
-func pullFile(rc io.Reader, dest string, stdout io.Writer, ref wsRef) (_ int, err error) {
-	if dest == "-" {
-		if _, err := io.Copy(stdout, rc); err != nil {
-			return exitClientError, fmt.Errorf("pulling %s: %w", ref, err)
-		}
-		return 0, nil
-	}
-	f, err := os.Create(dest)
-	if err != nil {
-		return exitClientError, err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(dest)
-		}
-	}()
-	if _, err := io.Copy(f, rc); err != nil {
-		return exitClientError, fmt.Errorf("pulling %s: %w", ref, err)
 	}
 	return 0, nil
 }
