@@ -75,15 +75,15 @@ var mcpToolCases = []mcpToolCase{
 	// a's workspace is named as a's session (a valid name, and one the
 	// unknown case replaces).
 	{tool: "run_python", owned: true, args: func(_, ses string) map[string]any {
-		return map[string]any{"code": "print(open('/workspace/secret.txt').read())", "workspace": ses}
+		return map[string]any{"code": "print(open('/workspace/a-only.txt').read())", "workspace": ses}
 	}},
 	{tool: "list_workspaces", args: func(_, _ string) map[string]any { return map[string]any{} }},
 	{tool: "list_workspace_files", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"workspace": ses} }},
 	{tool: "read_workspace_file", owned: true, args: func(_, ses string) map[string]any {
-		return map[string]any{"workspace": ses, "path": "secret.txt"}
+		return map[string]any{"workspace": ses, "path": "a-only.txt"}
 	}},
 	{tool: "write_workspace_file", owned: true, args: func(_, ses string) map[string]any {
-		return map[string]any{"workspace": ses, "path": "secret.txt", "content": "b was here"}
+		return map[string]any{"workspace": ses, "path": "a-only.txt", "content": "b was here"}
 	}},
 	{tool: "list_files", owned: true, args: func(exe, _ string) map[string]any { return map[string]any{"execution_id": exe} }},
 	{tool: "read_file", owned: true, args: func(exe, _ string) map[string]any {
@@ -126,7 +126,7 @@ func TestTenancyMCP(t *testing.T) {
 	}
 
 	createWorkspace(t, ts, keyA, ses)
-	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/"+ses+"/files/secret.txt", "application/octet-stream",
+	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/"+ses+"/files/a-only.txt", "application/octet-stream",
 		[]byte("secret of a"), as(keyA)); code != http.StatusOK {
 		t.Fatalf("a's workspace file: %d %s", code, body)
 	}
@@ -205,7 +205,7 @@ func TestTenancyMCP(t *testing.T) {
 	})
 
 	t.Run("a's workspace is as a left it", func(t *testing.T) {
-		if failed, text, _ := callTool(t, a, "read_workspace_file", map[string]any{"workspace": ses, "path": "secret.txt"}); failed || text != "secret of a" {
+		if failed, text, _ := callTool(t, a, "read_workspace_file", map[string]any{"workspace": ses, "path": "a-only.txt"}); failed || text != "secret of a" {
 			t.Errorf("a's read_workspace_file after b's calls: failed=%v %q", failed, text)
 		}
 	})
