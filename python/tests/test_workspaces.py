@@ -35,7 +35,7 @@ def tar_names(data: bytes) -> dict:
 def test_workspace_files_runs_and_versions(px: PyExec):
     name = fresh_workspace(px)
     c = px.upload_workspace(name, {"data/in.csv": "a,b\n1,2\n", "README": "notes"}, dir="proj")
-    assert (c["version"], c["changed"], c["added"]) == (1, True, 2)
+    assert (c["version"], c["changed"], c["added"]) == (1, True, 4)  # two files and their two folders
     c = px.write_workspace_file(name, "proj/data/extra.txt", "extra")
     assert c["version"] == 2
     paths = [f["path"] for f in px.workspace_files(name, "proj/data")]

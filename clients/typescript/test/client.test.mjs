@@ -331,7 +331,7 @@ describe("workspaces", () => {
     const name = await freshWorkspace(t);
     if (name === null) return;
     let c = await px.uploadWorkspace(name, { "in.csv": "a,b\n1,2\n", "bin/x.dat": new Uint8Array([0, 1, 255]) }, { dir: "proj" });
-    assert.deepEqual([c.version, c.changed, c.added], [1, true, 2]);
+    assert.deepEqual([c.version, c.changed, c.added], [1, true, 4]); // two files and their two folders
     c = await px.writeWorkspaceFile(name, "proj/notes dir/a#b.txt", "escaped path");
     assert.equal(c.version, 2);
     assert.deepEqual((await px.workspaceFiles(name, "proj")).map((f) => f.path),
