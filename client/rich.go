@@ -135,22 +135,7 @@ func (c *Client) ListFiles(ctx context.Context, executionID string) ([]FileInfo,
 // *APIError with StatusCode 404 ("execution not found", "file not found").
 // The client's timeout bounds the whole download, until Close.
 func (c *Client) DownloadFile(ctx context.Context, executionID, path string) (io.ReadCloser, error) {
-	cancel := context.CancelFunc(func() {})
-	if c.timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-	}
-	req, err := c.newRequest(ctx, http.MethodGet, filePath(executionID, path), nil, "")
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	req.Header.Set("Accept", "*/*")
-	resp, err := c.send(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &download{ReadCloser: resp.Body, cancel: cancel}, nil
+	return c.open(ctx, filePath(executionID, path))
 }
 
 // download ends the request's context when the body is closed.

@@ -26,6 +26,11 @@ type SessionRequest struct {
 	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty"`
 	FigureFormat       string            `json:"figure_format,omitempty"`
 	MaxRows            int               `json:"max_rows,omitempty"`
+	// Workspace names a workspace of the key, mounted at /workspace for
+	// the session's life; what the session leaves there is committed when
+	// it ends. WorkspaceMode "ro" mounts it read-only.
+	Workspace     string `json:"workspace,omitempty"`
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
 }
 
 // Session describes a live session.

@@ -72,6 +72,12 @@ type ExecutionConfig struct {
 	// unknown name, or one the API key may not use, is a 400 (pyexec only;
 	// see docs/network.md).
 	Secrets []string `json:"secrets,omitempty"`
+	// Workspace names a workspace of the key, mounted at /workspace for
+	// the run; what the run leaves there is committed as its next version,
+	// whatever the outcome (pyexec only; see docs/workspaces.md).
+	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceMode is "rw" (the default) or "ro": mounted read-only.
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
 }
 
 // NetworkConfig narrows an execution's network to the destinations in
@@ -242,6 +248,9 @@ type ExecutionResult struct {
 	FilesOmitted int `json:"files_omitted,omitempty"`
 	// NetworkEvents are the code's connection attempts and lookups.
 	NetworkEvents []NetworkEvent `json:"network_events,omitempty"`
+	// Workspace is what became of the run's workspace (its
+	// ExecutionConfig.Workspace): the version its changes made.
+	Workspace *WorkspaceOutcome `json:"workspace,omitempty"`
 }
 
 // HealthStatus is the answer of GET /health.

@@ -34,6 +34,10 @@ const (
 	flagQuiet   = "quiet"
 	flagVerbose = "verbose"
 	flagJSON    = "json"
+	// flagWorkspace and flagWorkspaceMode are flags of the commands that
+	// run code (addWorkspaceFlags), not global ones.
+	flagWorkspace     = "workspace"
+	flagWorkspaceMode = "workspace-mode"
 )
 
 // clientOptions are the global flags of the client commands, read once per
@@ -54,6 +58,9 @@ type clientOptions struct {
 	quiet   bool
 	verbose bool
 	json    bool
+	// workspace and workspaceMode: --workspace, --workspace-mode.
+	workspace     string
+	workspaceMode string
 }
 
 // addClientFlags defines the python-executor global flags on fs.
@@ -125,6 +132,16 @@ func readClientOptions(cmd *cobra.Command) (clientOptions, error) {
 	flag(flagQuiet, &o.quiet)
 	flag(flagVerbose, &o.verbose)
 	flag(flagJSON, &o.json)
+	if fs.Lookup(flagWorkspace) != nil {
+		str(flagWorkspace, &o.workspace)
+		str(flagWorkspaceMode, &o.workspaceMode)
+		switch {
+		case o.workspaceMode != "" && o.workspaceMode != "rw" && o.workspaceMode != "ro":
+			errs = append(errs, fmt.Errorf("--%s is rw or ro, not %q", flagWorkspaceMode, o.workspaceMode))
+		case o.workspaceMode != "" && o.workspace == "":
+			errs = append(errs, fmt.Errorf("--%s needs --%s", flagWorkspaceMode, flagWorkspace))
+		}
+	}
 	for _, err := range errs {
 		if err != nil {
 			return clientOptions{}, err
@@ -164,6 +181,14 @@ func serverURL(given string) (string, error) {
 	return s, nil
 }
 
+// addWorkspaceFlags defines --workspace and --workspace-mode on cmd, a
+// command whose code the workspace is mounted for (what names it).
+func addWorkspaceFlags(cmd *cobra.Command, what string) {
+	cmd.Flags().String(flagWorkspace, "", "a workspace of yours mounted at /workspace for "+what+"; what it leaves there is kept as the workspace's next version (see pyexec ws)")
+	cmd.Flags().String(flagWorkspaceMode, "", "rw (default) or ro: mount the workspace read-only")
+	_ = cmd.RegisterFlagCompletionFunc(flagWorkspace, completeWorkspaces)
+}
+
 // newClient returns a client of the chosen server. Calls are bounded by the
 // server's own time limits and by the user (Ctrl-C), not by a client-side
 // timeout that would cut a long execution short.
@@ -186,6 +211,8 @@ func (o clientOptions) config() *client.ExecutionConfig {
 		DiskMB:          o.disk,
 		CPUShares:       o.cpu,
 		Secrets:         o.secrets,
+		Workspace:       o.workspace,
+		WorkspaceMode:   o.workspaceMode,
 	}
 	if len(o.allow) > 0 {
 		c.Network = &client.NetworkConfig{Allow: o.allow}

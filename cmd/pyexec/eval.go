@@ -54,6 +54,7 @@ own stdin) on its standard input.`
   echo 'import sys; sys.version' | pyexec eval --python 3.11
   pyexec eval --no-result 'print("hello"); 42'
   cat data.bin | pyexec eval --stdin - 'import sys; len(sys.stdin.buffer.read())'`
+	addWorkspaceFlags(cmd, "the run")
 	cmd.Flags().StringVar(&python, "python", "", `Python version, e.g. "3.12" (default: the server's)`)
 	cmd.Flags().BoolVar(&noResult, "no-result", false, "do not evaluate the last expression; just run the code")
 	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the images (output-N.png) and files the code produced in this directory")

@@ -68,15 +68,21 @@ func listFiles(ctx context.Context, c *client.Client, id string, o clientOptions
 
 // downloadFile copies one file of execution id to the file out, or to
 // stdout when out is "" or "-". A partly written file is removed.
-func downloadFile(ctx context.Context, c *client.Client, id, path, out string, stdout io.Writer) (err error) {
+func downloadFile(ctx context.Context, c *client.Client, id, path, out string, stdout io.Writer) error {
 	rc, err := c.DownloadFile(ctx, id, path)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	return saveTo(rc, out, stdout, path)
+}
+
+// saveTo copies r to the file out, or to stdout when out is "" or "-"; a
+// partly written file is removed. what names r in errors.
+func saveTo(r io.Reader, out string, stdout io.Writer, what string) (err error) {
 	if out == "" || out == "-" {
-		if _, err := io.Copy(stdout, rc); err != nil {
-			return fmt.Errorf("downloading %s: %w", path, err)
+		if _, err := io.Copy(stdout, r); err != nil {
+			return fmt.Errorf("downloading %s: %w", what, err)
 		}
 		return nil
 	}
@@ -92,8 +98,8 @@ func downloadFile(ctx context.Context, c *client.Client, id, path, out string, s
 			os.Remove(out)
 		}
 	}()
-	if _, err := io.Copy(f, rc); err != nil {
-		return fmt.Errorf("downloading %s: %w", path, err)
+	if _, err := io.Copy(f, r); err != nil {
+		return fmt.Errorf("downloading %s: %w", what, err)
 	}
 	return nil
 }

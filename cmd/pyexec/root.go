@@ -29,6 +29,7 @@ func commands() []func() *cobra.Command {
 		newMCPCmd,
 		newSessionCmd,
 		newReplCmd,
+		newWsCmd,
 	}
 }
 

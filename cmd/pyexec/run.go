@@ -66,6 +66,7 @@ noted on stderr, one line each, unless -q; --outputs-dir saves them, and
   gzip -c data.csv | pyexec run count.py --stdin -
   pyexec run ./project --entrypoint app.py --requirements requirements.txt
   pyexec run plot.py --collect 'out/*.csv' --outputs-dir results/`
+	addWorkspaceFlags(cmd, "the run")
 	f.add(cmd)
 	cmd.Flags().StringVar(&outputsDir, "outputs-dir", "", "save the run's images (output-N.png) and files (by their paths) in this directory")
 	_ = cmd.MarkFlagDirname("outputs-dir")

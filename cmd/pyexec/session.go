@@ -52,7 +52,7 @@ func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, er
 		return nil, err
 	}
 	req := &client.SessionRequest{PythonVersion: f.python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
-		IdleTimeoutSeconds: f.idle, Requirements: reqs}
+		IdleTimeoutSeconds: f.idle, Requirements: reqs, Workspace: o.workspace, WorkspaceMode: o.workspaceMode}
 	if o.network {
 		off := false
 		req.NetworkDisabled = &off
@@ -118,6 +118,7 @@ func newSessionCreateCmd() *cobra.Command {
 			return 0, nil
 		})
 	f.add(cmd, "the session")
+	addWorkspaceFlags(cmd, "the session's life")
 	return cmd
 }
 

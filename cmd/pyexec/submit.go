@@ -27,6 +27,7 @@ stdout. Watch it with "pyexec follow ID" and stop it with "pyexec kill ID".
 Input and flags are those of "pyexec run".`
 	cmd.Example = `  id=$(pyexec submit long_task.py)
   pyexec follow "$id"`
+	addWorkspaceFlags(cmd, "the run")
 	f.add(cmd)
 	return cmd
 }

@@ -72,6 +72,19 @@ var mcpToolCases = []mcpToolCase{
 	{tool: "run_python", owned: true, args: func(_, ses string) map[string]any {
 		return map[string]any{"code": "print('b in a session')", "session_id": ses}
 	}},
+	// a's workspace is named as a's session (a valid name, and one the
+	// unknown case replaces).
+	{tool: "run_python", owned: true, args: func(_, ses string) map[string]any {
+		return map[string]any{"code": "print(open('/workspace/a-only.txt').read())", "workspace": ses}
+	}},
+	{tool: "list_workspaces", args: func(_, _ string) map[string]any { return map[string]any{} }},
+	{tool: "list_workspace_files", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"workspace": ses} }},
+	{tool: "read_workspace_file", owned: true, args: func(_, ses string) map[string]any {
+		return map[string]any{"workspace": ses, "path": "a-only.txt"}
+	}},
+	{tool: "write_workspace_file", owned: true, args: func(_, ses string) map[string]any {
+		return map[string]any{"workspace": ses, "path": "a-only.txt", "content": "b was here"}
+	}},
 	{tool: "list_files", owned: true, args: func(exe, _ string) map[string]any { return map[string]any{"execution_id": exe} }},
 	{tool: "read_file", owned: true, args: func(exe, _ string) map[string]any {
 		return map[string]any{"execution_id": exe, "path": "out.txt"}
@@ -110,6 +123,12 @@ func TestTenancyMCP(t *testing.T) {
 	ses, _ := out["session_id"].(string)
 	if failed || ses == "" {
 		t.Fatalf("a's create_session: %s", text)
+	}
+
+	createWorkspace(t, ts, keyA, ses)
+	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/"+ses+"/files/a-only.txt", "application/octet-stream",
+		[]byte("secret of a"), as(keyA)); code != http.StatusOK {
+		t.Fatalf("a's workspace file: %d %s", code, body)
 	}
 
 	t.Run("tools act as their caller", func(t *testing.T) {
@@ -182,6 +201,12 @@ func TestTenancyMCP(t *testing.T) {
 		}
 		if failed, text, _ := callTool(t, a, "list_files", map[string]any{"execution_id": exe}); failed || !strings.Contains(text, "out.txt") {
 			t.Errorf("a's own session after b's attempts: %s", text)
+		}
+	})
+
+	t.Run("a's workspace is as a left it", func(t *testing.T) {
+		if failed, text, _ := callTool(t, a, "read_workspace_file", map[string]any{"workspace": ses, "path": "a-only.txt"}); failed || text != "secret of a" {
+			t.Errorf("a's read_workspace_file after b's calls: failed=%v %q", failed, text)
 		}
 	})
 

@@ -26,6 +26,10 @@ func (h *handlers) tools() []tool {
 		{def: readFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readFile) }},
 		{def: createSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.createSession) }},
 		{def: closeSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.closeSession) }},
+		{def: listWorkspacesTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listWorkspaces) }},
+		{def: listWorkspaceFilesTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listWorkspaceFiles) }},
+		{def: readWorkspaceFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readWorkspaceFile) }},
+		{def: writeWorkspaceFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.writeWorkspaceFile) }},
 	}
 }
 

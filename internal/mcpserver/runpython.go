@@ -41,6 +41,8 @@ type RunPythonInput struct {
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"Text given to the program on standard input."`
 	Requirements   []string    `json:"requirements,omitempty" jsonschema:"Packages to install before the code runs, as pip requirement specifiers, e.g. [\"pandas\", \"requests==2.32.3\"]. Imports of well-known packages are usually detected and installed without this; list them to pin versions or when detection misses one. Not with session_id."`
 	SessionID      string      `json:"session_id,omitempty" jsonschema:"Run the code in this session (from create_session): variables, imports and files of earlier calls are still there, and the value of a final expression is returned."`
+	Workspace      string      `json:"workspace,omitempty" jsonschema:"A workspace of yours (list_workspaces) mounted at /workspace for the run: files earlier runs left there are readable, and what this run writes there is kept, whatever its outcome. Not with session_id (give it to create_session)."`
+	WorkspaceRO    bool        `json:"workspace_read_only,omitempty" jsonschema:"Mount the workspace read-only: writes below /workspace fail."`
 }
 
 // InputFile is one extra file of a run_python call.
@@ -66,14 +68,15 @@ type RunPythonOutput struct {
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 
-	Results          any             `json:"results,omitempty" jsonschema:"The JSON of a top-level dict named results, if the code defined one."`
-	Outputs          []OutputSummary `json:"outputs,omitempty" jsonschema:"Rich outputs in order: display() calls and matplotlib figures (shown as image content)."`
-	OutputsTruncated bool            `json:"outputs_truncated,omitempty"`
-	Files            []FileEntry     `json:"files,omitempty" jsonschema:"Files the code wrote or changed; read one with read_file."`
-	FilesOmitted     int             `json:"files_omitted,omitempty"`
-	SessionID        string          `json:"session_id,omitempty" jsonschema:"The session the code ran in."`
-	ExecutionCount   int             `json:"execution_count,omitempty" jsonschema:"The cell's number in its session."`
-	Result           string          `json:"result,omitempty" jsonschema:"repr of the final expression of a session's cell."`
+	Results          any                      `json:"results,omitempty" jsonschema:"The JSON of a top-level dict named results, if the code defined one."`
+	Outputs          []OutputSummary          `json:"outputs,omitempty" jsonschema:"Rich outputs in order: display() calls and matplotlib figures (shown as image content)."`
+	OutputsTruncated bool                     `json:"outputs_truncated,omitempty"`
+	Files            []FileEntry              `json:"files,omitempty" jsonschema:"Files the code wrote or changed; read one with read_file."`
+	FilesOmitted     int                      `json:"files_omitted,omitempty"`
+	SessionID        string                   `json:"session_id,omitempty" jsonschema:"The session the code ran in."`
+	ExecutionCount   int                      `json:"execution_count,omitempty" jsonschema:"The cell's number in its session."`
+	Workspace        *client.WorkspaceOutcome `json:"workspace,omitempty" jsonschema:"What became of the workspace: the version the run's changes made, conflicts with other writers."`
+	Result           string                   `json:"result,omitempty" jsonschema:"repr of the final expression of a session's cell."`
 }
 
 // runPythonTool is run_python's definition.
@@ -120,6 +123,10 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	mode, err := workspaceMode(in.Workspace, in.WorkspaceRO)
+	if err != nil {
+		return nil, nil, err
+	}
 	files := map[string]string{entrypoint: in.Code}
 	for i, f := range in.Files {
 		if _, dup := files[f.Path]; dup {
@@ -139,6 +146,8 @@ func (in *RunPythonInput) request() ([]byte, *client.Metadata, error) {
 			TimeoutSeconds:  in.TimeoutSeconds,
 			NetworkDisabled: client.Bool(!in.Network && len(in.NetworkAllow) == 0 && len(in.Secrets) == 0),
 			Secrets:         in.Secrets,
+			Workspace:       in.Workspace,
+			WorkspaceMode:   mode,
 		},
 	}
 	if len(in.NetworkAllow) > 0 {
@@ -180,7 +189,7 @@ func (h *handlers) runPython(ctx context.Context, req *mcp.CallToolRequest, in R
 	out := newRunPythonOutput(res)
 	out.Outputs = rc.outputs
 	return &mcp.CallToolResult{
-		Content: append([]mcp.Content{&mcp.TextContent{Text: renderResult(res) + rc.text}}, rc.images...),
+		Content: append([]mcp.Content{&mcp.TextContent{Text: renderResult(res) + workspaceLine(res.Workspace) + rc.text}}, rc.images...),
 		IsError: failed(res),
 	}, out, nil
 }
@@ -276,5 +285,6 @@ func newRunPythonOutput(r *client.ExecutionResult) RunPythonOutput {
 		OutputsTruncated: r.OutputsTruncated,
 		Files:            newFileEntries(r.Files),
 		FilesOmitted:     r.FilesOmitted,
+		Workspace:        r.Workspace,
 	}
 }

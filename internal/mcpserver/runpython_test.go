@@ -322,6 +322,13 @@ func TestRunPythonRequest(t *testing.T) {
 			wantMeta: client.Metadata{Entrypoint: "main.py", Config: &client.ExecutionConfig{NetworkDisabled: client.Bool(false),
 				Secrets: []string{"GITHUB_TOKEN", "LLM_KEY"}}},
 		},
+		{
+			name:      "a workspace, read-only",
+			args:      map[string]any{"code": "print(1)", "workspace": "proj", "workspace_read_only": true},
+			wantFiles: map[string]string{"main.py": "print(1)"},
+			wantMeta: client.Metadata{Entrypoint: "main.py", Config: &client.ExecutionConfig{NetworkDisabled: client.Bool(true),
+				Workspace: "proj", WorkspaceMode: "ro"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,6 +355,9 @@ func TestRunPythonRequest(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got.Config.Network, want.Config.Network) {
 				t.Errorf("network %+v, want %+v", got.Config.Network, want.Config.Network)
+			}
+			if got.Config.Workspace != want.Config.Workspace || got.Config.WorkspaceMode != want.Config.WorkspaceMode {
+				t.Errorf("workspace %q %q, want %q %q", got.Config.Workspace, got.Config.WorkspaceMode, want.Config.Workspace, want.Config.WorkspaceMode)
 			}
 			if !reflect.DeepEqual(got.Config.Secrets, want.Config.Secrets) {
 				t.Errorf("secrets %v, want %v", got.Config.Secrets, want.Config.Secrets)
@@ -459,12 +469,16 @@ func TestListTools(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "secrets", "stdin", "requirements", "session_id"}},
+		{"run_python", []string{"code"}, []string{"code", "files", "python_version", "timeout_seconds", "network", "network_allow", "secrets", "stdin", "requirements", "session_id", "workspace", "workspace_read_only"}},
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
-		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements", "workspace", "workspace_read_only"}},
 		{"close_session", []string{"session_id"}, []string{"session_id"}},
+		{"list_workspaces", nil, nil},
+		{"list_workspace_files", []string{"workspace"}, []string{"workspace", "dir"}},
+		{"read_workspace_file", []string{"workspace", "path"}, []string{"workspace", "path", "offset", "max_bytes"}},
+		{"write_workspace_file", []string{"workspace", "path", "content"}, []string{"workspace", "path", "content"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,7 +495,7 @@ func TestListTools(t *testing.T) {
 			if !slices.Equal(req, tt.required) {
 				t.Errorf("required %v, want %v", req, tt.required)
 			}
-			props := schema["properties"].(map[string]any)
+			props, _ := schema["properties"].(map[string]any) // none for a tool without arguments
 			for _, p := range tt.props {
 				if _, ok := props[p]; !ok {
 					t.Errorf("input schema lacks %s", p)

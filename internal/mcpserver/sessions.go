@@ -29,6 +29,8 @@ type CreateSessionInput struct {
 	PythonVersion      string   `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
 	IdleTimeoutSeconds int      `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
 	Network            bool     `json:"network,omitempty" jsonschema:"Network for the session: not available yet (a session asking for it is refused); use run_python without session_id for code that needs the network."`
+	Workspace          string   `json:"workspace,omitempty" jsonschema:"A workspace of yours (list_workspaces) mounted at /workspace for the session's life; what the session leaves there is kept when it closes."`
+	WorkspaceRO        bool     `json:"workspace_read_only,omitempty" jsonschema:"Mount the workspace read-only."`
 	Requirements       []string `json:"requirements,omitempty" jsonschema:"Packages to install into the session, as pip requirement specifiers, e.g. [\"polars\", \"requests==2.32.3\"]. The session already has the server's base packages (by default numpy, pandas, matplotlib, requests, beautifulsoup4, scipy); these go on top of them."`
 }
 
@@ -95,8 +97,12 @@ func (h *handlers) createSession(ctx context.Context, call *mcp.CallToolRequest,
 	if err != nil {
 		return nil, CreateSessionOutput{}, err
 	}
+	mode, err := workspaceMode(in.Workspace, in.WorkspaceRO)
+	if err != nil {
+		return nil, CreateSessionOutput{}, err
+	}
 	req := &client.SessionRequest{PythonVersion: in.PythonVersion, IdleTimeoutSeconds: in.IdleTimeoutSeconds,
-		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs}
+		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs, Workspace: in.Workspace, WorkspaceMode: mode}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
 	p := newProgress(call, h.log)
@@ -132,8 +138,9 @@ func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToo
 	if err != nil {
 		return nil, RunPythonOutput{}, err
 	}
-	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Secrets) > 0 || len(in.Requirements) > 0 {
-		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network, secrets and requirements do not apply to a session's cell (set them at create_session)")
+	if in.Stdin != "" || in.PythonVersion != "" || in.Network || len(in.NetworkAllow) > 0 || len(in.Secrets) > 0 || len(in.Requirements) > 0 ||
+		in.Workspace != "" || in.WorkspaceRO {
+		return nil, RunPythonOutput{}, errors.New("stdin, python_version, network, secrets, workspace and requirements do not apply to a session's cell (set them at create_session)")
 	}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()

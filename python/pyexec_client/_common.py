@@ -38,13 +38,16 @@ def headers(api_key: Optional[str]) -> Dict[str, str]:
 
 def config(timeout_seconds: Optional[int], memory_mb: Optional[int], disk_mb: Optional[int],
            cpu_shares: Optional[int], network: Any,
-           secrets: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+           secrets: Optional[Sequence[str]] = None, workspace: Optional[str] = None,
+           workspace_mode: Optional[str] = None) -> Optional[Dict[str, Any]]:
     """The ``config`` object of a request, or None when nothing is set.
     The network choice is sent explicitly whenever it is given. ``network``
     may also be a list of destinations (``["pypi.org:443", "*.github.com"]``):
     network narrowed to them, within the operator's list. ``secrets`` names
     operator secrets (docs/network.md); they ask for network unless
-    ``network`` says otherwise."""
+    ``network`` says otherwise. ``workspace`` names a workspace of the key
+    mounted at /workspace (``workspace_mode`` "ro": read-only;
+    docs/workspaces.md)."""
     c: Dict[str, Any] = {}
     for key, value in (("timeout_seconds", timeout_seconds), ("memory_mb", memory_mb),
                        ("disk_mb", disk_mb), ("cpu_shares", cpu_shares)):
@@ -60,6 +63,12 @@ def config(timeout_seconds: Optional[int], memory_mb: Optional[int], disk_mb: Op
     if secrets:
         c["secrets"] = [str(s) for s in secrets]
         c.setdefault("network_disabled", False)
+    if workspace_mode is not None and workspace is None:
+        raise ValueError("workspace_mode needs a workspace")
+    if workspace is not None:
+        c["workspace"] = workspace
+    if workspace_mode is not None:
+        c["workspace_mode"] = workspace_mode
     return c or None
 
 

@@ -10,6 +10,7 @@ import httpx
 
 from . import _common as c
 from ._files import AsyncFilesMixin
+from ._workspaces import AsyncWorkspacesMixin
 from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import AsyncSession, CreateStreamDecoder, Requirements, create_body
@@ -17,7 +18,7 @@ from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class AsyncPyExec(AsyncFilesMixin):
+class AsyncPyExec(AsyncFilesMixin, AsyncWorkspacesMixin):
     """Asynchronous client of a pyexec (or python-executor) server; the
     methods are those of PyExec, as coroutines.
 
@@ -84,7 +85,8 @@ class AsyncPyExec(AsyncFilesMixin):
              timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
              cpu_shares: Optional[int] = None, network: Optional[bool] = None,
              secrets: Optional[Sequence[str]] = None, eval_last_expr: bool = True,
-             requirements: Optional[str] = None) -> ExecutionResult:
+             requirements: Optional[str] = None, workspace: Optional[str] = None,
+             workspace_mode: Optional[str] = None) -> ExecutionResult:
         """Run code (as main.py) or files sent as JSON and wait for the result.
 
         The repr of a final expression comes back in ``result`` (as with the
@@ -93,8 +95,9 @@ class AsyncPyExec(AsyncFilesMixin):
         an exception of this client.
         """
         body = c.eval_body(code, files, entrypoint, stdin, python_version,
-                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets), eval_last_expr,
-                           requirements)
+                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                    workspace_mode),
+                           eval_last_expr, requirements)
         return ExecutionResult.from_dict((await self._request("POST", "/api/v1/eval", json=body)).json())
 
     async def run(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
@@ -102,7 +105,8 @@ class AsyncPyExec(AsyncFilesMixin):
             args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
             timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
             cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-            secrets: Optional[Sequence[str]] = None) -> ExecutionResult:
+            secrets: Optional[Sequence[str]] = None, workspace: Optional[str] = None,
+            workspace_mode: Optional[str] = None) -> ExecutionResult:
         """Upload a project and run it, waiting for the result.
 
         ``project`` is a mapping of paths to contents, a directory, a file or
@@ -110,7 +114,8 @@ class AsyncPyExec(AsyncFilesMixin):
         first .py file.
         """
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                  workspace_mode))
         return ExecutionResult.from_dict((await self._request("POST", "/api/v1/exec/sync", files=parts)).json())
 
     async def submit(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
@@ -118,10 +123,12 @@ class AsyncPyExec(AsyncFilesMixin):
                args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
                timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
                cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-               secrets: Optional[Sequence[str]] = None) -> str:
+               secrets: Optional[Sequence[str]] = None, workspace: Optional[str] = None,
+               workspace_mode: Optional[str] = None) -> str:
         """Queue a project (as for run) and return its execution ID at once."""
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                  workspace_mode))
         return (await self._request("POST", "/api/v1/exec/async", files=parts)).json()["execution_id"]
 
     # --- executions ------------------------------------------------------
@@ -130,12 +137,13 @@ class AsyncPyExec(AsyncFilesMixin):
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
-                on_install: Optional[Callable[[str], None]] = None) -> AsyncSession:
+                on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
+                workspace_mode: Optional[str] = None) -> AsyncSession:
         """A stateful session: ``async with px.session() as s`` creates it
         and ends it on exit; ``s = await px.session()`` only creates it.
         Requirements and ``on_install`` are as for ``PyExec.session``."""
         return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
-                                              network, idle_timeout_seconds, max_lifetime_seconds),
+                                              network, idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode),
                             on_install=on_install)
 
     async def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

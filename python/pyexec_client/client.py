@@ -9,6 +9,7 @@ import httpx
 
 from . import _common as c
 from ._files import FilesMixin
+from ._workspaces import WorkspacesMixin
 from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import CreateStreamDecoder, Requirements, Session, create_body
@@ -16,7 +17,7 @@ from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class PyExec(FilesMixin):
+class PyExec(FilesMixin, WorkspacesMixin):
     """Client of a pyexec (or python-executor) server.
 
     >>> with PyExec("http://localhost:8080") as px:
@@ -82,7 +83,8 @@ class PyExec(FilesMixin):
              timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
              cpu_shares: Optional[int] = None, network: Optional[bool] = None,
              secrets: Optional[Sequence[str]] = None, eval_last_expr: bool = True,
-             requirements: Optional[str] = None) -> ExecutionResult:
+             requirements: Optional[str] = None, workspace: Optional[str] = None,
+             workspace_mode: Optional[str] = None) -> ExecutionResult:
         """Run code (as main.py) or files sent as JSON and wait for the result.
 
         The repr of a final expression comes back in ``result`` (as with the
@@ -91,8 +93,9 @@ class PyExec(FilesMixin):
         an exception of this client.
         """
         body = c.eval_body(code, files, entrypoint, stdin, python_version,
-                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets), eval_last_expr,
-                           requirements)
+                           c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                    workspace_mode),
+                           eval_last_expr, requirements)
         return ExecutionResult.from_dict(self._request("POST", "/api/v1/eval", json=body).json())
 
     def run(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
@@ -100,7 +103,8 @@ class PyExec(FilesMixin):
             args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
             timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
             cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-            secrets: Optional[Sequence[str]] = None) -> ExecutionResult:
+            secrets: Optional[Sequence[str]] = None, workspace: Optional[str] = None,
+            workspace_mode: Optional[str] = None) -> ExecutionResult:
         """Upload a project and run it, waiting for the result.
 
         ``project`` is a mapping of paths to contents, a directory, a file or
@@ -108,7 +112,8 @@ class PyExec(FilesMixin):
         first .py file.
         """
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                  workspace_mode))
         return ExecutionResult.from_dict(self._request("POST", "/api/v1/exec/sync", files=parts).json())
 
     def submit(self, project: Project, *, entrypoint: Optional[str] = None, python_version: Optional[str] = None,
@@ -116,10 +121,12 @@ class PyExec(FilesMixin):
                args: Optional[Sequence[str]] = None, requirements: Optional[str] = None,
                timeout_seconds: Optional[int] = None, memory_mb: Optional[int] = None, disk_mb: Optional[int] = None,
                cpu_shares: Optional[int] = None, network: Optional[bool] = None,
-               secrets: Optional[Sequence[str]] = None) -> str:
+               secrets: Optional[Sequence[str]] = None, workspace: Optional[str] = None,
+               workspace_mode: Optional[str] = None) -> str:
         """Queue a project (as for run) and return its execution ID at once."""
         parts = c.upload(project, entrypoint, python_version, stdin, env, args, requirements,
-                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets))
+                         c.config(timeout_seconds, memory_mb, disk_mb, cpu_shares, network, secrets, workspace,
+                                  workspace_mode))
         return self._request("POST", "/api/v1/exec/async", files=parts).json()["execution_id"]
 
     # --- sessions --------------------------------------------------------
@@ -128,7 +135,8 @@ class PyExec(FilesMixin):
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
-                on_install: Optional[Callable[[str], None]] = None) -> "Session":
+                on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
+                workspace_mode: Optional[str] = None) -> "Session":
         """Create a stateful session (see pyexec_client.sessions); use it
         with ``with`` to end it on exit.
 
@@ -139,7 +147,7 @@ class PyExec(FilesMixin):
         Requirements that cannot be installed raise a BadRequestError whose
         message starts with ``install_error:``."""
         body = create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares, network,
-                           idle_timeout_seconds, max_lifetime_seconds)
+                           idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode)
         return Session(self, self._create_session(body, on_install))
 
     def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

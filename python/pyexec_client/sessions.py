@@ -94,13 +94,15 @@ class CreateStreamDecoder:
 def create_body(python_version: Optional[str], requirements: Requirements, env: Optional[Mapping[str, str]],
                 memory_mb: Optional[int], disk_mb: Optional[int], cpu_shares: Optional[int],
                 network: Optional[bool], idle_timeout_seconds: Optional[int],
-                max_lifetime_seconds: Optional[int]) -> Dict[str, Any]:
+                max_lifetime_seconds: Optional[int], workspace: Optional[str] = None,
+                workspace_mode: Optional[str] = None) -> Dict[str, Any]:
     """The JSON of POST /api/v1/sessions; None leaves the server's default."""
     body: Dict[str, Any] = {
         "python_version": python_version, "requirements": requirements_text(requirements), "env_vars": dict(env) if env else None,
         "memory_mb": memory_mb, "disk_mb": disk_mb, "cpu_shares": cpu_shares,
         "network_disabled": None if network is None else not network,
         "idle_timeout_seconds": idle_timeout_seconds, "max_lifetime_seconds": max_lifetime_seconds,
+        "workspace": workspace, "workspace_mode": workspace_mode,
     }
     return {k: v for k, v in body.items() if v is not None}
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _file_tools as ft
+from . import _workspace_tools as wt
 from ._file_tools import LINT_PYTHON, LIST_FILES, READ_FILE
 from .aio import AsyncPyExec
 from .client import PyExec
@@ -33,7 +34,8 @@ from .sessions import AsyncSession, CellResult, Session
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
-    "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "TOOLS", "ToolOutcome", "render_result", "run_tool",
+    "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "LIST_WORKSPACES",
+    "LIST_WORKSPACE_FILES", "READ_WORKSPACE_FILE", "WRITE_WORKSPACE_FILE", "TOOLS", "ToolOutcome", "render_result", "run_tool",
     "arun_tool", "openai_tool_message", "aopenai_tool_message", "openai_response_output", "aopenai_response_output",
     "anthropic_tool_result", "aanthropic_tool_result",
 ]
@@ -42,8 +44,12 @@ __all__ = [
 RUN_PYTHON = "run_python"
 CREATE_SESSION = "create_session"
 CLOSE_SESSION = "close_session"
+LIST_WORKSPACES = wt.LIST_WORKSPACES
+LIST_WORKSPACE_FILES = wt.LIST_WORKSPACE_FILES
+READ_WORKSPACE_FILE = wt.READ_WORKSPACE_FILE
+WRITE_WORKSPACE_FILE = wt.WRITE_WORKSPACE_FILE
 #: Every tool these helpers run, as GET /api/v1/tools lists them.
-TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION)
+TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION) + wt.NAMES
 #: Plots one run_python result carries as images at most.
 MAX_IMAGES = 8
 
@@ -88,7 +94,7 @@ def render_result(r: ExecutionResult) -> str:
                 out.append(f"[{name} truncated at the server's output limit]")
     if not r.stdout and not r.stderr:
         out.append("(no output)")
-    return "\n".join(out + _rich_lines(r)) + "\n"
+    return "\n".join(out + wt.workspace_line(r.workspace) + _rich_lines(r)) + "\n"
 
 
 def _rich_lines(r: ExecutionResult) -> List[str]:
@@ -173,6 +179,7 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     secrets = args.get("secrets")
     if secrets is not None and (not isinstance(secrets, list) or not all(isinstance(x, str) for x in secrets)):
         raise _BadArguments("secrets must be a list of strings")
+    ws, ws_mode = wt.mode(args)
     return {
         "requirements": "".join(x.strip() + "\n" for x in reqs) or None,
         "files": files,
@@ -184,6 +191,8 @@ def _eval_request(args: Mapping[str, Any]) -> Dict[str, Any]:
         "network": list(allow) if allow else bool(args.get("network") or secrets),
         "secrets": list(secrets) if secrets else None,
         "stdin": args.get("stdin"),
+        "workspace": ws,
+        "workspace_mode": ws_mode,
     }
 
 
@@ -197,9 +206,10 @@ def _session_id(args: Mapping[str, Any]) -> str:
 def _cell_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     """A session cell for run_python's arguments with a session_id."""
     req = _eval_request(args)
-    if req["stdin"] is not None or req["python_version"] is not None or req["network"] or req["requirements"]:
-        raise _BadArguments("stdin, python_version, network, secrets and requirements do not apply to a session's cell "
-                            "(set them at create_session)")
+    if (req["stdin"] is not None or req["python_version"] is not None or req["network"] or req["requirements"]
+            or req["workspace"] is not None):
+        raise _BadArguments("stdin, python_version, network, secrets, workspace and requirements do not apply to a "
+                            "session's cell (set them at create_session)")
     return {"session_id": _session_id(args), "code": args["code"], "files": req["files"][1:],
             "timeout_seconds": req["timeout_seconds"]}
 
@@ -211,7 +221,9 @@ def _create_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     idle = args.get("idle_timeout_seconds")
     if idle is not None and (not isinstance(idle, int) or idle < 1):
         raise _BadArguments("idle_timeout_seconds must be a positive integer")
-    return {"python_version": version, "idle_timeout_seconds": idle, "network": bool(args.get("network"))}
+    ws, ws_mode = wt.mode(args)
+    return {"python_version": version, "idle_timeout_seconds": idle, "network": bool(args.get("network")),
+            "workspace": ws, "workspace_mode": ws_mode}
 
 
 def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Tuple[str, Dict[str, Any]]], Optional[ToolOutcome]]:
@@ -229,6 +241,8 @@ def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple
             return ("lint", ft.lint_request(args)), None
         if name == LIST_FILES:
             return ("list", ft.list_request(args)), None
+        if name in wt.NAMES:
+            return (name, wt.request(name, args)), None
         if name == READ_FILE:
             execution_id, path, offset, max_bytes = ft.read_request(args)
             return ("read", {"execution_id": execution_id, "path": path, "offset": offset, "max_bytes": max_bytes}), None
@@ -280,6 +294,14 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
                 return ToolOutcome(note, False)
             data = client.download_file(req["execution_id"], f.path)
             return _read_outcome(req["execution_id"], f, _window(f, data, req), req["offset"], req["max_bytes"])
+        if kind == LIST_WORKSPACES:
+            return ToolOutcome(wt.render_list(client.list_workspaces()), False)
+        if kind == LIST_WORKSPACE_FILES:
+            return ToolOutcome(wt.render_files(req["name"], client.workspace_files(req["name"], req["dir"])), False)
+        if kind == READ_WORKSPACE_FILE:
+            return ToolOutcome(wt.render_read(req, client.read_workspace_file(req["name"], req["path"])), False)
+        if kind == WRITE_WORKSPACE_FILE:
+            return ToolOutcome(wt.render_write(req, client.write_workspace_file(req["name"], req["path"], req["data"])), False)
         if kind == "create":
             s = client.session(**req)
             return ToolOutcome(f"session {s.id} started\n", False)
@@ -317,6 +339,15 @@ async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mappin
                 return ToolOutcome(note, False)
             data = await client.download_file(req["execution_id"], f.path)
             return _read_outcome(req["execution_id"], f, _window(f, data, req), req["offset"], req["max_bytes"])
+        if kind == LIST_WORKSPACES:
+            return ToolOutcome(wt.render_list(await client.list_workspaces()), False)
+        if kind == LIST_WORKSPACE_FILES:
+            return ToolOutcome(wt.render_files(req["name"], await client.workspace_files(req["name"], req["dir"])), False)
+        if kind == READ_WORKSPACE_FILE:
+            return ToolOutcome(wt.render_read(req, await client.read_workspace_file(req["name"], req["path"])), False)
+        if kind == WRITE_WORKSPACE_FILE:
+            commit = await client.write_workspace_file(req["name"], req["path"], req["data"])
+            return ToolOutcome(wt.render_write(req, commit), False)
         if kind == "create":
             s = await client.session(**req)
             return ToolOutcome(f"session {s.id} started\n", False)

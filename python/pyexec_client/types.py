@@ -196,6 +196,11 @@ class ExecutionResult:
     #: ruff's diagnostics, when the request asked for them.
     lint: List[Diagnostic] = field(default_factory=list, repr=False)
     warnings: List[str] = field(default_factory=list)
+    #: What became of the run's workspace (``workspace=``): ``name``, ``mode``,
+    #: ``version``, ``base``, ``changed``, ``added``, ``modified``,
+    #: ``deleted``, ``conflicts``, ``refused``; ``error`` when its changes
+    #: were not kept. None for a run without one.
+    workspace: Optional[Dict[str, Any]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -245,6 +250,7 @@ class ExecutionResult:
             files_omitted=int(data.get("files_omitted") or 0),
             lint=[Diagnostic.from_dict(d) for d in data.get("lint") or []],
             warnings=list(data.get("warnings") or []),
+            workspace=data.get("workspace"),
             raw=dict(data),
         )
 

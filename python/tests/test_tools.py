@@ -4,14 +4,20 @@ OpenAI and Anthropic SDKs produce them (dicts and objects)."""
 from __future__ import annotations
 
 import json
+import uuid
 from types import SimpleNamespace
 
 import pytest
 
+from pyexec_client import APIError
 from pyexec_client.tools import (
     LINT_PYTHON,
     LIST_FILES,
+    LIST_WORKSPACE_FILES,
+    LIST_WORKSPACES,
     READ_FILE,
+    READ_WORKSPACE_FILE,
+    WRITE_WORKSPACE_FILE,
     RUN_PYTHON,
     TOOLS,
     aanthropic_tool_result,
@@ -39,7 +45,8 @@ def test_definitions_match_the_helper(px):
     params = tools[RUN_PYTHON]["parameters"]
     assert params["required"] == ["code"]
     assert set(params["properties"]) == {"code", "files", "python_version", "timeout_seconds", "network",
-                                         "network_allow", "secrets", "stdin", "requirements", "session_id"}
+                                         "network_allow", "secrets", "stdin", "requirements", "session_id",
+                                         "workspace", "workspace_read_only"}
     assert set(tools[LINT_PYTHON]["parameters"]["properties"]) == {"code", "files", "profile", "select", "ignore"}
     assert set(tools[READ_FILE]["parameters"]["properties"]) == {"execution_id", "path", "offset", "max_bytes"}
     assert {t["name"] for t in px.tools("anthropic")} == set(TOOLS)
@@ -58,6 +65,31 @@ def test_session_tools(px):
     assert refused.is_error and "requirements do not apply" in refused.text
     assert not run_tool(px, "close_session", {"session_id": sid}).is_error
     assert run_tool(px, RUN_PYTHON, {"code": "x", "session_id": sid}).is_error
+
+
+def test_workspace_tools(px):
+    name = "tools-" + uuid.uuid4().hex[:10]
+    try:
+        px.create_workspace(name)
+    except APIError as e:
+        if e.status_code == 501:
+            pytest.skip(f"this server cannot mount workspaces: {e}")
+        raise
+    out = run_tool(px, WRITE_WORKSPACE_FILE, {"workspace": name, "path": "data/n.txt", "content": "41"})
+    assert not out.is_error and out.text == f"wrote data/n.txt (2 bytes); workspace {name} is at version 1\n"
+    assert f"{name}: version 1, " in run_tool(px, LIST_WORKSPACES, {}).text
+    out = run_tool(px, RUN_PYTHON, {"workspace": name, "code": "n = int(open('/workspace/data/n.txt').read())\n"
+                                    "open('/workspace/data/n.txt', 'w').write(str(n + 1))\nprint(n)"})
+    assert not out.is_error and "--- stdout ---\n41\n" in out.text, out.text
+    assert f"workspace {name}: version 2 (0 added, 1 modified, 0 deleted)" in out.text
+    assert run_tool(px, READ_WORKSPACE_FILE, {"workspace": name, "path": "data/n.txt"}).text == "42"
+    assert run_tool(px, LIST_WORKSPACE_FILES, {"workspace": name}).text == "data/\ndata/n.txt (2 bytes)\n"
+    ro = run_tool(px, RUN_PYTHON, {"workspace": name, "workspace_read_only": True, "code": "open('/workspace/x', 'w')"})
+    assert ro.is_error and "Read-only file system" in ro.text
+    assert "needs a workspace" in run_tool(px, RUN_PYTHON, {"code": "1", "workspace_read_only": True}).text
+    missing = run_tool(px, READ_WORKSPACE_FILE, {"workspace": "no-such-workspace", "path": "x"})
+    assert missing.is_error and "not found" in missing.text
+    px.delete_workspace(name)
 
 
 def test_openai_dict_and_object(px):

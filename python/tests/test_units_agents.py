@@ -91,3 +91,26 @@ def test_file_arguments():
 
 def test_file_path_escapes_segments():
     assert file_path("exe_1", "out/a b#.csv") == "/api/v1/executions/exe_1/files/out/a%20b%23.csv"
+
+
+def test_workspace_tool_rendering():
+    from pyexec_client import _workspace_tools as wt
+
+    req = {"name": "proj", "path": "notes.txt", "offset": 0, "max_bytes": 5}
+    assert wt.render_read(req, "héllo".encode()) == "héll\n[notes.txt: bytes 0-5 shown; call read_workspace_file with offset 5 to read on]\n"
+    assert wt.render_read(dict(req, offset=5), "héllo".encode()) == "o"
+    assert wt.render_read(dict(req, offset=6), b"hello") == "[notes.txt: nothing at offset 6]\n"
+    assert "is binary" in wt.render_read(req, b"\x00\x01\xff")
+    assert "is binary" in wt.render_read(dict(req, max_bytes=10), b"\xff\xfe\xfd\xfc ok")
+    with pytest.raises(BadArguments, match="needs a workspace"):
+        wt.mode({"workspace_read_only": True})
+    assert wt.mode({"workspace": "p", "workspace_read_only": True}) == ("p", "ro")
+    assert wt.mode({"workspace": "p"}) == ("p", None)
+    with pytest.raises(BadArguments, match="max_bytes"):
+        wt.request(wt.READ_WORKSPACE_FILE, {"workspace": "p", "path": "x", "max_bytes": 0})
+    files = [{"path": "d", "type": "dir"}, {"path": "d/a", "type": "file", "size": 3}, {"path": "l", "type": "symlink", "target": "d/a"}]
+    assert wt.render_files("proj", files) == "d/\nd/a (3 bytes)\nl -> d/a\n"
+    r = ExecutionResult.from_dict({"execution_id": "exe_1", "status": "completed", "stdout": "x\n",
+                                   "workspace": {"name": "proj", "mode": "rw", "version": 3, "changed": True, "added": 1}})
+    assert r.workspace["version"] == 3
+    assert "--- stdout ---\nx\nworkspace proj: version 3 (1 added, 0 modified, 0 deleted)\n" in render_result(r)

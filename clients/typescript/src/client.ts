@@ -36,6 +36,10 @@ import {
   type SessionOptions,
   type ToolFormat,
   type ToolList,
+  type Workspace,
+  type WorkspaceCommit,
+  type WorkspaceFile,
+  type WorkspaceVersion,
 } from "./types.js";
 
 /** Options of follow(). */
@@ -54,6 +58,19 @@ function executionPath(id: string, file?: string): string {
   return file === undefined ? base : `${base}/files/${escapeSegments(file)}`;
 }
 
+/** The path of a workspace, or of one of its files (each segment escaped), with a query. */
+function workspacePath(name: string, sub = "", query: Record<string, string | number | undefined> = {}): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== "") q.set(k, String(v));
+  const qs = q.toString();
+  return `/api/v1/workspaces/${encodeURIComponent(name)}${sub}` + (qs ? "?" + qs : "");
+}
+
+/** Options of the workspace reads: a kept version instead of the current one. */
+export interface WorkspaceReadOptions extends CallOptions {
+  version?: number;
+}
+
 /** The config object of a request, from its convenience fields and config. */
 function configOf(o: RunCommon): ExecConfig | undefined {
   const c: ExecConfig = { ...(o.config ?? {}) };
@@ -66,6 +83,8 @@ function configOf(o: RunCommon): ExecConfig | undefined {
     c.secrets = [...o.secrets];
     c.network_disabled ??= false;
   }
+  if (o.workspace !== undefined) c.workspace = o.workspace;
+  if (o.workspace_mode !== undefined) c.workspace_mode = o.workspace_mode;
   return Object.keys(c).length > 0 ? c : undefined;
 }
 
@@ -294,6 +313,92 @@ export class PyExec implements SessionTransport {
   /** The bytes of one file an execution produced, by its listed path. */
   downloadFile(id: string, path: string, options: CallOptions = {}): Promise<Uint8Array> {
     return this.transport.send("GET", executionPath(id, path), { accept: "*/*", signal: options.signal }, async (r) => new Uint8Array(await r.arrayBuffer()));
+  }
+
+  // --- workspaces ----------------------------------------------------------
+  // Named file trees of the key that outlive runs: a run or session given
+  // workspace sees one at /workspace (docs/workspaces.md). Another key's
+  // workspace is a NotFoundError, as an unknown one.
+
+  /** Creates an empty workspace (version 0); quota_mb defaults to the server's. */
+  createWorkspace(name: string, opts: { quota_mb?: number } = {}, options: CallOptions = {}): Promise<Workspace> {
+    return this.transport.json("POST", "/api/v1/workspaces", { ...jsonBody({ name, ...opts }), signal: options.signal, want: 201 });
+  }
+
+  /** The caller's workspaces. */
+  async listWorkspaces(options: CallOptions = {}): Promise<Workspace[]> {
+    return (await this.transport.json<{ workspaces?: Workspace[] }>("GET", "/api/v1/workspaces", options)).workspaces ?? [];
+  }
+
+  /** One workspace and its current version. */
+  getWorkspace(name: string, options: CallOptions = {}): Promise<Workspace> {
+    return this.transport.json("GET", workspacePath(name), options);
+  }
+
+  /** Deletes a workspace with all its versions. */
+  async deleteWorkspace(name: string, options: CallOptions = {}): Promise<void> {
+    await this.transport.json("DELETE", workspacePath(name), { ...options, want: 204 });
+  }
+
+  /** The kept versions, oldest first. */
+  async workspaceVersions(name: string, options: CallOptions = {}): Promise<WorkspaceVersion[]> {
+    return (await this.transport.json<{ versions?: WorkspaceVersion[] }>("GET", workspacePath(name, "/versions"), options)).versions ?? [];
+  }
+
+  /** Makes a new version equal to a kept one. */
+  restoreWorkspace(name: string, version: number, options: CallOptions = {}): Promise<WorkspaceCommit> {
+    return this.transport.json("POST", workspacePath(name, "/restore"), { ...jsonBody({ version }), signal: options.signal });
+  }
+
+  /** The entries below dir (all of it by default). */
+  async workspaceFiles(name: string, dir = "", options: WorkspaceReadOptions = {}): Promise<WorkspaceFile[]> {
+    const path = workspacePath(name, "/files", { dir, version: options.version });
+    return (await this.transport.json<{ files?: WorkspaceFile[] }>("GET", path, { signal: options.signal })).files ?? [];
+  }
+
+  /** The bytes of one file. */
+  readWorkspaceFile(name: string, path: string, options: WorkspaceReadOptions = {}): Promise<Uint8Array> {
+    const p = workspacePath(name, "/files/" + escapeSegments(path), { version: options.version });
+    return this.transport.send("GET", p, { accept: "*/*", signal: options.signal }, async (r) => new Uint8Array(await r.arrayBuffer()));
+  }
+
+  /** Writes one file (text is UTF-8), making the folders above it: a new version. */
+  writeWorkspaceFile(name: string, path: string, data: string | Uint8Array, options: CallOptions = {}): Promise<WorkspaceCommit> {
+    const body = typeof data === "string" ? data : new Blob([data.slice()]);
+    return this.transport.json("PUT", workspacePath(name, "/files/" + escapeSegments(path)), {
+      body,
+      contentType: "application/octet-stream",
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Unpacks files into the folder dir (the top by default), all or
+   * nothing, as one version: a map of files (path → text or bytes) or a tar
+   * (gzip accepted).
+   */
+  uploadWorkspace(
+    name: string,
+    files: Record<string, string | Uint8Array> | Uint8Array,
+    options: CallOptions & { dir?: string } = {},
+  ): Promise<WorkspaceCommit> {
+    const tar = files instanceof Uint8Array ? files : tarFromFiles(files);
+    return this.transport.json("POST", workspacePath(name, "/archive", { dir: options.dir }), {
+      body: new Blob([tar.slice()]),
+      contentType: "application/x-tar",
+      signal: options.signal,
+    });
+  }
+
+  /** A tar of the folder dir (all of it by default). */
+  downloadWorkspace(name: string, dir = "", options: WorkspaceReadOptions = {}): Promise<Uint8Array> {
+    const p = workspacePath(name, "/archive", { dir, version: options.version });
+    return this.transport.send("GET", p, { accept: "*/*", signal: options.signal }, async (r) => new Uint8Array(await r.arrayBuffer()));
+  }
+
+  /** Deletes a file, or a folder with what it holds: a new version. */
+  removeWorkspaceFile(name: string, path: string, options: CallOptions = {}): Promise<WorkspaceCommit> {
+    return this.transport.json("DELETE", workspacePath(name, "/files/" + escapeSegments(path)), options);
   }
 
   // --- lint and tools ------------------------------------------------------

@@ -1,7 +1,7 @@
 /** Rich results: outputs as typed objects, images as bytes and data URLs, DataFrames as records. */
 
 import { dataURL, decodeBase64 } from "./base64.js";
-import type { Diagnostic, ExecutionResultData, ExecutionStatus, FileInfo, OutputData } from "./types.js";
+import type { Diagnostic, ExecutionResultData, ExecutionStatus, FileInfo, OutputData, WorkspaceOutcome } from "./types.js";
 
 /** An image of an output or a file, decoded. */
 export interface Image {
@@ -132,6 +132,8 @@ export class ExecutionResult {
   readonly results?: unknown;
   readonly files: FileInfo[];
   readonly files_omitted: number;
+  /** What became of the run's workspace (the workspace option). */
+  readonly workspace?: WorkspaceOutcome;
   /** The JSON as the server sent it. */
   readonly raw: ExecutionResultData;
 
@@ -164,6 +166,7 @@ export class ExecutionResult {
     this.results = raw.results;
     this.files = raw.files ?? [];
     this.files_omitted = raw.files_omitted ?? 0;
+    this.workspace = raw.workspace;
   }
 
   /** Completed with exit code 0. */

@@ -24,6 +24,10 @@ export interface ExecConfig {
   network_disabled?: boolean;
   /** Names of operator secrets (pyexec's --secrets-file); they need network. */
   secrets?: string[];
+  /** A workspace of the key mounted at /workspace; what the run leaves there is its next version. */
+  workspace?: string;
+  /** "rw" (the default) or "ro": mounted read-only. */
+  workspace_mode?: "rw" | "ro";
 }
 
 /** One file of an eval request: text, or base64 with encoding "base64". */
@@ -66,6 +70,10 @@ export interface RunCommon extends RichOptions {
    * this API key may not use, is a 400.
    */
   secrets?: string[];
+  /** A workspace of yours mounted at /workspace (docs/workspaces.md), merged into config. */
+  workspace?: string;
+  /** "ro" mounts the workspace read-only. */
+  workspace_mode?: "rw" | "ro";
   config?: ExecConfig;
 }
 
@@ -171,6 +179,7 @@ export interface ExecutionResultData {
   results?: unknown;
   files?: FileInfo[];
   files_omitted?: number;
+  workspace?: WorkspaceOutcome;
 }
 
 /** One page of listExecutions, most recent first. */
@@ -211,6 +220,9 @@ export interface SessionOptions {
   max_lifetime_seconds?: number;
   figure_format?: "png" | "svg";
   max_rows?: number;
+  /** A workspace of yours mounted at /workspace for the session's life; its changes are kept when it ends. */
+  workspace?: string;
+  workspace_mode?: "rw" | "ro";
 }
 
 /** A live session. */
@@ -245,4 +257,62 @@ export interface ToolList {
   format: ToolFormat;
   strict: boolean;
   tools: Record<string, unknown>[];
+}
+
+/** A workspace: a named file tree of an API key that outlives runs (docs/workspaces.md). */
+export interface Workspace {
+  owner: string;
+  name: string;
+  quota_bytes: number;
+  /** The current version; each change set makes the next. */
+  version: number;
+  bytes: number;
+  files: number;
+  created: string;
+  updated: string;
+}
+
+/** One entry of a workspace. */
+export interface WorkspaceFile {
+  path: string;
+  type: "file" | "dir" | "symlink";
+  size: number;
+  mode: number;
+  mtime?: string;
+  sha256?: string;
+  /** Where a symbolic link points. */
+  target?: string;
+}
+
+/** One kept version of a workspace. */
+export interface WorkspaceVersion {
+  number: number;
+  parent: number;
+  bytes: number;
+  files: number;
+  created: string;
+  /** What made it: "create", "run <id>", "upload", "write", "delete", "restore of version N". */
+  source: string;
+}
+
+/** What a change to a workspace made. */
+export interface WorkspaceCommit {
+  /** The version after the change: a new one when changed. */
+  version: number;
+  base: number;
+  changed: boolean;
+  added: number;
+  modified: number;
+  deleted: number;
+  /** Paths another writer changed meanwhile; this writer's content is kept as kept_as. */
+  conflicts?: { path: string; kept_as?: string; reason: string }[];
+  /** Paths that were not kept, and why. */
+  refused?: { path: string; reason: string }[];
+}
+
+/** What became of a run's workspace; error when its changes were not kept. */
+export interface WorkspaceOutcome extends WorkspaceCommit {
+  name: string;
+  mode: "rw" | "ro";
+  error?: string;
 }

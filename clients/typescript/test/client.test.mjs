@@ -309,6 +309,74 @@ describe("sessions", () => {
   });
 });
 
+describe("workspaces", () => {
+  // A new workspace, or a skip on a server whose jails cannot mount them (501).
+  async function freshWorkspace(t) {
+    const name = "ts-" + Math.random().toString(36).slice(2, 10);
+    try {
+      const ws = await px.createWorkspace(name, { quota_mb: 16 });
+      assert.equal(ws.version, 0);
+      return name;
+    } catch (e) {
+      if (e.status === 501) {
+        t.skip(`this server cannot mount workspaces: ${e.message}`);
+        return null;
+      }
+      throw e;
+    }
+  }
+  const text = (b) => new TextDecoder().decode(b);
+
+  test("files through the API, runs and sessions that use them, versions", async (t) => {
+    const name = await freshWorkspace(t);
+    if (name === null) return;
+    let c = await px.uploadWorkspace(name, { "in.csv": "a,b\n1,2\n", "bin/x.dat": new Uint8Array([0, 1, 255]) }, { dir: "proj" });
+    assert.deepEqual([c.version, c.changed, c.added], [1, true, 4]); // two files and their two folders
+    c = await px.writeWorkspaceFile(name, "proj/notes dir/a#b.txt", "escaped path");
+    assert.equal(c.version, 2);
+    assert.deepEqual((await px.workspaceFiles(name, "proj")).map((f) => f.path),
+      ["proj/bin", "proj/bin/x.dat", "proj/in.csv", "proj/notes dir", "proj/notes dir/a#b.txt"]);
+    assert.deepEqual([...(await px.readWorkspaceFile(name, "proj/bin/x.dat"))], [0, 1, 255]);
+    assert.equal(text(await px.readWorkspaceFile(name, "proj/notes dir/a#b.txt")), "escaped path");
+
+    const r = await px.eval("print(open('/workspace/proj/in.csv').read().split()[1])\nopen('/workspace/out.txt', 'w').write('from the run')",
+      { workspace: name });
+    assert.equal(r.stdout, "1,2\n");
+    assert.equal(r.workspace.version, 3);
+    assert.equal(r.workspace.added, 1);
+    assert.equal(text(await px.readWorkspaceFile(name, "out.txt")), "from the run");
+
+    const ro = await px.run("open('/workspace/out.txt', 'w').write('no')", { workspace: name, workspace_mode: "ro" });
+    assert.notEqual(ro.exit_code, 0);
+    assert.match(ro.stderr, /Read-only file system/);
+
+    const s = await px.createSession({ workspace: name });
+    const cell = await s.execute("open('/workspace/out.txt').read()");
+    assert.equal(cell.result, "'from the run'");
+    await s.execute("open('/workspace/from-session.txt', 'w').write('kept')");
+    await s.close();
+    assert.equal(text(await px.readWorkspaceFile(name, "from-session.txt")), "kept");
+
+    const tar = await px.downloadWorkspace(name, "proj");
+    assert.ok(text(tar).includes("in.csv") && text(tar).includes("1,2"));
+
+    c = await px.removeWorkspaceFile(name, "proj");
+    assert.ok(c.deleted >= 3);
+    await assert.rejects(px.readWorkspaceFile(name, "proj/in.csv"), NotFoundError);
+    assert.equal(text(await px.readWorkspaceFile(name, "proj/in.csv", { version: 3 })), "a,b\n1,2\n");
+    const versions = await px.workspaceVersions(name);
+    assert.deepEqual(versions.slice(0, 2).map((v) => v.source), ["create", "upload"]);
+    c = await px.restoreWorkspace(name, 3);
+    assert.equal(text(await px.readWorkspaceFile(name, "proj/in.csv")), "a,b\n1,2\n");
+    assert.equal((await px.getWorkspace(name)).version, c.version);
+    assert.ok((await px.listWorkspaces()).some((w) => w.name === name));
+
+    await px.deleteWorkspace(name);
+    await assert.rejects(px.getWorkspace(name), NotFoundError);
+    await assert.rejects(px.eval("1", { workspace: name }), NotFoundError);
+  });
+});
+
 describe("errors", () => {
   test("400, 401, 404, 413 as typed errors", async () => {
     await assert.rejects(px.eval("1", { python_version: "2.7" }), (e) => {

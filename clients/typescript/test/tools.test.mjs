@@ -168,6 +168,29 @@ describe("secrets", () => {
     const cell = await runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"], session_id: "ses_x" });
     assert.match(cell.text, /secrets and requirements do not apply/);
   });
+
+  test("workspace: the run sees it, its changes are reported and kept", async (t) => {
+    const name = "tools-" + Math.random().toString(36).slice(2, 10);
+    try {
+      await px.createWorkspace(name);
+    } catch (e) {
+      if (e.status === 501) return t.skip(`this server cannot mount workspaces: ${e.message}`);
+      throw e;
+    }
+    await px.writeWorkspaceFile(name, "n.txt", "41");
+    const out = await runPython(px, { code: "n = int(open('/workspace/n.txt').read())\nopen('/workspace/n.txt', 'w').write(str(n + 1))\nprint(n)", workspace: name });
+    assert.equal(out.isError, false, out.text);
+    assert.match(out.text, /--- stdout ---\n41\n/);
+    assert.match(out.text, new RegExp(`workspace ${name}: version 2 \\(0 added, 1 modified, 0 deleted\\)`));
+    assert.equal(new TextDecoder().decode(await px.readWorkspaceFile(name, "n.txt")), "42");
+    const ro = await runPython(px, { code: "open('/workspace/n.txt', 'w').write('0')", workspace: name, workspace_read_only: true });
+    assert.equal(ro.isError, true);
+    assert.match(ro.text, /Read-only file system/);
+    assert.match((await runPython(px, { code: "1", workspace_read_only: true })).text, /workspace_read_only needs a workspace/);
+    assert.match((await runPython(px, { code: "1", workspace: name, session_id: "ses_x" })).text, /workspace does not apply/);
+    assert.match((await runPython(px, { code: "1", workspace: "no-such-workspace" })).text, /^error: .*not found/);
+    await px.deleteWorkspace(name);
+  });
 });
 
 describe("Vercel AI SDK", () => {

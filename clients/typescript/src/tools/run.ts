@@ -8,7 +8,7 @@
 import type { PyExec } from "../client.js";
 import { APIError } from "../errors.js";
 import type { ExecutionResult } from "../rich.js";
-import type { ToolFormat } from "../types.js";
+import type { ToolFormat, WorkspaceOutcome } from "../types.js";
 
 /** The name of the tool, as GET /api/v1/tools lists it. */
 export const RUN_PYTHON = "run_python";
@@ -28,6 +28,9 @@ export interface RunPythonArgs {
   stdin?: string | null;
   requirements?: string[] | null;
   session_id?: string | null;
+  /** A workspace of the key mounted at /workspace (not with session_id). */
+  workspace?: string | null;
+  workspace_read_only?: boolean | null;
 }
 
 /** An image for the model: media type, base64 and a data URL. */
@@ -153,6 +156,7 @@ export function renderResult(r: ExecutionResult): string {
     if (truncated) out.push(`[${name} truncated at the server's output limit]`);
   }
   if (!r.stdout && !r.stderr) out.push("(no output)");
+  out.push(...workspaceLines(r.workspace));
   if (r.results !== undefined && r.results !== null) out.push("--- results ---", JSON.stringify(r.results));
   let images = 0;
   r.outputs.forEach((o, i) => {
@@ -181,6 +185,17 @@ export function renderResult(r: ExecutionResult): string {
   return out.join("\n") + "\n";
 }
 
+/** What became of a run's workspace, as the MCP server reports it. */
+function workspaceLines(w: WorkspaceOutcome | undefined): string[] {
+  if (w === undefined) return [];
+  if (w.error) return [`workspace ${w.name}: its changes were not kept: ${w.error}`];
+  if (!w.changed) return [`workspace ${w.name}: unchanged, version ${w.version}`];
+  return [
+    `workspace ${w.name}: version ${w.version} (${w.added} added, ${w.modified} modified, ${w.deleted} deleted)`,
+    ...(w.conflicts ?? []).map((c) => `workspace conflict: ${c.path}: ${c.reason} (kept as ${c.kept_as ?? ""})`),
+  ];
+}
+
 function outcomeOf(r: ExecutionResult, extra = ""): ToolOutcome {
   const images: ToolImage[] = [];
   for (const img of r.images) {
@@ -207,12 +222,20 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
     const code = a["code"] as string;
     const timeout = a["timeout_seconds"] as number | undefined;
     const sessionId = a["session_id"];
+    const workspace = a["workspace"];
+    if (workspace !== undefined && (typeof workspace !== "string" || workspace === "")) throw new BadArguments("workspace must be a workspace's name");
+    const readOnly = a["workspace_read_only"];
+    if (readOnly !== undefined && typeof readOnly !== "boolean") throw new BadArguments("workspace_read_only must be true or false");
+    if (readOnly === true && workspace === undefined) throw new BadArguments("workspace_read_only needs a workspace");
     if (sessionId !== undefined) {
       if (typeof sessionId !== "string" || sessionId === "") throw new BadArguments("session_id must be a string");
       if (a["stdin"] !== undefined || a["python_version"] !== undefined || a["network"] || secrets !== undefined || requirements !== undefined) {
         throw new BadArguments(
           "stdin, python_version, network, secrets and requirements do not apply to a session's cell (set them at create_session)",
         );
+      }
+      if (workspace !== undefined) {
+        throw new BadArguments("workspace does not apply to a session's cell (give it when the session is created)");
       }
       const s = px.session(sessionId);
       for (const [path, content] of Object.entries(files)) await s.upload(path, content, options);
@@ -232,6 +255,8 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
       network: a["network"] === true || secrets !== undefined,
       ...(secrets !== undefined ? { secrets } : {}),
       ...(typeof a["stdin"] === "string" ? { stdin: a["stdin"] } : {}),
+      ...(workspace !== undefined ? { workspace: workspace as string } : {}),
+      ...(readOnly === true ? { workspace_mode: "ro" as const } : {}),
       ...options,
     });
     return outcomeOf(r);
