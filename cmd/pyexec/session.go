@@ -20,10 +20,13 @@ func newSessionCmd() *cobra.Command {
 		Short: "Stateful sessions: variables, imports and files persist between cells",
 		Long: `A session is one interpreter in one jail for its whole life, like a notebook
 kernel. Sessions live in the memory of the server that holds them (on a fleet any
-server reaches them) and end at their idle timeout, their max lifetime, on rm, or
-when that server restarts.`,
+server reaches them) and end at their idle timeout, their max lifetime or on rm.
+A session idle for a while is hibernated (saved, its memory given back) and resumes
+at its next call; a graceful restart of the server keeps it. Save one for later
+with session snapshot, copy one with session fork.`,
 	}
-	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd(), newSessionPreviewCmd())
+	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd(), newSessionPreviewCmd(),
+		newSessionSnapshotCmd(), newSessionForkCmd())
 	return cmd
 }
 
@@ -32,6 +35,7 @@ type sessionFlags struct {
 	python       string
 	idle         int
 	requirements []string
+	fromSnapshot string
 }
 
 // add defines the flags on cmd; what says which session they create.
@@ -52,7 +56,7 @@ func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, er
 		return nil, err
 	}
 	req := &client.SessionRequest{PythonVersion: f.python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
-		IdleTimeoutSeconds: f.idle, Requirements: reqs}
+		IdleTimeoutSeconds: f.idle, Requirements: reqs, FromSnapshot: f.fromSnapshot}
 	if o.network {
 		off := false
 		req.NetworkDisabled = &off
@@ -118,6 +122,7 @@ func newSessionCreateCmd() *cobra.Command {
 			return 0, nil
 		})
 	f.add(cmd, "the session")
+	f.addFromSnapshot(cmd)
 	return cmd
 }
 
