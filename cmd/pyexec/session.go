@@ -167,6 +167,9 @@ func printCell(stdout, stderr io.Writer, r *client.CellResult, o clientOptions) 
 	if o.json {
 		return exitCode(&r.ExecutionResult), printJSON(stdout, r)
 	}
+	if r.Resumed && o.verbose {
+		fmt.Fprintln(stderr, "pyexec: the session was hibernated; it resumed for this cell")
+	}
 	code, err := printResult(stdout, stderr, &r.ExecutionResult, o, true)
 	if r.SessionEnded {
 		fmt.Fprintln(stderr, "pyexec: the session ended")

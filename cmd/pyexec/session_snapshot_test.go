@@ -29,6 +29,8 @@ func snapshotAPI(t *testing.T) (string, func() []string) {
 		"GET /api/v1/snapshots": {http.StatusOK, `{"snapshots":[{"snapshot_id":"snap_1","session_id":"ses_1","bytes":3145728,
 			"created_at":"2026-01-02T03:04:05Z","python_version":"3.12","execution_count":2,"skipped":[{"name":"t","reason":"a thread"}]}]}`},
 		"DELETE /api/v1/snapshots/snap_1": {http.StatusNoContent, ""},
+		"POST /api/v1/sessions/ses_1/execute": {http.StatusOK, `{"execution_id":"exe_1","status":"completed","exit_code":0,
+			"stdout":"","result":"42","session_id":"ses_1","execution_count":3,"resumed":true}`},
 		"DELETE /api/v1/snapshots/snap_x": {http.StatusNotFound, `{"status":404,"title":"Not Found","detail":"snapshot not found"}`},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +77,9 @@ func TestSessionSnapshotForkAndRestoreCommands(t *testing.T) {
 		{name: "snapshot rm", args: []string{"snapshot", "rm", "snap_1"}, wantStdout: "snap_1\n", wantSent: "DELETE /api/v1/snapshots/snap_1"},
 		{name: "snapshot rm of an unknown one fails with the server's message", args: []string{"snapshot", "rm", "snap_x"},
 			wantCode: exitClientError, wantStderr: "snapshot not found", wantSent: "DELETE /api/v1/snapshots/snap_x"},
+		{name: "exec -v says the cell resumed the session", args: []string{"session", "exec", "-v", "ses_1", "x"},
+			wantStdout: "42\n", wantStderr: "pyexec: the session was hibernated; it resumed for this cell\n",
+			wantSent: `POST /api/v1/sessions/ses_1/execute {"code":"x"}`},
 		{name: "an empty id is refused before any request", args: []string{"session", "snapshot", ""},
 			wantCode: 1, wantStderr: "the session id is empty"},
 	}
