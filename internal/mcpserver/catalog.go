@@ -26,6 +26,10 @@ func (h *handlers) tools() []tool {
 		{def: readFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readFile) }},
 		{def: createSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.createSession) }},
 		{def: closeSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.closeSession) }},
+		{def: snapshotSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.snapshotSession) }},
+		{def: forkSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.forkSession) }},
+		{def: listSnapshotsTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listSnapshots) }},
+		{def: deleteSnapshotTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.deleteSnapshot) }},
 	}
 }
 

@@ -463,8 +463,12 @@ func TestListTools(t *testing.T) {
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
-		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements", "from_snapshot"}},
 		{"close_session", []string{"session_id"}, []string{"session_id"}},
+		{"snapshot_session", []string{"session_id"}, []string{"session_id"}},
+		{"fork_session", []string{"session_id"}, []string{"session_id"}},
+		{"list_snapshots", nil, nil},
+		{"delete_snapshot", []string{"snapshot_id"}, []string{"snapshot_id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,7 +485,7 @@ func TestListTools(t *testing.T) {
 			if !slices.Equal(req, tt.required) {
 				t.Errorf("required %v, want %v", req, tt.required)
 			}
-			props := schema["properties"].(map[string]any)
+			props, _ := schema["properties"].(map[string]any)
 			for _, p := range tt.props {
 				if _, ok := props[p]; !ok {
 					t.Errorf("input schema lacks %s", p)
