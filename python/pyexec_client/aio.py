@@ -13,11 +13,12 @@ from ._files import AsyncFilesMixin
 from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import AsyncSession, CreateStreamDecoder, Requirements, create_body
+from .snapshots import AsyncSnapshotsMixin
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class AsyncPyExec(AsyncFilesMixin):
+class AsyncPyExec(AsyncFilesMixin, AsyncSnapshotsMixin):
     """Asynchronous client of a pyexec (or python-executor) server; the
     methods are those of PyExec, as coroutines.
 
@@ -130,12 +131,13 @@ class AsyncPyExec(AsyncFilesMixin):
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
-                on_install: Optional[Callable[[str], None]] = None) -> AsyncSession:
+                on_install: Optional[Callable[[str], None]] = None, from_snapshot: Optional[str] = None) -> AsyncSession:
         """A stateful session: ``async with px.session() as s`` creates it
         and ends it on exit; ``s = await px.session()`` only creates it.
-        Requirements and ``on_install`` are as for ``PyExec.session``."""
+        Requirements, ``on_install`` and ``from_snapshot`` are as for
+        ``PyExec.session``."""
         return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
-                                              network, idle_timeout_seconds, max_lifetime_seconds),
+                                              network, idle_timeout_seconds, max_lifetime_seconds, from_snapshot),
                             on_install=on_install)
 
     async def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:
