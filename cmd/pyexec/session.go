@@ -202,40 +202,19 @@ func newSessionLsCmd() *cobra.Command {
 }
 
 func newSessionRmCmd() *cobra.Command {
-	cmd := newClientCmd("rm <session-id>...", "End sessions and remove their files", idArgs("session id", -1, cobra.MinimumNArgs(1)),
-		func(cmd *cobra.Command, args []string) (int, error) {
-			o, err := readClientOptions(cmd)
-			if err != nil {
-				return exitClientError, err
-			}
-			c := o.newClient()
-			for _, id := range args {
-				if err := c.DeleteSession(cmd.Context(), id); err != nil {
-					return exitClientError, fmt.Errorf("%s: %w", id, err)
-				}
-				if !o.quiet && !o.json {
-					fmt.Fprintln(cmd.OutOrStdout(), id)
-				}
-			}
-			return 0, nil
-		})
+	cmd := newRmCmd("rm <session-id>...", "End sessions and remove their files", "session id", (*client.Client).DeleteSession)
 	cmd.ValidArgsFunction = completeSessionIDs
 	return cmd
 }
 
 // completeSessionIDs offers the caller's live sessions.
 func completeSessionIDs(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	o, err := readClientOptions(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	list, err := o.newClient().ListSessions(cmd.Context())
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ids := make([]string, len(list))
-	for i, s := range list {
-		ids[i] = s.SessionID
-	}
-	return ids, cobra.ShellCompDirectiveNoFileComp
+	return completeIDs(cmd, func(c *client.Client, ctx context.Context) ([]string, error) {
+		list, err := c.ListSessions(ctx)
+		ids := make([]string, len(list))
+		for i, s := range list {
+			ids[i] = s.SessionID
+		}
+		return ids, err
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -129,40 +130,19 @@ func newSnapshotLsCmd() *cobra.Command {
 }
 
 func newSnapshotRmCmd() *cobra.Command {
-	cmd := newClientCmd("rm <snapshot-id>...", "Delete snapshots", idArgs("snapshot id", -1, cobra.MinimumNArgs(1)),
-		func(cmd *cobra.Command, args []string) (int, error) {
-			o, err := readClientOptions(cmd)
-			if err != nil {
-				return exitClientError, err
-			}
-			c := o.newClient()
-			for _, id := range args {
-				if err := c.DeleteSnapshot(cmd.Context(), id); err != nil {
-					return exitClientError, fmt.Errorf("%s: %w", id, err)
-				}
-				if !o.quiet && !o.json {
-					fmt.Fprintln(cmd.OutOrStdout(), id)
-				}
-			}
-			return 0, nil
-		})
+	cmd := newRmCmd("rm <snapshot-id>...", "Delete snapshots", "snapshot id", (*client.Client).DeleteSnapshot)
 	cmd.ValidArgsFunction = completeSnapshotIDs
 	return cmd
 }
 
 // completeSnapshotIDs offers the caller's snapshots.
 func completeSnapshotIDs(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	o, err := readClientOptions(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	list, err := o.newClient().ListSnapshots(cmd.Context())
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ids := make([]string, len(list))
-	for i, s := range list {
-		ids[i] = s.SnapshotID
-	}
-	return ids, cobra.ShellCompDirectiveNoFileComp
+	return completeIDs(cmd, func(c *client.Client, ctx context.Context) ([]string, error) {
+		list, err := c.ListSnapshots(ctx)
+		ids := make([]string, len(list))
+		for i, s := range list {
+			ids[i] = s.SnapshotID
+		}
+		return ids, err
+	})
 }
