@@ -31,12 +31,16 @@ type SessionRequest struct {
 	// it ends. WorkspaceMode "ro" mounts it read-only.
 	Workspace     string `json:"workspace,omitempty"`
 	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	// FromSnapshot restores one of the caller's snapshots into the new
+	// session: its variables and files, and its configuration for every
+	// field left zero (see Snapshot).
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // Session describes a live session.
 type Session struct {
 	SessionID          string    `json:"session_id"`
-	State              string    `json:"state"` // idle or busy
+	State              string    `json:"state"` // SessionIdle, SessionBusy or SessionHibernated
 	PythonVersion      string    `json:"python_version"`
 	Network            bool      `json:"network"`
 	ExecutionCount     int       `json:"execution_count"`
@@ -48,6 +52,13 @@ type Session struct {
 	MemoryLimitBytes   int64     `json:"memory_limit_bytes"`
 	DiskLimitBytes     int64     `json:"disk_limit_bytes"`
 	Restarts           int       `json:"restarts"`
+	// FromSnapshot is the snapshot the session was restored from.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// ForkedFrom is the session this one was forked from.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// Skipped, on the answer of a restore or a fork only, names the
+	// variables it could not load (a module the environment lacks).
+	Skipped []SkippedVariable `json:"skipped,omitempty"`
 }
 
 // CellRequest is one cell (POST /api/v1/sessions/{id}/execute).
@@ -66,6 +77,8 @@ type CellResult struct {
 	ExecutionCount int    `json:"execution_count"`
 	// SessionEnded says the session did not survive the cell.
 	SessionEnded bool `json:"session_ended,omitempty"`
+	// Resumed says the session was hibernated and resumed for this cell.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // SessionFile is a file of a session's workspace.

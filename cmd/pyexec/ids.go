@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pyexec/pyexec/client"
 )
 
 // idArgs adds to check that the first n arguments (all of them when n is
@@ -26,4 +29,41 @@ func idArgs(what string, n int, check cobra.PositionalArgs) cobra.PositionalArgs
 		}
 		return nil
 	}
+}
+
+// newRmCmd is an rm command of ids named what ("session id"): each is
+// deleted in turn with del and printed (unless -q or --json); the first
+// failure stops it.
+func newRmCmd(use, short, what string, del func(c *client.Client, ctx context.Context, id string) error) *cobra.Command {
+	return newClientCmd(use, short, idArgs(what, -1, cobra.MinimumNArgs(1)),
+		func(cmd *cobra.Command, args []string) (int, error) {
+			o, err := readClientOptions(cmd)
+			if err != nil {
+				return exitClientError, err
+			}
+			c := o.newClient()
+			for _, id := range args {
+				if err := del(c, cmd.Context(), id); err != nil {
+					return exitClientError, fmt.Errorf("%s: %w", id, err)
+				}
+				if !o.quiet && !o.json {
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+				}
+			}
+			return 0, nil
+		})
+}
+
+// completeIDs offers the ids list gives the caller; nothing when the
+// server cannot be asked.
+func completeIDs(cmd *cobra.Command, list func(c *client.Client, ctx context.Context) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	o, err := readClientOptions(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ids, err := list(o.newClient(), cmd.Context())
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return ids, cobra.ShellCompDirectiveNoFileComp
 }

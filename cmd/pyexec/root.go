@@ -28,6 +28,7 @@ func commands() []func() *cobra.Command {
 		newLintCmd,
 		newMCPCmd,
 		newSessionCmd,
+		newSnapshotCmd,
 		newReplCmd,
 		newWsCmd,
 	}

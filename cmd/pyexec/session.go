@@ -20,10 +20,13 @@ func newSessionCmd() *cobra.Command {
 		Short: "Stateful sessions: variables, imports and files persist between cells",
 		Long: `A session is one interpreter in one jail for its whole life, like a notebook
 kernel. Sessions live in the memory of the server that holds them (on a fleet any
-server reaches them) and end at their idle timeout, their max lifetime, on rm, or
-when that server restarts.`,
+server reaches them) and end at their idle timeout, their max lifetime or on rm.
+A session idle for a while is hibernated (saved, its memory given back) and resumes
+at its next call; a graceful restart of the server keeps it. Save one for later
+with session snapshot, copy one with session fork.`,
 	}
-	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd(), newSessionPreviewCmd())
+	cmd.AddCommand(newSessionCreateCmd(), newSessionExecCmd(), newSessionLsCmd(), newSessionRmCmd(), newSessionPreviewCmd(),
+		newSessionSnapshotCmd(), newSessionForkCmd())
 	return cmd
 }
 
@@ -32,6 +35,7 @@ type sessionFlags struct {
 	python       string
 	idle         int
 	requirements []string
+	fromSnapshot string
 }
 
 // add defines the flags on cmd; what says which session they create.
@@ -52,7 +56,8 @@ func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, er
 		return nil, err
 	}
 	req := &client.SessionRequest{PythonVersion: f.python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
-		IdleTimeoutSeconds: f.idle, Requirements: reqs, Workspace: o.workspace, WorkspaceMode: o.workspaceMode}
+		IdleTimeoutSeconds: f.idle, Requirements: reqs, Workspace: o.workspace, WorkspaceMode: o.workspaceMode,
+		FromSnapshot: f.fromSnapshot}
 	if o.network {
 		off := false
 		req.NetworkDisabled = &off
@@ -119,6 +124,7 @@ func newSessionCreateCmd() *cobra.Command {
 		})
 	f.add(cmd, "the session")
 	addWorkspaceFlags(cmd, "the session's life")
+	f.addFromSnapshot(cmd)
 	return cmd
 }
 
@@ -163,6 +169,9 @@ func printCell(stdout, stderr io.Writer, r *client.CellResult, o clientOptions) 
 	if o.json {
 		return exitCode(&r.ExecutionResult), printJSON(stdout, r)
 	}
+	if r.Resumed && o.verbose {
+		fmt.Fprintln(stderr, "pyexec: the session was hibernated; it resumed for this cell")
+	}
 	code, err := printResult(stdout, stderr, &r.ExecutionResult, o, true)
 	if r.SessionEnded {
 		fmt.Fprintln(stderr, "pyexec: the session ended")
@@ -195,40 +204,19 @@ func newSessionLsCmd() *cobra.Command {
 }
 
 func newSessionRmCmd() *cobra.Command {
-	cmd := newClientCmd("rm <session-id>...", "End sessions and remove their files", idArgs("session id", -1, cobra.MinimumNArgs(1)),
-		func(cmd *cobra.Command, args []string) (int, error) {
-			o, err := readClientOptions(cmd)
-			if err != nil {
-				return exitClientError, err
-			}
-			c := o.newClient()
-			for _, id := range args {
-				if err := c.DeleteSession(cmd.Context(), id); err != nil {
-					return exitClientError, fmt.Errorf("%s: %w", id, err)
-				}
-				if !o.quiet && !o.json {
-					fmt.Fprintln(cmd.OutOrStdout(), id)
-				}
-			}
-			return 0, nil
-		})
+	cmd := newRmCmd("rm <session-id>...", "End sessions and remove their files", "session id", (*client.Client).DeleteSession)
 	cmd.ValidArgsFunction = completeSessionIDs
 	return cmd
 }
 
 // completeSessionIDs offers the caller's live sessions.
 func completeSessionIDs(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-	o, err := readClientOptions(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	list, err := o.newClient().ListSessions(cmd.Context())
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ids := make([]string, len(list))
-	for i, s := range list {
-		ids[i] = s.SessionID
-	}
-	return ids, cobra.ShellCompDirectiveNoFileComp
+	return completeIDs(cmd, func(c *client.Client, ctx context.Context) ([]string, error) {
+		list, err := c.ListSessions(ctx)
+		ids := make([]string, len(list))
+		for i, s := range list {
+			ids[i] = s.SessionID
+		}
+		return ids, err
+	})
 }

@@ -66,6 +66,16 @@ type mcpToolCase struct {
 	// made (nil: it must only not mention a's work).
 	owned bool
 	check func(t *testing.T, ts *httptest.Server, out map[string]any)
+	// snap, when set, builds the arguments from a's snapshot instead.
+	snap func(snap string) map[string]any
+}
+
+// argsFor builds the tool's arguments from a's ids.
+func (c mcpToolCase) argsFor(exe, ses, snap string) map[string]any {
+	if c.snap != nil {
+		return c.snap(snap)
+	}
+	return c.args(exe, ses)
 }
 
 var mcpToolCases = []mcpToolCase{
@@ -90,6 +100,12 @@ var mcpToolCases = []mcpToolCase{
 		return map[string]any{"execution_id": exe, "path": "out.txt"}
 	}},
 	{tool: "close_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
+	{tool: "snapshot_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
+	{tool: "fork_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
+	{tool: "delete_snapshot", owned: true, snap: func(snap string) map[string]any { return map[string]any{"snapshot_id": snap} }},
+	{tool: "create_session", owned: true, snap: func(snap string) map[string]any { return map[string]any{"from_snapshot": snap} }},
+	// a's snapshot names a's session: the text check sees it.
+	{tool: "list_snapshots", args: func(_, _ string) map[string]any { return map[string]any{} }},
 	{tool: "lint_python", args: func(_, _ string) map[string]any { return map[string]any{"code": "import os\n"} }},
 	{tool: "create_session", args: func(_, _ string) map[string]any { return map[string]any{} },
 		check: func(t *testing.T, ts *httptest.Server, out map[string]any) {
@@ -124,6 +140,11 @@ func TestTenancyMCP(t *testing.T) {
 	if failed || ses == "" {
 		t.Fatalf("a's create_session: %s", text)
 	}
+	failed, text, out = callTool(t, a, "snapshot_session", map[string]any{"session_id": ses})
+	snap, _ := out["snapshot_id"].(string)
+	if failed || snap == "" {
+		t.Fatalf("a's snapshot_session: %s", text)
+	}
 
 	createWorkspace(t, ts, keyA, ses)
 	if code, _, body := call(t, ts, http.MethodPut, "/api/v1/workspaces/"+ses+"/files/a-only.txt", "application/octet-stream",
@@ -144,11 +165,12 @@ func TestTenancyMCP(t *testing.T) {
 	})
 
 	unknownExe, unknownSes := "exe_00000000-0000-7000-8000-000000000000", "ses_00000000-0000-7000-8000-000000000000"
+	const unknownSnap = "snap_000000000000000000000000"
 	for _, c := range mcpToolCases {
 		t.Run(c.tool, func(t *testing.T) {
-			failed, text, out := callTool(t, b, c.tool, c.args(exe, ses))
+			failed, text, out := callTool(t, b, c.tool, c.argsFor(exe, ses, snap))
 			if !c.owned {
-				if strings.Contains(text, exe) || strings.Contains(text, ses) {
+				if strings.Contains(text, exe) || strings.Contains(text, ses) || strings.Contains(text, snap) {
 					t.Errorf("b's %s mentions a's work: %s", c.tool, text)
 				}
 				if c.check != nil {
@@ -156,8 +178,8 @@ func TestTenancyMCP(t *testing.T) {
 				}
 				return
 			}
-			_, wantText, _ := callTool(t, b, c.tool, c.args(unknownExe, unknownSes))
-			wantText = strings.NewReplacer(unknownExe, exe, unknownSes, ses).Replace(wantText)
+			_, wantText, _ := callTool(t, b, c.tool, c.argsFor(unknownExe, unknownSes, unknownSnap))
+			wantText = strings.NewReplacer(unknownExe, exe, unknownSes, ses, unknownSnap, snap).Replace(wantText)
 			if !failed || text != wantText {
 				t.Errorf("b's %s on a's work: failed=%v %q; want what unknown ids get: %q", c.tool, failed, text, wantText)
 			}

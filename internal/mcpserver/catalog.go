@@ -30,6 +30,10 @@ func (h *handlers) tools() []tool {
 		{def: listWorkspaceFilesTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listWorkspaceFiles) }},
 		{def: readWorkspaceFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.readWorkspaceFile) }},
 		{def: writeWorkspaceFileTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.writeWorkspaceFile) }},
+		{def: snapshotSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.snapshotSession) }},
+		{def: forkSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.forkSession) }},
+		{def: listSnapshotsTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listSnapshots) }},
+		{def: deleteSnapshotTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.deleteSnapshot) }},
 	}
 }
 

@@ -473,12 +473,16 @@ func TestListTools(t *testing.T) {
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
-		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements", "workspace", "workspace_read_only"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements", "workspace", "workspace_read_only", "from_snapshot"}},
 		{"close_session", []string{"session_id"}, []string{"session_id"}},
 		{"list_workspaces", nil, nil},
 		{"list_workspace_files", []string{"workspace"}, []string{"workspace", "dir"}},
 		{"read_workspace_file", []string{"workspace", "path"}, []string{"workspace", "path", "offset", "max_bytes"}},
 		{"write_workspace_file", []string{"workspace", "path", "content"}, []string{"workspace", "path", "content"}},
+		{"snapshot_session", []string{"session_id"}, []string{"session_id"}},
+		{"fork_session", []string{"session_id"}, []string{"session_id"}},
+		{"list_snapshots", nil, nil},
+		{"delete_snapshot", []string{"snapshot_id"}, []string{"snapshot_id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,7 +36,8 @@ const instructions = "pyexec runs Python code in an isolated Linux sandbox with 
 	"Call run_python to execute code and see its stdout, stderr and exit status, its plots as images and the " +
 	"files it wrote (read them with read_file); lint_python checks code without running it. Each call starts " +
 	"from an empty working directory, unless it passes a session_id from create_session: a session keeps " +
-	"variables, imports and files between calls until close_session. The network is off unless the server " +
+	"variables, imports and files between calls until close_session; snapshot_session saves it for later " +
+	"(create_session with from_snapshot restores it) and fork_session copies it. The network is off unless the server " +
 	"allows it and the call asks for it."
 
 // Backend is what the tools need from pyexec: the asynchronous execution

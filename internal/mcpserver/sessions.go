@@ -32,12 +32,15 @@ type CreateSessionInput struct {
 	Workspace          string   `json:"workspace,omitempty" jsonschema:"A workspace of yours (list_workspaces) mounted at /workspace for the session's life; what the session leaves there is kept when it closes."`
 	WorkspaceRO        bool     `json:"workspace_read_only,omitempty" jsonschema:"Mount the workspace read-only."`
 	Requirements       []string `json:"requirements,omitempty" jsonschema:"Packages to install into the session, as pip requirement specifiers, e.g. [\"polars\", \"requests==2.32.3\"]. The session already has the server's base packages (by default numpy, pandas, matplotlib, requests, beautifulsoup4, scipy); these go on top of them."`
+	FromSnapshot       string   `json:"from_snapshot,omitempty" jsonschema:"A snapshot_id from snapshot_session: the new session holds that snapshot's variables and files, and its configuration for what this call leaves out."`
 }
 
 // CreateSessionOutput is create_session's result.
 type CreateSessionOutput struct {
 	SessionID     string `json:"session_id" jsonschema:"Pass as session_id to run_python to run code in this session."`
 	PythonVersion string `json:"python_version"`
+	// Skipped, on a restore, names what it could not load.
+	Skipped []SkippedVariable `json:"skipped,omitempty" jsonschema:"On a restore from a snapshot: variables the new session could not load."`
 }
 
 // CloseSessionInput are the arguments of close_session.
@@ -102,7 +105,8 @@ func (h *handlers) createSession(ctx context.Context, call *mcp.CallToolRequest,
 		return nil, CreateSessionOutput{}, err
 	}
 	req := &client.SessionRequest{PythonVersion: in.PythonVersion, IdleTimeoutSeconds: in.IdleTimeoutSeconds,
-		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs, Workspace: in.Workspace, WorkspaceMode: mode}
+		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs, Workspace: in.Workspace, WorkspaceMode: mode,
+		FromSnapshot: in.FromSnapshot}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
 	p := newProgress(call, h.log)
@@ -113,8 +117,12 @@ func (h *handlers) createSession(ctx context.Context, call *mcp.CallToolRequest,
 		return nil, CreateSessionOutput{}, fmt.Errorf("creating the session: %w", err)
 	}
 	out := CreateSessionOutput{SessionID: s.SessionID, PythonVersion: s.PythonVersion}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
-		Text: fmt.Sprintf("session %s started (Python %s)", s.SessionID, s.PythonVersion)}}}, out, nil
+	text := fmt.Sprintf("session %s started (Python %s)", s.SessionID, s.PythonVersion)
+	if s.FromSnapshot != "" {
+		out.Skipped = skippedOf(s.Skipped)
+		text += fmt.Sprintf(" from snapshot %s\n%s", s.FromSnapshot, skippedText(s.Skipped))
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }
 
 func (h *handlers) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in CloseSessionInput) (*mcp.CallToolResult, CloseSessionOutput, error) {
@@ -164,6 +172,9 @@ func (h *handlers) runCell(ctx context.Context, in RunPythonInput) (*mcp.CallToo
 		text.WriteString("value: " + *r.Result + "\n")
 	}
 	text.WriteString(rc.text)
+	if r.Resumed {
+		text.WriteString("the session had been idle and hibernated: it was resumed for this call (threads, open files and sockets did not survive)\n")
+	}
 	if r.SessionEnded {
 		text.WriteString("the session ended; create a new one to continue\n")
 	}

@@ -3,7 +3,7 @@ Python in a Linux jail (and of the python-executor API it speaks).
 
 * ``PyExec`` / ``AsyncPyExec``: eval, projects, async submit/wait/kill,
   live events, listing, lint, execution files, tool definitions, stateful
-  sessions (``px.session()``); rich outputs (plots, tables) on
+  sessions (``px.session()``), their snapshots and forks; rich outputs (plots, tables) on
   ``ExecutionResult.outputs``.
 * ``PythonExecutorClient``: the old python-executor client's interface.
 * ``pyexec_client.tools``: run a model's tool calls (OpenAI, Anthropic).
@@ -27,13 +27,14 @@ from .errors import (
     WaitTimeoutError,
 )
 from .sessions import AsyncSession, CellResult, Session
+from .snapshots import Skipped, SnapshotInfo, SnapshotSaved
 from .tar import detect_entrypoint, tar_from_dict, tar_from_directory, tar_from_project
 from .types import Diagnostic, Event, EventType, ExecutionList, ExecutionResult, ExecutionStatus, FileInfo, Output
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "PyExec", "AsyncPyExec", "Session", "AsyncSession", "CellResult", "PythonExecutorClient", "Metadata", "ExecutionConfig",
+    "PyExec", "AsyncPyExec", "Session", "AsyncSession", "CellResult", "SnapshotSaved", "SnapshotInfo", "Skipped", "PythonExecutorClient", "Metadata", "ExecutionConfig",
     "ExecutionResult", "ExecutionStatus", "ExecutionList", "Event", "EventType", "Output", "FileInfo", "Diagnostic",
     "PyExecError", "APIError", "BadRequestError", "AuthenticationError", "NotFoundError", "PayloadTooLargeError",
     "RateLimitError", "ServerError", "ServiceUnavailableError", "TransportError", "StreamEndedError",

@@ -14,11 +14,12 @@ from ._workspaces import AsyncWorkspacesMixin
 from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import AsyncSession, CreateStreamDecoder, Requirements, create_body
+from .snapshots import AsyncSnapshotsMixin
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class AsyncPyExec(AsyncFilesMixin, AsyncWorkspacesMixin):
+class AsyncPyExec(AsyncFilesMixin, AsyncWorkspacesMixin, AsyncSnapshotsMixin):
     """Asynchronous client of a pyexec (or python-executor) server; the
     methods are those of PyExec, as coroutines.
 
@@ -138,12 +139,15 @@ class AsyncPyExec(AsyncFilesMixin, AsyncWorkspacesMixin):
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
                 on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
-                workspace_mode: Optional[str] = None) -> AsyncSession:
+                workspace_mode: Optional[str] = None,
+                from_snapshot: Optional[str] = None) -> AsyncSession:
         """A stateful session: ``async with px.session() as s`` creates it
         and ends it on exit; ``s = await px.session()`` only creates it.
-        Requirements and ``on_install`` are as for ``PyExec.session``."""
+        Requirements, ``on_install`` and ``from_snapshot`` are as for
+        ``PyExec.session``."""
         return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
-                                              network, idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode),
+                                              network, idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode,
+                                              from_snapshot),
                             on_install=on_install)
 
     async def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

@@ -13,11 +13,12 @@ from ._workspaces import WorkspacesMixin
 from ._transport import POLL_INTERVAL
 from .errors import StreamEndedError, TransportError, WaitTimeoutError
 from .sessions import CreateStreamDecoder, Requirements, Session, create_body
+from .snapshots import SnapshotsMixin
 from .tar import Project
 from .types import Event, ExecutionList, ExecutionResult, ExecutionStatus
 
 
-class PyExec(FilesMixin, WorkspacesMixin):
+class PyExec(FilesMixin, WorkspacesMixin, SnapshotsMixin):
     """Client of a pyexec (or python-executor) server.
 
     >>> with PyExec("http://localhost:8080") as px:
@@ -136,7 +137,8 @@ class PyExec(FilesMixin, WorkspacesMixin):
                 disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
                 on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
-                workspace_mode: Optional[str] = None) -> "Session":
+                workspace_mode: Optional[str] = None,
+                from_snapshot: Optional[str] = None) -> "Session":
         """Create a stateful session (see pyexec_client.sessions); use it
         with ``with`` to end it on exit.
 
@@ -145,9 +147,13 @@ class PyExec(FilesMixin, WorkspacesMixin):
         or a list of requirements) are installed over it, and
         ``on_install`` receives the installer's lines while that happens.
         Requirements that cannot be installed raise a BadRequestError whose
-        message starts with ``install_error:``."""
+        message starts with ``install_error:``. ``from_snapshot`` restores
+        a snapshot of yours (``Session.snapshot()``) into the new session:
+        its variables and files, and its configuration for what is left
+        out here."""
         body = create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares, network,
-                           idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode)
+                           idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode,
+                           from_snapshot)
         return Session(self, self._create_session(body, on_install))
 
     def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

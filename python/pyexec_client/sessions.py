@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from ._transport import AsyncTransport, Transport
 from .errors import error_for_status
+from .snapshots import SnapshotSaved
 from .types import ExecutionResult
 
 
@@ -23,18 +24,22 @@ from .types import ExecutionResult
 class CellResult(ExecutionResult):
     """The outcome of a cell: an ExecutionResult plus the session's
     counters. ``session_ended`` says the session did not survive the cell
-    (its interpreter died, or a timed-out cell ignored its interrupt)."""
+    (its interpreter died, or a timed-out cell ignored its interrupt);
+    ``resumed`` that the session was hibernated and resumed for it (what a
+    snapshot skips, threads and open files, did not survive)."""
 
     execution_count: int = 0
     session_id: str = ""
     session_ended: bool = False
+    resumed: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CellResult":
         base = ExecutionResult.from_dict(data)
         fields = {k: getattr(base, k) for k in base.__dataclass_fields__}
         return cls(**fields, execution_count=data.get("execution_count") or 0,
-                   session_id=data.get("session_id") or "", session_ended=bool(data.get("session_ended")))
+                   session_id=data.get("session_id") or "", session_ended=bool(data.get("session_ended")),
+                   resumed=bool(data.get("resumed")))
 
 
 #: A session's requirements: requirements.txt text, or one requirement an
@@ -95,14 +100,17 @@ def create_body(python_version: Optional[str], requirements: Requirements, env: 
                 memory_mb: Optional[int], disk_mb: Optional[int], cpu_shares: Optional[int],
                 network: Optional[bool], idle_timeout_seconds: Optional[int],
                 max_lifetime_seconds: Optional[int], workspace: Optional[str] = None,
-                workspace_mode: Optional[str] = None) -> Dict[str, Any]:
-    """The JSON of POST /api/v1/sessions; None leaves the server's default."""
+                workspace_mode: Optional[str] = None,
+                from_snapshot: Optional[str] = None) -> Dict[str, Any]:
+    """The JSON of POST /api/v1/sessions; None leaves the server's default
+    (the snapshot's, with from_snapshot)."""
     body: Dict[str, Any] = {
         "python_version": python_version, "requirements": requirements_text(requirements), "env_vars": dict(env) if env else None,
         "memory_mb": memory_mb, "disk_mb": disk_mb, "cpu_shares": cpu_shares,
         "network_disabled": None if network is None else not network,
         "idle_timeout_seconds": idle_timeout_seconds, "max_lifetime_seconds": max_lifetime_seconds,
         "workspace": workspace, "workspace_mode": workspace_mode,
+        "from_snapshot": from_snapshot,
     }
     return {k: v for k, v in body.items() if v is not None}
 
@@ -146,8 +154,20 @@ class Session:
         return CellResult.from_dict(resp.json())
 
     def info(self) -> Dict[str, Any]:
-        """State, execution count, last activity, memory in use."""
+        """State (idle, busy or hibernated), execution count, last activity,
+        memory in use."""
         return self._px._request("GET", session_path(self.id)).json()
+
+    def snapshot(self) -> SnapshotSaved:
+        """Save the session's variables, imports and files as a snapshot of
+        your key; ``px.session(from_snapshot=...)`` restores it, later or on
+        another server of the fleet. The session goes on unchanged."""
+        return SnapshotSaved.from_dict(self._px._request("POST", session_path(self.id) + "/snapshot").json())
+
+    def fork(self) -> "Session":
+        """A new session holding a copy of this one's variables and files;
+        the two then diverge."""
+        return Session(self._px, self._px._request("POST", session_path(self.id) + "/fork").json()["session_id"])
 
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the running cell (from another thread)."""
@@ -209,6 +229,15 @@ class AsyncSession:
 
     async def info(self) -> Dict[str, Any]:
         return (await self._px._request("GET", session_path(self.id))).json()
+
+    async def snapshot(self) -> SnapshotSaved:
+        """See Session.snapshot."""
+        return SnapshotSaved.from_dict((await self._px._request("POST", session_path(self.id) + "/snapshot")).json())
+
+    async def fork(self) -> "AsyncSession":
+        """See Session.fork."""
+        resp = await self._px._request("POST", session_path(self.id) + "/fork")
+        return AsyncSession(self._px, session_id=resp.json()["session_id"])
 
     async def interrupt(self) -> None:
         await self._px._request("POST", session_path(self.id) + "/interrupt")

@@ -31,11 +31,13 @@ from .aio import AsyncPyExec
 from .client import PyExec
 from .errors import APIError
 from .sessions import AsyncSession, CellResult, Session
+from .snapshots import SnapshotInfo, SnapshotSaved, Skipped
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
     "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "LIST_WORKSPACES",
-    "LIST_WORKSPACE_FILES", "READ_WORKSPACE_FILE", "WRITE_WORKSPACE_FILE", "TOOLS", "ToolOutcome", "render_result", "run_tool",
+    "LIST_WORKSPACE_FILES", "READ_WORKSPACE_FILE", "WRITE_WORKSPACE_FILE", "SNAPSHOT_SESSION", "FORK_SESSION",
+    "LIST_SNAPSHOTS", "DELETE_SNAPSHOT", "TOOLS", "ToolOutcome", "render_result", "run_tool",
     "arun_tool", "openai_tool_message", "aopenai_tool_message", "openai_response_output", "aopenai_response_output",
     "anthropic_tool_result", "aanthropic_tool_result",
 ]
@@ -48,8 +50,13 @@ LIST_WORKSPACES = wt.LIST_WORKSPACES
 LIST_WORKSPACE_FILES = wt.LIST_WORKSPACE_FILES
 READ_WORKSPACE_FILE = wt.READ_WORKSPACE_FILE
 WRITE_WORKSPACE_FILE = wt.WRITE_WORKSPACE_FILE
+SNAPSHOT_SESSION = "snapshot_session"
+FORK_SESSION = "fork_session"
+LIST_SNAPSHOTS = "list_snapshots"
+DELETE_SNAPSHOT = "delete_snapshot"
 #: Every tool these helpers run, as GET /api/v1/tools lists them.
-TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION) + wt.NAMES
+TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION, SNAPSHOT_SESSION, FORK_SESSION,
+         LIST_SNAPSHOTS, DELETE_SNAPSHOT) + wt.NAMES
 #: Plots one run_python result carries as images at most.
 MAX_IMAGES = 8
 
@@ -222,8 +229,33 @@ def _create_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     if idle is not None and (not isinstance(idle, int) or idle < 1):
         raise _BadArguments("idle_timeout_seconds must be a positive integer")
     ws, ws_mode = wt.mode(args)
+    snap = args.get("from_snapshot")
+    if snap is not None and (not isinstance(snap, str) or not snap):
+        raise _BadArguments("from_snapshot must be a snapshot_id from snapshot_session")
     return {"python_version": version, "idle_timeout_seconds": idle, "network": bool(args.get("network")),
-            "workspace": ws, "workspace_mode": ws_mode}
+            "workspace": ws, "workspace_mode": ws_mode, "from_snapshot": snap}
+
+
+def _snapshot_id(args: Mapping[str, Any]) -> str:
+    sid = args.get("snapshot_id")
+    if not isinstance(sid, str) or not sid:
+        raise _BadArguments("snapshot_id is required and must be a string")
+    return sid
+
+
+def _skipped_text(skipped: Tuple[Skipped, ...]) -> str:
+    return "".join(f"skipped {s.name}: {s.reason}\n" for s in skipped)
+
+
+def _saved_outcome(session_id: str, s: SnapshotSaved) -> ToolOutcome:
+    return ToolOutcome(f"session {session_id} saved as snapshot {s.snapshot_id} ({s.bytes} bytes, {len(s.saved)} "
+                       f"variables)\n{_skipped_text(s.skipped)}", False)
+
+
+def _snapshots_outcome(snaps: List[SnapshotInfo]) -> ToolOutcome:
+    lines = [f"{s.snapshot_id}  of {s.session_id}  Python {s.python_version}  {s.execution_count} cells  {s.bytes} bytes  "
+             + (s.created_at.strftime("%Y-%m-%dT%H:%M:%SZ") if s.created_at else "") for s in snaps]
+    return ToolOutcome("".join(x + "\n" for x in lines) or "no snapshots\n", False)
 
 
 def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple[Optional[Tuple[str, Dict[str, Any]]], Optional[ToolOutcome]]:
@@ -237,6 +269,14 @@ def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple
             return ("create", _create_request(args)), None
         if name == CLOSE_SESSION:
             return ("close", {"session_id": _session_id(args)}), None
+        if name == SNAPSHOT_SESSION:
+            return ("snapshot", {"session_id": _session_id(args)}), None
+        if name == FORK_SESSION:
+            return ("fork", {"session_id": _session_id(args)}), None
+        if name == LIST_SNAPSHOTS:
+            return ("snapshots", {}), None
+        if name == DELETE_SNAPSHOT:
+            return ("delete_snapshot", {"snapshot_id": _snapshot_id(args)}), None
         if name == LINT_PYTHON:
             return ("lint", ft.lint_request(args)), None
         if name == LIST_FILES:
@@ -255,6 +295,9 @@ def _cell_outcome(r: CellResult) -> ToolOutcome:
     text = render_result(r)
     if r.result is not None:
         text += f"value: {r.result}\n"
+    if r.resumed:
+        text += ("the session had been idle and hibernated: it was resumed for this call (threads, open files and "
+                 "sockets did not survive)\n")
     if r.session_ended:
         text += "the session ended; create a new one to continue\n"
     return ToolOutcome(text, _failed(r), r, _images(r))
@@ -305,10 +348,19 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
         if kind == "create":
             s = client.session(**req)
             return ToolOutcome(f"session {s.id} started\n", False)
+        if kind == "snapshots":
+            return _snapshots_outcome(client.list_snapshots())
+        if kind == "delete_snapshot":
+            client.delete_snapshot(req["snapshot_id"])
+            return ToolOutcome(f"snapshot {req['snapshot_id']} deleted\n", False)
         session = Session(client, req["session_id"])
         if kind == "close":
             session.close()
             return ToolOutcome(f"session {session.id} closed\n", False)
+        if kind == "snapshot":
+            return _saved_outcome(session.id, session.snapshot())
+        if kind == "fork":
+            return ToolOutcome(f"session {session.fork().id} forked from {session.id}\n", False)
         for f in req["files"]:
             session.upload(f["name"], f["content"].encode())
         return _cell_outcome(session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
@@ -351,10 +403,19 @@ async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mappin
         if kind == "create":
             s = await client.session(**req)
             return ToolOutcome(f"session {s.id} started\n", False)
+        if kind == "snapshots":
+            return _snapshots_outcome(await client.list_snapshots())
+        if kind == "delete_snapshot":
+            await client.delete_snapshot(req["snapshot_id"])
+            return ToolOutcome(f"snapshot {req['snapshot_id']} deleted\n", False)
         session = AsyncSession(client, session_id=req["session_id"])
         if kind == "close":
             await session.close()
             return ToolOutcome(f"session {session.id} closed\n", False)
+        if kind == "snapshot":
+            return _saved_outcome(session.id, await session.snapshot())
+        if kind == "fork":
+            return ToolOutcome(f"session {(await session.fork()).id} forked from {session.id}\n", False)
         for f in req["files"]:
             await session.upload(f["name"], f["content"].encode())
         return _cell_outcome(await session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))

@@ -190,6 +190,10 @@ class TestToolText:
         ("run_python", {"code": "1", "python_version": "latest"}, "not MAJOR.MINOR"),
         ("run_python", {"code": "1", "files": [{"path": "main.py", "content": ""}]}, "given twice"),
         ("run_python", {"code": "1", "timeout_seconds": 0}, "positive integer"),
+        ("snapshot_session", {}, "session_id is required"),
+        ("fork_session", {"session_id": 7}, "session_id is required"),
+        ("delete_snapshot", {}, "snapshot_id is required"),
+        ("create_session", {"from_snapshot": ""}, "from_snapshot must be"),
     ])
     def test_bad_calls_are_error_outcomes(self, name, args, want):
         out = run_tool(None, name, args)  # refused before any request

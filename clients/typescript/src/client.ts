@@ -4,6 +4,7 @@ import { encodeBase64 } from "./base64.js";
 import { APIError, ConnectionError, StreamEndedError } from "./errors.js";
 import { CellResult, ExecutionResult } from "./rich.js";
 import { Session } from "./session.js";
+import type { SnapshotInfo } from "./snapshots.js";
 import { parseSSE } from "./sse.js";
 import { detectEntrypoint, tarFromFiles } from "./tar.js";
 import {
@@ -441,6 +442,16 @@ export class PyExec implements SessionTransport {
   /** The caller's live sessions, oldest first. */
   async listSessions(options: CallOptions = {}): Promise<SessionInfo[]> {
     return (await this.transport.json<{ sessions?: SessionInfo[] }>("GET", "/api/v1/sessions", options)).sessions ?? [];
+  }
+
+  /** Your snapshots (Session.snapshot()), oldest first. */
+  async listSnapshots(options: CallOptions = {}): Promise<SnapshotInfo[]> {
+    return (await this.transport.json<{ snapshots?: SnapshotInfo[] }>("GET", "/api/v1/snapshots", options)).snapshots ?? [];
+  }
+
+  /** Deletes a snapshot; an unknown one (or another key's) is a NotFoundError. */
+  async deleteSnapshot(id: string, options: CallOptions = {}): Promise<void> {
+    await this.transport.json("DELETE", `/api/v1/snapshots/${encodeURIComponent(id)}`, { ...options, want: 204 });
   }
 
   /** @internal The session endpoints, used by Session. */

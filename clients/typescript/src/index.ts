@@ -11,6 +11,7 @@ export type { FollowOptions, WorkspaceReadOptions } from "./client.js";
 export type { CallOptions, ClientOptions } from "./transport.js";
 export { Session } from "./session.js";
 export type { CellOptions } from "./session.js";
+export type { SkippedVariable, SnapshotInfo, SnapshotSaved } from "./snapshots.js";
 export { CellResult, ExecutionResult, Output, eventOutput } from "./rich.js";
 export type { DataFrame, Image } from "./rich.js";
 export {

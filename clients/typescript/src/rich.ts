@@ -196,12 +196,15 @@ export class CellResult extends ExecutionResult {
   readonly execution_count: number;
   /** The session did not survive the cell. */
   readonly session_ended: boolean;
+  /** The session was hibernated and resumed for this cell (threads and open files did not survive). */
+  readonly resumed: boolean;
 
-  constructor(raw: ExecutionResultData & { session_id: string; execution_count: number; session_ended?: boolean }) {
+  constructor(raw: ExecutionResultData & { session_id: string; execution_count: number; session_ended?: boolean; resumed?: boolean }) {
     super(raw);
     this.session_id = raw.session_id;
     this.execution_count = raw.execution_count;
     this.session_ended = raw.session_ended ?? false;
+    this.resumed = raw.resumed ?? false;
   }
 }
 

@@ -2,6 +2,7 @@
 
 import type { CellResult } from "./rich.js";
 import { escapeSegments, type CallOptions, type SessionTransport } from "./transport.js";
+import type { SnapshotSaved } from "./snapshots.js";
 import type { SessionFile, SessionInfo } from "./types.js";
 
 /** Options of one cell. */
@@ -32,7 +33,7 @@ export class Session {
     this.created = created;
   }
 
-  /** The session's state now: idle or busy, execution count, memory in use. */
+  /** The session's state now: idle, busy or hibernated, execution count, memory in use. */
   info(options: CallOptions = {}): Promise<SessionInfo> {
     return this.px.sessionCall("GET", this.id, "", options);
   }
@@ -74,6 +75,21 @@ export class Session {
   /** The bytes of a file of the session's workspace. */
   download(path: string, options: CallOptions = {}): Promise<Uint8Array> {
     return this.px.sessionCall("GET", this.id, `/files/${escapeSegments(path)}`, { ...options, raw: true });
+  }
+
+  /**
+   * Saves the session's variables, imports and files as a snapshot of your
+   * key; px.createSession({ from_snapshot }) restores it, later or on
+   * another server of the fleet. The session goes on unchanged.
+   */
+  snapshot(options: CallOptions = {}): Promise<SnapshotSaved> {
+    return this.px.sessionCall("POST", this.id, "/snapshot", { ...options, want: 201 });
+  }
+
+  /** A new session holding a copy of this one's variables and files; the two then diverge. */
+  async fork(options: CallOptions = {}): Promise<Session> {
+    const info = await this.px.sessionCall<SessionInfo>("POST", this.id, "/fork", { ...options, want: 201 });
+    return new Session(this.px, info.session_id, info);
   }
 
   /** Ends the session and removes its files. */

@@ -3,6 +3,8 @@
  * as in the JSON the server sends and the docs describe.
  */
 
+import type { SkippedVariable } from "./snapshots.js";
+
 /** pending → running → completed | failed | killed. */
 export type ExecutionStatus = "pending" | "running" | "completed" | "failed" | "killed";
 
@@ -223,12 +225,15 @@ export interface SessionOptions {
   /** A workspace of yours mounted at /workspace for the session's life; its changes are kept when it ends. */
   workspace?: string;
   workspace_mode?: "rw" | "ro";
+  /** Restore this snapshot of yours (Session.snapshot()): its variables and files, and its configuration for what is left out. */
+  from_snapshot?: string;
 }
 
 /** A live session. */
 export interface SessionInfo {
   session_id: string;
-  state: "idle" | "busy" | string;
+  /** hibernated: saved without an interpreter after the server's hibernation delay; the next call resumes it. */
+  state: "idle" | "busy" | "hibernated" | string;
   python_version: string;
   network: boolean;
   execution_count: number;
@@ -240,6 +245,12 @@ export interface SessionInfo {
   memory_limit_bytes: number;
   disk_limit_bytes: number;
   restarts: number;
+  /** The snapshot the session was restored from. */
+  from_snapshot?: string;
+  /** The session this one was forked from. */
+  forked_from?: string;
+  /** On the answer of a restore or a fork: the variables it could not load. */
+  skipped?: SkippedVariable[];
 }
 
 /** A file of a session's workspace. */
