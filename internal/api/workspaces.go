@@ -82,7 +82,8 @@ type restoreInput struct {
 }
 
 func (s *Server) registerWorkspaces(hapi huma.API, mux *http.ServeMux, we WorkspaceEngine) {
-	errs := []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError, http.StatusNotImplemented}
+	// 400: a name that is not a workspace's, or a query that does not parse.
+	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError, http.StatusNotImplemented}
 	tag := func(o huma.Operation) huma.Operation {
 		o.Tags = []string{"workspaces"}
 		return o

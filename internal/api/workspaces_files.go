@@ -49,6 +49,12 @@ func (s *Server) registerWorkspaceFiles(mux *http.ServeMux, we WorkspaceEngine) 
 		writeAPIError(w, err)
 	}
 	filePath := func(w http.ResponseWriter, r *http.Request) (string, bool) {
+		if r.PathValue("path") == "" && r.Method != http.MethodGet {
+			// …/files itself: only GET (the listing) is a route there.
+			w.Header().Set("Allow", "GET")
+			writeAPIError(w, errorf(http.StatusMethodNotAllowed, "%s is not allowed on a workspace's files: name a file after /files/", r.Method))
+			return "", false
+		}
 		p, err := cleanPath(r.PathValue("path"), quoted("file", r.PathValue("path")))
 		if err != nil {
 			writeAPIError(w, err)

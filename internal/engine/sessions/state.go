@@ -310,7 +310,21 @@ func (s *Live) header() snapshot.Session {
 // Snapshot saves session s as a snapshot its owner keeps
 // (snapshot.KindUser): its variables, modules, functions and classes, and
 // its workspace files. ErrBusy while a cell runs.
+// A session whose interpreter ends while it saves (killed past the save
+// timeout, out of memory, or code of its own that exits from a pickling
+// hook) ends, and the error says so (ErrEnded): it has no interpreter to
+// take its next cell.
 func (m *Service) Snapshot(ctx context.Context, s *Live) (Saved, error) {
+	saved, err := m.snapshot(ctx, s)
+	if errors.Is(err, errKernelEnded) {
+		m.endSession(s, "its interpreter ended while its state was saved")
+		return Saved{}, fmt.Errorf("%w: %s: %w", ErrEnded, s.id, err)
+	}
+	return saved, err
+}
+
+// snapshot is Snapshot with s claimed for the save.
+func (m *Service) snapshot(ctx context.Context, s *Live) (Saved, error) {
 	k, done, err := m.claim(s)
 	if err != nil {
 		return Saved{}, err

@@ -145,3 +145,19 @@ func TestClientGoneDuringItsSnapshot(t *testing.T) {
 		t.Errorf("%d snapshots stored, want the one whose client went away", n)
 	}
 }
+
+// TestSnapshotWhoseInterpreterEndsEndsTheSession: code whose pickling
+// hook ends the interpreter makes its snapshot fail as the session's end
+// (410 through the API), not a server error, and the session is gone.
+func TestSnapshotWhoseInterpreterEndsEndsTheSession(t *testing.T) {
+	svc := newServiceWith(t, Config{InterruptGrace: 200 * time.Millisecond}, false, newVault(t))
+	id := newSession(t, svc, Request{Caller: "alice"})
+	cell(t, svc, id, "import os\nclass Boom:\n    def __reduce__(self):\n        os._exit(3)\nb = Boom()")
+	_, err := svc.Snapshot(context.Background(), live(t, svc, id))
+	if !errors.Is(err, ErrEnded) {
+		t.Fatalf("snapshot of a session whose pickling exits: %v, want ErrEnded", err)
+	}
+	if _, err := svc.Lookup(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the session after its interpreter ended in a snapshot: %v, want not found", err)
+	}
+}
