@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -46,24 +45,10 @@ func listFiles(ctx context.Context, c *client.Client, id string, o clientOptions
 	if err != nil {
 		return exitClientError, err
 	}
-	switch {
-	case o.json:
-		return 0, printJSON(w, files)
-	case o.quiet:
-		for _, f := range files {
-			fmt.Fprintln(w, f.Path)
-		}
-		return 0, nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tSIZE\tTYPE\tSHA256")
-	for _, f := range files {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Path, humanSize(f.Size), f.MIME, f.SHA256)
-	}
-	if err := tw.Flush(); err != nil {
-		return exitClientError, fmt.Errorf("writing list: %w", err)
-	}
-	return 0, nil
+	return printList(w, o, files, files, func(f client.FileInfo) string { return f.Path }, "PATH\tSIZE\tTYPE\tSHA256",
+		func(f client.FileInfo) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s", f.Path, humanSize(f.Size), f.MIME, f.SHA256)
+		})
 }
 
 // downloadFile copies one file of execution id to the file out, or to

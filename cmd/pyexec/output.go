@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/pyexec/pyexec/client"
 )
@@ -107,4 +108,33 @@ func printResult(stdout, stderr io.Writer, r *client.ExecutionResult, o clientOp
 	}
 	io.WriteString(stderr, r.Stderr)
 	return code, resultError(r)
+}
+
+// printList prints a listing as the options ask: v as JSON (--json), the
+// id of each item alone (-q), or a table of header and a row per item
+// (tab-separated columns).
+func printList[T any](w io.Writer, o clientOptions, v any, list []T, id func(T) string, header string, row func(T) string) (int, error) {
+	switch {
+	case o.json:
+		return 0, printJSON(w, v)
+	case o.quiet:
+		for _, x := range list {
+			fmt.Fprintln(w, id(x))
+		}
+		return 0, nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, x := range list {
+		fmt.Fprintln(tw, row(x))
+	}
+	return flushTable(tw)
+}
+
+// flushTable writes out a table made with tabwriter.
+func flushTable(tw *tabwriter.Writer) (int, error) {
+	if err := tw.Flush(); err != nil {
+		return exitClientError, fmt.Errorf("writing list: %w", err)
+	}
+	return 0, nil
 }

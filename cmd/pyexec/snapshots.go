@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,23 +108,11 @@ func newSnapshotLsCmd() *cobra.Command {
 			if err != nil {
 				return exitClientError, err
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case o.json:
-				return 0, printJSON(out, list)
-			case o.quiet:
-				for _, s := range list {
-					fmt.Fprintln(out, s.SnapshotID)
-				}
-				return 0, nil
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SNAPSHOT\tSESSION\tPYTHON\tCELLS\tSIZE\tSKIPPED\tAGE")
-			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.1f MiB\t%d\t%s\n", s.SnapshotID, s.SessionID, s.PythonVersion, s.ExecutionCount,
-					float64(s.Bytes)/(1<<20), len(s.Skipped), time.Since(s.CreatedAt).Round(time.Second))
-			}
-			return 0, w.Flush()
+			return printList(cmd.OutOrStdout(), o, list, list, func(s client.SnapshotInfo) string { return s.SnapshotID },
+				"SNAPSHOT\tSESSION\tPYTHON\tCELLS\tSIZE\tSKIPPED\tAGE", func(s client.SnapshotInfo) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%d\t%.1f MiB\t%d\t%s", s.SnapshotID, s.SessionID, s.PythonVersion, s.ExecutionCount,
+						float64(s.Bytes)/(1<<20), len(s.Skipped), time.Since(s.CreatedAt).Round(time.Second))
+				})
 		})
 }
 

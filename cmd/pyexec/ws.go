@@ -117,22 +117,11 @@ func listWorkspaces(ctx context.Context, c *client.Client, o clientOptions, w io
 	if err != nil {
 		return exitClientError, err
 	}
-	switch {
-	case o.json:
-		return 0, printJSON(w, list)
-	case o.quiet:
-		for _, ws := range list {
-			fmt.Fprintln(w, ws.Name)
-		}
-		return 0, nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVERSION\tFILES\tSIZE\tQUOTA\tUPDATED")
-	for _, ws := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", ws.Name, ws.Version, ws.Files, humanSize(ws.Bytes), humanSize(ws.QuotaBytes),
-			ws.Updated.Local().Format("2006-01-02 15:04:05"))
-	}
-	return flushTable(tw)
+	return printList(w, o, list, list, func(ws client.Workspace) string { return ws.Name },
+		"NAME\tVERSION\tFILES\tSIZE\tQUOTA\tUPDATED", func(ws client.Workspace) string {
+			return fmt.Sprintf("%s\t%d\t%d\t%s\t%s\t%s", ws.Name, ws.Version, ws.Files, humanSize(ws.Bytes), humanSize(ws.QuotaBytes),
+				ws.Updated.Local().Format("2006-01-02 15:04:05"))
+		})
 }
 
 func listWorkspaceFiles(ctx context.Context, c *client.Client, ref wsRef, version int64, o clientOptions, w io.Writer) (int, error) {
@@ -140,37 +129,19 @@ func listWorkspaceFiles(ctx context.Context, c *client.Client, ref wsRef, versio
 	if err != nil {
 		return exitClientError, err
 	}
-	switch {
-	case o.json:
-		return 0, printJSON(w, files)
-	case o.quiet:
-		for _, f := range files {
-			fmt.Fprintln(w, f.Path)
-		}
-		return 0, nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tTYPE\tSIZE\tMODE\tMODIFIED")
-	for _, f := range files {
-		p, size, mod := f.Path, "", ""
-		switch f.Type {
-		case "file":
-			size, mod = humanSize(f.Size), f.ModTime.Local().Format("2006-01-02 15:04:05")
-		case "dir":
-			p += "/"
-		case "symlink":
-			p += " -> " + f.Target
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p, f.Type, size, f.Mode.Perm(), mod)
-	}
-	return flushTable(tw)
-}
-
-func flushTable(tw *tabwriter.Writer) (int, error) {
-	if err := tw.Flush(); err != nil {
-		return exitClientError, fmt.Errorf("writing list: %w", err)
-	}
-	return 0, nil
+	return printList(w, o, files, files, func(f client.WorkspaceFile) string { return f.Path },
+		"PATH\tTYPE\tSIZE\tMODE\tMODIFIED", func(f client.WorkspaceFile) string {
+			p, size, mod := f.Path, "", ""
+			switch f.Type {
+			case "file":
+				size, mod = humanSize(f.Size), f.ModTime.Local().Format("2006-01-02 15:04:05")
+			case "dir":
+				p += "/"
+			case "symlink":
+				p += " -> " + f.Target
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p, f.Type, size, f.Mode.Perm(), mod)
+		})
 }
 
 func newWsPushCmd() *cobra.Command {
