@@ -188,6 +188,10 @@ echo "==== pyexec on cgroup v2 ($ACCEL, $VM_CPUS vCPUs): $(cat "$W/out/kernel.tx
 if [ ! -s "$R" ]; then
   echo "no results: the guest did not run its checks; the console ends with:"
   tail -30 "$W/console.log"
+  # What the guest wrote before it stopped: the end of each log of its suites.
+  for f in "$W"/out/*.log; do
+    [ -s "$f" ] && { echo "-- ${f##*/} ends with:"; tail -5 "$f"; }
+  done
   exit 1
 fi
 cat "$W/out/summary.txt"

@@ -471,6 +471,28 @@ t1=$(date +%s%N)
 for i in 1 2 3 4 5; do /usr/bin/python3 -c 'import json, re, decimal'; done
 say "five bare interpreter starts $((($t1 - t) / 5000000)) ms each; with imports $((($(date +%s%N) - t1) / 5000000)) ms each"
 say "root cgroup controllers: $(cat $CG/cgroup.controllers); parts: $PARTS; suites: $SUITES"
+# heartbeat: every HEARTBEAT seconds (default 120), a line on the serial
+# console, written there directly and not through the 9p work directory:
+# when the guest stops writing its logs, the console still says whether it
+# runs, what it runs and what waits. (On 2026-11-29 a CI run's guest wrote
+# nothing for the hour after its first test began; its console had no line
+# to tell a stuck guest from a slow one.)
+heartbeat() {
+  local t0 up load d newest
+  t0=$(now)
+  while sleep "${HEARTBEAT:-120}"; do
+    up=$(($(now) - t0))
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    d=$(ps -eo stat=,pid=,wchan:24=,comm= 2> /dev/null | awk '$1 ~ /^D/ {printf "%s(%s,%s) ", $4, $2, $3}' | head -c 300)
+    newest=$(timeout 5 ls -t "$OUT" 2> /dev/null | head -1)
+    echo "heartbeat +${up}s load $load mem_avail $(awk '/MemAvailable/ {print int($2/1024) "M"}' /proc/meminfo)" \
+      "busiest: $(ps -eo comm=,time= --sort=-time 2> /dev/null | head -3 | tr -s ' ' | paste -sd, -)" \
+      "uninterruptible: ${d:-none}; newest log $newest: $(timeout 5 tail -c 200 "$OUT/$newest" 2> /dev/null | tail -1 | cut -c1-160)" \
+      > /dev/console
+  done
+}
+# Not a job of this shell: start_suite counts and waits for its jobs.
+(heartbeat > /dev/null 2>&1 & echo $! > /tmp/heartbeat.pid)
 say "== the Go suites of every part, side by side (told in their parts below)"
 t=$(now)
 start_suites
@@ -480,4 +502,5 @@ for part in $PARTS; do
   "part_$part"
   say "   ($part took $(($(now) - t))s)"
 done
+kill "$(cat /tmp/heartbeat.pid)" 2> /dev/null
 echo END >> "$R"
