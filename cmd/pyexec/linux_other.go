@@ -18,6 +18,10 @@ func newDoctorCmd() *cobra.Command {
 	return newLinuxOnlyCmd("doctor", "Report which isolation layers this host supports")
 }
 
+func newCACmd() *cobra.Command {
+	return newLinuxOnlyCmd("ca", "Show or rotate the egress CA")
+}
+
 func newEnvCmd() *cobra.Command {
 	return newLinuxOnlyCmd("env", "Manage the dependency environments of this host")
 }

@@ -25,6 +25,7 @@ func commands() []func() *cobra.Command {
 		newFilesCmd,
 		newServeCmd,
 		newEnvCmd,
+		newCACmd,
 		newLintCmd,
 		newMCPCmd,
 		newSessionCmd,

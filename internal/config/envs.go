@@ -120,9 +120,15 @@ func (e *Envs) bind(fs *pflag.FlagSet) {
 // BindEnvironments registers only --data-dir and the environment flags,
 // for commands that manage environments without serving.
 func (c *Config) BindEnvironments(fs *pflag.FlagSet) {
+	c.BindDataDir(fs)
+	c.Envs.bind(fs)
+}
+
+// BindDataDir registers only --data-dir (PYEXEC_DATA_DIR), for commands
+// that work on a server's data directory without serving.
+func (c *Config) BindDataDir(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "")
 	describe(fs, "data-dir", "directory for execution records, queue and environments")
-	c.Envs.bind(fs)
 }
 
 // ToolsDir is where pinned tools are fetched: Envs.ToolsDir, else

@@ -12,6 +12,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -21,6 +22,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -32,7 +34,7 @@ const (
 	KeyFile  = "egress-ca-key.pem"
 )
 
-// Lifetimes: the CA lasts ten years (rotated by deleting its files, see
+// Lifetimes: the CA lasts ten years (until Rotate: `pyexec ca rotate`, see
 // docs/network.md), a leaf a week (reissued a day before it ends).
 const (
 	caLifetime   = 10 * 365 * 24 * time.Hour
@@ -85,6 +87,16 @@ func New() (*CA, error) {
 // LoadOrCreate reads the CA kept in dir, or makes one and keeps it there
 // (the key readable by the server's user only).
 func LoadOrCreate(dir string) (*CA, error) {
+	ca, err := Load(dir)
+	if !errors.Is(err, os.ErrNotExist) {
+		return ca, err
+	}
+	return create(dir)
+}
+
+// Load reads the CA kept in dir; an error that is os.ErrNotExist when
+// dir holds neither of its files.
+func Load(dir string) (*CA, error) {
 	certPEM, cerr := os.ReadFile(filepath.Join(dir, CertFile))
 	keyPEM, kerr := os.ReadFile(filepath.Join(dir, KeyFile))
 	switch {
@@ -100,6 +112,11 @@ func LoadOrCreate(dir string) (*CA, error) {
 	case cerr == nil || kerr == nil:
 		return nil, fmt.Errorf("tlsca: only one of %s and %s is in %s", CertFile, KeyFile, dir)
 	}
+	return nil, fmt.Errorf("tlsca: no CA in %s: %w", dir, os.ErrNotExist)
+}
+
+// create makes a CA and keeps it in dir, which must not hold one.
+func create(dir string) (*CA, error) {
 	ca, err := New()
 	if err != nil {
 		return nil, err
@@ -169,10 +186,49 @@ func parse(certPEM, keyPEM []byte) (*CA, error) {
 		return nil, errors.New("tlsca: the CA's certificate is not a CA of its key")
 	}
 	if time.Now().After(cert.NotAfter) {
-		return nil, errors.New("tlsca: the CA expired; rotate it (docs/network.md)")
+		return nil, errors.New("tlsca: the CA expired; rotate it: pyexec ca rotate (docs/network.md)")
 	}
 	return &CA{cert: cert, key: key, certPEM: pem.EncodeToMemory(cb), leaves: map[string]*tls.Certificate{}}, nil
 }
+
+// Rotate replaces the CA kept in dir (if any) by a new one and returns
+// it. The new CA is made beside dir and swapped in by renames, and the old
+// key is deleted: a rotation cut short leaves either CA whole, or none
+// (then the next LoadOrCreate makes one). A server that runs keeps the CA
+// it loaded until it restarts.
+func Rotate(dir string) (*CA, error) {
+	next, old := dir+".new", dir+".old"
+	for _, d := range []string{next, old} { // left by a rotation cut short
+		if err := os.RemoveAll(d); err != nil {
+			return nil, err
+		}
+	}
+	ca, err := create(next)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(dir, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := os.Rename(next, dir); err != nil {
+		return nil, err
+	}
+	return ca, os.RemoveAll(old)
+}
+
+// Fingerprint is the SHA-256 of the CA's certificate, in hex pairs
+// separated by colons (as openssl x509 -fingerprint -sha256 prints it).
+func (c *CA) Fingerprint() string {
+	sum := sha256.Sum256(c.cert.Raw)
+	parts := make([]string, len(sum))
+	for i, b := range sum {
+		parts[i] = fmt.Sprintf("%02X", b)
+	}
+	return strings.Join(parts, ":")
+}
+
+// NotAfter is when the CA's certificate ends.
+func (c *CA) NotAfter() time.Time { return c.cert.NotAfter }
 
 // CertPEM is the CA's certificate, what the jails trust.
 func (c *CA) CertPEM() []byte { return c.certPEM }

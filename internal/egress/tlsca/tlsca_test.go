@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -112,5 +113,77 @@ func TestLeavesKept(t *testing.T) {
 	}
 	if again != last {
 		t.Error("a name asked again got another leaf")
+	}
+}
+
+// TestRotate: a rotation replaces the kept CA by a new one that is read
+// back from then on; a leaf of the new CA does not verify against the old
+// one; the old key is gone and no half-made directory is left; a rotation
+// where there was no CA makes one.
+func TestRotate(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "egress-ca")
+	old, err := LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, err := os.ReadFile(filepath.Join(dir, KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a rotation cut short left.
+	if err := os.MkdirAll(dir+".new", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := Rotate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.Fingerprint() == old.Fingerprint() {
+		t.Fatal("the rotated CA is the old one")
+	}
+	loaded, err := Load(dir)
+	if err != nil || loaded.Fingerprint() != ca.Fingerprint() {
+		t.Fatalf("after the rotation Load gives %v, %v; want the new CA", loaded, err)
+	}
+	newKey, err := os.ReadFile(filepath.Join(dir, KeyFile))
+	if err != nil || bytes.Equal(newKey, oldKey) {
+		t.Fatalf("the key file kept the old key (%v)", err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, KeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the new key file: %v, %v; want mode 0600", fi, err)
+	}
+	if di, err := os.Stat(dir); err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("the CA directory: %v, %v; want mode 0700", di, err)
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("beside the CA directory after the rotation: %v, %v", entries, err)
+	}
+	leaf, err := ca.Certificate("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPool := x509.NewCertPool()
+	oldPool.AppendCertsFromPEM(old.CertPEM())
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: "api.example.com", Roots: oldPool}); err == nil {
+		t.Error("a leaf of the new CA verifies against the old one")
+	}
+	newPool := x509.NewCertPool()
+	newPool.AppendCertsFromPEM(ca.CertPEM())
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: "api.example.com", Roots: newPool}); err != nil {
+		t.Errorf("a leaf of the new CA does not verify against it: %v", err)
+	}
+
+	fresh := filepath.Join(parent, "none-yet")
+	if _, err := Load(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Load of a directory without a CA: %v, want os.ErrNotExist", err)
+	}
+	if _, err := Rotate(fresh); err != nil {
+		t.Fatalf("rotating where there was no CA: %v", err)
+	}
+	if _, err := Load(fresh); err != nil {
+		t.Errorf("after rotating where there was none: %v", err)
 	}
 }
