@@ -27,7 +27,10 @@
 #   VM_CPUS      vCPUs (default: nproc); VM_MEM guest memory (default 8G)
 #   VM_CPU       the CPU model QEMU emulates under TCG (default max; NumPy's wheels need
 #                SSE4.2, so not qemu64)
-#   VM_TIMEOUT   seconds before the VM is stopped (default 3600)
+#   VM_TIMEOUT   seconds before the VM is stopped (default 3600), every boot included
+#   VM_STALL     seconds of a silent guest console (no heartbeat, no kernel line) before the VM
+#                is stopped as stuck (default 600); it is booted once more when at least
+#                VM_RETRY_MIN seconds (default 2100) of VM_TIMEOUT are left
 #   SUITE_TIMEOUT  seconds one Go suite may take in the guest (default 1800; the
 #                suites run side by side, so each takes longer than alone)
 #   SUITE_JOBS   how many Go suites run at once in the guest (default 1: two at once
@@ -45,6 +48,8 @@ VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_MEM=${VM_MEM:-8G}
 VM_CPU=${VM_CPU:-max}
 VM_TIMEOUT=${VM_TIMEOUT:-3600}
+VM_STALL=${VM_STALL:-600}
+VM_RETRY_MIN=${VM_RETRY_MIN:-2100}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-1800}
 SUITE_JOBS=${SUITE_JOBS:-1}
 
@@ -172,19 +177,58 @@ case $ACCEL in
 esac
 log "booting Linux $KVER with $ACCEL, $VM_CPUS vCPUs, $VM_MEM, at most ${VM_TIMEOUT}s"
 t_boot=$(date +%s)
-qrc=0
-timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 "${accel[@]}" -smp "$VM_CPUS" -m "$VM_MEM" \
-  -nographic -no-reboot -nic none \
-  -kernel "$VMLINUZ" -initrd "$W/initramfs.gz" -append "console=ttyS0 panic=-1 loglevel=4" \
-  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-  -virtfs local,path="$W",mount_tag=testvm,security_model=none,multidevs=remap \
-  < /dev/null > "$W/console.log" 2>&1 || qrc=$?
+# boot seconds: the VM in the background (QPID), at most seconds.
+boot() {
+  timeout -k 10 "$1" qemu-system-x86_64 "${accel[@]}" -smp "$VM_CPUS" -m "$VM_MEM" \
+    -nographic -no-reboot -nic none \
+    -kernel "$VMLINUZ" -initrd "$W/initramfs.gz" -append "console=ttyS0 panic=-1 loglevel=4" \
+    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+    -virtfs local,path="$W",mount_tag=testvm,security_model=none,multidevs=remap \
+    < /dev/null > "$W/console.log" 2>&1 &
+  QPID=$!
+}
+# The guest writes a heartbeat on its console every 2 minutes
+# (scripts/vm/checks.sh), and kernel messages come there too: a console
+# silent for VM_STALL seconds is a guest that no longer runs (on
+# 2026-11-29 a CI run's guest went silent five minutes in and was stopped
+# at the hour). It is stopped then, and booted once more if the time left
+# allows a whole run (VM_RETRY_MIN seconds); the summary says so.
+attempt=1
+while :; do
+  left=$((VM_TIMEOUT - ($(date +%s) - t_boot)))
+  boot "$left"
+  stalled=no
+  while kill -0 "$QPID" 2> /dev/null; do
+    sleep 15
+    age=$(($(date +%s) - $(stat -c %Y "$W/console.log")))
+    if [ "$age" -gt "$VM_STALL" ]; then
+      stalled=yes
+      log "the guest's console has been silent for ${age}s: stopping it"
+      kill "$QPID"
+      break
+    fi
+  done
+  qrc=0
+  wait "$QPID" || qrc=$?
+  left=$((VM_TIMEOUT - ($(date +%s) - t_boot)))
+  if [ $stalled = yes ] && [ $attempt = 1 ] && [ "$left" -ge "$VM_RETRY_MIN" ]; then
+    rm -rf "$W/out.stalled" && mv "$W/out" "$W/out.stalled" && cp "$W/console.log" "$W/out.stalled/console.log"
+    mkdir -p "$W/out"
+    STALLED_ONCE="the first boot's guest went silent after $(($(date +%s) - t_boot))s and was stopped (its console and logs: $W/out.stalled); this is the second boot"
+    log "booting again, ${left}s left"
+    attempt=2
+    continue
+  fi
+  break
+done
 log "VM ended after $(($(date +%s) - t_boot))s (qemu rc $qrc); console in $W/console.log"
 
 # --- 6. summary ----------------------------------------------------------------
 R=$W/out/results.txt
 echo
 echo "==== pyexec on cgroup v2 ($ACCEL, $VM_CPUS vCPUs): $(cat "$W/out/kernel.txt" 2> /dev/null || echo "kernel $KVER")"
+[ -z "${STALLED_ONCE:-}" ] || echo "NOTE: $STALLED_ONCE"
+[ $stalled = no ] || echo "the guest's console was silent for ${VM_STALL}s: the VM was stopped as stuck"
 if [ ! -s "$R" ]; then
   echo "no results: the guest did not run its checks; the console ends with:"
   tail -30 "$W/console.log"

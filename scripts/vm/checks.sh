@@ -483,10 +483,10 @@ heartbeat() {
   while sleep "${HEARTBEAT:-120}"; do
     up=$(($(now) - t0))
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    d=$(ps -eo stat=,pid=,wchan:24=,comm= 2> /dev/null | awk '$1 ~ /^D/ {printf "%s(%s,%s) ", $4, $2, $3}' | head -c 300)
+    d=$(timeout 10 ps -eo stat=,pid=,wchan:24=,comm= 2> /dev/null | awk '$1 ~ /^D/ {printf "%s(%s,%s) ", $4, $2, $3}' | head -c 300)
     newest=$(timeout 5 ls -t "$OUT" 2> /dev/null | head -1)
     echo "heartbeat +${up}s load $load mem_avail $(awk '/MemAvailable/ {print int($2/1024) "M"}' /proc/meminfo)" \
-      "busiest: $(ps -eo comm=,time= --sort=-time 2> /dev/null | head -3 | tr -s ' ' | paste -sd, -)" \
+      "busiest: $(timeout 10 ps -eo comm=,time= --sort=-time 2> /dev/null | head -3 | tr -s ' ' | paste -sd, -)" \
       "uninterruptible: ${d:-none}; newest log $newest: $(timeout 5 tail -c 200 "$OUT/$newest" 2> /dev/null | tail -1 | cut -c1-160)" \
       > /dev/console
   done
