@@ -194,10 +194,13 @@ type syncResult struct {
 // server and its forked warm executions), a kind of plain warm jails (the
 // fork server bound is reached), a live session, and a sync and an async
 // execution that run until they are stopped. It checks that they exist.
+// It has no base environment: what it holds does not depend on one, and
+// where the environments are not built yet (a fresh env dir, the test VM,
+// which has no uv and no network) its build made the session wait minutes.
 func busyServer(t *testing.T, data, parent string, args ...string) (*server, *client.Client, busy) {
 	t.Helper()
 	args = append([]string{"--cgroup-parent", parent, "--shutdown-timeout", fmt.Sprint(int(stopTimeout.Seconds())),
-		"--warm-pool", "--fork-server", "--fork-servers", "1", "--pool-per-kind", "2"}, args...)
+		"--warm-pool", "--fork-server", "--fork-servers", "1", "--pool-per-kind", "2", "--base-packages", "-"}, args...)
 	t0 := time.Now()
 	s := startServer(t, data, args...)
 	c := client.New(s.url)
