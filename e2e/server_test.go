@@ -96,9 +96,16 @@ const startTimeout = 2 * time.Minute
 
 func startServerEnv(t *testing.T, dataDir string, env []string, args ...string) *server {
 	t.Helper()
+	return startServerWithin(t, startTimeout, dataDir, env, args...)
+}
+
+// startServerWithin is startServerEnv failing unless /health answers
+// within d.
+func startServerWithin(t *testing.T, d time.Duration, dataDir string, env []string, args ...string) *server {
+	t.Helper()
 	ts := testserver.New(testserver.Config{Binary: binary, Dir: dataDir, CgroupParent: cgroupParent, Env: env,
 		Flags:        append([]string{"--prepare-base=false", "--provision-tools=false"}, args...),
-		StartTimeout: startTimeout, StopTimeout: 45 * time.Second})
+		StartTimeout: d, StopTimeout: 45 * time.Second})
 	err := ts.Start(context.Background())
 	if ts.Cmd == nil || ts.Cmd.Process == nil {
 		t.Fatal(err)

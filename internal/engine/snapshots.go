@@ -70,8 +70,10 @@ func (e *Engine) restoreSession(ctx context.Context, req SessionRequest) (Sessio
 
 // AdoptSession registers, hibernated, a session that an earlier run of
 // this node saved at its shutdown (OnSessionPark): the same id, owner,
-// creation and expiry; its next call resumes it. Its snapshot must verify
-// for its owner, as the hibernation of that session.
+// creation and expiry; its next call resumes it, and prepares its
+// environment first: adopting builds none, so a start is never held by
+// one. Its snapshot must verify for its owner, as the hibernation of that
+// session.
 func (e *Engine) AdoptSession(ctx context.Context, p ParkedSession, created, expires time.Time) (Session, error) {
 	return e.sess.Adopt(ctx, p, created, expires)
 }

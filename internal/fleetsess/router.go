@@ -35,7 +35,8 @@ type Engine interface {
 	ListSnapshots(ctx context.Context, c engine.Caller) ([]engine.SnapshotInfo, error)
 	DeleteSnapshot(ctx context.Context, id string, c engine.Caller) error
 	// AdoptSession takes back a session an earlier run of this node
-	// saved at its shutdown.
+	// saved at its shutdown: it reads its snapshot, never builds its
+	// environment (its first call does), so Start is not held by one.
 	AdoptSession(ctx context.Context, p engine.ParkedSession, created, expires time.Time) (engine.Session, error)
 	// SweepHibernations deletes the hibernation snapshots orphan gives a
 	// reason for, except those this node's sessions hibernate in.

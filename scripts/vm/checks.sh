@@ -167,8 +167,8 @@ suite() {
   shift 3
   # The VM is there for what depends on the kernel's cgroups, and emulation makes every interpreter
   # start cost ~30 times its native cost (0.3 s), so the suites leave out tests that do not depend on
-  # them; make test runs all of them. e2e runs only its tests of a server's end on the host: a
-  # second signal and kill -9 with the restart's sweep of jail cgroups, and forked sessions. Left
+  # them; make test runs all of them. e2e runs only its tests of a server's end on the host: SIGTERM,
+  # a second signal and kill -9 with the restart's sweep of jail cgroups, and forked sessions. Left
   # out, with what they took here on 2026-11-29: old Pythons' timestamps 338 s, the terminal REPL
   # 237 s, README 85 s, the CLI 150 s, Ctrl-C 90 s, the store's history 32 s; the fleet (its 2 s
   # heartbeats and 7 s fairness bound are native wall-clock bounds), the crash test (a restart in 2 s,
@@ -178,11 +178,7 @@ suite() {
   # HOSTILE_NATIVE in warm and forked jails, and the relay's 30,000 fetches of its pipes, a protocol
   # test (68 s).
   case $pkg in
-  # TestSIGTERMLeavesNothing is left out since durable sessions: its restart takes back the session the
-  # SIGTERM saved before it serves, and that waits for the session's environment, which the guest
-  # (no uv) builds with pip for minutes, past the test's 2 minutes (2026-11-29: failed twice). The
-  # parts' sigterm and leftovers checks below still stop a busy server with SIGTERM on cgroup v2.
-  e2e) extra=(-test.run '^(TestKillRestartSweeps|TestSecondSignalForcesStop|TestForkedSessions)$') ;;
+  e2e) extra=(-test.run '^(TestSIGTERMLeavesNothing|TestKillRestartSweeps|TestSecondSignalForcesStop|TestForkedSessions)$') ;;
   pool) extra=(-test.skip "^($POOL_NATIVE)\$") ;;
   # The two workspace tests count overlay mounts in a jail's mountinfo; the guest's own root is an
   # overlay (init.sh), which adds one to each count there (2026-11-29: failed twice). They test mount

@@ -115,8 +115,10 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 }
 
 // wake resumes s if it hibernated, with s.run held: it reports whether it
-// did. The resume runs under the service's context, not the caller's: a
-// caller that goes away does not cut it short. A session whose snapshot
+// did. A session adopted from an earlier run leases its environment first
+// (readyEnv), as long as ctx lets it; the resume itself runs under the
+// service's context, not the caller's: a caller that goes away does not
+// cut it short. A session whose snapshot
 // can never load (missing, not verifying, refused by the interpreter, or
 // ending the interpreter maxLoadFailures times) is ended (ErrEnded), its
 // snapshot deleted; one that fails for a reason that may pass (the store,
@@ -124,16 +126,20 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 // its snapshot, and the call fails with run.ErrUnavailable. A session
 // parked or ended while it resumed keeps what the shutdown recorded; one
 // parked answers run.ErrUnavailable (it comes back at the next start).
-func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
+func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
 	s.mu.Lock()
 	id, gone := s.asleep, s.gone
 	s.mu.Unlock()
 	if id == "" || gone {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
-	defer cancel()
-	if err := m.resume(ctx, s, id); err != nil {
+	err := m.readyEnv(ctx, s)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
+		defer cancel()
+		err = m.resume(rctx, s, id)
+	}
+	if err != nil {
 		if errors.Is(err, errParkedMeanwhile) {
 			if _, parked := m.Parked(s.id); parked {
 				return false, fmt.Errorf("%w: session %s was saved for this node's next start while it resumed; retry later", run.ErrUnavailable, s.id)
@@ -161,6 +167,36 @@ func (m *Service) wake(_ context.Context, s *Live) (bool, error) {
 	m.counts.resumed.Add(1)
 	m.log.Info("session resumed", "session_id", s.id, "snapshot_id", id)
 	return true, nil
+}
+
+// readyEnv leases the environment of s if it has none yet (a session
+// adopted from an earlier run), building it if it must: the call that
+// resumes s waits for it as the create of a session does, as long as ctx
+// lets it, and no longer than the service runs (Close parks s meanwhile).
+// The call counts as activity from its start. A failure leaves s
+// hibernated, for the next call to try again.
+func (m *Service) readyEnv(ctx context.Context, s *Live) error {
+	s.mu.Lock()
+	pending := s.envPending
+	if pending {
+		s.last = run.Now()
+	}
+	s.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	unhold, err := m.hold()
+	if err != nil {
+		return err
+	}
+	defer unhold()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.stopping, cancel)()
+	if err := m.prepareEnv(ctx, s, nil); err != nil {
+		return fmt.Errorf("preparing the session's environment: %w", err)
+	}
+	return nil
 }
 
 // maxLoadFailures is how many loads in a row of a session's hibernation

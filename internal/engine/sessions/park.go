@@ -19,9 +19,9 @@ import (
 // hibernation snapshot kept, and handed to Deps.OnPark, which records it
 // (the fleet's registry). The next run of the node adopts it (Adopt):
 // registered, hibernated, under the same id, owner, lifetime and count,
-// and resumed on its first call as any hibernated session is. A session
-// busy at shutdown (a cell running), or that cannot be saved, ends as
-// before.
+// and resumed on its first call as any hibernated session is, its
+// environment leased then. A session busy at shutdown (a cell running),
+// or that cannot be saved, ends as before.
 
 // Parked is a session a shutdown saved for the next run of its node.
 type Parked struct {
@@ -180,7 +180,10 @@ func (m *Service) forgetAsleep(s *Live, info Session) (Parked, bool) {
 // Adopt registers, hibernated, session p that an earlier run of this node
 // parked: its snapshot, verified for its owner, gives its configuration
 // and execution count; created and expires are its own. Its next call
-// resumes it. It counts against the caps as any session. A snapshot that
+// resumes it, and leases its environment first (readyEnv): adopting waits
+// for no environment, so that a node takes its sessions back at once
+// however long their environments take to build. It counts against the
+// caps as any session. A snapshot that
 // cannot be read now (the store, the node's room to read it) leaves the
 // session parked, its snapshot kept, and the error wraps
 // run.ErrUnavailable: the caller tries again later. A session that cannot
@@ -211,7 +214,7 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 	if h.Kind != snapshot.KindHibernation || h.SessionID != p.ID {
 		return Session{}, fmt.Errorf("%w: snapshot %s is not the hibernation of session %s", snapshot.ErrIntegrity, p.Snapshot, p.ID)
 	}
-	s, err := m.adopted(ctx, p, h, created, expires)
+	s, err := m.adopted(p, h, created, expires)
 	if err != nil {
 		m.forgetSnapshot(p.Snapshot)
 		return Session{}, err
@@ -222,9 +225,9 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 
 // adopted registers p, hibernated, with the configuration of its
 // snapshot's header h, created and expiring when it did (zero: now and
-// after its lifetime).
-func (m *Service) adopted(ctx context.Context, p Parked, h snapshot.Header, created, expires time.Time) (*Live, error) {
-	s, err := m.configured(ctx, withSnapshotConfig(Request{Caller: p.Caller}, h.Session))
+// after its lifetime), its environment not leased yet.
+func (m *Service) adopted(p Parked, h snapshot.Header, created, expires time.Time) (*Live, error) {
+	s, err := m.unprepared(withSnapshotConfig(Request{Caller: p.Caller}, h.Session))
 	if err != nil {
 		return nil, err
 	}

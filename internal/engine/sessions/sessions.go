@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,8 +146,15 @@ func (m *Service) hold() (func(), error) {
 type Live struct {
 	id, caller string
 	python     string // the interpreter's version
+	interp     run.Interpreter
 	spec       sandbox.Spec
-	release    func() // the environment lease, and the workspace's commit (endWorkspace)
+	// release gives back the environment lease, and commits the
+	// workspace (endWorkspace). envPending says that the spec has no
+	// environment yet (prepareEnv): a session adopted from an earlier run
+	// leases it at its first resume. Both change under mu, before the
+	// first kernel.
+	release    func()
+	envPending bool
 	// startForks says that a kernel may start the fork server it forks
 	// from: its environment is the base's (or the bare interpreter). A
 	// session with requirements of its own forks only from a server its
@@ -241,6 +249,19 @@ func (m *Service) Create(ctx context.Context, req Request) (Session, error) {
 // timeout and lifetime within the server's bounds, its jail's spec and
 // environment.
 func (m *Service) configured(ctx context.Context, req Request) (*Live, error) {
+	s, err := m.unprepared(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.prepareEnv(ctx, s, req.Progress); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// unprepared is configured without the environment: the spec runs the
+// bare interpreter until prepareEnv leases the session's environment.
+func (m *Service) unprepared(req Request) (*Live, error) {
 	c := m.cfg
 	idle, err := pickDuration(req.IdleTimeout, c.DefaultIdle, c.MaxIdle, "idle timeout")
 	if err != nil {
@@ -250,7 +271,7 @@ func (m *Service) configured(ctx context.Context, req Request) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := m.sessionSpec(ctx, req, life)
+	s, err := m.sessionSpec(req, life)
 	if err != nil {
 		return nil, err
 	}
@@ -304,8 +325,9 @@ func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
 	return s, nil
 }
 
-// sessionSpec validates req and builds the kernel's jail spec.
-func (m *Service) sessionSpec(ctx context.Context, req Request, life time.Duration) (*Live, error) {
+// sessionSpec validates req and builds the kernel's jail spec, for the
+// bare interpreter (prepareEnv puts the session's environment in).
+func (m *Service) sessionSpec(req Request, life time.Duration) (*Live, error) {
 	if req.Network {
 		// A session's kernel lives long and would need its own egress;
 		// network runs only in executions (docs/network.md).
@@ -339,19 +361,12 @@ func (m *Service) sessionSpec(ctx context.Context, req Request, life time.Durati
 	for i, m := range interp.Mounts {
 		mounts[i] = sandbox.Mount{Source: m}
 	}
-	python, release, err := m.sessionEnv(ctx, interp, req.Requirements, req.Progress)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range release.dirs {
-		mounts = append(mounts, sandbox.Mount{Source: d})
-	}
 	now := run.Now()
 	s := &Live{
-		caller: req.Caller, python: interp.Version, release: release.release, startForks: !release.layered, created: now, last: now,
+		caller: req.Caller, python: interp.Version, interp: interp, release: func() {}, envPending: true, created: now, last: now,
 		expires: now.Add(life),
 		spec: sandbox.Spec{
-			Argv:          runner.SessionArgv(python, runner.SessionOptions{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}),
+			Argv:          runner.SessionArgv(interp.Path, runner.SessionOptions{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}),
 			Env:           env,
 			Dir:           sandbox.WorkDir,
 			Mounts:        mounts,
@@ -364,10 +379,40 @@ func (m *Service) sessionSpec(ctx context.Context, req Request, life time.Durati
 		},
 	}
 	if err := s.spec.Validate(); err != nil {
-		release.release()
 		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)
 	}
 	return s, nil
+}
+
+// prepareEnv leases s's environment (sessionEnv, for s.req) and puts it
+// in s's spec: the interpreter to run and the directories to mount. A
+// session ended or parked meanwhile gets none (errParkedMeanwhile).
+func (m *Service) prepareEnv(ctx context.Context, s *Live, progress func(string)) error {
+	python, lease, err := m.sessionEnv(ctx, s.interp, s.req.Requirements, progress)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	spec := s.spec
+	spec.Argv = runner.SessionArgv(python, runner.SessionOptions{FigureFormat: s.req.FigureFormat, MaxRows: s.req.MaxRows})
+	spec.Mounts = slices.Clone(spec.Mounts)
+	for _, d := range lease.dirs {
+		spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: d})
+	}
+	err = spec.Validate()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %w", run.ErrInvalid, err)
+	case s.gone:
+		err = fmt.Errorf("%w: %s", errParkedMeanwhile, s.id)
+	default:
+		s.spec, s.release, s.startForks, s.envPending = spec, lease.release, !lease.layered, false
+	}
+	s.mu.Unlock()
+	if err != nil {
+		lease.release()
+	}
+	return err
 }
 
 // envLease is a session's dependency environment, if it has one.
