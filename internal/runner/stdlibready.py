@@ -79,7 +79,7 @@ def _stdlib_track():
 def _stdlib_ready(keep):
     # Imports _STDLIB_COMMON, stops recording, and makes the tables the
     # payloads' finder serves from.
-    global _STDLIB_TOPS, _STDLIB_DIRS, _STDLIB_TRACKING
+    global _STDLIB_TRACKING
     for name in _STDLIB_COMMON:
         try:
             __import__(name)
@@ -88,30 +88,41 @@ def _stdlib_ready(keep):
     real, edges = _STDLIB_TRACKING
     sys.modules["builtins"].__import__ = real
     _STDLIB_TRACKING = None
+    try:
+        _stdlib_tables(keep, edges)
+    except Exception as e:  # only speed: payloads then import as a fresh interpreter does
+        _STDLIB_READY.clear()
+        sys.stderr.write("pyexec fork server: not serving standard-library modules: %s\n" % e)
+
+
+def _stdlib_tables(keep, edges):
+    global _STDLIB_TOPS, _STDLIB_DIRS
     modspec = type(sys.__spec__)
+    ready, closure, tops, dirs = {}, {}, set(), set()
     for name, m in list(sys.modules.items()):
         spec = getattr(m, "__spec__", None)
         if name in keep or name == "__main__" or not isinstance(spec, modspec) or spec.name != name:
             continue
         parent = name.rpartition(".")[0]
-        _STDLIB_READY[name] = (m, sys.modules.get(parent) if parent else None, spec)
-    tops, dirs = set(), set()
-    for name, (m, _, spec) in _STDLIB_READY.items():
+        ready[name] = (m, sys.modules.get(parent) if parent else None, spec)
+    for name, (m, _, spec) in ready.items():
         out, todo = set(), list(edges.get(name, ()))
         parts = name.split(".")
         todo += [".".join(parts[:i]) for i in range(1, len(parts))]
         while todo:
             n = todo.pop()
-            if n in out or n == name or n not in _STDLIB_READY:
+            if n in out or n == name or n not in ready:
                 continue
             out.add(n)
             todo += edges.get(n, ())
-        _STDLIB_CLOSURE[name] = tuple(sorted(out))
+        closure[name] = tuple(sorted(out))
         if "." not in name and spec.origin not in (None, "built-in", "frozen"):
             tops.add(name)
             d = os.path.dirname(spec.origin)
             dirs.add(os.path.dirname(d) if spec.submodule_search_locations is not None else d)
+    _STDLIB_CLOSURE.update(closure)
     _STDLIB_TOPS, _STDLIB_DIRS = frozenset(tops), frozenset(dirs)
+    _STDLIB_READY.update(ready)  # last: the finder serves from it
 
 
 def _stdlib_serve():
