@@ -15,9 +15,9 @@ import (
 func TestForkedStdlibImportsAreTheServers(t *testing.T) {
 	const probe = `import gc, sys
 before = sorted(sys.modules)
-import json, re, datetime, collections
+import json, re, datetime, collections, decimal, typing, dataclasses, pathlib
 ids = {id(o) for o in gc.get_objects()}
-print("fresh", [m.__name__ for m in (json, re, datetime, collections) if id(m) in ids])
+print("fresh", [m.__name__ for m in (json, re, datetime, collections, decimal, typing, dataclasses, pathlib) if id(m) in ids])
 print(sorted(set(sys.modules) - set(before)))
 print(json.__spec__.name, json.__spec__.origin == json.__file__, type(json.__loader__).__name__)
 print(json.dumps({"a": re.sub("b", "c", "abc")}), datetime.date(2026, 1, 2).isoformat())
@@ -33,7 +33,7 @@ print(json.dumps({"a": re.sub("b", "c", "abc")}), datetime.date(2026, 1, 2).isof
 		t.Fatalf("forked: status %s exit %d stderr %s", forked.Status, forked.ExitCode, forked.Stderr)
 	}
 	coldLines, forkedLines := strings.SplitN(string(cold.Stdout), "\n", 2), strings.SplitN(string(forked.Stdout), "\n", 2)
-	if want := "fresh ['json', 're', 'datetime', 'collections']"; coldLines[0] != want {
+	if want := "fresh ['json', 're', 'datetime', 'collections', 'decimal', 'typing', 'dataclasses', 'pathlib']"; coldLines[0] != want {
 		t.Fatalf("a cold run's imports: %q, want %q", coldLines[0], want)
 	}
 	if want := "fresh []"; forkedLines[0] != want {

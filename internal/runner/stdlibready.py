@@ -36,7 +36,7 @@ _STDLIB_COMMON = (
 # name -> (module, its parent package's object or None, its own spec), for
 # every module the server imported after its preloads.
 _STDLIB_READY = {}
-# name -> the other names of _STDLIB_READY a fresh import of name loads.
+# name -> (name, module) of the others a fresh import of name loads.
 _STDLIB_CLOSURE = {}
 # Top-level names a file on the search path could shadow, and the
 # directories they came from.
@@ -44,6 +44,10 @@ _STDLIB_TOPS = frozenset()
 _STDLIB_DIRS = frozenset()
 # The real __import__ and the edges recorded, while _stdlib_track records.
 _STDLIB_TRACKING = None
+# The import system's own modules, whose frames run an extension module's
+# initialization.
+_MACHINERY = frozenset(("_frozen_importlib", "_frozen_importlib_external", "importlib._bootstrap",
+                        "importlib._bootstrap_external"))
 
 
 def _stdlib_track():
@@ -52,25 +56,34 @@ def _stdlib_track():
     # stops it.
     global _STDLIB_TRACKING
     b = sys.modules["builtins"]
-    real, edges = b.__import__, {}
+    real, edges, loading = b.__import__, {}, []
 
     def tracking(name, globals=None, locals=None, fromlist=(), level=0):
-        m = real(name, globals, locals, fromlist, level)
+        full = None
         try:
-            importer = globals.get("__name__") if isinstance(globals, dict) else None
-            if isinstance(importer, str):
-                full = name
-                if level:
-                    pkg = globals.get("__package__") or importer.rpartition(".")[0]
-                    base = pkg.rsplit(".", level - 1)[0] if level > 1 else pkg
-                    full = base + "." + name if name else base
+            g = globals if isinstance(globals, dict) else {}
+            importer = g.get("__name__")
+            if not isinstance(importer, str) or importer in _MACHINERY:
+                # An extension module's initialization imports from the
+                # import system's frames: the importer is what is loading.
+                importer = loading[-1] if loading else None
+            full = name
+            if level:
+                pkg = g.get("__package__") or g.get("__name__", "").rpartition(".")[0]
+                base = pkg.rsplit(".", level - 1)[0] if level > 1 else pkg
+                full = base + "." + name if name else base
+            if importer is not None:
                 got = edges.setdefault(importer, set())
                 got.add(full)
                 for f in fromlist or ():
                     got.add(full + "." + f)  # kept only where that is a module
         except Exception:
             pass  # only the closures' accuracy: never an import's failure
-        return m
+        loading.append(full)
+        try:
+            return real(name, globals, locals, fromlist, level)
+        finally:
+            loading.pop()
 
     b.__import__ = tracking
     _STDLIB_TRACKING = real, edges
@@ -98,12 +111,18 @@ def _stdlib_ready(keep):
 def _stdlib_tables(keep, edges):
     global _STDLIB_TOPS, _STDLIB_DIRS
     modspec = type(sys.__spec__)
-    ready, closure, tops, dirs = {}, {}, set(), set()
+    ready, aliases, closure, tops, dirs = {}, {}, {}, set(), set()
     for name, m in list(sys.modules.items()):
-        spec = getattr(m, "__spec__", None)
-        if name in keep or name == "__main__" or not isinstance(spec, modspec) or spec.name != name:
+        if name in keep or name == "__main__":
             continue
+        spec = getattr(m, "__spec__", None)
         parent = name.rpartition(".")[0]
+        if not isinstance(spec, modspec) or spec.name != name:
+            # An entry a package put there itself (importlib._bootstrap,
+            # typing.io): never served, put back with its package.
+            if parent:
+                aliases.setdefault(parent, []).append((name, m))
+            continue
         ready[name] = (m, sys.modules.get(parent) if parent else None, spec)
     for name, (m, _, spec) in ready.items():
         out, todo = set(), list(edges.get(name, ()))
@@ -115,7 +134,10 @@ def _stdlib_tables(keep, edges):
                 continue
             out.add(n)
             todo += edges.get(n, ())
-        closure[name] = tuple(sorted(out))
+            parts = n.split(".")
+            todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # its packages load first
+        closure[name] = tuple(sorted((n, ready[n][0]) for n in out)) + tuple(
+            a for n in sorted(out | {name}) for a in aliases.get(n, ()))
         if "." not in name and spec.origin not in (None, "built-in", "frozen"):
             tops.add(name)
             d = os.path.dirname(spec.origin)
@@ -168,9 +190,9 @@ class _StdlibFinder:
             except ValueError:
                 pass
             return None
-        for n in _STDLIB_CLOSURE[name]:
+        for n, o in _STDLIB_CLOSURE[name]:
             if n not in sys.modules:
-                sys.modules[n] = _STDLIB_READY[n][0]
+                sys.modules[n] = o
         served = type(spec)(name, _StdlibFinder, origin=spec.origin, loader_state=m)
         served.submodule_search_locations = spec.submodule_search_locations
         return served
