@@ -184,7 +184,7 @@ class _StdlibFinder:
         if parent is not None:
             if sys.modules.get(name.rpartition(".")[0]) is not parent:
                 return None  # a package of another origin: its own submodules
-        elif name in _STDLIB_TOPS and _stdlib_shadowed():
+        elif _stdlib_shadowed():  # a built-in's closure may hold modules a file could shadow
             try:
                 sys.meta_path.remove(_StdlibFinder)
             except ValueError:
