@@ -11,8 +11,10 @@
 // fork from it too (ForkSession). Where the environment has some of the
 // preloads, code that imports only the standard library (runner.Lean)
 // forks from a lean server beside it, which imported none: forking a
-// process is cheaper the less it mapped. A kind whose fork server cannot
-// run gets warm jails.
+// process is cheaper the less it mapped. Every fork server also imports
+// the commonest standard-library modules once, which an execution gets
+// from it as (and only when) it imports them. A kind whose fork server
+// cannot run gets warm jails.
 // Executions that cannot use a warm jail (a command that is not the
 // runner's, start-up environment variables, limits above the pool's
 // ceilings) run in a cold jail, transparently.

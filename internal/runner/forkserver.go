@@ -17,6 +17,12 @@ var forkServerSource string
 //go:embed precopy.py
 var precopySource string
 
+// stdlibReadySource is its importing of common standard-library modules
+// once, handed to each execution as it imports them; run before it too.
+//
+//go:embed stdlibready.py
+var stdlibReadySource string
+
 // forkServerBoot is a fork server's whole command-line program: it reads
 // the real one and the driver from its standard input (ForkServerStdin),
 // NUL between them, and runs the first. On the command line they would
@@ -63,7 +69,7 @@ func forkServerArgv(python string, opts, preload []string) []string {
 // anything else: its program, and the driver its executions run (normally
 // DriverSource; tests pass their own) waiting on RequestFD.
 func ForkServerStdin(driver string) []byte {
-	return []byte(precopySource + forkServerSource + "\x00" + driver)
+	return []byte(precopySource + stdlibReadySource + forkServerSource + "\x00" + driver)
 }
 
 // DriverSource is the runner driver, what a fork server's executions run.

@@ -7,8 +7,8 @@
 # as uid 0 holding only SYS_ADMIN, SETUID, SETGID, SETPCAP, KILL and
 # NET_ADMIN, with no_new_privs, and a SOCK_SEQPACKET socket to the server on
 # fd 4. It imports MODULEs (those the environment has; with --lean none, for
-# code that needs only the standard library) once, reads its configuration,
-# answers {"ready": true, "preloads": [the MODULEs the environment has]},
+# code that needs only the standard library) and the commonest of the
+# standard library (stdlibready.py) once, reads its configuration, answers {"ready": true, "preloads": [the MODULEs the environment has]},
 # and then forks one execution per request. It never runs user code itself. Each child, before any user code:
 #   - becomes PID 1 (the reaper) of a new pid namespace, with new mount, IPC,
 #     UTS and (unless the jail has network) network namespaces, fresh tmpfs
@@ -82,6 +82,7 @@ _KEEP = frozenset(sys.modules)
 # payload starts a cache of its own (_fresh_state), and this reference keeps
 # the template's from being freed there.
 _TEMPLATE_IMPORTER_CACHE = sys.path_importer_cache
+_stdlib_track()  # what loads what from here on (stdlibready.py)
 
 if _LEAN:
     import importlib.machinery  # noqa: E402
@@ -123,6 +124,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # instead of making its own (and copying the pages the cache is on).
 for _fn in ("mount", "umount2", "sethostname", "unshare", "setns", "prctl", "syscall"):
     getattr(_libc, _fn)
+_stdlib_ready(_KEEP)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -680,6 +682,7 @@ def _fresh_state():
     for name in list(sys.modules):
         if name not in _KEEP:
             del sys.modules[name]
+    _stdlib_serve()  # ...and served again as the payload imports them
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -213,7 +213,7 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 		ack()
 		return
 	}
-	r, err = e.execute(runCtx, o, p, func() {
+	r, err = e.execute(runCtx, o, p, nil, func() {
 		t.Recorded() // the index stops counting it as queued
 		ack()
 	}, false)

@@ -27,12 +27,13 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // the payload. onRunning is called once the record says running. The
 // returned record is the final one as stored, with stdout and stderr only
 // if keepOutput: a caller that does not answer with them (an async worker)
-// spares a copy of the whole output.
-func (e *Service) execute(ctx context.Context, o *owner, p *run.Plan, onRunning func(), keepOutput bool) (*Record, error) {
+// spares a copy of the whole output. pending is the record as this engine
+// created it, if it has it (see transitionFrom), or nil.
+func (e *Service) execute(ctx context.Context, o *owner, p *run.Plan, pending *Record, onRunning func(), keepOutput bool) (*Record, error) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	started := run.Now()
-	r, ok, err := e.transition(sctx, o.id, func(r *Record) bool {
+	r, ok, err := e.transitionFrom(sctx, o.id, pending, func(r *Record) bool {
 		if r.Status != run.StatusPending || !o.begin() {
 			return false
 		}
@@ -180,8 +181,9 @@ func (e *Service) recordOutcome(ran *Record) (*Record, bool, error) {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	if rev := ran.rev; rev != 0 {
-		// ran comes from the running record this engine created at rev:
-		// unless someone wrote it since (a kill, a node taking over), the
+		// ran comes from the running record this engine wrote at rev
+		// (created running, or made running by execute): unless someone
+		// wrote it since (a kill, a node taking over), the
 		// outcome replaces it there, with no read first. Once: a conflict,
 		// or a retry after an error, reads the record as below.
 		ran.rev = 0

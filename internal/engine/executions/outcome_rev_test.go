@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
 	"github.com/pyexec/pyexec/internal/store"
@@ -23,7 +24,7 @@ func (s *readCounter) Get(ctx context.Context, key string) (store.Entry, error) 
 }
 
 // startCounting is start (helpers_test.go) with the record reads counted.
-func startCounting(t *testing.T) (*env, *readCounter) {
+func startCounting(t *testing.T, cfg nodeConfig) (*env, *readCounter) {
 	t.Helper()
 	ctx := context.Background()
 	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
@@ -41,7 +42,7 @@ func startCounting(t *testing.T) (*env, *readCounter) {
 			t.Errorf("store Close: %v", err)
 		}
 	})
-	n := newNode(t, nodeConfig{}, Deps{Store: rc, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
+	n := newNode(t, cfg, Deps{Store: rc, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
 	return &env{emb: emb, st: st, eng: n.x, node: n, runner: runner}, rc
 }
 
@@ -50,7 +51,7 @@ func startCounting(t *testing.T) (*env, *readCounter) {
 // revision it created: no record is read on the request's path, and the
 // stored record is final with the run's output.
 func TestSyncOutcomeNeedsNoRead(t *testing.T) {
-	e, rc := startCounting(t)
+	e, rc := startCounting(t, nodeConfig{})
 	before := rc.gets.Load()
 	x, err := e.eng.RunSync(context.Background(), runtest.Script("print:hello\n"))
 	if err != nil {
@@ -74,7 +75,7 @@ func TestSyncOutcomeNeedsNoRead(t *testing.T) {
 // is merged into what is stored, as before: the kill stands and the run's
 // output is kept.
 func TestSyncOutcomeYieldsToAnotherWriter(t *testing.T) {
-	e, _ := startCounting(t)
+	e, _ := startCounting(t, nodeConfig{})
 	ctx := context.Background()
 	done := make(chan *run.Execution, 1)
 	go func() {
@@ -119,5 +120,77 @@ func TestSyncOutcomeYieldsToAnotherWriter(t *testing.T) {
 	}
 	if x.Status != run.StatusKilled || got.Status != run.StatusKilled {
 		t.Fatalf("answered %s, stored %s; want the kill to stand", x.Status, got.Status)
+	}
+}
+
+// TestQueuedSyncExecutionNeedsNoRead: a synchronous execution that waits
+// for a slot is created pending, made running and made final at the
+// revisions this engine wrote: no record is read on its path either, and
+// it ends with its output.
+func TestQueuedSyncExecutionNeedsNoRead(t *testing.T) {
+	e, rc := startCounting(t, nodeConfig{slots: admission.Config{Concurrency: 1, QueueSize: 4}})
+	ctx := context.Background()
+	before := rc.gets.Load()
+	first := make(chan *run.Execution, 1)
+	go func() {
+		x, err := e.eng.RunSync(ctx, runtest.Script("sleep:300ms"))
+		if err != nil {
+			t.Error(err)
+		}
+		first <- x
+	}()
+	runtest.WaitFor(t, "the first to hold the slot", func() bool { return e.node.adm.Stats().Running == 1 })
+	x, err := e.eng.RunSync(ctx, runtest.Script("print:queued\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := <-first; f == nil || !f.Status.Final() {
+		t.Fatalf("the first: %+v", f)
+	}
+	if n := rc.gets.Load() - before; n != 0 {
+		t.Errorf("the synchronous paths read records %d times, want 0", n)
+	}
+	got, err := getExec(ctx, e.eng, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != run.StatusCompleted || got.Stdout != "queued\n" || x.Stdout != "queued\n" || got.StartedAt == nil {
+		t.Fatalf("stored %s %q (started %v), answered %s %q", got.Status, got.Stdout, got.StartedAt, x.Status, x.Stdout)
+	}
+}
+
+// TestTransitionFromAStaleRecordReadsTheLatest: a change made from the
+// record as this engine wrote it, when someone wrote it since (here: a
+// kill of the pending execution), is not written over theirs: the latest
+// version is read and the change applied to it, which refuses a killed
+// record, and what is returned is the record as stored.
+func TestTransitionFromAStaleRecordReadsTheLatest(t *testing.T) {
+	e, _ := startCounting(t, nodeConfig{})
+	ctx := context.Background()
+	id, err := newID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecord(id, runtest.Script("print:x\n"), &run.Plan{}, false)
+	if err := e.eng.create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err := e.eng.transition(ctx, id, func(cur *Record) bool {
+		markKilled(cur, msgKilledQueued)
+		return true
+	})
+	if err != nil || !ok {
+		t.Fatalf("the kill: %v %v", ok, err)
+	}
+	toRunning := func(cur *Record) bool {
+		if cur.Status != run.StatusPending {
+			return false
+		}
+		cur.Status = run.StatusRunning
+		return true
+	}
+	got, ok, err := e.eng.transitionFrom(ctx, id, r, toRunning)
+	if err != nil || ok || got.Status != run.StatusKilled {
+		t.Fatalf("from the stale record: status %s written %v err %v, want the kill to stand", got.Status, ok, err)
 	}
 }

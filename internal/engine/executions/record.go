@@ -167,15 +167,17 @@ func (e *Service) load(ctx context.Context, id string) (*Record, uint64, error) 
 
 // update writes r if rev is still its latest revision; store.ErrConflict
 // otherwise. A record too large for the store (output that JSON-escapes
-// badly) is written with its output cut down until it fits.
+// badly) is written with its output cut down until it fits. Once written,
+// r.rev is the revision it was written at.
 func (e *Service) update(ctx context.Context, r *Record, rev uint64) error {
 	for {
 		b, err := r.encode()
 		if err != nil {
 			return err
 		}
-		_, err = e.st.Update(ctx, r.ID, b, rev, r.meta())
-		if err != nil && e.indexLag(r.ID, err) {
+		wrote, err := e.st.Update(ctx, r.ID, b, rev, r.meta())
+		if err == nil || e.indexLag(r.ID, err) {
+			r.rev = wrote
 			return nil
 		}
 		if errors.Is(err, store.ErrTooLarge) && (r.Stdout != "" || r.Stderr != "") {
@@ -183,10 +185,7 @@ func (e *Service) update(ctx context.Context, r *Record, rev uint64) error {
 			r.Stderr, r.StderrTruncated = halve(r.Stderr, r.StderrTruncated)
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("engine: writing record: %w", err)
-		}
-		return nil
+		return fmt.Errorf("engine: writing record: %w", err)
 	}
 }
 
@@ -200,8 +199,30 @@ func halve(s string, truncated bool) (string, bool) {
 // transition applies change to the latest version of a record and writes
 // it, re-reading and re-applying on a concurrent write. change returns
 // false to leave the record as it is. It returns the record as stored and
-// whether change wrote it.
+// whether change wrote it (with the revision it wrote, so that the
+// outcome can replace it with no read first, see recordOutcome).
 func (e *Service) transition(ctx context.Context, id string, change func(*Record) bool) (*Record, bool, error) {
+	return e.transitionFrom(ctx, id, nil, change)
+}
+
+// transitionFrom is transition from known, the record as this engine
+// wrote it at known.rev (nil or 0: unknown): change is applied to a copy
+// of it and written there with no read first. Only when someone wrote the
+// record since (or change refuses the copy) is the latest version read,
+// as transition does.
+func (e *Service) transitionFrom(ctx context.Context, id string, known *Record, change func(*Record) bool) (*Record, bool, error) {
+	if known != nil && known.rev != 0 {
+		r := *known
+		if change(&r) {
+			err := e.update(ctx, &r, known.rev)
+			if err == nil {
+				return &r, true, nil
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return nil, false, err
+			}
+		}
+	}
 	for {
 		r, rev, err := e.load(ctx, id)
 		if err != nil {

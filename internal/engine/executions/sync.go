@@ -83,7 +83,7 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 			return &r.Execution, nil
 		}
 	}
-	r, err = e.execute(runCtx, o, p, func() {}, true)
+	r, err = e.execute(runCtx, o, p, r, func() {}, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: running %s: %w", id, err)
 	}
