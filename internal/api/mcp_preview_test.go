@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-
 // TestMCPPreviewTool, through /mcp over the real engine: on a server with
 // --preview an agent gets a preview URL of its session's app that opens
 // it without a key, at the origin it reached; revoking stops it.
