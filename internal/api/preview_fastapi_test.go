@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,17 +141,7 @@ func TestPreviewFastAPIInBrowser(t *testing.T) {
 	if h := p.text("h1"); h != "fastapi in a session" {
 		t.Errorf("rendered heading %q", h)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join("..", "..", "test-output", "preview")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fastapi.png"), shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	shot := previewScreenshot(t, ctx, "fastapi.png")
 	if share := orangeShare(t, shot); share < 0.5 {
 		t.Errorf("the screenshot is %.0f%% the page's orange, want most of it (test-output/preview/fastapi.png)", share*100)
 	}
