@@ -265,6 +265,9 @@ type HealthStatus struct {
 	// Tools is the state of the server's helper programs; nil from a
 	// server that does not report them.
 	Tools *HealthTools `json:"tools,omitempty"`
+	// Previews says the server shares preview URLs of sessions' web apps
+	// (--preview); false from a server that does not report it.
+	Previews bool `json:"previews,omitempty"`
 }
 
 // HealthNATS is the NATS part of HealthStatus.

@@ -28,7 +28,8 @@ func newMCPCmd() *cobra.Command {
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			c := o.newClient()
-			srv := mcpserver.New(c, mcpserver.Options{Version: buildVersion(), Logger: log, Lint: func() bool { return serverLints(ctx, c) }})
+			srv := mcpserver.New(c, mcpserver.Options{Version: buildVersion(), Logger: log, Lint: func() bool { return serverLints(ctx, c) },
+				Preview: func() bool { return serverPreviews(ctx, c) }})
 			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{cmd.OutOrStdout()}}
 			// The session ends when the client closes stdin or on a signal;
 			// either is a normal end.
@@ -58,4 +59,14 @@ func serverLints(ctx context.Context, c *client.Client) bool {
 	defer cancel()
 	h, err := c.Health(ctx)
 	return err != nil || h.Tools == nil || h.Tools.Lint != "unavailable"
+}
+
+// serverPreviews asks the server whether it shares preview URLs. One that
+// does not say, or does not answer in time, is taken not to: its
+// preview_session_port would only answer 501.
+func serverPreviews(ctx context.Context, c *client.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := c.Health(ctx)
+	return err == nil && h.Previews
 }

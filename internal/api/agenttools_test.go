@@ -8,10 +8,13 @@ import (
 	"github.com/pyexec/pyexec/internal/mcpserver"
 )
 
+// TestToolsOfferEveryMCPTool: GET /api/v1/tools lists the MCP server's
+// tools, all but preview_session_port on a server without --preview
+// (TestMCPPreviewTool has it with).
 func TestToolsOfferEveryMCPTool(t *testing.T) {
 	ts := newTestServer(t, newFakeEngine(), nil)
 	var want []string
-	for _, d := range mcpserver.Definitions() {
+	for _, d := range mcpserver.AvailableDefinitions(true, false) {
 		want = append(want, d.Name)
 	}
 	for _, name := range []string{"run_python", "lint_python", "list_files", "read_file"} {

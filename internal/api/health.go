@@ -21,6 +21,7 @@ type healthBody struct {
 	DefaultPython     string            `json:"default_python,omitempty" doc:"The version used when a request names none"`
 	MaxTimeoutSeconds int               `json:"max_timeout_seconds" doc:"The longest timeout a request may ask for"`
 	Sessions          bool              `json:"sessions" doc:"Whether the server offers sessions (/api/v1/sessions)"`
+	Previews          bool              `json:"previews" doc:"Whether the server proxies to web apps of sessions and shares preview URLs (--preview)"`
 	BaseEnvironment   string            `json:"base_environment,omitempty" doc:"The base dependency environment: building, ready, failed: <why>, or none; requests never wait for it"`
 	Tools             *ToolsHealth      `json:"tools,omitempty" doc:"The helper programs: uv builds environments, ruff lints"`
 	Store             *storeHealth      `json:"store,omitempty" doc:"How full the shared store is"`
@@ -76,6 +77,12 @@ type ToolHealth struct {
 // lintAvailable reports whether lint can work now or soon.
 func (s *Server) lintAvailable() bool { return s.tools == nil || s.tools().Lint != "unavailable" }
 
+// previewsOn reports whether the preview routes work (--preview, with
+// sessions): the MCP server offers preview_session_port only then.
+func (s *Server) previewsOn() bool {
+	return s.previews != nil && s.previews.enabled && s.previews.eng != nil
+}
+
 type healthOutput struct{ Body healthBody }
 
 // readyBody answers GET /readyz while the server takes work.
@@ -94,6 +101,7 @@ func (s *Server) registerHealth(hapi huma.API) {
 	o.Tags = []string{"service"}
 	huma.Register(hapi, o, func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
 		body := s.info
+		body.Previews = s.previewsOn()
 		if s.baseEnv != nil {
 			body.BaseEnvironment = s.baseEnv()
 		}

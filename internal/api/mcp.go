@@ -11,9 +11,21 @@ import (
 // mcpPath is where the MCP server is served (streamable HTTP).
 const mcpPath = "/mcp"
 
-// inProcessURL is the base URL of the in-process client of an MCP
-// session; requests never leave the process, so the host is only a label.
-const inProcessURL = "http://pyexec.in-process"
+// mcpBaseURL is the base URL of the in-process client of an MCP session:
+// the origin the MCP client reached. Requests never leave the process, so
+// it only makes a preview URL on the API's origin (a path in the share's
+// answer) absolute, for the one who asked: a URL it can open.
+func mcpBaseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host := r.Host
+	if host == "" {
+		host = "pyexec.in-process" // only a label: nothing is dialled
+	}
+	return scheme + "://" + host
+}
 
 // mcpHandler serves the MCP tools at /mcp. A session's tools call this
 // API in process through the Go client, as the caller who opened the
@@ -25,13 +37,14 @@ func (s *Server) mcpHandler(api http.Handler) http.Handler {
 	callerOf := func(r *http.Request) string { return callerFrom(r.Context()).Name }
 	h := mcpserver.NewHTTPHandler(callerOf, func(r *http.Request) mcpserver.Backend {
 		hc := &http.Client{Transport: &inProcess{handler: api, caller: callerFrom(r.Context())}}
-		return client.New(inProcessURL, client.WithHTTPClient(hc), client.WithTimeout(0))
+		return client.New(mcpBaseURL(r), client.WithHTTPClient(hc), client.WithTimeout(0))
 	}, mcpserver.HTTPOptions{
 		Options: mcpserver.Options{
 			Version: s.info.Version,
 			Logger:  s.log.With("component", "mcp"),
 			Done:    s.streams.Done(),
 			Lint:    s.lintAvailable,
+			Preview: s.previewsOn,
 		},
 		// With API keys, a rebinding page cannot call the server anyway,
 		// and a reverse proxy on this host must be able to.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -55,6 +56,20 @@ func TestPreviewInBrowser(t *testing.T) {
 	if h := p.text("h1"); h != "preview probe" {
 		t.Errorf("rendered heading %q", h)
 	}
+	previewScreenshot(t, ctx, "probe.png")
+	t.Logf("probe: %s", out)
+	// The sandbox's refusals are expected; nothing else may go wrong.
+	for _, pr := range problems() {
+		if !strings.Contains(pr, "sandbox") && !strings.Contains(pr, "SecurityError") && !strings.Contains(pr, "Content Security Policy") {
+			t.Errorf("browser: %s", pr)
+		}
+	}
+}
+
+// previewScreenshot captures the tab of ctx into test-output/preview/name
+// and returns the PNG.
+func previewScreenshot(t *testing.T, ctx context.Context, name string) []byte {
+	t.Helper()
 	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
@@ -63,14 +78,8 @@ func TestPreviewInBrowser(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "probe.png"), buf, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("probe: %s", out)
-	// The sandbox's refusals are expected; nothing else may go wrong.
-	for _, pr := range problems() {
-		if !strings.Contains(pr, "sandbox") && !strings.Contains(pr, "SecurityError") && !strings.Contains(pr, "Content Security Policy") {
-			t.Errorf("browser: %s", pr)
-		}
-	}
+	return buf
 }

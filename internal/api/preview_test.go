@@ -390,6 +390,14 @@ func TestPreviewOff(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want 501 naming --preview", r.method, r.path, code, body)
 		}
 	}
+	// Nor is the MCP tool offered, to function calling or in /health.
+	if code, _, body := call(t, ts, http.MethodGet, "/api/v1/tools", "", nil, nil); code != http.StatusOK ||
+		strings.Contains(string(body), "preview_session_port") || !strings.Contains(string(body), "run_python") {
+		t.Errorf("GET /api/v1/tools without --preview: %d %s", code, body)
+	}
+	if code, _, body := call(t, ts, http.MethodGet, "/health", "", nil, nil); code != http.StatusOK || !strings.Contains(string(body), `"previews":false`) {
+		t.Errorf("/health without --preview: %d %s", code, body)
+	}
 }
 
 // wsEcho opens a WebSocket at path on addr, sends msg in a masked text

@@ -102,6 +102,12 @@ var mcpToolCases = []mcpToolCase{
 	{tool: "close_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
 	{tool: "snapshot_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
 	{tool: "fork_session", owned: true, args: func(_, ses string) map[string]any { return map[string]any{"session_id": ses} }},
+	{tool: "preview_session_port", owned: true, args: func(_, ses string) map[string]any {
+		return map[string]any{"session_id": ses, "port": 8000}
+	}},
+	{tool: "preview_session_port", owned: true, args: func(_, ses string) map[string]any {
+		return map[string]any{"session_id": ses, "port": 8000, "revoke": true}
+	}},
 	{tool: "delete_snapshot", owned: true, snap: func(snap string) map[string]any { return map[string]any{"snapshot_id": snap} }},
 	{tool: "create_session", owned: true, snap: func(snap string) map[string]any { return map[string]any{"from_snapshot": snap} }},
 	// a's snapshot names a's session: the text check sees it.

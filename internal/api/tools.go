@@ -76,7 +76,7 @@ func (s *Server) registerTools(hapi huma.API) {
 			return nil, errorf(http.StatusBadRequest, "strict=true applies to the %s and %s formats, not %s",
 				toolsOpenAI, toolsOpenAIResponses, toolsAnthropic)
 		}
-		defs := mcpserver.AvailableDefinitions(s.lintAvailable())
+		defs := mcpserver.AvailableDefinitions(s.lintAvailable(), s.previewsOn())
 		out := &toolsOutput{Body: ToolList{Format: in.Format, Strict: in.Strict, Tools: make([]any, len(defs))}}
 		for i, d := range defs {
 			schema := d.InputSchema

@@ -34,6 +34,7 @@ func (h *handlers) tools() []tool {
 		{def: forkSessionTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.forkSession) }},
 		{def: listSnapshotsTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.listSnapshots) }},
 		{def: deleteSnapshotTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.deleteSnapshot) }},
+		{def: previewSessionPortTool(), add: func(s *mcp.Server, def *mcp.Tool) { mcp.AddTool(s, def, h.previewSessionPort) }},
 	}
 }
 
@@ -48,16 +49,18 @@ type Definition struct {
 	InputSchema json.RawMessage
 }
 
-// Definitions returns the definitions of every tool the MCP server offers.
-func Definitions() []Definition { return AvailableDefinitions(true) }
+// Definitions returns the definitions of every tool the MCP server may
+// offer.
+func Definitions() []Definition { return AvailableDefinitions(true, true) }
 
 // AvailableDefinitions returns the definitions of the tools a server
-// offers whose lint is available or not (see Options.Lint).
-func AvailableDefinitions(lint bool) []Definition {
+// offers whose lint is available or not (see Options.Lint), and whose
+// previews are on or not (Options.Preview).
+func AvailableDefinitions(lint, preview bool) []Definition {
 	h := &handlers{}
 	var defs []Definition
 	for _, t := range h.tools() {
-		if !lint && t.def.Name == lintToolName {
+		if !offered(t.def.Name, lint, preview) {
 			continue
 		}
 		schema, err := json.Marshal(t.def.InputSchema)
@@ -67,6 +70,18 @@ func AvailableDefinitions(lint bool) []Definition {
 		defs = append(defs, Definition{Name: t.def.Name, Description: t.def.Description, InputSchema: schema})
 	}
 	return defs
+}
+
+// offered says whether a server offers the tool name: lint_python only
+// with lint, preview_session_port only with previews.
+func offered(name string, lint, preview bool) bool {
+	switch name {
+	case lintToolName:
+		return lint
+	case previewToolName:
+		return preview
+	}
+	return true
 }
 
 // schemaFor derives the JSON Schema of T from its fields and their

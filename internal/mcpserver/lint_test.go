@@ -128,14 +128,14 @@ func TestLintToolFollowsAvailability(t *testing.T) {
 			offered = offered || tool.Name == "lint_python"
 		}
 		defined := false
-		for _, d := range AvailableDefinitions(available) {
+		for _, d := range AvailableDefinitions(available, false) {
 			defined = defined || d.Name == "lint_python"
 		}
 		if offered != available || defined != available {
 			t.Errorf("lint available %v: lint_python offered %v, defined %v", available, offered, defined)
 		}
-		if len(res.Tools) != len(AvailableDefinitions(available)) {
-			t.Errorf("lint available %v: %d tools offered, %d defined", available, len(res.Tools), len(AvailableDefinitions(available)))
+		if len(res.Tools) != len(AvailableDefinitions(available, false)) {
+			t.Errorf("lint available %v: %d tools offered, %d defined", available, len(res.Tools), len(AvailableDefinitions(available, false)))
 		}
 	}
 }

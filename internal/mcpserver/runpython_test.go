@@ -452,7 +452,7 @@ func TestRunPythonKillsTheRun(t *testing.T) {
 }
 
 func TestListTools(t *testing.T) {
-	cs, _ := connect(t, newFake(), Options{})
+	cs, _ := connect(t, newFake(), Options{Preview: func() bool { return true }})
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -483,6 +483,7 @@ func TestListTools(t *testing.T) {
 		{"fork_session", []string{"session_id"}, []string{"session_id"}},
 		{"list_snapshots", nil, nil},
 		{"delete_snapshot", []string{"snapshot_id"}, []string{"snapshot_id"}},
+		{"preview_session_port", []string{"session_id", "port"}, []string{"session_id", "port", "revoke"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

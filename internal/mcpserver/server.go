@@ -70,6 +70,10 @@ type Options struct {
 	// Lint, if set, tells whether the backend can lint; a server made
 	// while it says false does not offer lint_python. Nil: it can.
 	Lint func() bool
+	// Preview, if set, tells whether the server behind the backend shares
+	// preview URLs (--preview); preview_session_port is offered only when
+	// it says so. Nil: it does not.
+	Preview func() bool
 }
 
 func (o Options) logger() *slog.Logger {
@@ -96,8 +100,9 @@ func newServer(b Backend, opts Options, sessionID func() string) *mcp.Server {
 		})
 	h := &handlers{backend: b, log: opts.logger(), done: opts.Done}
 	lint := opts.Lint == nil || opts.Lint()
+	preview := opts.Preview != nil && opts.Preview()
 	for _, t := range h.tools() {
-		if !lint && t.def.Name == lintToolName {
+		if !offered(t.def.Name, lint, preview) {
 			continue
 		}
 		t.add(s, t.def)

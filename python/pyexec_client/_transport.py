@@ -20,6 +20,8 @@ class Transport(Protocol):
     """What a synchronous client offers its helpers: one request whose
     error answers are raised as APIError."""
 
+    base_url: str
+
     def _request(self, method: str, path: str, **kw: Any) -> httpx.Response: ...
 
 
@@ -27,6 +29,8 @@ class AsyncTransport(Protocol):
     """What an asynchronous client offers its helpers: one awaitable
     request (errors raised as APIError) and the creation of a session,
     which may stream its install progress to ``on_install``."""
+
+    base_url: str
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response: ...
 

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from ._transport import AsyncTransport, Transport
 from .errors import error_for_status
+from .previews import PortShare, port_path
 from .snapshots import SnapshotSaved
 from .types import ExecutionResult
 
@@ -169,6 +170,18 @@ class Session:
         the two then diverge."""
         return Session(self._px, self._px._request("POST", session_path(self.id) + "/fork").json()["session_id"])
 
+    def share_port(self, port: int) -> PortShare:
+        """A preview URL of the web app the session serves on ``port``: it
+        opens the app in a browser without the API key until it expires,
+        is revoked or the session ends. Needs a server with --preview."""
+        resp = self._px._request("POST", port_path(session_path(self.id), port))
+        return PortShare.from_dict(resp.json(), self._px.base_url)
+
+    def revoke_port(self, port: int) -> int:
+        """Revoke every preview URL of ``port``; returns how many still
+        worked."""
+        return int(self._px._request("DELETE", port_path(session_path(self.id), port)).json()["revoked"])
+
     def interrupt(self) -> None:
         """Raise KeyboardInterrupt in the running cell (from another thread)."""
         self._px._request("POST", session_path(self.id) + "/interrupt")
@@ -238,6 +251,15 @@ class AsyncSession:
         """See Session.fork."""
         resp = await self._px._request("POST", session_path(self.id) + "/fork")
         return AsyncSession(self._px, session_id=resp.json()["session_id"])
+
+    async def share_port(self, port: int) -> PortShare:
+        """See Session.share_port."""
+        resp = await self._px._request("POST", port_path(session_path(self.id), port))
+        return PortShare.from_dict(resp.json(), self._px.base_url)
+
+    async def revoke_port(self, port: int) -> int:
+        """See Session.revoke_port."""
+        return int((await self._px._request("DELETE", port_path(session_path(self.id), port))).json()["revoked"])
 
     async def interrupt(self) -> None:
         await self._px._request("POST", session_path(self.id) + "/interrupt")

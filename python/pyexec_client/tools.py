@@ -31,13 +31,14 @@ from .aio import AsyncPyExec
 from .client import PyExec
 from .errors import APIError
 from .sessions import AsyncSession, CellResult, Session
+from .previews import PortShare
 from .snapshots import SnapshotInfo, SnapshotSaved, Skipped
 from .types import ExecutionResult, ExecutionStatus
 
 __all__ = [
     "RUN_PYTHON", "LINT_PYTHON", "LIST_FILES", "READ_FILE", "CREATE_SESSION", "CLOSE_SESSION", "LIST_WORKSPACES",
     "LIST_WORKSPACE_FILES", "READ_WORKSPACE_FILE", "WRITE_WORKSPACE_FILE", "SNAPSHOT_SESSION", "FORK_SESSION",
-    "LIST_SNAPSHOTS", "DELETE_SNAPSHOT", "TOOLS", "ToolOutcome", "render_result", "run_tool",
+    "LIST_SNAPSHOTS", "DELETE_SNAPSHOT", "PREVIEW_SESSION_PORT", "TOOLS", "ToolOutcome", "render_result", "run_tool",
     "arun_tool", "openai_tool_message", "aopenai_tool_message", "openai_response_output", "aopenai_response_output",
     "anthropic_tool_result", "aanthropic_tool_result",
 ]
@@ -54,9 +55,12 @@ SNAPSHOT_SESSION = "snapshot_session"
 FORK_SESSION = "fork_session"
 LIST_SNAPSHOTS = "list_snapshots"
 DELETE_SNAPSHOT = "delete_snapshot"
-#: Every tool these helpers run, as GET /api/v1/tools lists them.
+#: Offered by servers started with --preview only.
+PREVIEW_SESSION_PORT = "preview_session_port"
+#: Every tool these helpers run, as GET /api/v1/tools lists them on a
+#: server with --preview (without it, all but PREVIEW_SESSION_PORT).
 TOOLS = (RUN_PYTHON, LINT_PYTHON, LIST_FILES, READ_FILE, CREATE_SESSION, CLOSE_SESSION, SNAPSHOT_SESSION, FORK_SESSION,
-         LIST_SNAPSHOTS, DELETE_SNAPSHOT) + wt.NAMES
+         LIST_SNAPSHOTS, DELETE_SNAPSHOT, PREVIEW_SESSION_PORT) + wt.NAMES
 #: Plots one run_python result carries as images at most.
 MAX_IMAGES = 8
 
@@ -210,6 +214,24 @@ def _session_id(args: Mapping[str, Any]) -> str:
     return sid
 
 
+def _preview_request(args: Mapping[str, Any]) -> Dict[str, Any]:
+    port, revoke = args.get("port"), args.get("revoke", False)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise _BadArguments("port is required and must be an integer from 1 to 65535")
+    if not isinstance(revoke, bool):
+        raise _BadArguments("revoke must be a boolean")
+    return {"session_id": _session_id(args), "port": port, "revoke": revoke}
+
+
+def _preview_outcome(req: Mapping[str, Any], share: Optional[PortShare], revoked: int) -> ToolOutcome:
+    """The text of preview_session_port, as the MCP server renders it."""
+    where = f"port {req['port']} of session {req['session_id']}"
+    if share is None:
+        return ToolOutcome(f"revoked {revoked} preview URL(s) of {where}\n", False)
+    expires = share.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ") if share.expires_at else ""
+    return ToolOutcome(f"preview of {where}: {share.url}\nexpires at {expires} (isolation: {share.isolation})\n", False)
+
+
 def _cell_request(args: Mapping[str, Any]) -> Dict[str, Any]:
     """A session cell for run_python's arguments with a session_id."""
     req = _eval_request(args)
@@ -277,6 +299,8 @@ def _prepare(name: str, arguments: Union[str, Mapping[str, Any], None]) -> Tuple
             return ("snapshots", {}), None
         if name == DELETE_SNAPSHOT:
             return ("delete_snapshot", {"snapshot_id": _snapshot_id(args)}), None
+        if name == PREVIEW_SESSION_PORT:
+            return ("preview", _preview_request(args)), None
         if name == LINT_PYTHON:
             return ("lint", ft.lint_request(args)), None
         if name == LIST_FILES:
@@ -361,6 +385,10 @@ def run_tool(client: PyExec, name: str, arguments: Union[str, Mapping[str, Any],
             return _saved_outcome(session.id, session.snapshot())
         if kind == "fork":
             return ToolOutcome(f"session {session.fork().id} forked from {session.id}\n", False)
+        if kind == "preview" and req["revoke"]:
+            return _preview_outcome(req, None, session.revoke_port(req["port"]))
+        if kind == "preview":
+            return _preview_outcome(req, session.share_port(req["port"]), 0)
         for f in req["files"]:
             session.upload(f["name"], f["content"].encode())
         return _cell_outcome(session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))
@@ -416,6 +444,10 @@ async def arun_tool(client: AsyncPyExec, name: str, arguments: Union[str, Mappin
             return _saved_outcome(session.id, await session.snapshot())
         if kind == "fork":
             return ToolOutcome(f"session {(await session.fork()).id} forked from {session.id}\n", False)
+        if kind == "preview" and req["revoke"]:
+            return _preview_outcome(req, None, await session.revoke_port(req["port"]))
+        if kind == "preview":
+            return _preview_outcome(req, await session.share_port(req["port"]), 0)
         for f in req["files"]:
             await session.upload(f["name"], f["content"].encode())
         return _cell_outcome(await session.execute(req["code"], timeout_seconds=req["timeout_seconds"]))

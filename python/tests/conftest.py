@@ -64,6 +64,8 @@ def server() -> Iterator[Server]:
     # the tests name (matplotlib for plots) are installed with uv into
     # the environment cache, which later runs reuse.
     args += ["--no-detect-imports", "--base-packages", "-"]
+    # Previews on: the preview tests and the tool list (TOOLS) need them.
+    args.append("--preview")
     uv, ruff, no_tools = _deps.tools()
     if ruff:
         args += ["--ruff", ruff, "--uv", uv]

@@ -54,8 +54,8 @@ async def test_list_and_run(server, transport):
     async with SESSIONS[transport](server) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
         assert sorted(tools) == ["close_session", "create_session", "delete_snapshot", "fork_session", "lint_python",
-                                 "list_files", "list_snapshots", "list_workspace_files", "list_workspaces", "read_file",
-                                 "read_workspace_file", "run_python", "snapshot_session", "write_workspace_file"]
+                                 "list_files", "list_snapshots", "list_workspace_files", "list_workspaces",
+                                 "preview_session_port", "read_file", "read_workspace_file", "run_python", "snapshot_session", "write_workspace_file"]
         assert tools["run_python"].input_schema["required"] == ["code"]
 
         res = await session.call_tool("run_python", {"code": "print(sum(range(10)))"})

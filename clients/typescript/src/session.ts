@@ -3,6 +3,7 @@
 import type { CellResult } from "./rich.js";
 import { escapeSegments, type CallOptions, type SessionTransport } from "./transport.js";
 import type { SnapshotSaved } from "./snapshots.js";
+import { sharePath, withoutUserinfo, type PortShare } from "./previews.js";
 import type { SessionFile, SessionInfo } from "./types.js";
 
 /** Options of one cell. */
@@ -90,6 +91,23 @@ export class Session {
   async fork(options: CallOptions = {}): Promise<Session> {
     const info = await this.px.sessionCall<SessionInfo>("POST", this.id, "/fork", { ...options, want: 201 });
     return new Session(this.px, info.session_id, info);
+  }
+
+  /**
+   * A preview URL of the web app the session serves on port: it opens the
+   * app in a browser without the API key until it expires, is revoked or
+   * the session ends. Needs a server started with --preview (else 501).
+   */
+  async sharePort(port: number, options: CallOptions = {}): Promise<PortShare> {
+    const share = await this.px.sessionCall<PortShare>("POST", this.id, sharePath(port), { ...options, want: 201 });
+    if (share.url.startsWith("/")) share.url = withoutUserinfo(this.px.baseUrl) + share.url;
+    return share;
+  }
+
+  /** Revokes every preview URL of port; resolves to how many still worked. */
+  async revokePort(port: number, options: CallOptions = {}): Promise<number> {
+    const out = await this.px.sessionCall<{ revoked: number }>("DELETE", this.id, sharePath(port), options);
+    return out.revoked;
   }
 
   /** Ends the session and removes its files. */

@@ -77,6 +77,7 @@ export type SessionRequest = RequestOptions & { want?: number; raw?: boolean };
 
 /** What a Session needs of its client: the session endpoints (PyExec has them). */
 export interface SessionTransport {
+  readonly baseUrl: string;
   sessionCall<T>(method: string, id: string, sub: string, init?: SessionRequest): Promise<T>;
   sessionCell(id: string, body: Record<string, unknown>, options: CallOptions): Promise<CellResult>;
 }
