@@ -79,40 +79,40 @@ func (e *Engine) InterruptSession(_ context.Context, id string, c Caller) error 
 // fresh jail: variables and imports are gone, the workspace files are
 // carried over, the execution count starts again. A running cell is
 // killed.
-func (e *Engine) RestartSession(_ context.Context, id string, c Caller) (Session, error) {
+func (e *Engine) RestartSession(ctx context.Context, id string, c Caller) (Session, error) {
 	s, err := e.session(id, c)
 	if err != nil {
 		return Session{}, err
 	}
-	return e.sess.Restart(s)
+	return e.sess.Restart(ctx, s)
 }
 
 // PutSessionFile writes a file into the session's workspace.
-func (e *Engine) PutSessionFile(_ context.Context, id string, c Caller, unsafePath string, data []byte) error {
+func (e *Engine) PutSessionFile(ctx context.Context, id string, c Caller, unsafePath string, data []byte) error {
 	s, err := e.session(id, c)
 	if err != nil {
 		return err
 	}
-	return e.sess.PutFile(s, unsafePath, data)
+	return e.sess.PutFile(ctx, s, unsafePath, data)
 }
 
 // ListSessionFiles lists the regular files of the session's workspace.
-func (e *Engine) ListSessionFiles(_ context.Context, id string, c Caller) ([]SessionFile, error) {
+func (e *Engine) ListSessionFiles(ctx context.Context, id string, c Caller) ([]SessionFile, error) {
 	s, err := e.session(id, c)
 	if err != nil {
 		return nil, err
 	}
-	return e.sess.ListFiles(s)
+	return e.sess.ListFiles(ctx, s)
 }
 
 // ReadSessionFile returns a regular file of the session's workspace.
 // ErrFileNotFound: no such regular file (a link is not followed).
-func (e *Engine) ReadSessionFile(_ context.Context, id string, c Caller, unsafePath string) ([]byte, error) {
+func (e *Engine) ReadSessionFile(ctx context.Context, id string, c Caller, unsafePath string) ([]byte, error) {
 	s, err := e.session(id, c)
 	if err != nil {
 		return nil, err
 	}
-	return e.sess.ReadFile(s, unsafePath)
+	return e.sess.ReadFile(ctx, s, unsafePath)
 }
 
 // SessionStats counts this node's live and busy sessions.

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,11 +21,11 @@ import (
 // link the user's code planted leads out of it.
 
 // PutFile writes a file into the session's workspace.
-func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
+func (m *Service) PutFile(ctx context.Context, s *Live, unsafePath string, data []byte) error {
 	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
-	k, err := m.awake(s)
+	k, err := m.awake(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -42,11 +43,11 @@ func (m *Service) PutFile(s *Live, unsafePath string, data []byte) error {
 }
 
 // ListFiles lists the regular files of the session's workspace.
-func (m *Service) ListFiles(s *Live) ([]File, error) {
+func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
 	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
-	k, err := m.awake(s)
+	k, err := m.awake(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +76,11 @@ func (m *Service) ListFiles(s *Live) ([]File, error) {
 
 // ReadFile returns a regular file of the session's workspace.
 // run.ErrFileNotFound: no such regular file (a link is not followed).
-func (m *Service) ReadFile(s *Live, unsafePath string) ([]byte, error) {
+func (m *Service) ReadFile(ctx context.Context, s *Live, unsafePath string) ([]byte, error) {
 	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
-	k, err := m.awake(s)
+	k, err := m.awake(ctx, s)
 	if err != nil {
 		return nil, err
 	}

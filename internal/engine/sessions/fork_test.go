@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"context"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
@@ -21,7 +22,7 @@ func TestForkedSessionHasThePreloads(t *testing.T) {
 		}
 		// A restart forks again: the preloads are back, the state is not.
 		cell(t, svc, id, "x = 1")
-		if _, err := svc.Restart(live(t, svc, id)); err != nil {
+		if _, err := svc.Restart(context.Background(), live(t, svc, id)); err != nil {
 			t.Fatal(err)
 		}
 		if r := cell(t, svc, id, probe+", 'x' in globals()"); result(r) != "("+want+", False)" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
@@ -84,7 +85,7 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 	s.mu.Lock()
 	last := s.last
 	s.mu.Unlock()
-	k, done, err := m.claim(s)
+	k, done, err := m.claim(ctx, s)
 	if err != nil {
 		return err // a cell started meanwhile, or it ended
 	}
@@ -118,7 +119,8 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 // did. A session adopted from an earlier run leases its environment first
 // (readyEnv), as long as ctx lets it; the resume itself runs under the
 // service's context, not the caller's: a caller that goes away does not
-// cut it short. A session whose snapshot
+// cut it short. A session whose environment cannot be prepared stays
+// hibernated (envUnready). A session whose snapshot
 // can never load (missing, not verifying, refused by the interpreter, or
 // ending the interpreter maxLoadFailures times) is ended (ErrEnded), its
 // snapshot deleted; one that fails for a reason that may pass (the store,
@@ -134,10 +136,13 @@ func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
 		return false, nil
 	}
 	err := m.readyEnv(ctx, s)
-	if err == nil {
+	switch {
+	case err == nil:
 		rctx, cancel := context.WithTimeout(m.base, m.cfg.SaveTimeout)
 		defer cancel()
 		err = m.resume(rctx, s, id)
+	case !errors.Is(err, errParkedMeanwhile):
+		return false, m.envUnready(ctx, s, id, err)
 	}
 	if err != nil {
 		if errors.Is(err, errParkedMeanwhile) {
@@ -169,22 +174,59 @@ func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
 	return true, nil
 }
 
+// envUnready answers a call on s (hibernated in snapshot id) whose
+// environment readyEnv could not prepare; s stays hibernated. Requirements
+// that do not install, or that the resolver refuses, answer as at the
+// session's create (run.ErrInvalid, install_error): whether the cause
+// passes (the index unreachable) or not (a distribution gone) cannot be
+// told apart, and the failed call did not count as activity, so the idle
+// timeout ends a session whose environment never builds again. A caller
+// that went away, or the service stopping, answers run.ErrUnavailable
+// without counting as a resume failure; any other cause answers
+// run.ErrUnavailable with a generic text (the cause, which may name the
+// server's paths, is logged).
+func (m *Service) envUnready(ctx context.Context, s *Live, id string, err error) error {
+	switch {
+	case errors.Is(err, run.ErrInvalid):
+		m.log.Info("a hibernated session's environment cannot be built; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
+		detail := strings.TrimPrefix(err.Error(), "preparing the session's environment: ")
+		detail = strings.TrimPrefix(detail, run.ErrInvalid.Error()+": ")
+		detail = strings.TrimPrefix(detail, run.ReasonInstallError+": ")
+		return fmt.Errorf("%w: %s: session %s stays hibernated, its environment could not be built: %s", run.ErrInvalid, run.ReasonInstallError, s.id, detail)
+	case ctx.Err() != nil || m.stopping.Err() != nil:
+		return fmt.Errorf("%w: session %s is still waiting for its environment; retry later", run.ErrUnavailable, s.id)
+	}
+	m.counts.resumeFailed.Add(1)
+	m.log.Warn("a hibernated session's environment cannot be prepared now; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
+	return fmt.Errorf("%w: session %s could not resume from its hibernation now, its environment cannot be prepared; retry later", run.ErrUnavailable, s.id)
+}
+
 // readyEnv leases the environment of s if it has none yet (a session
 // adopted from an earlier run), building it if it must: the call that
 // resumes s waits for it as the create of a session does, as long as ctx
 // lets it, and no longer than the service runs (Close parks s meanwhile).
-// The call counts as activity from its start. A failure leaves s
-// hibernated, for the next call to try again.
-func (m *Service) readyEnv(ctx context.Context, s *Live) error {
+// While it waits s is preparing: never idle, though its lifetime still
+// counts. Once the environment is leased s is idle from then; a failure
+// leaves s hibernated, its idle timeout counting from before the call, for
+// the next call to try again.
+func (m *Service) readyEnv(ctx context.Context, s *Live) (err error) {
 	s.mu.Lock()
-	pending := s.envPending
-	if pending {
-		s.last = run.Now()
-	}
+	pending, last := s.envPending, s.last
+	s.preparing = pending
 	s.mu.Unlock()
 	if !pending {
 		return nil
 	}
+	defer func() {
+		s.mu.Lock()
+		s.preparing = false
+		if err == nil {
+			s.last = run.Now()
+		} else {
+			s.last = last // a failed attempt is not activity
+		}
+		s.mu.Unlock()
+	}()
 	unhold, err := m.hold()
 	if err != nil {
 		return err
@@ -289,22 +331,25 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 var errParkedMeanwhile = fmt.Errorf("%w: it left while it resumed", ErrEnded)
 
 // awake returns s's kernel, resuming s first if it hibernated, for a
-// file call (which does not hold s.run otherwise): the call counts as
-// activity. The caller holds s.files for reading while it uses the
+// file call (which does not hold s.run otherwise), waiting for its
+// environment as long as ctx lets it: the call counts as activity once it
+// has the kernel. The caller holds s.files for reading while it uses the
 // kernel, so that no hibernation ends it meanwhile.
-func (m *Service) awake(s *Live) (*kernel, error) {
+func (m *Service) awake(ctx context.Context, s *Live) (*kernel, error) {
 	s.mu.Lock()
 	asleep := s.asleep != ""
-	s.last = run.Now()
 	s.mu.Unlock()
 	if asleep {
 		s.run.Lock()
-		_, err := m.wake(m.base, s)
+		_, err := m.wake(ctx, s)
 		s.run.Unlock()
 		if err != nil {
 			return nil, err
 		}
 	}
+	s.mu.Lock()
+	s.last = run.Now()
+	s.mu.Unlock()
 	return liveKernel(s)
 }
 

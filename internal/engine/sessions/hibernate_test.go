@@ -148,7 +148,7 @@ func TestFileCallsAreActivity(t *testing.T) {
 	id := newSession(t, svc, Request{})
 	cell(t, svc, id, "open('a.txt', 'w').write('a')")
 	hibernated(t, svc, id)
-	files, err := svc.ListFiles(live(t, svc, id))
+	files, err := svc.ListFiles(context.Background(), live(t, svc, id))
 	if err != nil || len(files) != 1 || files[0].Path != "a.txt" {
 		t.Fatalf("files of the hibernated session: %+v, %v", files, err)
 	}
@@ -156,7 +156,7 @@ func TestFileCallsAreActivity(t *testing.T) {
 	if st := live(t, svc, id).Info().State; st != Idle {
 		t.Errorf("500ms after a file call: %s, want idle (the call was activity)", st)
 	}
-	if err := svc.PutFile(live(t, svc, id), "b.txt", []byte("b")); err != nil {
+	if err := svc.PutFile(context.Background(), live(t, svc, id), "b.txt", []byte("b")); err != nil {
 		t.Fatal(err)
 	}
 	hibernated(t, svc, id)

@@ -13,14 +13,14 @@ import (
 // Restart replaces the session's interpreter with a fresh one in a fresh
 // jail: variables and imports are gone, the workspace files are carried
 // over, the execution count starts again. A running cell is killed.
-func (m *Service) Restart(s *Live) (Session, error) {
+func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	id := s.id
 	unhold, err := m.hold()
 	if err != nil {
 		return Session{}, err
 	}
 	defer unhold()
-	if _, err := m.awake(s); err != nil {
+	if _, err := m.awake(ctx, s); err != nil {
 		return Session{}, err
 	}
 	old := s.kernel()
@@ -84,8 +84,8 @@ type reaped struct {
 	why string
 }
 
-// expired lists the sessions to end at t: idle past their timeout (a busy
-// or still starting session is never idle), past their lifetime, or whose
+// expired lists the sessions to end at t: idle past their timeout (a busy,
+// still starting or preparing session is never idle), past their lifetime, or whose
 // interpreter died.
 func (m *Service) expired(t time.Time) []reaped {
 	m.mu.Lock()
@@ -96,7 +96,7 @@ func (m *Service) expired(t time.Time) []reaped {
 		switch {
 		case !t.Before(s.expires):
 			out = append(out, reaped{s, "max lifetime reached"})
-		case (s.k != nil || s.asleep != "") && !s.busy && t.Sub(s.last) >= s.idle:
+		case (s.k != nil || s.asleep != "") && !s.busy && !s.preparing && t.Sub(s.last) >= s.idle:
 			out = append(out, reaped{s, "idle timeout"})
 		case s.k != nil && kernelEnded(s.k) && !s.busy:
 			out = append(out, reaped{s, "interpreter ended"})

@@ -33,7 +33,7 @@ var (
 func (m *Service) DialPort(ctx context.Context, s *Live, port int) (net.Conn, error) {
 	s.files.RLock()
 	defer s.files.RUnlock()
-	k, err := m.awake(s)
+	k, err := m.awake(ctx, s)
 	if err != nil {
 		return nil, err
 	}

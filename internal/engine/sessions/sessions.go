@@ -170,13 +170,16 @@ type Live struct {
 	// run serialises cells, restarts and the end of the session.
 	run sync.Mutex
 
-	mu       sync.Mutex
-	k        *kernel
-	count    int
-	busy     bool
-	last     time.Time
-	restarts int
-	gone     bool // deleted or reaped: no longer in the registry
+	mu sync.Mutex
+	// preparing: a call waits for the environment (readyEnv); the
+	// session is not idle meanwhile. Not busy: a shutdown parks it.
+	preparing bool
+	k         *kernel
+	count     int
+	busy      bool
+	last      time.Time
+	restarts  int
+	gone      bool // deleted or reaped: no longer in the registry
 	// from says where the session's first state came from: a snapshot
 	// restored (fromSnapshot) or a session forked (forkedFrom).
 	fromSnapshot, forkedFrom string

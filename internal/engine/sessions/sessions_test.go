@@ -47,14 +47,14 @@ func TestSessionCells(t *testing.T) {
 			})
 		}
 		t.Run("uploaded file is visible and listed", func(t *testing.T) {
-			if err := svc.PutFile(live(t, svc, id), "in/upload.bin", []byte{0, 1, 2, 255}); err != nil {
+			if err := svc.PutFile(context.Background(), live(t, svc, id), "in/upload.bin", []byte{0, 1, 2, 255}); err != nil {
 				t.Fatal(err)
 			}
 			r := cell(t, svc, id, "list(open('in/upload.bin', 'rb').read())")
 			if result(r) != "[0, 1, 2, 255]" {
 				t.Errorf("cell read %q", result(r))
 			}
-			files, err := svc.ListFiles(live(t, svc, id))
+			files, err := svc.ListFiles(context.Background(), live(t, svc, id))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,15 +65,15 @@ func TestSessionCells(t *testing.T) {
 			if got := strings.Join(names, ","); got != "data.txt,in/upload.bin" {
 				t.Errorf("files = %s", got)
 			}
-			data, err := svc.ReadFile(live(t, svc, id), "data.txt")
+			data, err := svc.ReadFile(context.Background(), live(t, svc, id), "data.txt")
 			if err != nil || string(data) != "kept" {
 				t.Errorf("ReadSessionFile = %q, %v", data, err)
 			}
 			cell(t, svc, id, "import os\nos.symlink('/etc/passwd', 'link')")
-			if _, err := svc.ReadFile(live(t, svc, id), "link"); !errors.Is(err, run.ErrFileNotFound) {
+			if _, err := svc.ReadFile(context.Background(), live(t, svc, id), "link"); !errors.Is(err, run.ErrFileNotFound) {
 				t.Errorf("reading a symlink: %v, want run.ErrFileNotFound", err)
 			}
-			if _, err := svc.ReadFile(live(t, svc, id), "../etc/passwd"); !errors.Is(err, run.ErrInvalid) {
+			if _, err := svc.ReadFile(context.Background(), live(t, svc, id), "../etc/passwd"); !errors.Is(err, run.ErrInvalid) {
 				t.Errorf("reading ../etc/passwd: %v, want run.ErrInvalid", err)
 			}
 		})
@@ -167,7 +167,7 @@ func TestSessionRestart(t *testing.T) {
 		svc := newService(t, Config{}, forked)
 		id := newSession(t, svc, Request{})
 		cell(t, svc, id, "x = 1\nimport os\nos.makedirs('d', exist_ok=True)\nopen('d/f.txt', 'w').write('still here')")
-		s, err := svc.Restart(live(t, svc, id))
+		s, err := svc.Restart(context.Background(), live(t, svc, id))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -209,9 +209,10 @@ func (k *kernel) expectLoaded() (loaded func(rep *run.Report) (runner.Loaded, er
 
 // claim takes s, between cells, for pyexec's own cell (a save): ErrBusy
 // while a cell runs or the session restarts, ErrEnded once it is gone.
-// It returns the kernel with s shown busy (the reaper leaves it alone);
+// A hibernated s resumes first, waiting for its environment as long as ctx
+// lets it. It returns the kernel with s shown busy (the reaper leaves it alone);
 // done gives s back.
-func (m *Service) claim(s *Live) (k *kernel, done func(), err error) {
+func (m *Service) claim(ctx context.Context, s *Live) (k *kernel, done func(), err error) {
 	if !s.run.TryLock() {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
 	}
@@ -222,7 +223,7 @@ func (m *Service) claim(s *Live) (k *kernel, done func(), err error) {
 		s.run.Unlock()
 		return nil, nil, fmt.Errorf("%w: %s", ErrEnded, s.id)
 	}
-	if _, err := m.wake(m.base, s); err != nil {
+	if _, err := m.wake(ctx, s); err != nil {
 		s.run.Unlock()
 		return nil, nil, err
 	}
@@ -325,7 +326,7 @@ func (m *Service) Snapshot(ctx context.Context, s *Live) (Saved, error) {
 
 // snapshot is Snapshot with s claimed for the save.
 func (m *Service) snapshot(ctx context.Context, s *Live) (Saved, error) {
-	k, done, err := m.claim(s)
+	k, done, err := m.claim(ctx, s)
 	if err != nil {
 		return Saved{}, err
 	}
@@ -450,7 +451,7 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 		return Session{}, err
 	}
 	defer unhold()
-	pk, done, err := m.claim(parent)
+	pk, done, err := m.claim(ctx, parent)
 	if err != nil {
 		return Session{}, err
 	}
