@@ -55,6 +55,7 @@ func (m *Manager) tree(ctx context.Context, root, owner string) (string, error) 
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", fmt.Errorf("building tree %s: %w", root, err)
 	}
+	m.treesBuilt.Add(1)
 	return dir, nil
 }
 
@@ -84,20 +85,7 @@ func (m *Manager) fetchAll(ctx context.Context, man manifest, owner string) erro
 func (m *Manager) build(dir string, man manifest) error {
 	paths := man.paths()
 	for _, p := range paths {
-		e, dst := man[p], filepath.Join(dir, filepath.FromSlash(p))
-		var err error
-		switch e.Kind {
-		case kindDir:
-			err = os.Mkdir(dst, 0o700)
-		case kindLink:
-			err = os.Symlink(e.Target, dst)
-			if err == nil && m.cache.uid >= 0 {
-				err = os.Lchown(dst, m.cache.uid, m.cache.gid)
-			}
-		case kindFile:
-			err = m.linkFile(e, dst)
-		}
-		if err != nil {
+		if err := m.makeEntry(man[p], filepath.Join(dir, filepath.FromSlash(p))); err != nil {
 			return err
 		}
 	}
@@ -109,6 +97,24 @@ func (m *Manager) build(dir string, man manifest) error {
 		}
 	}
 	return m.ownDir(dir, 0o755)
+}
+
+// makeEntry makes e at dst: a directory writable by its owner (its mode
+// comes last, from ownDir), a link, or a file linked from the cache.
+func (m *Manager) makeEntry(e entry, dst string) error {
+	switch e.Kind {
+	case kindDir:
+		return os.Mkdir(dst, 0o700)
+	case kindLink:
+		err := os.Symlink(e.Target, dst)
+		if err == nil && m.cache.uid >= 0 {
+			err = os.Lchown(dst, m.cache.uid, m.cache.gid)
+		}
+		return err
+	case kindFile:
+		return m.linkFile(e, dst)
+	}
+	return fmt.Errorf("%w: manifest entry %s of kind %q", ErrCorrupt, quoted(e.Path), e.Kind)
 }
 
 // linkFile hard-links the blob of e to dst, or copies it there when the
