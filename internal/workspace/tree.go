@@ -17,7 +17,10 @@ import (
 // changed once in place. Overlays stack a run's upper directory on it, so
 // mounting a version the node has seen costs nothing that grows with the
 // workspace. Equal manifests share a tree (a restored version reuses the
-// tree of the version it restores).
+// tree of the version it restores). A commit on this node derives the
+// new version's tree from its base's instead of building it (derive.go):
+// the base's tree leaves trees/ before it is changed, so a tree in place
+// is never changed.
 
 // fetchWorkers bounds the blobs fetched from the store at once.
 const fetchWorkers = 8
