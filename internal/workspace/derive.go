@@ -181,6 +181,7 @@ func diffTrees(old, man manifest) treeDiff {
 			}
 		case n.Kind == kindDir && o.Mode != n.Mode:
 			modes[p] = true
+			changed(p)
 		}
 	}
 	slices.Sort(d.remove)
