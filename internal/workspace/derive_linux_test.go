@@ -264,3 +264,46 @@ func TestWriteWarmsTheNextVersion(t *testing.T) {
 		t.Errorf("the half-derived tree is still there: %v", err)
 	}
 }
+
+// In a fleet, a run's commit on node 1 that merges in a file node 2
+// committed meanwhile derives node 1's tree of the merged version,
+// fetching that file; node 2, which never had the base's tree, builds the
+// new version's at its first mount from what it fetches, as before.
+func TestFleetCommitWarmsTheMergedVersion(t *testing.T) {
+	requireRoot(t)
+	fleet := startStore(t)
+	n1, _ := openNode(t, fleet, nil)
+	n2, fetch2 := openNode(t, fleet, nil)
+	ref := Ref{Name: "w"}
+	mustCreate(t, n1, alice, "w", 64<<20)
+	mustWrite(t, n1, alice, ref, "a", "a")
+	mt := prepare(t, n1, alice, ref, ReadWrite, "r1")
+	mustWrite(t, n2, alice, ref, "from-node-2", "two") // version 2, while the run goes
+	if err := os.WriteFile(filepath.Join(mt.Upper, "from-the-run"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustCommit(t, mt); c.Version != 3 {
+		t.Fatalf("the run's commit %+v", c)
+	}
+	if err := mt.Release(); err != nil {
+		t.Fatal(err)
+	}
+	built, _ := treeCounts(t, n1)
+	next := prepare(t, n1, alice, ref, ReadOnly, "r2")
+	if b, d := treeCounts(t, n1); b != built || d != 1 {
+		t.Errorf("node 1's mount after its commit built %d trees (derived %d)", b-built, d)
+	}
+	sameTree(t, next.Lower, coldTree(t, n1, ref))
+	if b, err := os.ReadFile(filepath.Join(next.Lower, "from-node-2")); err != nil || string(b) != "two" {
+		t.Errorf("node 2's file in node 1's derived tree: %q, %v", b, err)
+	}
+	gets := fetch2.gets.Load()
+	other := prepare(t, n2, alice, ref, ReadOnly, "r3")
+	if b, d := treeCounts(t, n2); b != 1 || d != 0 {
+		t.Errorf("node 2 built %d trees and derived %d", b, d)
+	}
+	if fetch2.gets.Load() == gets {
+		t.Error("node 2 fetched nothing for the run's version")
+	}
+	sameTree(t, other.Lower, coldTree(t, n2, ref))
+}
