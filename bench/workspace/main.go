@@ -4,7 +4,8 @@
 // (no tree on the node: hard links from the blob cache) and warm (the
 // tree is there), the overlay mount the jail will make, and the commit of
 // a run's changes (the scan of its upper directory, one file changed and a
-// thousand added), and reports how much the store grows for a one-file
+// thousand added) with the first mount of the version each commit made,
+// and reports how much the store grows for a one-file
 // change. With -fleet it does the same over an embedded NATS JetStream: a
 // second node fetching the workspace cold, then only what one commit
 // changed. It needs root (tmpfs and overlayfs mounts) and, on a shared
@@ -218,6 +219,25 @@ func (b *bench) runs(m *workspace.Manager, blobs string) error {
 			return err
 		}
 		row(step.name, "%s; version %d, store +%d bytes", ms(d), c.Version, dirBytes(blobs)-before)
+		// The agent's next run on this node: the first mount of the
+		// version the commit made.
+		st, err := m.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		d, mt, err = timedPrepare(m, workspace.ReadWrite, "next")
+		if err != nil {
+			return err
+		}
+		if err := mt.Release(); err != nil {
+			return err
+		}
+		st2, err := m.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		row("  then the first Prepare rw of that version on this node", "%s; trees built %d (derived at the commit, so far: %d)",
+			ms(d), st2.TreesBuilt-st.TreesBuilt, st2.TreesDerived)
 	}
 	return nil
 }

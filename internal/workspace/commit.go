@@ -85,6 +85,10 @@ type changeSet struct {
 	partial bool
 	// restore replaces the head by this manifest root, unmerged.
 	restore *verRecord
+	// held is how many mounts of the base's tree the writer holds (a
+	// run's: 1): when they are its only users, the commit derives the new
+	// version's tree from it (advanceTree).
+	held int
 }
 
 // Commit is the outcome of committing a change set.
@@ -142,6 +146,7 @@ func (m *Manager) commit(ctx context.Context, key, id string, cs changeSet) (Com
 			return Commit{}, err
 		}
 		m.prune(ctx, rec)
+		m.advanceTree(ctx, rec.Owner, cs.base.Root, next.Root, cs.held)
 		return out, nil
 	}
 	return Commit{}, fmt.Errorf("committing to workspace %s: the head moved %d times in a row", key, commitAttempts)

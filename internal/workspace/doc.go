@@ -15,8 +15,10 @@
 //     JetStream KV bucket and object store, with each node's cache fetching
 //     only the blobs it lacks (store_nats.go).
 //   - A run gets a version materialised once per node as a read-only tree of
-//     hard links into the blob cache (the overlay's lower layer) and a
-//     size-capped tmpfs for its upper and work directories (Prepare); what
+//     hard links into the blob cache (the overlay's lower layer; after a
+//     commit on the node, derived from the base's tree by the changed
+//     paths alone, derive.go) and a size-capped tmpfs for its upper and
+//     work directories (Prepare); what
 //     the run left in the upper directory is scanned into a change set and
 //     committed against the version it started from (Mount.Commit). Changes
 //     to paths nobody else changed since apply cleanly; a path changed by an

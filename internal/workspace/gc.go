@@ -286,6 +286,11 @@ type Stats struct {
 	StoreBytes int64 `json:"store_bytes"` // the store of record: blobs and manifests of every kept version
 	CacheBytes int64 `json:"cache_bytes"` // this node's blob cache and variants (on one node: the store)
 	Mounts     int   `json:"mounts"`      // runs with a workspace mounted on this node
+	// TreesBuilt counts the version trees this node built whole (a hard
+	// link per file) since it started; TreesDerived those it derived
+	// from the tree of the version before, after a commit (derive.go).
+	TreesBuilt   int64 `json:"trees_built"`
+	TreesDerived int64 `json:"trees_derived"`
 }
 
 // StatsFor is how long a measurement (Stats) is reused: /health and
@@ -302,8 +307,8 @@ type statsCache struct {
 
 // Stats measures the workspaces of every key and this node's cache
 // (blobs and variants). A measurement is reused for StatsFor, one is made
-// at a time, and the walk of the cache stops when ctx ends. Mounts are
-// always current.
+// at a time, and the walk of the cache stops when ctx ends. Mounts and
+// the tree counts are always current.
 func (m *Manager) Stats(ctx context.Context) (Stats, error) {
 	select {
 	case m.stats.sem <- struct{}{}:
@@ -322,6 +327,7 @@ func (m *Manager) Stats(ctx context.Context) (Stats, error) {
 	m.mu.Lock()
 	st.Mounts = len(m.mounts)
 	m.mu.Unlock()
+	st.TreesBuilt, st.TreesDerived = m.treesBuilt.Load(), m.treesDerived.Load()
 	return st, nil
 }
 

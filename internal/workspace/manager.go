@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,6 +97,10 @@ type Manager struct {
 	now       func() time.Time
 	treeLocks keyedLocks
 	manifests manifestCache
+	// treesBuilt counts trees built whole from their manifests;
+	// treesDerived those derived from the tree of the version before
+	// (derive.go). Stats reports both.
+	treesBuilt, treesDerived atomic.Int64
 
 	// gcMu: a writer holds it shared (writing) from the first blob it
 	// caches until the head names them; the collector holds it alone.
@@ -170,7 +175,9 @@ func newManager(cfg Config) (*Manager, error) {
 	if err := os.Mkdir(d.tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", d.tmp, err)
 	}
-	if err := removeGlob(filepath.Join(d.trees, ".build-*")); err != nil {
+	// Trees half built or half derived (derive.go), whose directories may
+	// be read-only.
+	if err := removeTrees(filepath.Join(d.trees, ".build-*")); err != nil {
 		return nil, err
 	}
 	uid, gid := cfg.UID, cfg.GID
@@ -199,14 +206,14 @@ func newManager(cfg Config) (*Manager, error) {
 	}, nil
 }
 
-func removeGlob(pattern string) error {
+func removeTrees(pattern string) error {
 	names, err := filepath.Glob(pattern)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if err := os.RemoveAll(n); err != nil {
-			return fmt.Errorf("removing %s: %w", n, err)
+		if err := removeTree(n); err != nil {
+			return err
 		}
 	}
 	return nil

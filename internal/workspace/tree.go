@@ -17,7 +17,10 @@ import (
 // changed once in place. Overlays stack a run's upper directory on it, so
 // mounting a version the node has seen costs nothing that grows with the
 // workspace. Equal manifests share a tree (a restored version reuses the
-// tree of the version it restores).
+// tree of the version it restores). A commit on this node derives the
+// new version's tree from its base's instead of building it (derive.go):
+// the base's tree leaves trees/ before it is changed, so a tree in place
+// is never changed.
 
 // fetchWorkers bounds the blobs fetched from the store at once.
 const fetchWorkers = 8
@@ -55,6 +58,7 @@ func (m *Manager) tree(ctx context.Context, root, owner string) (string, error) 
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", fmt.Errorf("building tree %s: %w", root, err)
 	}
+	m.treesBuilt.Add(1)
 	return dir, nil
 }
 
@@ -84,20 +88,7 @@ func (m *Manager) fetchAll(ctx context.Context, man manifest, owner string) erro
 func (m *Manager) build(dir string, man manifest) error {
 	paths := man.paths()
 	for _, p := range paths {
-		e, dst := man[p], filepath.Join(dir, filepath.FromSlash(p))
-		var err error
-		switch e.Kind {
-		case kindDir:
-			err = os.Mkdir(dst, 0o700)
-		case kindLink:
-			err = os.Symlink(e.Target, dst)
-			if err == nil && m.cache.uid >= 0 {
-				err = os.Lchown(dst, m.cache.uid, m.cache.gid)
-			}
-		case kindFile:
-			err = m.linkFile(e, dst)
-		}
-		if err != nil {
+		if err := m.makeEntry(man[p], filepath.Join(dir, filepath.FromSlash(p))); err != nil {
 			return err
 		}
 	}
@@ -109,6 +100,24 @@ func (m *Manager) build(dir string, man manifest) error {
 		}
 	}
 	return m.ownDir(dir, 0o755)
+}
+
+// makeEntry makes e at dst: a directory writable by its owner (its mode
+// comes last, from ownDir), a link, or a file linked from the cache.
+func (m *Manager) makeEntry(e entry, dst string) error {
+	switch e.Kind {
+	case kindDir:
+		return os.Mkdir(dst, 0o700)
+	case kindLink:
+		err := os.Symlink(e.Target, dst)
+		if err == nil && m.cache.uid >= 0 {
+			err = os.Lchown(dst, m.cache.uid, m.cache.gid)
+		}
+		return err
+	case kindFile:
+		return m.linkFile(e, dst)
+	}
+	return fmt.Errorf("%w: manifest entry %s of kind %q", ErrCorrupt, quoted(e.Path), e.Kind)
 }
 
 // linkFile hard-links the blob of e to dst, or copies it there when the

@@ -531,11 +531,12 @@ func TestGC(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mt.Lower, "f")); err != nil || string(b) != "three" {
 		t.Errorf("mounted tree: %q, %v", b, err)
 	}
+	// A tree no run uses and no head is gone. (The write leaves the
+	// tree r1 still uses as it is: no tree of "four" is derived from it.)
+	mustWrite(t, m, alice, v, "f", "four")
 	if err := mt.Release(); err != nil {
 		t.Fatal(err)
 	}
-	// A tree no run uses and no head is gone; the head's stays.
-	mustWrite(t, m, alice, v, "f", "four")
 	if st, err = m.GC(ctx); err != nil || st.TreesRemoved != 1 {
 		t.Errorf("second collection: %+v, %v", st, err)
 	}
