@@ -224,7 +224,9 @@ func (m *Manager) sweepCache(live map[string]bool, st *GCStats) error {
 
 // sweepTrees removes the trees of versions that are no workspace's
 // current one and that no run has mounted; a run on them later builds
-// them again from the cache.
+// them again from the cache. A tree is checked and moved out of trees/
+// in one step under m.mu (takeTree): a Prepare that counts itself in use
+// after that finds no tree and builds one, never a tree being removed.
 func (m *Manager) sweepTrees(heads map[string]bool, st *GCStats) error {
 	ents, err := os.ReadDir(m.dirs.trees)
 	if err != nil {
@@ -232,13 +234,17 @@ func (m *Manager) sweepTrees(heads map[string]bool, st *GCStats) error {
 	}
 	for _, e := range ents {
 		root := e.Name()
-		m.mu.Lock()
-		used := m.inUse[root] > 0
-		m.mu.Unlock()
-		if heads[root] || used || strings.HasPrefix(root, ".") {
+		if heads[root] || strings.HasPrefix(root, ".") {
 			continue
 		}
-		if err := removeTree(filepath.Join(m.dirs.trees, root)); err != nil {
+		gone, err := m.takeTree(root, 0)
+		if err != nil {
+			return err
+		}
+		if gone == "" { // mounted (or gone) meanwhile
+			continue
+		}
+		if err := removeTree(gone); err != nil {
 			return err
 		}
 		st.TreesRemoved++
