@@ -57,12 +57,28 @@ func envSpec(env, code string) sandbox.Spec {
 	return s
 }
 
+// forkWait is how long a test waits for a fork server to serve: a minute,
+// or PYEXEC_TEST_FORK_WAIT (a duration). Under emulation (make test-vm) a
+// server that imports numpy, pandas and matplotlib takes minutes.
+func forkWait(t *testing.T) time.Duration {
+	t.Helper()
+	v := os.Getenv("PYEXEC_TEST_FORK_WAIT")
+	if v == "" {
+		return time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("PYEXEC_TEST_FORK_WAIT=%q: want a duration", v)
+	}
+	return d
+}
+
 // runForked runs s until a run is served by a forked execution and returns
 // that run's result and whether it counted as lean; it fails the test after
-// a minute.
+// forkWait.
 func runForked(t *testing.T, p *Pool, s sandbox.Spec) (sandbox.Result, bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(forkWait(t))
 	for {
 		before := p.Stats()
 		res := run(t, p, s)

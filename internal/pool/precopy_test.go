@@ -101,7 +101,7 @@ func TestForkedExecutionCopiesAhead(t *testing.T) {
 // waitForked waits for a ready forked execution of every kind used.
 func waitForked(t *testing.T, p *Pool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(forkWait(t))
 	for {
 		st := p.Stats()
 		if st.Forked >= st.Kinds {
