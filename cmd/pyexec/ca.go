@@ -33,15 +33,15 @@ func newCACmd() *cobra.Command {
 				return nil, fmt.Errorf("no egress CA in %s: serve makes one at its first start with --secrets-file", dir)
 			}
 			return ca, err
-		}),
+		}, ""),
 		newCASubCmd("rotate", "Replace the egress CA by a new one; a running server keeps the old one until it restarts",
-			tlsca.Rotate))
+			tlsca.Rotate, "Restart the server: it uses the new CA from its next start, and jails started after that trust it."))
 	return cmd
 }
 
 // newCASubCmd returns a ca subcommand that gets the CA of the data
-// directory with get and prints it.
-func newCASubCmd(use, short string, get func(dir string) (*tlsca.CA, error)) *cobra.Command {
+// directory with get and prints it, then next (a line, if any).
+func newCASubCmd(use, short string, get func(dir string) (*tlsca.CA, error), next string) *cobra.Command {
 	cfg := config.Default()
 	cmd := &cobra.Command{
 		Use:   use,
@@ -63,8 +63,8 @@ func newCASubCmd(use, short string, get func(dir string) (*tlsca.CA, error)) *co
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "certificate  %s\nsha256       %s\nnot after    %s\n",
 				filepath.Join(dir, tlsca.CertFile), ca.Fingerprint(), ca.NotAfter().UTC().Format(time.RFC3339))
-			if use == "rotate" {
-				fmt.Fprintln(out, "Restart the server: it uses the new CA from its next start, and jails started after that trust it.")
+			if next != "" {
+				fmt.Fprintln(out, next)
 			}
 			return 0, nil
 		}),
