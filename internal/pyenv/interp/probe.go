@@ -32,8 +32,13 @@ print(json.dumps({
 }))
 `
 
-// probeTimeout bounds one probe; a healthy interpreter answers in ~50 ms.
-const probeTimeout = 10 * time.Second
+// probeBounds bound a probe's attempts. A healthy interpreter answers in
+// ~50 ms, but on a host whose CPUs are taken (a busy machine, a guest under
+// emulation) a first start that reads the interpreter from a cold disk has
+// been seen to need more than 10 s; only an attempt that ran out of time is
+// tried again, with the longer bound, so a broken interpreter still fails
+// at once.
+var probeBounds = [...]time.Duration{10 * time.Second, 40 * time.Second}
 
 // probeResult is the probe script's answer.
 type probeResult struct {
@@ -78,21 +83,16 @@ func realBinary(path string) (string, error) {
 	return real, nil
 }
 
-// probe runs the interpreter at real (a resolved ELF binary) once and turns
-// its answer into an Interpreter.
+// probe runs the interpreter at real (a resolved ELF binary) and turns its
+// answer into an Interpreter.
 func probe(ctx context.Context, real string) (Interpreter, probeResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, real, "-I", "-S", "-c", probeScript)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"}
-	cmd.Dir = "/"
-	// Its own process group: Ctrl-C in the terminal of a server started
-	// by hand must not reach it (the server stops its work itself).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return Interpreter{}, probeResult{}, fmt.Errorf("probing %s: %w: %s", real, err, firstLine(stderr.String()))
+	var stdout bytes.Buffer
+	err := withRetryOnTimeout(ctx, probeBounds[:], func(ctx context.Context) error {
+		stdout.Reset()
+		return runProbe(ctx, real, &stdout)
+	})
+	if err != nil {
+		return Interpreter{}, probeResult{}, err
 	}
 	var r probeResult
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
@@ -111,6 +111,44 @@ func probe(ctx context.Context, real string) (Interpreter, probeResult, error) {
 		Path:    real,
 		Mounts:  mounts,
 	}, r, nil
+}
+
+// errProbeTimeout marks a probe attempt that ran out of its bound.
+var errProbeTimeout = errors.New("no answer in time")
+
+// runProbe runs the probe script once, its answer in stdout.
+func runProbe(ctx context.Context, real string, stdout *bytes.Buffer) error {
+	cmd := exec.CommandContext(ctx, real, "-I", "-S", "-c", probeScript)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"}
+	cmd.Dir = "/"
+	// Its own process group: Ctrl-C in the terminal of a server started
+	// by hand must not reach it (the server stops its work itself).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
+	err := cmd.Run()
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("probing %s: %w", real, errProbeTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("probing %s: %w: %s", real, err, firstLine(stderr.String()))
+	}
+	return nil
+}
+
+// withRetryOnTimeout runs attempt under each bound in turn until it ends
+// without errProbeTimeout; any other outcome, or the end of ctx, is final.
+func withRetryOnTimeout(ctx context.Context, bounds []time.Duration, attempt func(context.Context) error) error {
+	var err error
+	for _, bound := range bounds {
+		actx, cancel := context.WithTimeout(ctx, bound)
+		err = attempt(actx)
+		cancel()
+		if !errors.Is(err, errProbeTimeout) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // mountsFor returns the smallest set of directories outside systemDirs that
