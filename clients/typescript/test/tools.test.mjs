@@ -169,6 +169,26 @@ describe("secrets", () => {
     assert.match(cell.text, /secrets and requirements do not apply/);
   });
 
+  test("the network_allow argument reaches eval as the destinations", async () => {
+    const seen = [];
+    const real = px.eval.bind(px);
+    px.eval = (req, ...rest) => {
+      seen.push(req);
+      return real(req, ...rest);
+    };
+    try {
+      const out = await runPython(px, { code: "1", network_allow: ["pypi.org:443"] });
+      assert.deepEqual(seen.map((r) => r.network), [["pypi.org:443"]]);
+      assert.equal(out.isError, true); // this server has no network
+      assert.match(out.text, /network access is disabled/);
+    } finally {
+      delete px.eval;
+    }
+    assert.match((await runPython(px, { code: "1", network_allow: "pypi.org" })).text, /network_allow must be a list of strings/);
+    const cell = await runPython(px, { code: "1", network_allow: ["pypi.org:443"], session_id: "ses_x" });
+    assert.match(cell.text, /network_allow, secrets and requirements do not apply/);
+  });
+
   test("workspace: the run sees it, its changes are reported and kept", async (t) => {
     const name = "tools-" + Math.random().toString(36).slice(2, 10);
     try {
