@@ -140,10 +140,20 @@ func (c *Client) CreateWorkspace(ctx context.Context, name string, quotaMB int) 
 
 // ListWorkspaces lists the caller's workspaces.
 func (c *Client) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
+	return c.listWorkspaces(ctx, "/api/v1/workspaces")
+}
+
+// ListAllWorkspaces lists every key's workspaces (?all=true): an operator
+// key's call; the server answers another key's with its own workspaces.
+func (c *Client) ListAllWorkspaces(ctx context.Context) ([]Workspace, error) {
+	return c.listWorkspaces(ctx, "/api/v1/workspaces?all=true")
+}
+
+func (c *Client) listWorkspaces(ctx context.Context, path string) ([]Workspace, error) {
 	var out struct {
 		Workspaces []Workspace `json:"workspaces"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/api/v1/workspaces", nil, "", 0, &out); err != nil {
+	if err := c.call(ctx, http.MethodGet, path, nil, "", 0, &out); err != nil {
 		return nil, err
 	}
 	return out.Workspaces, nil
@@ -192,10 +202,17 @@ func (c *Client) RestoreWorkspace(ctx context.Context, name string, version int6
 // WorkspaceFiles lists the entries below dir ("" for all) of a version
 // (WorkspaceHead for the current one).
 func (c *Client) WorkspaceFiles(ctx context.Context, name, dir string, version int64) ([]WorkspaceFile, error) {
+	return c.WorkspaceFilesOf(ctx, "", name, dir, version)
+}
+
+// WorkspaceFilesOf is WorkspaceFiles of the workspace name of the key
+// owner (?owner=): an operator key's call ("" is the caller's own); for
+// any other key another's workspace is not found.
+func (c *Client) WorkspaceFilesOf(ctx context.Context, owner, name, dir string, version int64) ([]WorkspaceFile, error) {
 	var out struct {
 		Files []WorkspaceFile `json:"files"`
 	}
-	p := workspacePath(name) + "/files" + workspaceQuery("dir", dir, "version", versionParam(version))
+	p := workspacePath(name) + "/files" + workspaceQuery("dir", dir, "version", versionParam(version), "owner", owner)
 	if err := c.call(ctx, http.MethodGet, p, nil, "", 0, &out); err != nil {
 		return nil, err
 	}

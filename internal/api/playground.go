@@ -21,14 +21,20 @@ var playgroundFiles embed.FS
 // (render.js), never inserted as markup, and no inline script could run
 // even if some slipped through. The one inline style element allowed is
 // the editor's, which carries the response's nonce; the assets, which are
-// no documents, get no nonce.
-func playgroundCSP(nonce string) string {
+// no documents, get no nonce. frameSrc, when not empty, is where the
+// notebook's preview frame may load from (preview.Origin.FrameSource);
+// without previews no frame loads anything.
+func playgroundCSP(nonce, frameSrc string) string {
 	style := "style-src 'self'"
 	if nonce != "" {
 		style += " 'nonce-" + nonce + "'"
 	}
+	frame := ""
+	if frameSrc != "" {
+		frame = "frame-src " + frameSrc + "; "
+	}
 	return "default-src 'none'; script-src 'self'; " + style + "; img-src 'self' data: blob:; connect-src 'self'; " +
-		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		frame + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
 // nonceMarker is replaced in index.html by the nonce of each response.
@@ -39,11 +45,11 @@ const playgroundPrefix = "/playground/"
 
 // registerPlayground serves GET / (the page) and GET /playground/* (its
 // assets). Both are open paths: the page asks for an API key itself when
-// /health says the server needs one.
-func registerPlayground(mux *http.ServeMux) {
+// /health says the server needs one. frameSrc is playgroundCSP's.
+func registerPlayground(mux *http.ServeMux, frameSrc string) {
 	sub, index := embeddedPage(playgroundFiles, "web")
 	secure := func(h http.Header, nonce string) {
-		h.Set("Content-Security-Policy", playgroundCSP(nonce))
+		h.Set("Content-Security-Policy", playgroundCSP(nonce, frameSrc))
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -65,6 +66,51 @@ func TestPlaygroundServing(t *testing.T) {
 			}
 			if code == 200 && (hdr.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(hdr.Get("Content-Security-Policy"), "style-src 'self';")) {
 				t.Fatalf("asset headers %v", hdr)
+			}
+		})
+	}
+}
+
+// TestPlaygroundFrameSource: the page may frame previews only where the
+// server serves them — its own origin without a preview host, the host
+// (or every host of the wildcard) with one — and nothing without
+// --preview.
+func TestPlaygroundFrameSource(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		enabled bool
+		host    string
+		want    string // the frame-src directive; "" none
+	}{
+		{"previews off", false, "", ""},
+		{"same origin, sandboxed", true, "", "frame-src 'self';"},
+		{"a preview host", true, "https://preview.example.com", "frame-src https://preview.example.com;"},
+		{"a wildcard host", true, "https://*.preview.example.com", "frame-src https://*.preview.example.com;"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.Default()
+			c.Preview.Enabled, c.Preview.Host = tc.enabled, tc.host
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			// Previews come with sessions; the page is served without
+			// calling them.
+			s, err := New(newFakeEngine(), Options{Config: c, Version: "test", Sessions: struct{ SessionEngine }{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(s.Handler())
+			defer ts.Close()
+			code, hdr, _ := call(t, ts, http.MethodGet, "/", "", nil, nil)
+			csp := hdr.Get("Content-Security-Policy")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			if tc.want == "" && strings.Contains(csp, "frame-src") || tc.want != "" && !strings.Contains(csp, tc.want) {
+				t.Fatalf("policy %q, want %q", csp, tc.want)
+			}
+			if !strings.Contains(csp, "frame-ancestors 'none'") {
+				t.Fatalf("policy %q lets others frame the page", csp)
 			}
 		})
 	}

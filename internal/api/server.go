@@ -210,7 +210,11 @@ func New(eng Engine, opts Options) (*Server, error) {
 	}
 	looseBodies(hapi.OpenAPI().Components.Schemas)
 	registerDocs(mux)
-	registerPlayground(mux)
+	frameSrc := ""
+	if s.previews != nil && s.previews.enabled {
+		frameSrc = s.previews.origin.FrameSource()
+	}
+	registerPlayground(mux, frameSrc)
 	// MCP (streamable HTTP), behind the same auth as the API; see mcp.go.
 	mux.Handle(mcpPath, s.mcpHandler(mux))
 	mux.Handle("GET /metrics", s.metrics.Handler())

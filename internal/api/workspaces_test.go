@@ -296,9 +296,23 @@ func TestWorkspaceUsage(t *testing.T) {
 		}
 	}
 	code, _, body = call(t, ts, http.MethodGet, "/metrics", "", nil, as(keyA))
-	for _, want := range []string{"pyexec_workspaces 2\n", "pyexec_workspace_bytes 5000\n", "pyexec_workspace_mounts 0\n"} {
+	for _, want := range []string{"pyexec_workspaces 2\n", "pyexec_workspace_bytes 5000\n", "pyexec_workspace_mounts 0\n",
+		"pyexec_workspace_trees_built_total 0\n", "pyexec_workspace_trees_derived_total 0\n"} {
 		if code != 200 || !strings.Contains(string(body), want) {
 			t.Errorf("metrics: %d, no %q", code, strings.TrimSpace(want))
+		}
+	}
+	// A run mounts version 1: its tree is built whole. Its commit derives
+	// version 2's from it, and the next run mounts that one as it is.
+	for i, code := range []string{"open('/workspace/n.txt', 'w').write('1')", "print(open('/workspace/n.txt').read())"} {
+		if status, res, out := wsEval(t, ts, keyA, code, `{"workspace":"one"}`); status != 200 || res.ExitCode != 0 {
+			t.Fatalf("run %d: %d %s", i, status, out)
+		}
+	}
+	code, _, body = call(t, ts, http.MethodGet, "/metrics", "", nil, as(keyA))
+	for _, want := range []string{"pyexec_workspace_trees_built_total 1\n", "pyexec_workspace_trees_derived_total 1\n"} {
+		if code != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("metrics after two runs: %d, no %q", code, strings.TrimSpace(want))
 		}
 	}
 }

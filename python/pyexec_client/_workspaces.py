@@ -54,9 +54,11 @@ class WorkspacesMixin:
         409, a quota beyond the server's caps PayloadTooLargeError."""
         return self._request("POST", "/api/v1/workspaces", json=create_body(name, quota_mb)).json()
 
-    def list_workspaces(self) -> List[Dict[str, Any]]:
-        """Your workspaces: name, version, files, bytes, quota_bytes..."""
-        return self._request("GET", "/api/v1/workspaces").json()["workspaces"]
+    def list_workspaces(self, *, all: bool = False) -> List[Dict[str, Any]]:
+        """Your workspaces: owner, name, version, files, bytes, quota_bytes...
+        With ``all=True`` an operator key lists every key's (another key
+        gets its own)."""
+        return self._request("GET", "/api/v1/workspaces", params=params(all="true" if all else None)).json()["workspaces"]
 
     def get_workspace(self, name: str) -> Dict[str, Any]:
         """One workspace and its current version."""
@@ -76,12 +78,14 @@ class WorkspacesMixin:
         return self._request("POST", workspace_path(name) + "/restore", json={"version": version}).json()
 
     def workspace_files(self, name: str, dir: Optional[str] = None, *,
-                        version: Optional[int] = None) -> List[Dict[str, Any]]:
+                        version: Optional[int] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         """The entries (path, type file/dir/symlink, size, mode, mtime,
         sha256, target) below ``dir`` (all by default) of the current version
-        or of a kept ``version``."""
+        or of a kept ``version``. ``owner`` names the key whose workspace it
+        is: operator keys only (for another key, another's workspace is
+        NotFoundError)."""
         return self._request("GET", workspace_path(name) + "/files",
-                             params=params(dir=dir, version=version)).json()["files"]
+                             params=params(dir=dir, version=version, owner=owner)).json()["files"]
 
     def read_workspace_file(self, name: str, path: str, *, version: Optional[int] = None) -> bytes:
         """The bytes of one file."""
@@ -119,9 +123,10 @@ class AsyncWorkspacesMixin:
         """See PyExec.create_workspace."""
         return (await self._request("POST", "/api/v1/workspaces", json=create_body(name, quota_mb))).json()
 
-    async def list_workspaces(self) -> List[Dict[str, Any]]:
+    async def list_workspaces(self, *, all: bool = False) -> List[Dict[str, Any]]:
         """See PyExec.list_workspaces."""
-        return (await self._request("GET", "/api/v1/workspaces")).json()["workspaces"]
+        resp = await self._request("GET", "/api/v1/workspaces", params=params(all="true" if all else None))
+        return resp.json()["workspaces"]
 
     async def get_workspace(self, name: str) -> Dict[str, Any]:
         """See PyExec.get_workspace."""
@@ -140,9 +145,10 @@ class AsyncWorkspacesMixin:
         return (await self._request("POST", workspace_path(name) + "/restore", json={"version": version})).json()
 
     async def workspace_files(self, name: str, dir: Optional[str] = None, *,
-                              version: Optional[int] = None) -> List[Dict[str, Any]]:
+                              version: Optional[int] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         """See PyExec.workspace_files."""
-        resp = await self._request("GET", workspace_path(name) + "/files", params=params(dir=dir, version=version))
+        resp = await self._request("GET", workspace_path(name) + "/files",
+                                   params=params(dir=dir, version=version, owner=owner))
         return resp.json()["files"]
 
     async def read_workspace_file(self, name: str, path: str, *, version: Optional[int] = None) -> bytes:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import tarfile
 from datetime import datetime, timezone
 
+import httpx
 import pytest
 
 from pyexec_client import (
+    AsyncPyExec,
     AuthenticationError,
     BadRequestError,
     ExecutionResult,
     ExecutionStatus,
     NotFoundError,
+    PyExec,
     RateLimitError,
     ServerError,
     detect_entrypoint,
@@ -141,6 +145,30 @@ class TestRequests:
         assert config(None, None, None, None, False, ("A", "B")) == {"network_disabled": True, "secrets": ["A", "B"]}
         assert config(None, None, None, None, ["api.github.com:443"], ["A"]) == {
             "network_disabled": False, "network": {"allow": ["api.github.com:443"]}, "secrets": ["A"]}
+
+    def test_workspace_lists_send_the_operator_options(self):
+        seen = []
+
+        def answer(req: httpx.Request) -> httpx.Response:
+            seen.append(req.url.path + ("?" + req.url.query.decode() if req.url.query else ""))
+            return httpx.Response(200, json={"files": []} if req.url.path.endswith("/files") else {"workspaces": []})
+
+        with PyExec("http://pyexec.test", http_client=httpx.Client(transport=httpx.MockTransport(answer))) as px:
+            px.list_workspaces(all=True)
+            px.list_workspaces()
+            px.workspace_files("proj", "data", owner="team-b")
+            px.workspace_files("proj")
+
+        async def async_calls():
+            async with AsyncPyExec("http://pyexec.test",
+                                   http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer))) as apx:
+                await apx.list_workspaces(all=True)
+                await apx.workspace_files("proj", owner="team-b", version=2)
+
+        asyncio.run(async_calls())
+        assert seen == ["/api/v1/workspaces?all=true", "/api/v1/workspaces",
+                        "/api/v1/workspaces/proj/files?dir=data&owner=team-b", "/api/v1/workspaces/proj/files",
+                        "/api/v1/workspaces?all=true", "/api/v1/workspaces/proj/files?version=2&owner=team-b"]
 
     def test_eval_body(self):
         assert eval_body("1", None, None, None, None, None, True, None) == {"code": "1", "eval_last_expr": True}

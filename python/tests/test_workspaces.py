@@ -105,3 +105,17 @@ async def test_async_workspaces(apx, px: PyExec):
     await apx.delete_workspace(name)
     with pytest.raises(NotFoundError):
         await apx.get_workspace(name)
+
+
+def test_operator_options_on_the_lists(px: PyExec):
+    """owner and all reach the server: naming the key's own name (pytest,
+    the launcher's key) lists the workspace, another owner is not found
+    for a key that is no operator's, and all=True gives such a key its own
+    workspaces."""
+    name = fresh_workspace(px)
+    px.write_workspace_file(name, "a.txt", "a")
+    assert [f["path"] for f in px.workspace_files(name, owner="pytest")] == ["a.txt"]
+    with pytest.raises(NotFoundError):
+        px.workspace_files(name, owner="someone-else")
+    listed = px.list_workspaces(all=True)
+    assert name in [w["name"] for w in listed] and {w["owner"] for w in listed} == {"pytest"}

@@ -72,6 +72,18 @@ export interface WorkspaceReadOptions extends CallOptions {
   version?: number;
 }
 
+/** Options of listWorkspaces. */
+export interface ListWorkspacesOptions extends CallOptions {
+  /** Every key's workspaces (operator keys; another key gets its own). */
+  all?: boolean;
+}
+
+/** Options of workspaceFiles. */
+export interface WorkspaceFilesOptions extends WorkspaceReadOptions {
+  /** The key that owns the workspace (operator keys only; default: yours). */
+  owner?: string;
+}
+
 /** The config object of a request, from its convenience fields and config. */
 function configOf(o: RunCommon): ExecConfig | undefined {
   const c: ExecConfig = { ...(o.config ?? {}) };
@@ -79,7 +91,12 @@ function configOf(o: RunCommon): ExecConfig | undefined {
   if (o.memory_mb !== undefined) c.memory_mb = o.memory_mb;
   if (o.disk_mb !== undefined) c.disk_mb = o.disk_mb;
   if (o.cpu_shares !== undefined) c.cpu_shares = o.cpu_shares;
-  if (o.network !== undefined) c.network_disabled = !o.network;
+  if (Array.isArray(o.network)) {
+    c.network_disabled = false;
+    c.network = { allow: [...o.network] };
+  } else if (o.network !== undefined) {
+    c.network_disabled = !o.network;
+  }
   if (o.secrets !== undefined && o.secrets.length > 0) {
     c.secrets = [...o.secrets];
     c.network_disabled ??= false;
@@ -326,9 +343,10 @@ export class PyExec implements SessionTransport {
     return this.transport.json("POST", "/api/v1/workspaces", { ...jsonBody({ name, ...opts }), signal: options.signal, want: 201 });
   }
 
-  /** The caller's workspaces. */
-  async listWorkspaces(options: CallOptions = {}): Promise<Workspace[]> {
-    return (await this.transport.json<{ workspaces?: Workspace[] }>("GET", "/api/v1/workspaces", options)).workspaces ?? [];
+  /** The caller's workspaces; with all, an operator key's list has every key's. */
+  async listWorkspaces(options: ListWorkspacesOptions = {}): Promise<Workspace[]> {
+    const path = "/api/v1/workspaces" + (options.all ? "?all=true" : "");
+    return (await this.transport.json<{ workspaces?: Workspace[] }>("GET", path, { signal: options.signal })).workspaces ?? [];
   }
 
   /** One workspace and its current version. */
@@ -351,9 +369,9 @@ export class PyExec implements SessionTransport {
     return this.transport.json("POST", workspacePath(name, "/restore"), { ...jsonBody({ version }), signal: options.signal });
   }
 
-  /** The entries below dir (all of it by default). */
-  async workspaceFiles(name: string, dir = "", options: WorkspaceReadOptions = {}): Promise<WorkspaceFile[]> {
-    const path = workspacePath(name, "/files", { dir, version: options.version });
+  /** The entries below dir (all of it by default); owner names another key's workspace (operator keys). */
+  async workspaceFiles(name: string, dir = "", options: WorkspaceFilesOptions = {}): Promise<WorkspaceFile[]> {
+    const path = workspacePath(name, "/files", { dir, version: options.version, owner: options.owner });
     return (await this.transport.json<{ files?: WorkspaceFile[] }>("GET", path, { signal: options.signal })).files ?? [];
   }
 

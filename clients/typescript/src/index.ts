@@ -7,7 +7,7 @@
  */
 
 export { PyExec, codeFiles } from "./client.js";
-export type { FollowOptions, WorkspaceReadOptions } from "./client.js";
+export type { FollowOptions, ListWorkspacesOptions, WorkspaceFilesOptions, WorkspaceReadOptions } from "./client.js";
 export type { CallOptions, ClientOptions } from "./transport.js";
 export { Session } from "./session.js";
 export type { CellOptions } from "./session.js";

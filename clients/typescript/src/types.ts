@@ -24,6 +24,8 @@ export interface ExecConfig {
   cpu_shares?: number;
   /** Explicit false asks for network access (granted only when the server allows it). */
   network_disabled?: boolean;
+  /** Network narrowed to these destinations (`pypi.org:443`, `*.github.com`), each also on the operator's list. */
+  network?: { allow: string[] };
   /** Names of operator secrets (pyexec's --secrets-file); they need network. */
   secrets?: string[];
   /** A workspace of the key mounted at /workspace; what the run leaves there is its next version. */
@@ -62,8 +64,12 @@ export interface RunCommon extends RichOptions {
   memory_mb?: number;
   disk_mb?: number;
   cpu_shares?: number;
-  /** Ask for network access (the server must allow it); default off. */
-  network?: boolean;
+  /**
+   * Ask for network access (the server must allow it); default off. A list
+   * asks for network narrowed to those destinations (`pypi.org:443`,
+   * `*.github.com`), each of which the operator's list must also allow.
+   */
+  network?: boolean | string[];
   /**
    * Operator secrets by name (pyexec's --secrets-file): the code finds an
    * environment variable of each name holding a placeholder, which the

@@ -147,26 +147,41 @@ describe("Anthropic", () => {
   });
 });
 
+/** Runs fn while px.eval records the requests it is given: [the requests, fn's value]. */
+async function evalsOf(fn) {
+  const seen = [];
+  const real = px.eval.bind(px);
+  px.eval = (req, ...rest) => {
+    seen.push(req);
+    return real(req, ...rest);
+  };
+  try {
+    return [seen, await fn()];
+  } finally {
+    delete px.eval;
+  }
+}
+
 describe("secrets", () => {
   test("the secrets argument reaches eval and asks for network", async () => {
-    const seen = [];
-    const real = px.eval.bind(px);
-    px.eval = (req, ...rest) => {
-      seen.push(req);
-      return real(req, ...rest);
-    };
-    try {
-      const out = await runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"] });
-      assert.deepEqual(seen.map((r) => [r.secrets, r.network]), [[["GITHUB_TOKEN"], true]]);
-      assert.equal(out.isError, true); // this server has no network
-      assert.match(out.text, /network access is disabled/);
-    } finally {
-      delete px.eval;
-    }
+    const [seen, out] = await evalsOf(() => runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"] }));
+    assert.deepEqual(seen.map((r) => [r.secrets, r.network]), [[["GITHUB_TOKEN"], true]]);
+    assert.equal(out.isError, true); // this server has no network
+    assert.match(out.text, /network access is disabled/);
     const bad = await runPython(px, { code: "1", secrets: "GITHUB_TOKEN" });
     assert.match(bad.text, /secrets must be a list of strings/);
     const cell = await runPython(px, { code: "1", secrets: ["GITHUB_TOKEN"], session_id: "ses_x" });
     assert.match(cell.text, /secrets and requirements do not apply/);
+  });
+
+  test("the network_allow argument reaches eval as the destinations", async () => {
+    const [seen, out] = await evalsOf(() => runPython(px, { code: "1", network_allow: ["pypi.org:443"] }));
+    assert.deepEqual(seen.map((r) => r.network), [["pypi.org:443"]]);
+    assert.equal(out.isError, true); // this server has no network
+    assert.match(out.text, /network access is disabled/);
+    assert.match((await runPython(px, { code: "1", network_allow: "pypi.org" })).text, /network_allow must be a list of strings/);
+    const cell = await runPython(px, { code: "1", network_allow: ["pypi.org:443"], session_id: "ses_x" });
+    assert.match(cell.text, /network_allow, secrets and requirements do not apply/);
   });
 
   test("workspace: the run sees it, its changes are reported and kept", async (t) => {

@@ -1,11 +1,11 @@
 // Parts that need no server: the SSE parser on the stream shapes the spec
-// allows (the server sends only some of them), and the tar writer read
-// back by Python's tarfile.
+// allows (the server sends only some of them), the tar writer read back by
+// Python's tarfile, and requests whose shape a fake fetch checks.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { test } from "node:test";
 
-import { parseSSE, tarFromFiles } from "../dist/index.js";
+import { APIError, PyExec, parseSSE, tarFromFiles } from "../dist/index.js";
 
 /** A body that delivers text in the given chunks. */
 function body(...chunks) {
@@ -69,4 +69,39 @@ test("tar: USTAR that Python reads back, long paths split into prefix and name",
   assert.equal(listing, `main.py 9 True 0o644\n${deep} 3 True 0o644\n`);
   assert.throws(() => tarFromFiles({ "../x.py": "" }), /unsafe file path/);
   assert.throws(() => tarFromFiles({ "/etc/x.py": "" }), /unsafe file path/);
+});
+
+/** A client whose fetch records each request and answers answer(url). */
+function recording(answer) {
+  const seen = [];
+  const fetch = async (url, init = {}) => {
+    seen.push({ url: new URL(String(url)), body: typeof init.body === "string" ? JSON.parse(init.body) : undefined });
+    const [status, body] = answer(new URL(String(url)));
+    return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+  };
+  return { px: new PyExec("http://pyexec.test", { apiKey: "k", fetch }), seen };
+}
+
+test("network as a list: network narrowed to those destinations", async () => {
+  const { px, seen } = recording(() => [400, { error: "stop here" }]);
+  await assert.rejects(px.eval({ code: "1", network: ["pypi.org:443", "*.github.com"] }), APIError);
+  await assert.rejects(px.eval({ code: "1", network: false }), APIError);
+  assert.deepEqual(seen.map((r) => r.body.config), [
+    { network_disabled: false, network: { allow: ["pypi.org:443", "*.github.com"] } },
+    { network_disabled: true },
+  ]);
+});
+
+test("workspace lists: all and owner are sent for operator keys", async () => {
+  const { px, seen } = recording((u) => [200, u.pathname.endsWith("/files") ? { files: [] } : { workspaces: [] }]);
+  await px.listWorkspaces({ all: true });
+  await px.listWorkspaces();
+  await px.workspaceFiles("proj", "data", { owner: "team-b", version: 2 });
+  await px.workspaceFiles("proj");
+  assert.deepEqual(seen.map((r) => r.url.pathname + r.url.search), [
+    "/api/v1/workspaces?all=true",
+    "/api/v1/workspaces",
+    "/api/v1/workspaces/proj/files?dir=data&version=2&owner=team-b",
+    "/api/v1/workspaces/proj/files",
+  ]);
 });

@@ -16,7 +16,8 @@ const workspaceScrapeTimeout = 5 * time.Second
 // WorkspaceCollector exposes the workspaces on /metrics, measured at each
 // scrape (engine.Engine.WorkspaceUsage): how many, the bytes of their
 // current versions, of the store and of this node's cache, and the mounts
-// in use. A measurement that fails exposes nothing.
+// in use, and the version trees this node built and derived (counters
+// since the node started). A measurement that fails exposes nothing.
 func WorkspaceCollector(usage func(context.Context) (engine.WorkspaceStats, error)) prometheus.Collector {
 	return workspaceCollector{
 		usage:  usage,
@@ -25,16 +26,21 @@ func WorkspaceCollector(usage func(context.Context) (engine.WorkspaceStats, erro
 		store:  prometheus.NewDesc("pyexec_workspace_store_bytes", "Bytes the workspaces' store of record holds (every kept version).", nil, nil),
 		cache:  prometheus.NewDesc("pyexec_workspace_cache_bytes", "Bytes of this node's workspace blob cache.", nil, nil),
 		mounts: prometheus.NewDesc("pyexec_workspace_mounts", "Runs and sessions with a workspace mounted on this node.", nil, nil),
+		built: prometheus.NewDesc("pyexec_workspace_trees_built_total",
+			"Version trees this node built whole from their manifests (a hard link per file) since it started.", nil, nil),
+		derived: prometheus.NewDesc("pyexec_workspace_trees_derived_total",
+			"Version trees this node derived from the tree of the version before, after a commit, since it started.", nil, nil),
 	}
 }
 
 type workspaceCollector struct {
 	usage                              func(context.Context) (engine.WorkspaceStats, error)
 	count, bytes, store, cache, mounts *prometheus.Desc
+	built, derived                     *prometheus.Desc
 }
 
 func (c workspaceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.count, c.bytes, c.store, c.cache, c.mounts} {
+	for _, d := range []*prometheus.Desc{c.count, c.bytes, c.store, c.cache, c.mounts, c.built, c.derived} {
 		ch <- d
 	}
 }
@@ -51,4 +57,6 @@ func (c workspaceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.store, prometheus.GaugeValue, float64(s.StoreBytes))
 	ch <- prometheus.MustNewConstMetric(c.cache, prometheus.GaugeValue, float64(s.CacheBytes))
 	ch <- prometheus.MustNewConstMetric(c.mounts, prometheus.GaugeValue, float64(s.Mounts))
+	ch <- prometheus.MustNewConstMetric(c.built, prometheus.CounterValue, float64(s.TreesBuilt))
+	ch <- prometheus.MustNewConstMetric(c.derived, prometheus.CounterValue, float64(s.TreesDerived))
 }

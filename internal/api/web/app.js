@@ -1,6 +1,7 @@
 // app.js is the playground page: it learns from /health what the server
 // offers (interpreters, timeout cap, sessions, whether a key is needed),
-// routes between the script view, the notebook and a shared execution
+// offers the workspace picker when the server keeps workspaces, routes
+// between the script view, the notebook and a shared execution
 // (#/executions/<id>), and runs scripts with live output.
 import { Api, ApiError, tarOf, utf8 } from "./api.js";
 import { createEditor } from "./editor.js";
@@ -9,6 +10,7 @@ import { createEditor } from "./editor.js";
 const nonce = document.querySelector('meta[name="csp-nonce"]').content;
 import { Console, describeError, el, renderOutput, statusText } from "./render.js";
 import { Notebook } from "./notebook.js";
+import { WorkspacePanel } from "./workspace.js";
 
 // SOURCE_COPY is where a run keeps a copy of its code, so that a shared
 // link can show it: a file the run creates is returned as an artifact.
@@ -39,7 +41,8 @@ class Playground {
     this.editor = createEditor($("editor"), {
       doc: localStorage.getItem("pyexec.code") || SAMPLE, onRun: () => this.run(), onChange: () => this.codeChanged(), nonce,
     });
-    this.notebook = new Notebook(this.api);
+    this.workspaces = new WorkspacePanel(this.api);
+    this.notebook = new Notebook(this.api, this.workspaces);
     this.bind();
   }
 
@@ -87,6 +90,7 @@ class Playground {
   askKey(message) {
     $("key-panel").hidden = false;
     $("settings").hidden = true;
+    $("ws-bar").hidden = true;
     $("script-view").hidden = true;
     $("notebook-view").hidden = true;
     $("key-message").textContent = message;
@@ -112,6 +116,7 @@ class Playground {
     const hash = location.hash.replace(/^#/, "") || "/";
     const notebook = hash === "/notebook";
     $("settings").hidden = false;
+    this.workspaces.show(this.health);
     $("script-view").hidden = notebook;
     $("notebook-view").hidden = !notebook;
     $("nav-script").toggleAttribute("aria-current", !notebook);
@@ -179,7 +184,7 @@ class Playground {
 
   // follow streams a running execution's events into the result panel,
   // then shows its final record.
-  async follow(id) {
+  async follow(id, workspace = "") {
     this.running = { id };
     this.setRunning(true);
     $("status").textContent = "Running…";
@@ -191,6 +196,7 @@ class Playground {
     } finally {
       this.running = null;
       this.setRunning(false);
+      if (workspace) this.workspaces.changed(workspace);
     }
   }
 
@@ -205,7 +211,7 @@ class Playground {
     const py = $("python").value;
     if (py) meta.docker_image = "python:" + py;
     const timeout = Number($("timeout").value);
-    if (timeout) meta.config = { timeout_seconds: timeout };
+    meta.config = this.workspaces.config(timeout ? { timeout_seconds: timeout } : {});
     const reqs = $("requirements").value.trim();
     if (reqs) meta.requirements_txt = reqs;
     const form = new FormData();
@@ -224,7 +230,7 @@ class Playground {
       this.setRunning(false);
       return;
     }
-    await this.follow(id);
+    await this.follow(id, meta.config.workspace);
   }
 
   onEvent(ev) {

@@ -6,12 +6,16 @@ import { createEditor } from "./editor.js";
 // nonce is this page's Content-Security-Policy nonce, for the editor's styles.
 const nonce = document.querySelector('meta[name="csp-nonce"]').content;
 import { describeError, el, renderOutput } from "./render.js";
+import { PreviewFrame } from "./preview.js";
 
 const $ = (id) => document.getElementById(id);
 
 export class Notebook {
-  constructor(api) {
+  constructor(api, workspaces) {
     this.api = api;
+    this.workspaces = workspaces; // the picker: the workspace a new session mounts
+    this.sessionWorkspace = ""; // the workspace the session has mounted
+    this.preview = new PreviewFrame(api);
     this.session = null; // session id
     this.health = null;
     this.cells = [];
@@ -28,6 +32,7 @@ export class Notebook {
 
   show(health) {
     this.health = health;
+    this.preview.show(health);
     if (!health.sessions) {
       this.status("This server does not offer sessions, so the notebook is unavailable.");
       $("nb-start").disabled = true;
@@ -40,8 +45,11 @@ export class Notebook {
 
   status(text) { $("nb-status").textContent = text; }
 
-  setSession(id) {
+  setSession(id, workspace = "") {
+    if (!id && this.sessionWorkspace) this.workspaces.changed(this.sessionWorkspace); // its changes are committed
     this.session = id;
+    this.sessionWorkspace = workspace;
+    this.preview.setSession(id);
     for (const b of ["nb-run-all", "nb-interrupt", "nb-restart", "nb-end", "nb-upload"]) $(b).disabled = !id;
     $("nb-start").disabled = !!id;
   }
@@ -68,7 +76,7 @@ export class Notebook {
   }
 
   async startSession() {
-    const body = {};
+    const body = this.workspaces.config({});
     const py = $("python").value;
     if (py) body.python_version = py;
     const reqs = $("requirements").value.trim();
@@ -77,8 +85,9 @@ export class Notebook {
     $("nb-start").disabled = true;
     try {
       const s = await this.api.json("POST", "/api/v1/sessions", { json: body });
-      this.setSession(s.session_id);
-      this.status(`Session ${s.session_id} is ready.`);
+      this.setSession(s.session_id, body.workspace);
+      this.status(`Session ${s.session_id} is ready.` + (body.workspace ? ` /workspace is ${body.workspace}` +
+        (body.workspace_mode === "ro" ? " (read-only)." : "; its changes are kept when the session ends.") : ""));
     } catch (e) {
       $("nb-start").disabled = false;
       this.status("Cannot start a session: " + e.message);

@@ -24,6 +24,8 @@ export interface RunPythonArgs {
   python_version?: string | null;
   timeout_seconds?: number | null;
   network?: boolean | null;
+  /** Network narrowed to these destinations (each also on the operator's list); implies network. */
+  network_allow?: string[] | null;
   secrets?: string[] | null;
   stdin?: string | null;
   requirements?: string[] | null;
@@ -136,6 +138,16 @@ function secretsOf(a: Record<string, unknown>): string[] | undefined {
   return s.length > 0 ? s : undefined;
 }
 
+/** The network_allow argument: destinations the network is narrowed to, undefined when none. */
+function networkAllowOf(a: Record<string, unknown>): string[] | undefined {
+  const n = a["network_allow"];
+  if (n === undefined) return undefined;
+  if (!Array.isArray(n) || !n.every((x) => typeof x === "string")) {
+    throw new BadArguments("network_allow must be a list of strings");
+  }
+  return n.length > 0 ? n : undefined;
+}
+
 /** The text of a finished execution, as the MCP server renders it. */
 export function renderResult(r: ExecutionResult): string {
   const out = [`status: ${r.status}, exit code ${r.exit_code}` + (r.duration_ms ? `, ${r.duration_ms} ms` : "")];
@@ -219,6 +231,7 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
     const files = filesOf(a);
     const requirements = requirementsOf(a);
     const secrets = secretsOf(a);
+    const allow = networkAllowOf(a);
     const code = a["code"] as string;
     const timeout = a["timeout_seconds"] as number | undefined;
     const sessionId = a["session_id"];
@@ -229,9 +242,10 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
     if (readOnly === true && workspace === undefined) throw new BadArguments("workspace_read_only needs a workspace");
     if (sessionId !== undefined) {
       if (typeof sessionId !== "string" || sessionId === "") throw new BadArguments("session_id must be a string");
-      if (a["stdin"] !== undefined || a["python_version"] !== undefined || a["network"] || secrets !== undefined || requirements !== undefined) {
+      if (a["stdin"] !== undefined || a["python_version"] !== undefined || a["network"] || allow !== undefined || secrets !== undefined ||
+        requirements !== undefined) {
         throw new BadArguments(
-          "stdin, python_version, network, secrets and requirements do not apply to a session's cell (set them at create_session)",
+          "stdin, python_version, network, network_allow, secrets and requirements do not apply to a session's cell (set them at create_session)",
         );
       }
       if (workspace !== undefined) {
@@ -251,8 +265,9 @@ export async function runPython(px: PyExec, args: unknown, options: { signal?: A
       ...(requirements !== undefined ? { requirements } : {}),
       ...(typeof a["python_version"] === "string" ? { python_version: a["python_version"] } : {}),
       ...(timeout !== undefined ? { timeout_seconds: timeout } : {}),
-      // Secrets ask for network too.
-      network: a["network"] === true || secrets !== undefined,
+      // A list narrows the operator's destinations (and asks for network);
+      // secrets ask for network too.
+      network: allow ?? (a["network"] === true || secrets !== undefined),
       ...(secrets !== undefined ? { secrets } : {}),
       ...(typeof a["stdin"] === "string" ? { stdin: a["stdin"] } : {}),
       ...(workspace !== undefined ? { workspace: workspace as string } : {}),
