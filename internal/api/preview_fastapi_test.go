@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,33 +86,7 @@ func TestPreviewFastAPIInBrowser(t *testing.T) {
 	}
 	ctx, problems := browser(t)
 	start := time.Now()
-	uv, _ := pyenvtest.Tools(t)
-	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(envs.Close)
-	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 512 << 20},
-		Preview: testPreviewConfig(t, time.Hour)},
-		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
-		})
-	c := config.Default()
-	c.APIKeys = []string{"a:" + keyA}
-	c.Preview.Enabled = true
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
+	ts := startPyPIPreview(t, 512<<20, "")
 
 	js := "application/json"
 	code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js,
@@ -149,6 +124,52 @@ func TestPreviewFastAPIInBrowser(t *testing.T) {
 		t.Errorf("browser: %s", pr)
 	}
 	t.Logf("install %s, whole test %s", installed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// startPyPIPreview serves the API, with previews, over a real engine whose
+// sessions install their requirements from PyPI (uv into a fresh
+// environment directory) and get memory bytes by default. With
+// previewHost (a host name, say "preview.localhost"), preview URLs are
+// served on http://previewHost:<the server's port>, a separate origin.
+func startPyPIPreview(t *testing.T, memory int64, previewHost string) *httptest.Server {
+	t.Helper()
+	uv, _ := pyenvtest.Tools(t)
+	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(envs.Close)
+	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: memory},
+		Preview: testPreviewConfig(t, time.Hour)},
+		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
+			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
+		})
+	ts := httptest.NewUnstartedServer(nil)
+	c := config.Default()
+	c.APIKeys = []string{"a:" + keyA}
+	c.Preview.Enabled = true
+	if previewHost != "" {
+		_, port, err := net.SplitHostPort(ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Preview.Host = "http://" + net.JoinHostPort(previewHost, port)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Config.Handler = s.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts
 }
 
 // orangeShare is the share of the PNG's pixels in the page's #ff8800.
