@@ -2,25 +2,11 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"image/png"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/pyexec/pyexec/internal/config"
-	"github.com/pyexec/pyexec/internal/engine"
-	"github.com/pyexec/pyexec/internal/engine/enginetest"
-	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
-	"github.com/pyexec/pyexec/internal/sandbox"
-	"github.com/pyexec/pyexec/internal/store"
 )
 
 // fastAPIApp is a cell that writes a FastAPI app, serves it with uvicorn
@@ -28,9 +14,7 @@ import (
 // page, on an orange background, opens a WebSocket at a path relative to
 // itself (the preview's prefix is not the app's to know) and shows what
 // the app echoed.
-const fastAPIApp = `
-import socket, subprocess, sys, time
-open('app.py', 'w').write('''
+var fastAPIApp = appCell(`
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import HTMLResponse
 
@@ -54,20 +38,8 @@ async def echo(ws: WebSocket):
     await ws.accept()
     msg = await ws.receive_text()
     await ws.send_text("fastapi echo:" + msg)
-''')
-log = open('uvicorn.log', 'w')
-app = subprocess.Popen([sys.executable, '-m', 'uvicorn', 'app:app', '--host', '127.0.0.1', '--port', '8000'],
-                       stdout=log, stderr=log)
-for _ in range(300):
-    try:
-        socket.create_connection(('127.0.0.1', 8000), timeout=1).close()
-        break
-    except OSError:
-        if app.poll() is not None:
-            break
-        time.sleep(0.1)
-print('listening' if app.poll() is None else 'uvicorn ended: ' + open('uvicorn.log').read())
-`
+`,
+	`'-m', 'uvicorn', 'app:app', '--host', '127.0.0.1', '--port', '8000'`, 8000)
 
 // TestPreviewFastAPIInBrowser is the issue's check with a real framework:
 // a FastAPI app installed from PyPI into a session renders in Chromium
@@ -75,37 +47,11 @@ print('listening' if app.poll() is None else 'uvicorn ended: ' + open('uvicorn.l
 // the page (its orange background fills most of it). Skipped when PyPI is
 // unreachable.
 func TestPreviewFastAPIInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("installs fastapi and uvicorn from PyPI; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the app runs in a real session")
-	}
-	if !pyenvtest.PyPIReachable() {
-		t.Skip("PyPI (https://pypi.org/simple) is unreachable: fastapi and uvicorn cannot be installed")
-	}
+	skipWithoutPyPI(t, "fastapi and uvicorn")
 	ctx, problems := browser(t)
 	start := time.Now()
 	ts := startPyPIPreview(t, 512<<20, "")
-
-	js := "application/json"
-	code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js,
-		[]byte(`{"requirements":"fastapi\nuvicorn\nwebsockets\n"}`), as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("a session with fastapi: %d %s", code, body)
-	}
-	ses := decode[SessionInfo](t, body).SessionID
-	installed := time.Since(start)
-	cell, _ := json.Marshal(map[string]string{"code": fastAPIApp})
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/execute", js, cell, as(keyA))
-	if code != http.StatusOK || !strings.Contains(string(body), "listening") {
-		t.Fatalf("starting uvicorn: %d %s", code, body)
-	}
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/ports/8000/share", "", nil, as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("share: %d %s", code, body)
-	}
-	sh := decode[PreviewShare](t, body)
+	sh, installed := shareSessionApp(t, ts, "fastapi\nuvicorn\nwebsockets\n", fastAPIApp, 8000)
 
 	p := page{t: t, ctx: ctx}
 	p.do(chromedp.Navigate(ts.URL + sh.URL))
@@ -124,52 +70,6 @@ func TestPreviewFastAPIInBrowser(t *testing.T) {
 		t.Errorf("browser: %s", pr)
 	}
 	t.Logf("install %s, whole test %s", installed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-}
-
-// startPyPIPreview serves the API, with previews, over a real engine whose
-// sessions install their requirements from PyPI (uv into a fresh
-// environment directory) and get memory bytes by default. With
-// previewHost (a host name, say "preview.localhost"), preview URLs are
-// served on http://previewHost:<the server's port>, a separate origin.
-func startPyPIPreview(t *testing.T, memory int64, previewHost string) *httptest.Server {
-	t.Helper()
-	uv, _ := pyenvtest.Tools(t)
-	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(envs.Close)
-	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: memory},
-		Preview: testPreviewConfig(t, time.Hour)},
-		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
-		})
-	ts := httptest.NewUnstartedServer(nil)
-	c := config.Default()
-	c.APIKeys = []string{"a:" + keyA}
-	c.Preview.Enabled = true
-	if previewHost != "" {
-		_, port, err := net.SplitHostPort(ts.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Preview.Host = "http://" + net.JoinHostPort(previewHost, port)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = s.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return ts
 }
 
 // orangeShare is the share of the PNG's pixels in the page's #ff8800.

@@ -1,16 +1,11 @@
 package api
 
 import (
-	"encoding/json"
-	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
 )
 
 // streamlitApp is a cell that writes a Streamlit script and runs it from a
@@ -20,9 +15,7 @@ import (
 // WebSocket, and a click goes back the same way and reruns the script.
 // No base path is given: the proxy strips the preview's prefix and the
 // client finds its server relative to the page's URL.
-const streamlitApp = `
-import socket, subprocess, sys, time
-open('app.py', 'w').write('''
+var streamlitApp = appCell(`
 import streamlit as st
 
 st.title("streamlit in a session")
@@ -31,23 +24,10 @@ if "clicks" not in st.session_state:
 if st.button("Count"):
     st.session_state.clicks += 1
 st.markdown("clicks: %d" % st.session_state.clicks)
-''')
-log = open('streamlit.log', 'w')
-app = subprocess.Popen([sys.executable, '-m', 'streamlit', 'run', 'app.py',
-                        '--server.address', '127.0.0.1', '--server.port', '8501', '--server.headless', 'true',
-                        '--server.fileWatcherType', 'none', '--browser.gatherUsageStats', 'false',
-                        '--theme.base', 'light', '--theme.backgroundColor', '#ff8800'],
-                       stdout=log, stderr=log)
-for _ in range(600):
-    try:
-        socket.create_connection(('127.0.0.1', 8501), timeout=1).close()
-        break
-    except OSError:
-        if app.poll() is not None:
-            break
-        time.sleep(0.1)
-print('listening' if app.poll() is None else 'streamlit ended: ' + open('streamlit.log').read())
-`
+`,
+	`'-m', 'streamlit', 'run', 'app.py', '--server.address', '127.0.0.1', '--server.port', '8501',
+	'--server.headless', 'true', '--server.fileWatcherType', 'none', '--browser.gatherUsageStats', 'false',
+	'--theme.base', 'light', '--theme.backgroundColor', '#ff8800'`, 8501)
 
 // TestPreviewStreamlitInBrowser is the issue's check with a framework that
 // lives on its WebSocket: a Streamlit app installed from PyPI into a
@@ -57,36 +37,11 @@ print('listening' if app.poll() is None else 'streamlit ended: ' + open('streaml
 // the screenshot shows the app's orange theme over most of the page.
 // Skipped when PyPI is unreachable.
 func TestPreviewStreamlitInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("installs streamlit from PyPI; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the app runs in a real session")
-	}
-	if !pyenvtest.PyPIReachable() {
-		t.Skip("PyPI (https://pypi.org/simple) is unreachable: streamlit cannot be installed")
-	}
+	skipWithoutPyPI(t, "streamlit")
 	ctx, problems := browser(t)
 	start := time.Now()
 	ts := startPyPIPreview(t, 1<<30, "preview.localhost")
-
-	js := "application/json"
-	code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(`{"requirements":"streamlit\n"}`), as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("a session with streamlit: %d %s", code, body)
-	}
-	ses := decode[SessionInfo](t, body).SessionID
-	installed := time.Since(start)
-	cell, _ := json.Marshal(map[string]string{"code": streamlitApp})
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/execute", js, cell, as(keyA))
-	if code != http.StatusOK || !strings.Contains(string(body), "listening") {
-		t.Fatalf("starting streamlit: %d %s", code, body)
-	}
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/ports/8501/share", "", nil, as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("share: %d %s", code, body)
-	}
-	sh := decode[PreviewShare](t, body)
+	sh, installed := shareSessionApp(t, ts, "streamlit\n", streamlitApp, 8501)
 	if sh.Isolation != "preview_host" || !strings.HasPrefix(sh.URL, "http://preview.localhost:") {
 		t.Fatalf("the share is not on the preview host: %+v", sh)
 	}
