@@ -2,24 +2,11 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"image/png"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/pyexec/pyexec/internal/config"
-	"github.com/pyexec/pyexec/internal/engine"
-	"github.com/pyexec/pyexec/internal/engine/enginetest"
-	"github.com/pyexec/pyexec/internal/pyenv"
-	"github.com/pyexec/pyexec/internal/pyenv/pyenvtest"
-	"github.com/pyexec/pyexec/internal/sandbox"
-	"github.com/pyexec/pyexec/internal/store"
 )
 
 // fastAPIApp is a cell that writes a FastAPI app, serves it with uvicorn
@@ -27,9 +14,7 @@ import (
 // page, on an orange background, opens a WebSocket at a path relative to
 // itself (the preview's prefix is not the app's to know) and shows what
 // the app echoed.
-const fastAPIApp = `
-import socket, subprocess, sys, time
-open('app.py', 'w').write('''
+var fastAPIApp = appCell(`
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import HTMLResponse
 
@@ -53,20 +38,8 @@ async def echo(ws: WebSocket):
     await ws.accept()
     msg = await ws.receive_text()
     await ws.send_text("fastapi echo:" + msg)
-''')
-log = open('uvicorn.log', 'w')
-app = subprocess.Popen([sys.executable, '-m', 'uvicorn', 'app:app', '--host', '127.0.0.1', '--port', '8000'],
-                       stdout=log, stderr=log)
-for _ in range(300):
-    try:
-        socket.create_connection(('127.0.0.1', 8000), timeout=1).close()
-        break
-    except OSError:
-        if app.poll() is not None:
-            break
-        time.sleep(0.1)
-print('listening' if app.poll() is None else 'uvicorn ended: ' + open('uvicorn.log').read())
-`
+`,
+	`'-m', 'uvicorn', 'app:app', '--host', '127.0.0.1', '--port', '8000'`, 8000)
 
 // TestPreviewFastAPIInBrowser is the issue's check with a real framework:
 // a FastAPI app installed from PyPI into a session renders in Chromium
@@ -74,63 +47,11 @@ print('listening' if app.poll() is None else 'uvicorn ended: ' + open('uvicorn.l
 // the page (its orange background fills most of it). Skipped when PyPI is
 // unreachable.
 func TestPreviewFastAPIInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("installs fastapi and uvicorn from PyPI; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the app runs in a real session")
-	}
-	if !pyenvtest.PyPIReachable() {
-		t.Skip("PyPI (https://pypi.org/simple) is unreachable: fastapi and uvicorn cannot be installed")
-	}
+	skipWithoutPyPI(t, "fastapi and uvicorn")
 	ctx, problems := browser(t)
 	start := time.Now()
-	uv, _ := pyenvtest.Tools(t)
-	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(envs.Close)
-	eng := enginetest.Start(t, engine.Config{Sessions: engine.SessionConfig{Max: 2, DefaultMemoryBytes: 512 << 20},
-		Preview: testPreviewConfig(t, time.Hour)},
-		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			res, err := pyenv.NewResolver(pyenv.NewAnalyzer(jails, pyenv.AnalyzerConfig{}), pyenv.ResolverConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return engine.Deps{Jails: jails, Envs: engine.PyenvEnvironments{Resolver: res, Envs: envs}}
-		})
-	c := config.Default()
-	c.APIKeys = []string{"a:" + keyA}
-	c.Preview.Enabled = true
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(eng, Options{Config: c, Version: "test", Isolation: "jail"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-
-	js := "application/json"
-	code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js,
-		[]byte(`{"requirements":"fastapi\nuvicorn\nwebsockets\n"}`), as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("a session with fastapi: %d %s", code, body)
-	}
-	ses := decode[SessionInfo](t, body).SessionID
-	installed := time.Since(start)
-	cell, _ := json.Marshal(map[string]string{"code": fastAPIApp})
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/execute", js, cell, as(keyA))
-	if code != http.StatusOK || !strings.Contains(string(body), "listening") {
-		t.Fatalf("starting uvicorn: %d %s", code, body)
-	}
-	code, _, body = call(t, ts, http.MethodPost, "/api/v1/sessions/"+ses+"/ports/8000/share", "", nil, as(keyA))
-	if code != http.StatusCreated {
-		t.Fatalf("share: %d %s", code, body)
-	}
-	sh := decode[PreviewShare](t, body)
+	ts := startPyPIPreview(t, 512<<20, "")
+	sh, installed := shareSessionApp(t, ts, "fastapi\nuvicorn\nwebsockets\n", fastAPIApp, 8000)
 
 	p := page{t: t, ctx: ctx}
 	p.do(chromedp.Navigate(ts.URL + sh.URL))
