@@ -76,13 +76,12 @@ func (m *Service) replanNetwork(s *Live, spec sandbox.Spec) (sandbox.Spec, run.N
 const maxPendingEvents = 1000
 
 // netUse is a session's network over its whole life: the bytes its
-// egresses carried (its quotas are per session, not per kernel), the
-// events not yet handed to a cell, and the limit that cut it.
+// egresses carried (its quotas are per session, not per kernel) and the
+// events not yet handed to a cell.
 type netUse struct {
 	mu      sync.Mutex
 	used    egress.Stats
 	pending []egress.Event
-	limit   string
 }
 
 // spent adds an ended egress's totals.
@@ -133,9 +132,6 @@ func (m *Service) startEgress(id string, np run.NetPlan, use *netUse) (*egress.E
 				"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn)
 		},
 		Limit: func(limit string) {
-			use.mu.Lock()
-			use.limit = limit
-			use.mu.Unlock()
 			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", id, "limit", limit)
 		},
 	})

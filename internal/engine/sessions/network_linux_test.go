@@ -352,3 +352,37 @@ func TestSessionEgressAttachFails(t *testing.T) {
 	}
 	newSession(t, svc, Request{})
 }
+
+// TestSessionNetworkParked: a session with network and a secret parked at
+// shutdown comes back at the next start with its network (its policy from
+// its hibernation's header, checked again): its egress injects the value
+// for a new placeholder, and its allow list still refuses another host.
+func TestSessionNetworkParked(t *testing.T) {
+	if egresstest.RanIsolated(t) {
+		return
+	}
+	w := egresstest.New(t)
+	pl, _ := netPlanner(t, w)
+	v := newVault(t)
+	var rec parkRecorder
+	svc := newServiceDeps(t, Config{InterruptGrace: 200 * time.Millisecond}, false, Deps{Network: pl, Vault: v, OnPark: rec.park})
+	id := newSession(t, svc, Request{Network: true, NetworkAllow: []string{"allowed.test"}, Secrets: []string{"GITHUB_TOKEN"}})
+	cell(t, svc, id, pyAuth+pyGet+`old = os.environ["GITHUB_TOKEN"]`)
+	closeWithin(t, svc, 10*time.Second)
+	snap, ok := rec.snapshot(id)
+	if !ok {
+		t.Fatal("the session was not parked at shutdown")
+	}
+
+	next := newServiceDeps(t, Config{}, false, Deps{Network: pl, Vault: v})
+	s, err := next.Adopt(context.Background(), Parked{ID: id, Caller: tester, Snapshot: snap}, time.Time{}, time.Time{})
+	if err != nil || !s.Network {
+		t.Fatalf("Adopt: %+v, %v", s, err)
+	}
+	h := egresstest.Hash
+	r := cell(t, next, id, `auth(os.environ["GITHUB_TOKEN"]), os.environ["GITHUB_TOKEN"] != old, get("http://other.test/")[:8]`)
+	want := "('1 " + h("Bearer "+sessionSecret) + " " + h("") + " " + h("") + "', True, 'refused:')"
+	if !r.Resumed || result(r) != want {
+		t.Errorf("the adopted session: resumed %v, %s (%s), want %s", r.Resumed, result(r), r.Error, want)
+	}
+}
