@@ -126,6 +126,9 @@ func (m *Service) startEgress(id string, np run.NetPlan, use *netUse) (*egress.E
 	eg, err := np.Egress(use.totals(), egress.Hooks{
 		Event: func(ev egress.Event) {
 			use.add(ev)
+			if m.deps.OnNetworkEvent != nil {
+				m.deps.OnNetworkEvent(ev)
+			}
 			m.log.Info("session network event", "session_id", id, "proto", ev.Proto, "host", ev.Host,
 				"port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason, "secret", ev.Secret,
 				"method", ev.Method, "path", ev.Path, "status", ev.Status,

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,7 +191,8 @@ def auth(tok, path="/auth"):
 // placeholder of its own: the parent's, carried in the fork's variables,
 // is not replaced there); a reflection comes back with the placeholder;
 // no cell result, session description or log line holds the value in
-// any form. A resume after the operator removed the secret is refused.
+// any form, and each injection is told to the service's OnNetworkEvent.
+// A resume after the operator removed the secret is refused.
 func TestSessionSecrets(t *testing.T) {
 	if egresstest.RanIsolated(t) {
 		return
@@ -199,8 +201,13 @@ func TestSessionSecrets(t *testing.T) {
 	pl, cat := netPlanner(t, w)
 	var logs logBuffer
 	v := newVault(t)
+	var told atomic.Int64 // injections the service told of (the server's metrics)
 	svc := newServiceDeps(t, Config{HibernateAfter: 300 * time.Millisecond, ReapInterval: 20 * time.Millisecond}, false,
-		Deps{Network: pl, Vault: v, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		Deps{Network: pl, Vault: v, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), OnNetworkEvent: func(ev egress.Event) {
+			if ev.Secret == "GITHUB_TOKEN" && ev.Verdict == egress.VerdictAllow {
+				told.Add(1)
+			}
+		}})
 	id := newSession(t, svc, Request{Network: true, Secrets: []string{"GITHUB_TOKEN"}})
 	var kept bytes.Buffer // everything the session answered
 	keep := func(x any) {
@@ -280,6 +287,9 @@ func TestSessionSecrets(t *testing.T) {
 		if strings.Contains(kept.String(), f) || strings.Contains(logs.String(), f) {
 			t.Errorf("the value (as %q) is in a cell's result, the session or the log", f)
 		}
+	}
+	if n := told.Load(); n < 4 {
+		t.Errorf("%d injections told to OnNetworkEvent, want at least 4", n)
 	}
 	if !strings.Contains(logs.String(), `"secret":"GITHUB_TOKEN"`) || !strings.Contains(logs.String(), `"session_id":"`+id+`"`) {
 		t.Errorf("no injection logged for the session: %s", logs.String())

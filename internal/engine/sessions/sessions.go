@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/runner"
@@ -35,8 +36,10 @@ type Deps struct {
 	Envs   run.Environments
 	Logger *slog.Logger // nil discards
 	// Network plans the network of sessions that ask for it; nil refuses
-	// them.
-	Network NetworkPlanner
+	// them. OnNetworkEvent, if set, is told each of their network events
+	// (for metrics); it must not block.
+	Network        NetworkPlanner
+	OnNetworkEvent func(egress.Event)
 	// Vault keeps the snapshots sessions are saved as; nil refuses
 	// snapshots (ErrNoSnapshots).
 	Vault Vault
