@@ -21,7 +21,10 @@ type kernel struct {
 	proc   *sandbox.Process
 	forked bool // forked from a fork server, not started in a jail of its own
 	// eg is the egress of a kernel with network (nil: none), closed once
-	// its jail is; its totals then go to use, the session's.
+	// its jail is, or when its session's network is refused meanwhile
+	// (recheckNetwork); its totals then go to use, the session's. egMu
+	// guards eg once the kernel runs.
+	egMu    sync.Mutex
 	eg      *egress.Egress
 	use     *netUse
 	release func()        // gives back what the kernel held of the fork server
@@ -143,13 +146,17 @@ func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
 		_ = eg.Close()
 		return fmt.Errorf("attaching the session's egress: %w", err)
 	}
+	k.egMu.Lock()
 	k.eg, k.use = eg, net.use
+	k.egMu.Unlock()
 	return nil
 }
 
 // closeEgress closes the kernel's egress, if any, and adds its totals to
 // the session's.
 func (k *kernel) closeEgress() {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
 	if k.eg == nil {
 		return
 	}

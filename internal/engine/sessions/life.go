@@ -87,6 +87,7 @@ func (m *Service) reapSessions(ctx context.Context) {
 				m.endSession(s.s, s.why)
 			}
 			m.startHibernations(now)
+			m.recheckNetwork()
 		}
 	}
 }

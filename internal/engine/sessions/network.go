@@ -154,3 +154,41 @@ func (s *Live) kernelNet() *kernelNet {
 	}
 	return &kernelNet{id: s.id, plan: s.net, use: s.use}
 }
+
+// hasEgress reports whether the kernel has an egress now.
+func (k *kernel) hasEgress() bool {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	return k.eg != nil
+}
+
+// recheckNetwork checks the network of every live kernel with an egress
+// again, as the planner sees it now: a session whose network it refuses
+// (a secret removed from the operator's file, or no longer for the
+// session's key, after a SIGHUP) has its egress closed at once, every
+// connection cut, and runs on without a route out; its next kernel
+// (restart, resume) is refused. The reaper calls it at each tick.
+func (m *Service) recheckNetwork() {
+	type check struct {
+		s *Live
+		k *kernel
+	}
+	var checks []check
+	m.mu.Lock()
+	for _, s := range m.live {
+		s.mu.Lock()
+		if k := s.k; k != nil && s.use != nil && k.hasEgress() {
+			checks = append(checks, check{s, k})
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for _, c := range checks {
+		req := c.s.req
+		req.Caller = c.s.caller
+		if _, err := m.planNetwork(req); err != nil {
+			c.k.closeEgress()
+			m.log.Warn("a session's network is refused now: its egress is closed", "session_id", c.s.id, "err", err)
+		}
+	}
+}

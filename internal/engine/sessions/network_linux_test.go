@@ -192,7 +192,8 @@ def auth(tok, path="/auth"):
 // is not replaced there); a reflection comes back with the placeholder;
 // no cell result, session description or log line holds the value in
 // any form, and each injection is told to the service's OnNetworkEvent.
-// A resume after the operator removed the secret is refused.
+// Once the operator removed the secret a hibernated session's resume is
+// refused.
 func TestSessionSecrets(t *testing.T) {
 	if egresstest.RanIsolated(t) {
 		return
@@ -394,5 +395,36 @@ func TestSessionNetworkParked(t *testing.T) {
 	want := "('1 " + h("Bearer "+sessionSecret) + " " + h("") + " " + h("") + "', True, 'refused:')"
 	if !r.Resumed || result(r) != want {
 		t.Errorf("the adopted session: resumed %v, %s (%s), want %s", r.Resumed, result(r), r.Error, want)
+	}
+}
+
+// TestSessionSecretRemovedWhileLive: once the operator removes a secret
+// (SIGHUP), a live session that uses it has its egress closed within a
+// reaper tick, so its requests fail from then on; a restart is refused
+// (400) and the session keeps its interpreter.
+func TestSessionSecretRemovedWhileLive(t *testing.T) {
+	if egresstest.RanIsolated(t) {
+		return
+	}
+	w := egresstest.New(t)
+	pl, cat := netPlanner(t, w)
+	svc := newServiceDeps(t, Config{ReapInterval: 20 * time.Millisecond}, false, Deps{Network: pl})
+	id := newSession(t, svc, Request{Network: true, Secrets: []string{"GITHUB_TOKEN"}})
+	cell(t, svc, id, pyAuth+"x = 1")
+	h := egresstest.Hash
+	if r := cell(t, svc, id, `auth(os.environ["GITHUB_TOKEN"])`); result(r) != "'1 "+h("Bearer "+sessionSecret)+" "+h("")+" "+h("")+"'" {
+		t.Fatalf("before the removal the host received %s (%s)", result(r), r.Error)
+	}
+	cat.Store(&egress.Catalog{})
+	waitFor(t, 5*time.Second, "the session's egress closed", func() bool { return !kernelOf(t, svc, id).hasEgress() })
+	if r := cell(t, svc, id, `auth(os.environ["GITHUB_TOKEN"])`); r.ErrorType == "" {
+		t.Errorf("after the removal the host answered %s", result(r))
+	}
+	_, err := svc.Restart(context.Background(), live(t, svc, id))
+	if !errors.Is(err, run.ErrInvalid) || !strings.Contains(err.Error(), "GITHUB_TOKEN") {
+		t.Errorf("a restart after the removal: %v, want ErrInvalid naming the secret", err)
+	}
+	if r := cell(t, svc, id, "x"); result(r) != "1" {
+		t.Errorf("after the refused restart x = %q, want the same interpreter's 1", result(r))
 	}
 }
