@@ -36,6 +36,12 @@ const sessionSecret = "ghp_SessionS3cretValue-13579-qwerty"
 // tester) in a catalog the test may replace as SIGHUP does.
 func netPlanner(t *testing.T, w *egresstest.World) (*run.Planner, *egress.LiveCatalog) {
 	t.Helper()
+	return netPlannerLimits(t, w, egress.Limits{ConnectTimeout: 3 * time.Second})
+}
+
+// netPlannerLimits is netPlanner with the operator's egress limits lim.
+func netPlannerLimits(t *testing.T, w *egresstest.World, lim egress.Limits) (*run.Planner, *egress.LiveCatalog) {
+	t.Helper()
 	allow, err := egress.ParseRules([]string{"allowed.test", "other.test"})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +60,7 @@ func netPlanner(t *testing.T, w *egresstest.World) (*run.Planner, *egress.LiveCa
 		hosts, worldCA = egress.StaticResolver(w.Hosts), w.CAPEM
 	}
 	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: hosts,
-		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
+		Limits: lim, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
 	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
 	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
 		t.Fatal(err)
@@ -426,5 +432,36 @@ func TestSessionSecretRemovedWhileLive(t *testing.T) {
 	}
 	if r := cell(t, svc, id, "x"); result(r) != "1" {
 		t.Errorf("after the refused restart x = %q, want the same interpreter's 1", result(r))
+	}
+}
+
+// TestSessionNetworkQuotaPerLife: the operator's byte quota is the
+// session's for its whole life: a download past it cuts the session's
+// network (the next request fails too), and a restart does not give it
+// a fresh quota.
+func TestSessionNetworkQuotaPerLife(t *testing.T) {
+	if egresstest.RanIsolated(t) {
+		return
+	}
+	w := egresstest.New(t)
+	pl, _ := netPlannerLimits(t, w, egress.Limits{ConnectTimeout: 3 * time.Second, BytesIn: 1 << 20})
+	svc := newServiceDeps(t, Config{}, false, Deps{Network: pl})
+	id := newSession(t, svc, Request{Network: true, NetworkAllow: []string{"allowed.test"}})
+	cell(t, svc, id, pyGet)
+	if r := cell(t, svc, id, `get("http://allowed.test/")`); result(r) != "'hello allowed.test'" {
+		t.Fatalf("within the quota: %s", result(r))
+	}
+	if r := cell(t, svc, id, `len(get("http://allowed.test/big"))`); result(r) == "4194304" {
+		t.Fatalf("a 4 MiB download went through a 1 MiB quota")
+	}
+	if r := cell(t, svc, id, `get("http://allowed.test/")`); !strings.HasPrefix(result(r), "'refused: ") {
+		t.Errorf("after the quota was spent: %s", result(r))
+	}
+	if _, err := svc.Restart(context.Background(), live(t, svc, id)); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	cell(t, svc, id, pyGet)
+	if r := cell(t, svc, id, `get("http://allowed.test/")`); !strings.HasPrefix(result(r), "'refused: ") {
+		t.Errorf("after a restart the spent quota was fresh again: %s", result(r))
 	}
 }
