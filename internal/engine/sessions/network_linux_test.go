@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -113,19 +114,26 @@ def get(u):
 // TestSessionNetwork: a session with network and an allow list reaches
 // the allowed host in one cell and the next (one egress for the
 // session's life), is refused another host the operator allows but its
-// list does not, and reports both in its cells' network events; a
-// restart and a fork keep the policy; a session without network reaches
-// nothing.
+// list does not, and reports both in its cells' network events; it
+// starts cold on a service with a fork server; a restart and a fork keep
+// the policy; a preview reaches its ports without widening its network; a
+// session without network reaches nothing.
 func TestSessionNetwork(t *testing.T) {
 	if egresstest.RanIsolated(t) {
 		return
 	}
 	w := egresstest.New(t)
 	pl, _ := netPlanner(t, w)
-	svc := newServiceDeps(t, Config{}, false, Deps{Network: pl})
-	id := newSession(t, svc, Request{Network: true, NetworkAllow: []string{"allowed.test"}})
-	if !live(t, svc, id).Info().Network {
-		t.Error("the session does not say it has network")
+	svc := newServiceDeps(t, Config{}, true, Deps{Network: pl})
+	created, err := svc.Create(context.Background(), Request{Caller: tester, MemoryBytes: 64 << 20, Network: true,
+		NetworkAllow: []string{"allowed.test"}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	id := created.ID
+	if !created.Network || kernelOf(t, svc, id).forked {
+		t.Errorf("network %v, forked %v: want a session with network, started cold beside a fork server",
+			created.Network, kernelOf(t, svc, id).forked)
 	}
 
 	// A connection's event comes when it ends: with its cell's result or
@@ -170,6 +178,24 @@ func TestSessionNetwork(t *testing.T) {
 	}
 	cell(t, svc, id, pyGet)
 	reach(id, "after a restart", true)
+
+	// A preview reaches the session's own loopback and adds nothing to
+	// its outbound network.
+	cell(t, svc, id, serveCell)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := svc.DialPort(ctx, live(t, svc, id), 8000)
+	if err != nil {
+		t.Fatalf("a preview of the session with network: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := io.ReadAll(c); string(b) != "hello" {
+		t.Errorf("the app through the preview: %q, %v", b, err)
+	}
+	c.Close()
+	if r := cell(t, svc, id, `get("http://other.test/")`); !strings.HasPrefix(result(r), "'refused: ") {
+		t.Errorf("after a preview other.test answered %q", result(r))
+	}
 
 	none := newSession(t, svc, Request{})
 	cell(t, svc, none, pyGet)
