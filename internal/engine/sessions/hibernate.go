@@ -160,13 +160,14 @@ func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
 			}
 			s.mu.Unlock()
 		}
-		if errors.Is(err, run.ErrInvalid) {
+		if errors.Is(err, errNetworkRefused) {
 			// Its network is refused now (a secret its key may no longer
 			// use, network turned off): it stays hibernated, without a
 			// kernel, until its idle timeout ends it.
 			m.log.Info("a hibernated session's network is refused; it stays hibernated", "session_id", s.id, "err", err)
+			detail := strings.TrimPrefix(err.Error(), errNetworkRefused.Error()+": ")
 			return false, fmt.Errorf("%w: session %s stays hibernated: %s", run.ErrInvalid, s.id,
-				strings.TrimPrefix(err.Error(), run.ErrInvalid.Error()+": "))
+				strings.TrimPrefix(detail, run.ErrInvalid.Error()+": "))
 		}
 		if !lost(err) {
 			m.log.Warn("a hibernated session could not resume now; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
@@ -307,7 +308,7 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	s.mu.Unlock()
 	spec, np, err := m.replanNetwork(s, spec)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errNetworkRefused, err)
 	}
 	s.mu.Lock()
 	s.spec, s.net = spec, np

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -70,6 +71,10 @@ func (m *Service) replanNetwork(s *Live, spec sandbox.Spec) (sandbox.Spec, run.N
 	spec, err = withNetwork(spec, req, np)
 	return spec, np, err
 }
+
+// errNetworkRefused: the planner refuses a session's network at a resume
+// (the error wraps its reason, an ErrInvalid).
+var errNetworkRefused = errors.New("the session's network is refused")
 
 // maxPendingEvents bounds the network events a session keeps for its
 // next cell's result; later ones are only logged.
