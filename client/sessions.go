@@ -15,17 +15,23 @@ import (
 // SessionRequest creates a session (POST /api/v1/sessions). Zero values
 // mean the server's defaults.
 type SessionRequest struct {
-	PythonVersion      string            `json:"python_version,omitempty"`
-	Requirements       string            `json:"requirements,omitempty"`
-	EnvVars            map[string]string `json:"env_vars,omitempty"`
-	MemoryMB           int               `json:"memory_mb,omitempty"`
-	DiskMB             int               `json:"disk_mb,omitempty"`
-	CPUShares          int               `json:"cpu_shares,omitempty"`
-	NetworkDisabled    *bool             `json:"network_disabled,omitempty"`
-	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
-	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty"`
-	FigureFormat       string            `json:"figure_format,omitempty"`
-	MaxRows            int               `json:"max_rows,omitempty"`
+	PythonVersion string            `json:"python_version,omitempty"`
+	Requirements  string            `json:"requirements,omitempty"`
+	EnvVars       map[string]string `json:"env_vars,omitempty"`
+	MemoryMB      int               `json:"memory_mb,omitempty"`
+	DiskMB        int               `json:"disk_mb,omitempty"`
+	CPUShares     int               `json:"cpu_shares,omitempty"`
+	// NetworkDisabled false asks for network; Network asks for it
+	// limited to its Allow list, and Secrets names operator secrets for
+	// the session, as for an execution (ExecutionConfig): the session
+	// gets an egress of its own for its whole life.
+	NetworkDisabled    *bool          `json:"network_disabled,omitempty"`
+	Network            *NetworkConfig `json:"network,omitempty"`
+	Secrets            []string       `json:"secrets,omitempty"`
+	IdleTimeoutSeconds int            `json:"idle_timeout_seconds,omitempty"`
+	MaxLifetimeSeconds int            `json:"max_lifetime_seconds,omitempty"`
+	FigureFormat       string         `json:"figure_format,omitempty"`
+	MaxRows            int            `json:"max_rows,omitempty"`
 	// Workspace names a workspace of the key, mounted at /workspace for
 	// the session's life; what the session leaves there is committed when
 	// it ends. WorkspaceMode "ro" mounts it read-only.

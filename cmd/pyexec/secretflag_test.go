@@ -8,8 +8,8 @@ import (
 
 // TestSecretFlag: --secret (repeatable) reaches the server as
 // config.secrets, from run, eval and submit alike, and asks for network;
-// --network-allow narrows it as usual. A session, which has no network,
-// refuses it before asking the server.
+// --network-allow narrows it as usual. session create sends both the
+// same way, in the session's request.
 func TestSecretFlag(t *testing.T) {
 	api := &fakeAPI{t: t, result: resOK}
 	url := api.start()
@@ -43,8 +43,15 @@ func TestSecretFlag(t *testing.T) {
 		t.Errorf("a run without --secret sent secrets (exit %d)", code)
 	}
 	n := len(api.requests())
-	code, _, stderr := runCLI("session", "create", "--server", url, "--secret", "GITHUB_TOKEN")
-	if code == 0 || !strings.Contains(stderr, "--secret") || len(api.requests()) != n {
-		t.Errorf("session create --secret: exit %d, stderr %q, %d requests sent", code, stderr, len(api.requests())-n)
+	runCLI("session", "create", "--server", url, "--secret", "GITHUB_TOKEN", "--network-allow", "api.github.com:443")
+	var sent map[string]any
+	for _, r := range api.requests()[n:] {
+		if r.method == "POST" && strings.HasPrefix(r.path, "/api/v1/sessions") {
+			sent = r.body
+		}
+	}
+	if fmt.Sprint(sent["secrets"]) != "[GITHUB_TOKEN]" || sent["network_disabled"] != false ||
+		fmt.Sprint(sent["network"]) != "map[allow:[api.github.com:443]]" {
+		t.Errorf("session create --secret --network-allow sent %v, want the secret, network on and the allow list", sent)
 	}
 }

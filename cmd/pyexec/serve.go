@@ -86,6 +86,10 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 			m.ObserveExecution(&f.Execution)
 			m.ObserveUsage(&f)
 		}
+	}, func(ev engine.NetworkEvent) {
+		if m := sink.Load(); m != nil {
+			m.ObserveNetworkEvent(ev)
+		}
 	})
 	if err != nil {
 		_ = handOver().Close()

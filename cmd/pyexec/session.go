@@ -48,19 +48,19 @@ func (f *sessionFlags) add(cmd *cobra.Command, what string) {
 
 // sessionRequest builds a session request from the global flags and f.
 func sessionRequest(o clientOptions, f sessionFlags) (*client.SessionRequest, error) {
-	if len(o.secrets) > 0 {
-		return nil, fmt.Errorf("--%s: sessions have no network yet, so no secrets; use run or eval", flagSecret)
-	}
 	reqs, err := requirementsText(f.requirements)
 	if err != nil {
 		return nil, err
 	}
 	req := &client.SessionRequest{PythonVersion: f.python, MemoryMB: o.memory, DiskMB: o.disk, CPUShares: o.cpu,
 		IdleTimeoutSeconds: f.idle, Requirements: reqs, Workspace: o.workspace, WorkspaceMode: o.workspaceMode,
-		FromSnapshot: f.fromSnapshot}
+		FromSnapshot: f.fromSnapshot, Secrets: o.secrets}
 	if o.network {
 		off := false
 		req.NetworkDisabled = &off
+	}
+	if len(o.allow) > 0 {
+		req.Network = &client.NetworkConfig{Allow: o.allow}
 	}
 	return req, nil
 }

@@ -66,8 +66,10 @@ type stack struct {
 // startStack starts the engine on cfg's data dir. While NATS cannot be
 // reached or answer, it waits, telling waiting (may be nil) about each
 // failed attempt, until ctx ends. onFinish (may be nil) is told about
-// every finished execution.
-func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waiting store.WaitFunc, onFinish func(engine.Finished)) (_ *stack, err error) {
+// every finished execution, onSessionNetwork (may be nil) about every
+// network event of a session.
+func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waiting store.WaitFunc, onFinish func(engine.Finished),
+	onSessionNetwork func(engine.NetworkEvent)) (_ *stack, err error) {
 	s := &stack{log: log}
 	defer func() {
 		if err != nil {
@@ -162,18 +164,19 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		s.closers = append(s.closers, func(context.Context) error { stopGC(); <-gcDone; return nil })
 	}
 	deps := engine.Deps{
-		Workspaces:      workspaces,
-		WorkspaceMounts: jails.Workspaces,
-		Store:           st,
-		Runner:          runner,
-		Interpreters:    engine.PyenvInterpreters{Set: s.pythons},
-		Driver:          engine.RunnerDriver{},
-		Jails:           jails,
-		Artifacts:       st,
-		Snapshots:       st,
-		Logger:          log.With("component", "engine"),
-		OnFinish:        onFinish,
-		OnSessionEnd:    s.sessions.SessionEnded,
+		Workspaces:       workspaces,
+		WorkspaceMounts:  jails.Workspaces,
+		Store:            st,
+		Runner:           runner,
+		Interpreters:     engine.PyenvInterpreters{Set: s.pythons},
+		Driver:           engine.RunnerDriver{},
+		Jails:            jails,
+		Artifacts:        st,
+		Snapshots:        st,
+		Logger:           log.With("component", "engine"),
+		OnFinish:         onFinish,
+		OnSessionNetwork: onSessionNetwork,
+		OnSessionEnd:     s.sessions.SessionEnded,
 		// Saved at a graceful shutdown, taken back by the next start.
 		OnSessionPark: s.sessions.SessionParked,
 		OnNodeLost:    s.sessions.NodeLost, // its sessions end for every client at once

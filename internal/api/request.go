@@ -173,31 +173,41 @@ func (l *limits) applyConfig(req *engine.Request, c *ExecConfig) error {
 // network_disabled wins, config.network asks for it, and otherwise the
 // operator's default holds.
 func (l *limits) applyNetwork(req *engine.Request, c *ExecConfig) error {
-	network := l.NetworkDefault
-	if c.NetworkDisabled != nil {
-		network = !*c.NetworkDisabled
+	network, allow, err := l.networkOf(l.NetworkDefault, c.NetworkDisabled, c.Network, "config.network")
+	if err != nil {
+		return err
 	}
-	if c.Network != nil {
-		if c.NetworkDisabled != nil && *c.NetworkDisabled {
-			return errorf(http.StatusBadRequest, "config.network contradicts network_disabled: true")
+	req.Network, req.NetworkAllow, req.Secrets = network, allow, c.Secrets
+	return nil
+}
+
+// networkOf is whether a request gets network, and its allow list (nil:
+// the operator's): an explicit network_disabled wins, a network object
+// (field names it in refusals) asks for it, else def holds.
+func (l *limits) networkOf(def bool, disabled *bool, nc *NetworkConfig, field string) (bool, []string, error) {
+	network := def
+	if disabled != nil {
+		network = !*disabled
+	}
+	var allow []string
+	if nc != nil {
+		if disabled != nil && *disabled {
+			return false, nil, errorf(http.StatusBadRequest, "%s contradicts network_disabled: true", field)
 		}
-		if len(c.Network.Allow) == 0 {
-			return errorf(http.StatusBadRequest, "config.network.allow must list at least one destination")
+		if len(nc.Allow) == 0 {
+			return false, nil, errorf(http.StatusBadRequest, "%s.allow must list at least one destination", field)
 		}
-		for i, r := range c.Network.Allow {
+		for i, r := range nc.Allow {
 			if _, err := egress.ParseRule(r); err != nil {
-				return errorf(http.StatusBadRequest, "config.network.allow[%d]: %v", i, err)
+				return false, nil, errorf(http.StatusBadRequest, "%s.allow[%d]: %v", field, i, err)
 			}
 		}
-		network = true
-		req.NetworkAllow = c.Network.Allow
+		network, allow = true, nc.Allow
 	}
 	if network && !l.AllowNetwork {
-		return errorf(http.StatusBadRequest, "network access is disabled on this server")
+		return false, nil, errorf(http.StatusBadRequest, "network access is disabled on this server")
 	}
-	req.Network = network
-	req.Secrets = c.Secrets
-	return nil
+	return network, allow, nil
 }
 
 // validEnv reports whether kv is KEY=value with a portable variable name.

@@ -40,7 +40,9 @@ type SessionRequest struct {
 	MemoryMB           int               `json:"memory_mb,omitempty" minimum:"0" doc:"Memory of the whole session (every cell) in MiB; 0 means the server default"`
 	DiskMB             int               `json:"disk_mb,omitempty" minimum:"0" doc:"Workspace size in MiB; 0 means the server default"`
 	CPUShares          int               `json:"cpu_shares,omitempty" minimum:"0" doc:"Relative CPU weight; 0 means the server default"`
-	NetworkDisabled    *bool             `json:"network_disabled,omitempty" nullable:"true" doc:"Network is off unless this is explicitly false and the server allows network access"`
+	NetworkDisabled    *bool             `json:"network_disabled,omitempty" nullable:"true" doc:"Network is off unless this is explicitly false (or network is given) and the server allows network access; the session then has an egress of its own for its whole life, as an execution has (docs/network.md)"`
+	Network            *NetworkConfig    `json:"network,omitempty" doc:"Network for this session, narrowed to these destinations (each must also be on the operator's list); implies network_disabled: false"`
+	Secrets            []string          `json:"secrets,omitempty" maxItems:"32" doc:"Names of operator secrets (--secrets-file) for this session: its code gets an environment variable of each name holding a placeholder (new at each restart, resume and fork), which the egress replaces by the value in requests to the secret's hosts; needs network. An unknown name and one this API key may not use get the same 400"`
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty" minimum:"0" doc:"The session ends after this long without a cell; 0 means the server default"`
 	MaxLifetimeSeconds int               `json:"max_lifetime_seconds,omitempty" minimum:"0" doc:"The session ends this long after its creation; 0 means the server default"`
 	FigureFormat       string            `json:"figure_format,omitempty" enum:"png,svg" doc:"How matplotlib figures are returned"`
@@ -239,11 +241,13 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 
 // sessionRequest turns the wire request into the engine's.
 func (s *Server) sessionRequest(ctx context.Context, in SessionRequest) (engine.SessionRequest, error) {
-	network := in.NetworkDisabled != nil && !*in.NetworkDisabled
-	if network && !s.limits.AllowNetwork {
-		return engine.SessionRequest{}, errorf(http.StatusBadRequest, "network access is disabled on this server")
+	// A session has network only when it asks: the operator's default
+	// for executions does not apply.
+	network, allow, err := s.limits.networkOf(false, in.NetworkDisabled, in.Network, "network")
+	if err != nil {
+		return engine.SessionRequest{}, err
 	}
-	req := engine.SessionRequest{
+	req := engine.SessionRequest{NetworkAllow: allow, Secrets: in.Secrets,
 		PythonVersion: in.PythonVersion, Requirements: in.Requirements,
 		MemoryBytes: int64(in.MemoryMB) << 20, DiskBytes: int64(in.DiskMB) << 20, CPUShares: in.CPUShares, Network: network,
 		IdleTimeout: time.Duration(in.IdleTimeoutSeconds) * time.Second, MaxLifetime: time.Duration(in.MaxLifetimeSeconds) * time.Second,

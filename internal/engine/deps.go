@@ -53,6 +53,10 @@ type Deps struct {
 	// OnFinish, if set, is told about every execution this node ends (for
 	// metrics). It gets a copy and must not block.
 	OnFinish func(Finished)
+	// OnSessionNetwork, if set, is told every network event of a session
+	// of this node with network, as it happens (for metrics). It must not
+	// block.
+	OnSessionNetwork func(NetworkEvent)
 	// WarmJails, if set, counts the warm jails ready to take, for the
 	// node's heartbeat. It is called every heartbeat and must be cheap.
 	WarmJails func() int

@@ -26,6 +26,7 @@ import (
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/fleet"
+	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
 	"github.com/pyexec/pyexec/internal/engine/snapshots"
 	"github.com/pyexec/pyexec/internal/preview"
@@ -94,13 +95,19 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if e.shares, err = newShares(cfg.Preview); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
+	// Sessions plan their network as executions do: the same operator
+	// configuration, the same checks.
+	netPlanner, err := run.NewPlanner(cfg.runConfig(), run.Deps{Interpreters: deps.Interpreters, Driver: deps.Driver})
+	if err != nil {
+		return nil, fmt.Errorf("engine config: %w", err)
+	}
 	var v sessions.Vault
 	if e.snaps.Enabled() {
 		v = vault{e.snaps}
 	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
 		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
-		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
+		Network: netPlanner, OnNetworkEvent: deps.OnSessionNetwork, OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

@@ -473,7 +473,7 @@ func TestListTools(t *testing.T) {
 		{"lint_python", []string{"code"}, []string{"code", "files", "profile", "select", "ignore"}},
 		{"list_files", []string{"execution_id"}, []string{"execution_id"}},
 		{"read_file", []string{"execution_id", "path"}, []string{"execution_id", "path", "offset", "max_bytes"}},
-		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "requirements", "workspace", "workspace_read_only", "from_snapshot"}},
+		{"create_session", nil, []string{"python_version", "idle_timeout_seconds", "network", "network_allow", "secrets", "requirements", "workspace", "workspace_read_only", "from_snapshot"}},
 		{"close_session", []string{"session_id"}, []string{"session_id"}},
 		{"list_workspaces", nil, nil},
 		{"list_workspace_files", []string{"workspace"}, []string{"workspace", "dir"}},

@@ -28,7 +28,9 @@ var errNoSessions = errors.New("this server's backend does not offer sessions")
 type CreateSessionInput struct {
 	PythonVersion      string   `json:"python_version,omitempty" jsonschema:"Python version to use, as MAJOR.MINOR (e.g. 3.12). Default: the server's default version."`
 	IdleTimeoutSeconds int      `json:"idle_timeout_seconds,omitempty" jsonschema:"The session ends after this many seconds without a call. Default: the server's."`
-	Network            bool     `json:"network,omitempty" jsonschema:"Network for the session: not available yet (a session asking for it is refused); use run_python without session_id for code that needs the network."`
+	Network            bool     `json:"network,omitempty" jsonschema:"Network for the session's whole life (the server's operator must allow it), through an egress of its own with the same rules as run_python's."`
+	NetworkAllow       []string `json:"network_allow,omitempty" jsonschema:"Limit the session's network to these destinations (e.g. [\"pypi.org:443\", \"*.github.com\"]); each must also be allowed by the server's operator. Implies network."`
+	Secrets            []string `json:"secrets,omitempty" jsonschema:"Names of credentials the server's operator defined (e.g. [\"GITHUB_TOKEN\"]): the session's code finds an environment variable of each name holding a placeholder (a new one after a restart, a resume or a fork), and the server puts the real value in its place when the code sends it, as the operator's header, to that credential's hosts. The code never sees the value. An unknown name is refused. Implies network."`
 	Workspace          string   `json:"workspace,omitempty" jsonschema:"A workspace of yours (list_workspaces) mounted at /workspace for the session's life; what the session leaves there is kept when it closes."`
 	WorkspaceRO        bool     `json:"workspace_read_only,omitempty" jsonschema:"Mount the workspace read-only."`
 	Requirements       []string `json:"requirements,omitempty" jsonschema:"Packages to install into the session, as pip requirement specifiers, e.g. [\"polars\", \"requests==2.32.3\"]. The session already has the server's base packages (by default numpy, pandas, matplotlib, requests, beautifulsoup4, scipy); these go on top of them."`
@@ -105,8 +107,12 @@ func (h *handlers) createSession(ctx context.Context, call *mcp.CallToolRequest,
 		return nil, CreateSessionOutput{}, err
 	}
 	req := &client.SessionRequest{PythonVersion: in.PythonVersion, IdleTimeoutSeconds: in.IdleTimeoutSeconds,
-		NetworkDisabled: client.Bool(!in.Network), Requirements: reqs, Workspace: in.Workspace, WorkspaceMode: mode,
+		NetworkDisabled: client.Bool(!in.Network && len(in.NetworkAllow) == 0 && len(in.Secrets) == 0),
+		Secrets:         in.Secrets, Requirements: reqs, Workspace: in.Workspace, WorkspaceMode: mode,
 		FromSnapshot: in.FromSnapshot}
+	if len(in.NetworkAllow) > 0 {
+		req.Network = &client.NetworkConfig{Allow: in.NetworkAllow}
+	}
 	ctx, cancel := h.bound(ctx)
 	defer cancel()
 	p := newProgress(call, h.log)

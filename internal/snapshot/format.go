@@ -103,6 +103,14 @@ type Session struct {
 	MaxLifetime   time.Duration `json:"max_lifetime,omitempty"`
 	FigureFormat  string        `json:"figure_format,omitempty"`
 	MaxRows       int           `json:"max_rows,omitempty"`
+	// Network, NetworkAllow and Secrets (names, never values or
+	// placeholders) are what the session asked of the network. Only the
+	// session's own hibernation gives them back (a parked session adopted
+	// at the next start); a restore (from_snapshot) takes the network of
+	// its create request.
+	Network      bool     `json:"network,omitempty"`
+	NetworkAllow []string `json:"network_allow,omitempty"`
+	Secrets      []string `json:"secrets,omitempty"`
 }
 
 // Kinds of snapshots.

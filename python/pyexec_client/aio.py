@@ -136,18 +136,18 @@ class AsyncPyExec(AsyncFilesMixin, AsyncWorkspacesMixin, AsyncSnapshotsMixin):
 
     def session(self, *, python_version: Optional[str] = None, requirements: Requirements = None,
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
-                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Any = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
                 on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
                 workspace_mode: Optional[str] = None,
-                from_snapshot: Optional[str] = None) -> AsyncSession:
+                from_snapshot: Optional[str] = None, secrets: Optional[Sequence[str]] = None) -> AsyncSession:
         """A stateful session: ``async with px.session() as s`` creates it
         and ends it on exit; ``s = await px.session()`` only creates it.
         Requirements, ``on_install`` and ``from_snapshot`` are as for
         ``PyExec.session``."""
         return AsyncSession(self, create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares,
                                               network, idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode,
-                                              from_snapshot),
+                                              from_snapshot, secrets),
                             on_install=on_install)
 
     async def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

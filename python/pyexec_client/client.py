@@ -134,11 +134,11 @@ class PyExec(FilesMixin, WorkspacesMixin, SnapshotsMixin):
 
     def session(self, *, python_version: Optional[str] = None, requirements: Requirements = None,
                 env: Optional[Mapping[str, str]] = None, memory_mb: Optional[int] = None,
-                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Optional[bool] = None,
+                disk_mb: Optional[int] = None, cpu_shares: Optional[int] = None, network: Any = None,
                 idle_timeout_seconds: Optional[int] = None, max_lifetime_seconds: Optional[int] = None,
                 on_install: Optional[Callable[[str], None]] = None, workspace: Optional[str] = None,
                 workspace_mode: Optional[str] = None,
-                from_snapshot: Optional[str] = None) -> "Session":
+                from_snapshot: Optional[str] = None, secrets: Optional[Sequence[str]] = None) -> "Session":
         """Create a stateful session (see pyexec_client.sessions); use it
         with ``with`` to end it on exit.
 
@@ -150,10 +150,13 @@ class PyExec(FilesMixin, WorkspacesMixin, SnapshotsMixin):
         message starts with ``install_error:``. ``from_snapshot`` restores
         a snapshot of yours (``Session.snapshot()``) into the new session:
         its variables and files, and its configuration for what is left
-        out here."""
+        out here. ``network`` (True, or a list of destinations) and
+        ``secrets`` (operator secrets by name) are as for ``run``: the
+        session gets an egress of its own for its whole life
+        (docs/network.md)."""
         body = create_body(python_version, requirements, env, memory_mb, disk_mb, cpu_shares, network,
                            idle_timeout_seconds, max_lifetime_seconds, workspace, workspace_mode,
-                           from_snapshot)
+                           from_snapshot, secrets)
         return Session(self, self._create_session(body, on_install))
 
     def _create_session(self, body: Dict[str, Any], on_install: Optional[Callable[[str], None]]) -> str:

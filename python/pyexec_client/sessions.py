@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import quote
 
+from ._common import config
 from ._transport import AsyncTransport, Transport
 from .errors import error_for_status
 from .previews import PortShare, port_path
@@ -99,16 +100,20 @@ class CreateStreamDecoder:
 
 def create_body(python_version: Optional[str], requirements: Requirements, env: Optional[Mapping[str, str]],
                 memory_mb: Optional[int], disk_mb: Optional[int], cpu_shares: Optional[int],
-                network: Optional[bool], idle_timeout_seconds: Optional[int],
+                network: Any, idle_timeout_seconds: Optional[int],
                 max_lifetime_seconds: Optional[int], workspace: Optional[str] = None,
                 workspace_mode: Optional[str] = None,
-                from_snapshot: Optional[str] = None) -> Dict[str, Any]:
+                from_snapshot: Optional[str] = None,
+                secrets: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The JSON of POST /api/v1/sessions; None leaves the server's default
-    (the snapshot's, with from_snapshot)."""
+    (the snapshot's, with from_snapshot). ``network`` and ``secrets`` are as
+    for an execution (a list of destinations narrows the network; secrets
+    ask for network): the session has an egress of its own for its life."""
+    net = config(None, None, None, None, network, secrets) or {}
     body: Dict[str, Any] = {
         "python_version": python_version, "requirements": requirements_text(requirements), "env_vars": dict(env) if env else None,
         "memory_mb": memory_mb, "disk_mb": disk_mb, "cpu_shares": cpu_shares,
-        "network_disabled": None if network is None else not network,
+        "network_disabled": net.get("network_disabled"), "network": net.get("network"), "secrets": net.get("secrets"),
         "idle_timeout_seconds": idle_timeout_seconds, "max_lifetime_seconds": max_lifetime_seconds,
         "workspace": workspace, "workspace_mode": workspace_mode,
         "from_snapshot": from_snapshot,

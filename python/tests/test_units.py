@@ -170,6 +170,14 @@ class TestRequests:
                         "/api/v1/workspaces/proj/files?dir=data&owner=team-b", "/api/v1/workspaces/proj/files",
                         "/api/v1/workspaces?all=true", "/api/v1/workspaces/proj/files?version=2&owner=team-b"]
 
+    def test_session_network_and_secrets(self):
+        assert create_body(None, None, None, None, None, None, ["allowed.test"], None, None, secrets=["GITHUB_TOKEN"]) == {
+            "network_disabled": False, "network": {"allow": ["allowed.test"]}, "secrets": ["GITHUB_TOKEN"]}
+        assert create_body(None, None, None, None, None, None, None, None, None, secrets=["A"]) == {
+            "network_disabled": False, "secrets": ["A"]}
+        assert create_body(None, None, None, None, None, None, True, None, None) == {"network_disabled": False}
+        assert create_body(None, None, None, None, None, None, None, None, None) == {}
+
     def test_eval_body(self):
         assert eval_body("1", None, None, None, None, None, True, None) == {"code": "1", "eval_last_expr": True}
         assert eval_body(None, {"a.py": "x"}, "a.py", "in", "3.12", None, False, "-") == {

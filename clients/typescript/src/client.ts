@@ -445,9 +445,17 @@ export class PyExec implements SessionTransport {
 
   /** Starts a session: a persistent interpreter whose variables and files outlive each cell. */
   async createSession(opts: SessionOptions = {}, options: CallOptions = {}): Promise<Session> {
-    const { network, ...rest } = opts;
+    const { network, network_allow, secrets, ...rest } = opts;
     const body: Record<string, unknown> = { ...rest };
     if (network !== undefined) body["network_disabled"] = !network;
+    if (network_allow !== undefined && network_allow.length > 0) {
+      body["network"] = { allow: [...network_allow] };
+      body["network_disabled"] ??= false;
+    }
+    if (secrets !== undefined && secrets.length > 0) {
+      body["secrets"] = [...secrets];
+      body["network_disabled"] ??= false;
+    }
     const info = await this.transport.json<SessionInfo>("POST", "/api/v1/sessions", { ...jsonBody(body), signal: options.signal, want: 201 });
     return new Session(this, info.session_id, info);
   }

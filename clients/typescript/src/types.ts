@@ -222,8 +222,19 @@ export interface SessionOptions {
   memory_mb?: number;
   disk_mb?: number;
   cpu_shares?: number;
-  /** Ask for network access (the server must allow it). */
+  /**
+   * Ask for network access (the server must allow it): the session gets an
+   * egress of its own for its whole life, with the rules of an execution's.
+   */
   network?: boolean;
+  /** Network limited to these destinations, within the operator's list; asks for network. */
+  network_allow?: string[];
+  /**
+   * Operator secrets by name, as for an execution: the session's code finds
+   * a placeholder in each variable (a new one after a restart, a resume or
+   * a fork). They ask for network unless `network` is false.
+   */
+  secrets?: string[];
   idle_timeout_seconds?: number;
   max_lifetime_seconds?: number;
   figure_format?: "png" | "svg";

@@ -26,21 +26,27 @@ func newSecretMetric() *prometheus.CounterVec {
 	}, []string{"outcome"})
 }
 
-// observeNetwork counts the network events of a finished execution. The
-// labels come from fixed sets (never a host name), so they stay few.
+// observeNetwork counts the network events of a finished execution.
 func (m *Metrics) observeNetwork(e *engine.Execution) {
 	for _, ev := range e.NetworkEvents {
-		reason := ev.Reason
-		if reason == "" {
-			reason = "none"
-		}
-		m.network.WithLabelValues(ev.Proto, ev.Verdict, reason).Inc()
-		switch {
-		case ev.Secret == "":
-		case ev.Verdict == "allow":
-			m.secrets.WithLabelValues("injected").Inc()
-		default:
-			m.secrets.WithLabelValues(reason).Inc()
-		}
+		m.ObserveNetworkEvent(ev)
+	}
+}
+
+// ObserveNetworkEvent counts one network event, of an execution or of a
+// session (as it happens). The labels come from fixed sets (never a host
+// name), so they stay few.
+func (m *Metrics) ObserveNetworkEvent(ev engine.NetworkEvent) {
+	reason := ev.Reason
+	if reason == "" {
+		reason = "none"
+	}
+	m.network.WithLabelValues(ev.Proto, ev.Verdict, reason).Inc()
+	switch {
+	case ev.Secret == "":
+	case ev.Verdict == "allow":
+		m.secrets.WithLabelValues("injected").Inc()
+	default:
+		m.secrets.WithLabelValues(reason).Inc()
 	}
 }

@@ -84,6 +84,26 @@ func Isolate(args []string) (int, error) {
 	return 0, nil
 }
 
+// RanIsolated runs the test t again in a test binary of its own, in a
+// fresh network namespace (Isolate), and reports true once it has (t
+// failed if that run failed); false when this process already is the
+// isolated one, or is not root (New then skips), and t goes on here.
+func RanIsolated(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 || Isolated() {
+		return false
+	}
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1"}
+	if testing.Verbose() {
+		args = append(args, "-test.v")
+	}
+	code, err := Isolate(args)
+	if err != nil || code != 0 {
+		t.Fatalf("the test in its own network namespace failed (exit %d, %v)", code, err)
+	}
+	return true
+}
+
 // New builds the test world, or skips the test when this process is not
 // isolated (not root) or has no /usr/bin/python3.
 func New(t testing.TB) *World {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -160,16 +159,5 @@ func TestNetworkEgress(t *testing.T) {
 // caller returns.
 func ranIsolated(t *testing.T) bool {
 	t.Helper()
-	if os.Geteuid() != 0 || egresstest.Isolated() {
-		return false
-	}
-	args := []string{"-test.run=^" + t.Name() + "$", "-test.count=1"}
-	if testing.Verbose() {
-		args = append(args, "-test.v")
-	}
-	code, err := egresstest.Isolate(args)
-	if err != nil || code != 0 {
-		t.Fatalf("the test in its own network namespace failed (exit %d, %v)", code, err)
-	}
-	return true
+	return egresstest.RanIsolated(t)
 }

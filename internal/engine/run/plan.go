@@ -128,23 +128,10 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
-	if req.Network && !pl.cfg.AllowNetwork {
-		return nil, invalid("network access is disabled on this server")
-	}
-	if !req.Network && req.NetworkAllow != nil {
-		return nil, invalid("a network allow list without network")
-	}
-	var network egress.Policy
-	if req.Network {
-		var err error
-		if network, err = pl.networkPolicy(req); err != nil {
-			return nil, invalid("%v", err)
-		}
-	}
-	cat := pl.cfg.Secrets.Load()
-	secrets, err := pl.bindSecrets(req, network, cat)
+	np, err := pl.PlanNetwork(NetworkRequest{Network: req.Network, Allow: req.NetworkAllow, Secrets: req.Secrets,
+		Caller: req.Caller})
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, err
 	}
 	ws, err := workspaceUse(req)
 	if err != nil {
@@ -167,12 +154,8 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	if env, err = secretEnv(env, req.Env, secrets); err != nil {
-		return nil, invalid("%v", err)
-	}
-	trust := pl.trustMount(req, secrets, cat)
-	if trust != nil {
-		env = trustEnv(env, pl.cfg.TrustBundle)
+	if env, err = np.Env(env, req.Env); err != nil {
+		return nil, err
 	}
 	limits, err := pl.cfg.Limits.For(req)
 	if err != nil {
@@ -191,8 +174,8 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 	for i, m := range interp.Mounts {
 		mounts[i] = sandbox.Mount{Source: m}
 	}
-	if trust != nil {
-		mounts = append(mounts, *trust)
+	if np.Trust != nil {
+		mounts = append(mounts, *np.Trust)
 	}
 	p := &Plan{
 		Spec: sandbox.Spec{
@@ -209,9 +192,9 @@ func (pl *Planner) Prepare(ctx context.Context, req Request) (*Plan, error) {
 			Collect:       pl.collectSpec(req),
 		},
 		Interpreter: interp,
-		Network:     network,
-		Secrets:     secrets,
-		HTTPRules:   cat.Rules,
+		Network:     np.Policy,
+		Secrets:     np.Secrets,
+		HTTPRules:   np.HTTPRules,
 		Workspace:   ws,
 		Timeout:     limits.WallTime,
 		Limits: AuditLimits{
@@ -244,15 +227,15 @@ func (pl *Planner) collectSpec(req Request) *sandbox.Collect {
 // list; an entry that does not parse is the request's error. An empty
 // list is refused rather than read as "nothing" or "no list": the two
 // meanings are far apart, and only the absent list means the operator's.
-func (pl *Planner) networkPolicy(req Request) (egress.Policy, error) {
+func (pl *Planner) networkPolicy(allow []string) (egress.Policy, error) {
 	p := pl.cfg.Network.Policy
-	if req.NetworkAllow == nil {
+	if allow == nil {
 		return p, nil
 	}
-	if len(req.NetworkAllow) == 0 {
+	if len(allow) == 0 {
 		return egress.Policy{}, errors.New("an empty network allow list (leave it out for the server's list)")
 	}
-	rules, err := egress.ParseRules(req.NetworkAllow)
+	rules, err := egress.ParseRules(allow)
 	if err != nil {
 		return egress.Policy{}, err
 	}

@@ -21,7 +21,7 @@ import (
 // checked again against the catalog when it runs. Any of these failing
 // refuses the execution: a secret that cannot be applied is never
 // silently left out.
-func (pl *Planner) bindSecrets(req Request, policy egress.Policy, cat *egress.Catalog) ([]egress.Bound, error) {
+func (pl *Planner) bindSecrets(req NetworkRequest, policy egress.Policy, cat *egress.Catalog) ([]egress.Bound, error) {
 	if len(req.Secrets) == 0 {
 		return nil, nil
 	}
@@ -63,8 +63,8 @@ func (pl *Planner) bindSecrets(req Request, policy egress.Policy, cat *egress.Ca
 // whose egress terminates TLS (it has secrets, or the catalog has HTTP
 // rules), nil for any other: a jail trusts the egress CA only when its
 // egress uses it.
-func (pl *Planner) trustMount(req Request, secrets []egress.Bound, cat *egress.Catalog) *sandbox.Mount {
-	if pl.cfg.TrustBundle == "" || !req.Network || len(secrets) == 0 && len(cat.Rules) == 0 {
+func (pl *Planner) trustMount(network bool, secrets []egress.Bound, cat *egress.Catalog) *sandbox.Mount {
+	if pl.cfg.TrustBundle == "" || !network || len(secrets) == 0 && len(cat.Rules) == 0 {
 		return nil
 	}
 	return &sandbox.Mount{Source: filepath.Dir(pl.cfg.TrustBundle), Target: trustDir}

@@ -33,7 +33,7 @@ func TestBindSecrets(t *testing.T) {
 	withCA := &egress.Config{Policy: operator, Intercept: &egress.Interception{Issuer: ca}}
 	pl := &Planner{cfg: Config{AllowNetwork: true, Network: withCA}}
 
-	req := Request{Network: true, Secrets: []string{"GITHUB_TOKEN"}}
+	req := NetworkRequest{Network: true, Secrets: []string{"GITHUB_TOKEN"}}
 	bound, err := pl.bindSecrets(req, operator, cat)
 	if err != nil {
 		t.Fatal(err)
@@ -56,14 +56,14 @@ func TestBindSecrets(t *testing.T) {
 	noCA := &Planner{cfg: Config{AllowNetwork: true, Network: &egress.Config{Policy: operator}}}
 	for name, c := range map[string]struct {
 		pl     *Planner
-		req    Request
+		req    NetworkRequest
 		policy egress.Policy
 		want   string
 	}{
-		"without network": {pl, Request{Secrets: []string{"GITHUB_TOKEN"}}, operator, "need network"},
+		"without network": {pl, NetworkRequest{Secrets: []string{"GITHUB_TOKEN"}}, operator, "need network"},
 		"without a CA":    {noCA, req, operator, "not available on this server"},
-		"unknown":         {pl, Request{Network: true, Secrets: []string{"NOPE"}}, operator, `"NOPE" is not defined`},
-		"twice":           {pl, Request{Network: true, Secrets: []string{"GITHUB_TOKEN", "GITHUB_TOKEN"}}, operator, "twice"},
+		"unknown":         {pl, NetworkRequest{Network: true, Secrets: []string{"NOPE"}}, operator, `"NOPE" is not defined`},
+		"twice":           {pl, NetworkRequest{Network: true, Secrets: []string{"GITHUB_TOKEN", "GITHUB_TOKEN"}}, operator, "twice"},
 		"outside the allow list": {pl, req, operator.Narrow(rules("pypi.org")),
 			"does not allow"},
 	} {
@@ -108,13 +108,13 @@ func TestSecretKeys(t *testing.T) {
 		{"", []string{"ALICE_TOKEN"}, false},
 		{"alice", []string{"NOPE"}, false},
 	} {
-		_, err := pl.bindSecrets(Request{Caller: c.caller, Network: true, Secrets: c.secrets}, policy, cat)
+		_, err := pl.bindSecrets(NetworkRequest{Caller: c.caller, Network: true, Secrets: c.secrets}, policy, cat)
 		if (err == nil) != c.ok {
 			t.Errorf("%q asking for %v: %v", c.caller, c.secrets, err)
 		}
 	}
-	_, other := pl.bindSecrets(Request{Caller: "bob", Network: true, Secrets: []string{"ALICE_TOKEN"}}, policy, cat)
-	_, unknown := pl.bindSecrets(Request{Caller: "bob", Network: true, Secrets: []string{"ALICE_TOKEN"}}, policy, &egress.Catalog{})
+	_, other := pl.bindSecrets(NetworkRequest{Caller: "bob", Network: true, Secrets: []string{"ALICE_TOKEN"}}, policy, cat)
+	_, unknown := pl.bindSecrets(NetworkRequest{Caller: "bob", Network: true, Secrets: []string{"ALICE_TOKEN"}}, policy, &egress.Catalog{})
 	if other == nil || unknown == nil || other.Error() != unknown.Error() {
 		t.Errorf("another key's secret is refused as %q, an unknown one as %q", other, unknown)
 	}
@@ -144,7 +144,7 @@ func TestTrustMount(t *testing.T) {
 		if name == "no bundle configured" {
 			p = &Planner{}
 		}
-		m := p.trustMount(c.req, c.secrets, c.cat)
+		m := p.trustMount(c.req.Network, c.secrets, c.cat)
 		if (m != nil) != c.want {
 			t.Errorf("%s: mount %+v, want one: %v", name, m, c.want)
 		}

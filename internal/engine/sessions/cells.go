@@ -74,6 +74,11 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 	finished := run.Now()
 	res.FinishedAt, res.DurationMs = &finished, finished.Sub(started).Milliseconds()
 
+	if s.use != nil {
+		// The session's connections and lookups since the last cell's
+		// result (a connection's event comes when it ends).
+		res.NetworkEvents = s.use.take()
+	}
 	k.mu.Lock()
 	res.Stdout, res.StdoutTruncated = c.stdout.buf.String(), c.stdout.truncated
 	res.Stderr, res.StderrTruncated = c.stderr.buf.String(), c.stderr.truncated

@@ -6,12 +6,16 @@
 // and reaping; saving a session's state as a snapshot (through Deps.Vault),
 // restoring a verified snapshot into a new session and forking a live one
 // (state.go); hibernating idle sessions and resuming them on their next
-// call (hibernate.go). Sessions live in memory on the node that created them
+// call (hibernate.go); the egress of a session with network, planned by
+// Deps.Network as an execution's and attached to each kernel's jail before
+// the kernel starts (network.go). Sessions live in memory on the node that created them
 // (internal/fleetsess reaches them from other nodes).
 //
 // It never checks who asks: the engine authorizes every call before it
 // reaches a session (Service.Lookup, then the call on the *Live it
 // returns). It never touches the store (a snapshot goes to the Vault and
 // comes back verified by the engine), never reads a snapshot's state, and
-// knows nothing of executions' records.
+// knows nothing of executions' records. It never decides a session's
+// network itself (the planner does), and never starts a kernel with
+// network whose egress was not attached.
 package sessions

@@ -33,12 +33,15 @@ func newServiceWith(t *testing.T, sc Config, forked bool, v Vault, preload ...st
 	return newServiceDeps(t, sc, forked, Deps{Vault: v}, preload...)
 }
 
-// newServiceDeps is newService with deps (their jails, interpreters and
-// forker set here).
+// newServiceDeps is newService with deps (their interpreters and forker
+// set here, and their jails unless deps has some).
 func newServiceDeps(t *testing.T, sc Config, forked bool, deps Deps, preload ...string) *Service {
 	t.Helper()
 	m := runtest.Jails(t)
-	deps.Jails, deps.Interpreters = m, runtest.Interpreters{}
+	deps.Interpreters = runtest.Interpreters{}
+	if deps.Jails == nil {
+		deps.Jails = m
+	}
 	if forked {
 		p := pool.New(m, pool.Config{ForkServer: true, BaseEnv: run.BaseEnv(), Preload: preload})
 		t.Cleanup(func() { // after the service's: its sessions are gone by then

@@ -160,6 +160,15 @@ func (m *Service) wake(ctx context.Context, s *Live) (bool, error) {
 			}
 			s.mu.Unlock()
 		}
+		if errors.Is(err, errNetworkRefused) {
+			// Its network is refused now (a secret its key may no longer
+			// use, network turned off): it stays hibernated, without a
+			// kernel, until its idle timeout ends it.
+			m.log.Info("a hibernated session's network is refused; it stays hibernated", "session_id", s.id, "err", err)
+			detail := strings.TrimPrefix(err.Error(), errNetworkRefused.Error()+": ")
+			return false, fmt.Errorf("%w: session %s stays hibernated: %s", run.ErrInvalid, s.id,
+				strings.TrimPrefix(detail, run.ErrInvalid.Error()+": "))
+		}
 		if !lost(err) {
 			m.log.Warn("a hibernated session could not resume now; it stays hibernated", "session_id", s.id, "snapshot_id", id, "err", err)
 			return false, fmt.Errorf("%w: session %s could not resume from its hibernation now, retry later: %v", run.ErrUnavailable, s.id, err)
@@ -292,7 +301,19 @@ func (m *Service) resume(ctx context.Context, s *Live, id string) error {
 	if h := snap.Header; h.ID != id || h.Kind != snapshot.KindHibernation || h.SessionID != s.id {
 		return fmt.Errorf("%w: snapshot %s is not this session's hibernation", snapshot.ErrIntegrity, id)
 	}
-	k, err := m.startKernel(m.base, s.spec, s.startForks)
+	// The policy kept with the session is checked again (the key's right
+	// to each secret as the catalog says now), with new placeholders.
+	s.mu.Lock()
+	spec := s.spec
+	s.mu.Unlock()
+	spec, np, err := m.replanNetwork(s, spec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNetworkRefused, err)
+	}
+	s.mu.Lock()
+	s.spec, s.net = spec, np
+	s.mu.Unlock()
+	k, err := m.startKernel(m.base, spec, s.startForks, s.kernelNet())
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,12 @@ package sessions
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -15,9 +17,16 @@ import (
 // kernel is one interpreter of a session: a jail and the driver's session
 // mode running in it. A restart replaces the kernel, never the session.
 type kernel struct {
-	jail    *sandbox.Jail
-	proc    *sandbox.Process
-	forked  bool          // forked from a fork server, not started in a jail of its own
+	jail   *sandbox.Jail
+	proc   *sandbox.Process
+	forked bool // forked from a fork server, not started in a jail of its own
+	// eg is the egress of a kernel with network (nil: none), closed once
+	// its jail is, or when its session's network is refused meanwhile
+	// (recheckNetwork); its totals then go to use, the session's. egMu
+	// guards eg once the kernel runs.
+	egMu    sync.Mutex
+	eg      *egress.Egress
+	use     *netUse
 	release func()        // gives back what the kernel held of the fork server
 	ended   chan struct{} // closed once proc has ended and cur was failed
 	res     sandbox.Result
@@ -62,15 +71,28 @@ func newCellRun(n int, limit int64) *cellRun {
 	return &cellRun{n: n, limit: limit, done: make(chan struct{})}
 }
 
+// kernelNet is the network of a kernel about to start: the session's id,
+// its plan and its use so far.
+type kernelNet struct {
+	id   string
+	plan run.NetPlan
+	use  *netUse
+}
+
 // startKernel starts the session's kernel with files in its workspace:
 // forked from a fork server when the forker has one for spec (and, with
-// start, may start it) and spec mounts no persistent workspace, else in a
-// jail prepared for it. ctx bounds the
-// kernel's whole life.
-func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool) (*kernel, error) {
+// start, may start it), spec mounts no persistent workspace and has no
+// network, else in a jail prepared for it. A kernel with network (net)
+// gets its own egress, attached between the jail's Prepare and Start;
+// if it cannot be, the kernel does not start (never one with more network
+// than its plan). ctx bounds the kernel's whole life.
+func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool, net *kernelNet) (*kernel, error) {
 	k := &kernel{ended: make(chan struct{}), release: func() {}}
 	out := k.sink()
-	if f := m.deps.Forker; f != nil && spec.Workspace == nil {
+	if spec.Network != (net != nil) {
+		return nil, fmt.Errorf("%w: a session's network and its plan differ", run.ErrInvalid)
+	}
+	if f := m.deps.Forker; f != nil && spec.Workspace == nil && !spec.Network {
 		j, p, release, err := f.ForkSession(ctx, spec, out, start)
 		switch {
 		case err != nil:
@@ -90,15 +112,57 @@ func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool
 		return nil, fmt.Errorf("preparing the session's jail: %w", err)
 	}
 	k.jail = j
+	if net != nil {
+		if err := k.attach(m, j, net); err != nil {
+			_ = j.Close()
+			return nil, err
+		}
+	}
 	p, err := j.Start(ctx, spec, out)
 	if err != nil {
 		_ = j.Close()
+		k.closeEgress()
 		return nil, fmt.Errorf("starting the session's interpreter: %w", err)
 	}
 	if err := k.started(p, nil); err != nil {
 		return nil, err
 	}
 	return k, nil
+}
+
+// attach makes the kernel's egress and attaches it to j. A session whose
+// byte quota is spent starts without one: its jail has network on and no
+// route out.
+func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
+	eg, err := m.startEgress(net.id, net.plan, net.use)
+	switch {
+	case errors.Is(err, run.ErrQuotaSpent):
+		m.log.Warn("session network quota spent: the kernel starts without a route out", "session_id", net.id)
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := j.AttachEgress(eg); err != nil {
+		_ = eg.Close()
+		return fmt.Errorf("attaching the session's egress: %w", err)
+	}
+	k.egMu.Lock()
+	k.eg, k.use = eg, net.use
+	k.egMu.Unlock()
+	return nil
+}
+
+// closeEgress closes the kernel's egress, if any, and adds its totals to
+// the session's.
+func (k *kernel) closeEgress() {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	if k.eg == nil {
+		return
+	}
+	_ = k.eg.Close()
+	k.use.spent(k.eg.Stats())
+	k.eg = nil
 }
 
 // sink routes the kernel's three pipes: output to the running cell, cell
@@ -128,6 +192,7 @@ func (k *kernel) started(p *sandbox.Process, files []sandbox.File) error {
 		p.Kill()
 		p.Wait()
 		_ = k.jail.Close()
+		k.closeEgress()
 		k.release()
 		return fmt.Errorf("starting the session's interpreter: %w", err)
 	}
@@ -152,6 +217,7 @@ func (k *kernel) started(p *sandbox.Process, files []sandbox.File) error {
 func (k *kernel) watch() {
 	k.res = k.proc.Wait()
 	_ = k.jail.Close()
+	k.closeEgress()
 	k.release()
 	k.mu.Lock()
 	if c := k.cur; c != nil && !c.finished {

@@ -27,6 +27,16 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	if old == nil {
 		return Session{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
+	// The new kernel's network is checked before the old one goes: a
+	// secret the key may no longer use refuses the restart, and the
+	// session keeps its kernel.
+	s.mu.Lock()
+	spec := s.spec
+	s.mu.Unlock()
+	spec, np, err := m.replanNetwork(s, spec)
+	if err != nil {
+		return Session{}, err
+	}
 	// A running cell holds s.run: kill its kernel first so that it ends.
 	files, err := m.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
 	if err != nil {
@@ -38,9 +48,11 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	old.stop()
 	s.run.Lock()
 	defer s.run.Unlock()
-	spec := s.spec
+	s.mu.Lock()
+	s.spec.Env, s.net = spec.Env, np
+	s.mu.Unlock()
 	spec.Files = files
-	k, err := m.startKernel(m.base, spec, s.startForks)
+	k, err := m.startKernel(m.base, spec, s.startForks, s.kernelNet())
 	if err != nil {
 		m.endSession(s, "restart failed")
 		return Session{}, fmt.Errorf("engine: restarting session %s: %w", id, err)
@@ -75,6 +87,7 @@ func (m *Service) reapSessions(ctx context.Context) {
 				m.endSession(s.s, s.why)
 			}
 			m.startHibernations(now)
+			m.recheckNetwork()
 		}
 	}
 }

@@ -227,7 +227,11 @@ func (m *Service) Adopt(ctx context.Context, p Parked, created, expires time.Tim
 // snapshot's header h, created and expiring when it did (zero: now and
 // after its lifetime), its environment not leased yet.
 func (m *Service) adopted(p Parked, h snapshot.Header, created, expires time.Time) (*Live, error) {
-	s, err := m.unprepared(withSnapshotConfig(Request{Caller: p.Caller}, h.Session))
+	// Its own hibernation: the session comes back with the network it
+	// had, checked again (a secret its key may no longer use refuses it).
+	req := withSnapshotConfig(Request{Caller: p.Caller}, h.Session)
+	req.Network, req.NetworkAllow, req.Secrets = h.Session.Network, h.Session.NetworkAllow, h.Session.Secrets
+	s, err := m.unprepared(req)
 	if err != nil {
 		return nil, err
 	}

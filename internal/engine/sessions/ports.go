@@ -17,10 +17,9 @@ var (
 	// (502).
 	ErrPortClosed = errors.New("nothing listens on this port inside the session")
 	// ErrNoOwnNetwork: the session's jail shares a network namespace
-	// (the server's, in unsafe mode; its fork server's, for a session
-	// with network forked from one), where its ports cannot be told from
-	// others' (409).
-	ErrNoOwnNetwork = errors.New("the session has no network namespace of its own (unsafe mode, or network and a fork server): its ports cannot be previewed")
+	// (the server's, in unsafe mode), where its ports cannot be told from
+	// others' (409). A session with network never forks (kernel.go).
+	ErrNoOwnNetwork = errors.New("the session has no network namespace of its own (unsafe mode): its ports cannot be previewed")
 )
 
 // DialPort connects to port on the loopback of the session's own network

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pyenv"
 	"github.com/pyexec/pyexec/internal/runner"
@@ -34,6 +35,11 @@ type Deps struct {
 	// requirements.
 	Envs   run.Environments
 	Logger *slog.Logger // nil discards
+	// Network plans the network of sessions that ask for it; nil refuses
+	// them. OnNetworkEvent, if set, is told each of their network events
+	// (for metrics); it must not block.
+	Network        NetworkPlanner
+	OnNetworkEvent func(egress.Event)
 	// Vault keeps the snapshots sessions are saved as; nil refuses
 	// snapshots (ErrNoSnapshots).
 	Vault Vault
@@ -148,6 +154,11 @@ type Live struct {
 	python     string // the interpreter's version
 	interp     run.Interpreter
 	spec       sandbox.Spec
+	// net is the network plan of the current (or next) kernel, its
+	// secrets' placeholders those in spec.Env; use is the session's
+	// network over its life (nil without network).
+	net run.NetPlan
+	use *netUse
 	// release gives back the environment lease, and commits the
 	// workspace (endWorkspace). envPending says that the spec has no
 	// environment yet (prepareEnv): a session adopted from an earlier run
@@ -309,7 +320,7 @@ func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
 		return nil, err
 	}
 	s.run.Lock()
-	k, err := m.startKernel(m.base, s.spec, s.startForks)
+	k, err := m.startKernel(m.base, s.spec, s.startForks, s.kernelNet())
 	if err != nil {
 		m.forget(s)
 		s.release()
@@ -331,18 +342,13 @@ func (m *Service) launch(ctx context.Context, req Request) (*Live, error) {
 // sessionSpec validates req and builds the kernel's jail spec, for the
 // bare interpreter (prepareEnv puts the session's environment in).
 func (m *Service) sessionSpec(req Request, life time.Duration) (*Live, error) {
-	if req.Network {
-		// A session's kernel lives long and would need its own egress;
-		// network runs only in executions (docs/network.md).
-		return nil, invalidf("network access is not available in sessions")
+	np, err := m.planNetwork(req)
+	if err != nil {
+		return nil, err
 	}
 	ropts := runner.Options{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}
 	if err := ropts.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)
-	}
-	env, err := run.BuildEnv(req.Env)
-	if err != nil {
-		return nil, invalidf("%v", err)
 	}
 	mem := req.MemoryBytes
 	if mem == 0 {
@@ -368,9 +374,9 @@ func (m *Service) sessionSpec(req Request, life time.Duration) (*Live, error) {
 	s := &Live{
 		caller: req.Caller, python: interp.Version, interp: interp, release: func() {}, envPending: true, created: now, last: now,
 		expires: now.Add(life),
+		net:     np,
 		spec: sandbox.Spec{
 			Argv:          runner.SessionArgv(interp.Path, runner.SessionOptions{FigureFormat: req.FigureFormat, MaxRows: req.MaxRows}),
-			Env:           env,
 			Dir:           sandbox.WorkDir,
 			Mounts:        mounts,
 			Network:       req.Network,
@@ -380,6 +386,12 @@ func (m *Service) sessionSpec(req Request, life time.Duration) (*Live, error) {
 			Requests:      true,
 			LiveOnly:      true,
 		},
+	}
+	if req.Network {
+		s.use = &netUse{}
+	}
+	if s.spec, err = withNetwork(s.spec, req, np); err != nil {
+		return nil, err
 	}
 	if err := s.spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", run.ErrInvalid, err)

@@ -305,7 +305,8 @@ func (s *Live) header() snapshot.Session {
 	}
 	return snapshot.Session{PythonVersion: minor, Requirements: s.req.Requirements, Env: s.req.Env,
 		MemoryBytes: l.MemoryBytes, DiskBytes: l.WorkspaceBytes, CPUShares: s.req.CPUShares, IdleTimeout: s.idle,
-		MaxLifetime: s.life, FigureFormat: s.req.FigureFormat, MaxRows: s.req.MaxRows}
+		MaxLifetime: s.life, FigureFormat: s.req.FigureFormat, MaxRows: s.req.MaxRows,
+		Network: s.req.Network, NetworkAllow: s.req.NetworkAllow, Secrets: s.req.Secrets}
 }
 
 // Snapshot saves session s as a snapshot its owner keeps
@@ -390,7 +391,8 @@ func (m *Service) Restore(ctx context.Context, req Request, snap *snapshot.Snaps
 }
 
 // withSnapshotConfig fills the fields req leaves zero from a snapshot's
-// session configuration.
+// session configuration, but for the network: a restored session has the
+// network its request asks for, never one a snapshot carries.
 func withSnapshotConfig(req Request, c snapshot.Session) Request {
 	fill(&req.PythonVersion, c.PythonVersion)
 	fill(&req.Requirements, c.Requirements)

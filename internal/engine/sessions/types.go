@@ -149,7 +149,12 @@ type Request struct {
 	MemoryBytes   int64    `json:"memory_bytes,omitempty"`
 	DiskBytes     int64    `json:"disk_bytes,omitempty"`
 	CPUShares     int      `json:"cpu_shares,omitempty"`
-	Network       bool     `json:"network,omitempty"`
+	// Network, NetworkAllow and Secrets are as in run.Request: the
+	// session's kernels go out through an egress of their own with that
+	// policy and those secrets (network.go).
+	Network      bool     `json:"network,omitempty"`
+	NetworkAllow []string `json:"network_allow,omitempty"`
+	Secrets      []string `json:"secrets,omitempty"`
 	// IdleTimeout ends the session after that long without a cell;
 	// MaxLifetime that long after its creation.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`

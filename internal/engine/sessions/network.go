@@ -1,0 +1,199 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/pyexec/pyexec/internal/egress"
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// NetworkPlanner checks a session's network as an execution's is checked:
+// the operator's switch, the allow list, the secrets and the keys they
+// are for (*run.Planner implements it).
+type NetworkPlanner interface {
+	PlanNetwork(run.NetworkRequest) (run.NetPlan, error)
+}
+
+// asksNetwork reports whether req asks for anything of the network.
+func asksNetwork(req Request) bool {
+	return req.Network || req.NetworkAllow != nil || len(req.Secrets) > 0
+}
+
+// planNetwork checks what req asks of the network and draws its secrets'
+// placeholders; the zero plan for a request that asks nothing. A server
+// without a planner refuses a request that asks (400).
+func (m *Service) planNetwork(req Request) (run.NetPlan, error) {
+	if !asksNetwork(req) {
+		return run.NetPlan{}, nil
+	}
+	if m.deps.Network == nil {
+		return run.NetPlan{}, invalidf("network access is disabled on this server")
+	}
+	return m.deps.Network.PlanNetwork(run.NetworkRequest{Network: req.Network, Allow: req.NetworkAllow,
+		Secrets: req.Secrets, Caller: req.Caller})
+}
+
+// withNetwork is spec with np's environment (secrets' placeholders, the
+// trust variables) over the session's own (req.Env) and np's trust
+// bundle mounted.
+func withNetwork(spec sandbox.Spec, req Request, np run.NetPlan) (sandbox.Spec, error) {
+	env, err := run.BuildEnv(req.Env)
+	if err != nil {
+		return spec, invalidf("%v", err)
+	}
+	if spec.Env, err = np.Env(env, req.Env); err != nil {
+		return spec, err
+	}
+	if np.Trust != nil && !slices.Contains(spec.Mounts, *np.Trust) {
+		spec.Mounts = append(slices.Clone(spec.Mounts), *np.Trust)
+	}
+	return spec, nil
+}
+
+// replanNetwork checks s's network again before a new kernel of s starts
+// (a restart, a resume): the operator's catalog as it is now, the key's
+// right to each secret, with new placeholders in the returned spec. A
+// session without network gets spec as it is.
+func (m *Service) replanNetwork(s *Live, spec sandbox.Spec) (sandbox.Spec, run.NetPlan, error) {
+	if !asksNetwork(s.req) {
+		return spec, run.NetPlan{}, nil
+	}
+	req := s.req
+	req.Caller = s.caller
+	np, err := m.planNetwork(req)
+	if err != nil {
+		return spec, np, err
+	}
+	spec, err = withNetwork(spec, req, np)
+	return spec, np, err
+}
+
+// errNetworkRefused: the planner refuses a session's network at a resume
+// (the error wraps its reason, an ErrInvalid).
+var errNetworkRefused = errors.New("the session's network is refused")
+
+// maxPendingEvents bounds the network events a session keeps for its
+// next cell's result; later ones are only logged.
+const maxPendingEvents = 1000
+
+// netUse is a session's network over its whole life: the bytes its
+// egresses carried (its quotas are per session, not per kernel) and the
+// events not yet handed to a cell.
+type netUse struct {
+	mu      sync.Mutex
+	used    egress.Stats
+	pending []egress.Event
+}
+
+// spent adds an ended egress's totals.
+func (u *netUse) spent(st egress.Stats) {
+	u.mu.Lock()
+	u.used.BytesOut += st.BytesOut
+	u.used.BytesIn += st.BytesIn
+	u.mu.Unlock()
+}
+
+func (u *netUse) totals() egress.Stats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.used
+}
+
+func (u *netUse) add(ev egress.Event) {
+	u.mu.Lock()
+	if len(u.pending) < maxPendingEvents {
+		u.pending = append(u.pending, ev)
+	}
+	u.mu.Unlock()
+}
+
+// take returns the events since the last take.
+func (u *netUse) take() []egress.Event {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := u.pending
+	u.pending = nil
+	return out
+}
+
+// startEgress makes the egress of a kernel of session id with plan np:
+// its events are logged with the session's id (the server's audit of
+// sessions) and kept for the next cell's result; going over a limit cuts
+// every connection, and the session has no network for the rest of its
+// life (the egress refuses every later connection; a later kernel's
+// egress gets what is left of the byte quotas, none when they are
+// spent).
+func (m *Service) startEgress(id string, np run.NetPlan, use *netUse) (*egress.Egress, error) {
+	eg, err := np.Egress(use.totals(), egress.Hooks{
+		Event: func(ev egress.Event) {
+			use.add(ev)
+			if m.deps.OnNetworkEvent != nil {
+				m.deps.OnNetworkEvent(ev)
+			}
+			m.log.Info("session network event", "session_id", id, "proto", ev.Proto, "host", ev.Host,
+				"port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason, "secret", ev.Secret,
+				"method", ev.Method, "path", ev.Path, "status", ev.Status,
+				"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn)
+		},
+		Limit: func(limit string) {
+			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", id, "limit", limit)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the session's egress: %w", err)
+	}
+	return eg, nil
+}
+
+// kernelNet is the network of s's next kernel (nil: none); s.net is
+// set before the kernel starts.
+func (s *Live) kernelNet() *kernelNet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.spec.Network {
+		return nil
+	}
+	return &kernelNet{id: s.id, plan: s.net, use: s.use}
+}
+
+// hasEgress reports whether the kernel has an egress now.
+func (k *kernel) hasEgress() bool {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	return k.eg != nil
+}
+
+// recheckNetwork checks the network of every live kernel with an egress
+// again, as the planner sees it now: a session whose network it refuses
+// (a secret removed from the operator's file, or no longer for the
+// session's key, after a SIGHUP) has its egress closed at once, every
+// connection cut, and runs on without a route out; its next kernel
+// (restart, resume) is refused. The reaper calls it at each tick.
+func (m *Service) recheckNetwork() {
+	type check struct {
+		s *Live
+		k *kernel
+	}
+	var checks []check
+	m.mu.Lock()
+	for _, s := range m.live {
+		s.mu.Lock()
+		if k := s.k; k != nil && s.use != nil && k.hasEgress() {
+			checks = append(checks, check{s, k})
+		}
+		s.mu.Unlock()
+	}
+	m.mu.Unlock()
+	for _, c := range checks {
+		req := c.s.req
+		req.Caller = c.s.caller
+		if _, err := m.planNetwork(req); err != nil {
+			c.k.closeEgress()
+			m.log.Warn("a session's network is refused now: its egress is closed", "session_id", c.s.id, "err", err)
+		}
+	}
+}
