@@ -65,7 +65,7 @@ func run() int {
 	flag.IntVar(&c.calls, "calls", 20, "cells of each kind timed on each large session, before and after")
 	flag.IntVar(&c.sample, "sample", 20, "small sessions whose first call after hibernation is timed")
 	flag.IntVar(&c.workers, "workers", 4, "sessions created at once")
-	flag.StringVar(&c.heapProfile, "heap-profile", "", "with PYEXEC_PPROF_ADDR set (the server serves /debug/pprof/ there), write its heap profile, taken after a GC, to this file once every session hibernated")
+	flag.StringVar(&c.heapProfile, "heap-profile", "", "with PYEXEC_PPROF_ADDR set (the server serves /debug/pprof/ there), write its heap profile, taken after two GCs, to this file once every session hibernated")
 	flag.Parse()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench/hibernate:", err)
@@ -154,17 +154,9 @@ func (b *bench) measure(ctx context.Context) (string, error) {
 		return "", err
 	}
 	created := time.Since(t0)
-	before := map[string][]time.Duration{}
-	for _, id := range b.big {
-		for _, code := range []string{cellTrivia, cellScan} {
-			for range b.calls {
-				d, _, err := b.cell(ctx, id, code)
-				if err != nil {
-					return "", err
-				}
-				before[code] = append(before[code], d)
-			}
-		}
+	before, err := b.timeCells(ctx)
+	if err != nil {
+		return "", err
 	}
 	awake := b.memory(ctx)
 	if awake.hibernated > 0 {
@@ -208,20 +200,29 @@ func (b *bench) measure(ctx context.Context) (string, error) {
 		}
 		first["small"] = append(first["small"], d)
 	}
-	after := map[string][]time.Duration{}
+	after, err := b.timeCells(ctx)
+	if err != nil {
+		return "", err
+	}
+	resumed := b.memory(ctx)
+	return b.report(created, allAsleep, slept, idle, awake, asleep, afterGC, resumed, before, first, after), nil
+}
+
+// timeCells times b.calls cells of each kind on each large session.
+func (b *bench) timeCells(ctx context.Context) (map[string][]time.Duration, error) {
+	times := map[string][]time.Duration{}
 	for _, id := range b.big {
 		for _, code := range []string{cellTrivia, cellScan} {
 			for range b.calls {
 				d, _, err := b.cell(ctx, id, code)
 				if err != nil {
-					return "", err
+					return nil, err
 				}
-				after[code] = append(after[code], d)
+				times[code] = append(times[code], d)
 			}
 		}
 	}
-	resumed := b.memory(ctx)
-	return b.report(created, allAsleep, slept, idle, awake, asleep, afterGC, resumed, before, first, after), nil
+	return times, nil
 }
 
 // create makes count sessions, workers at once, each with the memory and
@@ -320,20 +321,27 @@ func (b *bench) settled(ctx context.Context) mem {
 	return m
 }
 
-// writeHeapProfile saves the server's heap profile (gc=1: a collection
-// first, so it holds only what is reachable) to b.heapProfile.
+// writeHeapProfile saves the server's heap profile to b.heapProfile,
+// taken twice with gc=1 (a collection first): what a sync.Pool holds
+// survives one collection, so the second profile holds only what is
+// reachable.
 func (b *bench) writeHeapProfile(ctx context.Context) error {
 	addr := os.Getenv("PYEXEC_PPROF_ADDR")
 	if addr == "" {
 		return errors.New("-heap-profile needs PYEXEC_PPROF_ADDR")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	var resp *http.Response
+	for range 2 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+		if err != nil {
+			return err
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return err
+		}
 	}
 	defer resp.Body.Close()
 	f, err := os.Create(b.heapProfile)

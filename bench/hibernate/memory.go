@@ -168,7 +168,7 @@ func (b *bench) report(created, allAsleep time.Duration, slept int, idle, awake,
 		allAsleep.Round(100*time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "))
 	gcHead, gcRule := "", ""
 	if afterGC != nil {
-		gcHead, gcRule = " hibernated, after a forced GC of the server |", "---|"
+		gcHead, gcRule = " hibernated, after two forced GCs of the server |", "---|"
 	}
 	fmt.Fprintf(&o, "| memory | no session | awake | hibernated | hibernated / awake |%s after resuming the large ones |\n|---|---|---|---|---|---|%s\n",
 		gcHead, gcRule)
