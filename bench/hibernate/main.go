@@ -52,6 +52,7 @@ type config struct {
 	calls, sample    int
 	workers          int
 	heapProfile      string
+	linger           time.Duration
 }
 
 func run() int {
@@ -66,6 +67,7 @@ func run() int {
 	flag.IntVar(&c.sample, "sample", 20, "small sessions whose first call after hibernation is timed")
 	flag.IntVar(&c.workers, "workers", 4, "sessions created at once")
 	flag.StringVar(&c.heapProfile, "heap-profile", "", "with PYEXEC_PPROF_ADDR set (the server serves /debug/pprof/ there), write its heap profile, taken after two GCs, to this file once every session hibernated")
+	flag.DurationVar(&c.linger, "linger", 0, "once every session hibernated, wait this long and read the memory again (does the server give it back by itself?)")
 	flag.Parse()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench/hibernate:", err)
@@ -170,6 +172,12 @@ func (b *bench) measure(ctx context.Context) (string, error) {
 	}
 	allAsleep := time.Since(lastCell)
 	asleep := b.settled(ctx)
+	var lingered *mem
+	if b.linger > 0 {
+		time.Sleep(b.linger)
+		m := b.memory(ctx)
+		lingered = &m
+	}
 	var afterGC *mem
 	if b.heapProfile != "" {
 		if err := b.writeHeapProfile(ctx); err != nil {
@@ -205,7 +213,7 @@ func (b *bench) measure(ctx context.Context) (string, error) {
 		return "", err
 	}
 	resumed := b.memory(ctx)
-	return b.report(created, allAsleep, slept, idle, awake, asleep, afterGC, resumed, before, first, after), nil
+	return b.report(created, allAsleep, slept, idle, awake, asleep, lingered, afterGC, resumed, before, first, after), nil
 }
 
 // timeCells times b.calls cells of each kind on each large session.

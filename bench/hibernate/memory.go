@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +81,14 @@ func (b *bench) memory(ctx context.Context) mem {
 			}
 		}
 	}
-	m.metrics, m.err = b.metrics(ctx)
+	all, err := b.srv.Metrics(ctx)
+	if err != nil {
+		m.err = err
+	}
+	m.metrics = map[string]int64{}
+	for _, name := range metricNames {
+		m.metrics[name] = int64(all[name])
+	}
 	m.server, _ = b.srv.RSS()
 	m.store = dirBytes(filepath.Join(b.srv.Dir, "nats"))
 	return m
@@ -94,31 +99,6 @@ func (b *bench) memory(ctx context.Context) mem {
 // are not sessions), and the Go heap of the server (where its RSS goes).
 var metricNames = []string{"pyexec_pool_fork_server_memory_bytes", "pyexec_pool_forked_memory_bytes",
 	"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes"}
-
-func (b *bench) metrics(ctx context.Context) (map[string]int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.srv.URL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && slices.Contains(metricNames, k) {
-			f, _ := strconv.ParseFloat(v, 64)
-			out[k] = int64(f)
-		}
-	}
-	return out, nil
-}
 
 func readInt(p string) int64 {
 	s, err := os.ReadFile(p)
@@ -158,7 +138,7 @@ func ratio(a, b float64) string {
 }
 
 // report renders the run as markdown.
-func (b *bench) report(created, allAsleep time.Duration, slept int, idle, awake, asleep mem, afterGC *mem, resumed mem,
+func (b *bench) report(created, allAsleep time.Duration, slept int, idle, awake, asleep mem, lingered, afterGC *mem, resumed mem,
 	before, first, after map[string][]time.Duration) string {
 	var o strings.Builder
 	load, _ := os.ReadFile("/proc/loadavg")
@@ -166,9 +146,12 @@ func (b *bench) report(created, allAsleep time.Duration, slept int, idle, awake,
 		"created with their state in %s; all %d hibernated %s after the last cell; load average %s\n\n",
 		b.n, b.smalMB, b.k, b.mb, b.after, created.Round(100*time.Millisecond), slept,
 		allAsleep.Round(100*time.Millisecond), strings.Join(strings.Fields(string(load))[:3], " "))
-	gcHead, gcRule := "", ""
+	var gcHead, gcRule string
+	if lingered != nil {
+		gcHead, gcRule = fmt.Sprintf(" hibernated, %s later |", b.linger), "---|"
+	}
 	if afterGC != nil {
-		gcHead, gcRule = " hibernated, after two forced GCs of the server |", "---|"
+		gcHead, gcRule = gcHead+" hibernated, after two forced GCs of the server |", gcRule+"---|"
 	}
 	fmt.Fprintf(&o, "| memory | no session | awake | hibernated | hibernated / awake |%s after resuming the large ones |\n|---|---|---|---|---|---|%s\n",
 		gcHead, gcRule)
@@ -178,8 +161,10 @@ func (b *bench) report(created, allAsleep time.Duration, slept int, idle, awake,
 			i = mib(f(idle))
 		}
 		gc := ""
-		if afterGC != nil {
-			gc = " " + mib(f(*afterGC)) + " |"
+		for _, m := range []*mem{lingered, afterGC} {
+			if m != nil {
+				gc += " " + mib(f(*m)) + " |"
+			}
 		}
 		fmt.Fprintf(&o, "| %s | %s | %s | %s | %s |%s %s |\n", name, i, mib(f(awake)), mib(f(asleep)),
 			ratio(float64(f(asleep)), float64(f(awake))), gc, mib(f(resumed)))
