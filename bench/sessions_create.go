@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -118,7 +115,7 @@ func sessionMemory(ctx context.Context, s servers, k int) ([]string, error) {
 			}
 		}
 		time.Sleep(500 * time.Millisecond) // let the charge settle
-		m, err := c.srv.metrics(ctx)
+		m, err := c.srv.Metrics(ctx)
 		for _, id := range ids {
 			c.srv.deleteSession(ctx, id)
 		}
@@ -130,34 +127,6 @@ func sessionMemory(ctx context.Context, s servers, k int) ([]string, error) {
 		if c.srv == s.fork {
 			out = append(out, fmt.Sprintf("fork servers they share (interpreter + preloads): %s over %.0f",
 				mib(m["pyexec_pool_fork_server_memory_bytes"]), m["pyexec_pool_fork_servers"]))
-		}
-	}
-	return out, nil
-}
-
-// metrics reads every unlabelled metric of /metrics.
-func (s *server) metrics(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		name, v, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			out[name] = f
 		}
 	}
 	return out, nil

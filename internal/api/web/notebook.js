@@ -1,12 +1,15 @@
 // notebook.js is the notebook mode: cells run one by one in a session
 // (a Python interpreter kept alive by the server), so variables survive
-// from cell to cell until a restart.
+// from cell to cell until a restart. The notebook keeps a list of the
+// sessions it opened (a start, a fork, a restore: snapshots.js); cells run
+// in the one chosen.
 import { createEditor } from "./editor.js";
 
 // nonce is this page's Content-Security-Policy nonce, for the editor's styles.
 const nonce = document.querySelector('meta[name="csp-nonce"]').content;
 import { describeError, el, renderOutput } from "./render.js";
 import { PreviewFrame } from "./preview.js";
+import { Snapshots } from "./snapshots.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,7 +19,8 @@ export class Notebook {
     this.workspaces = workspaces; // the picker: the workspace a new session mounts
     this.sessionWorkspace = ""; // the workspace the session has mounted
     this.preview = new PreviewFrame(api);
-    this.session = null; // session id
+    this.session = null; // session id: the one cells run in
+    this.open = new Map(); // the sessions of the notebook: id → {workspace}
     this.health = null;
     this.cells = [];
     this.running = null; // the cell running now
@@ -28,6 +32,8 @@ export class Notebook {
     $("nb-end").addEventListener("click", () => this.end());
     $("nb-add").addEventListener("click", () => this.addCell("").editor.focus());
     $("nb-upload").addEventListener("change", (e) => this.upload(e.target.files));
+    $("nb-sessions").addEventListener("change", (e) => this.switchTo(e.target.value));
+    this.snapshots = new Snapshots(api, this);
   }
 
   show(health) {
@@ -36,6 +42,8 @@ export class Notebook {
     if (!health.sessions) {
       this.status("This server does not offer sessions, so the notebook is unavailable.");
       $("nb-start").disabled = true;
+    } else {
+      this.snapshots.refresh();
     }
     if (!this.cells.length) {
       this.addCell("x = 21");
@@ -47,11 +55,39 @@ export class Notebook {
 
   setSession(id, workspace = "") {
     if (!id && this.sessionWorkspace) this.workspaces.changed(this.sessionWorkspace); // its changes are committed
+    if (id !== this.session) for (const c of this.cells) c.count.textContent = "[ ]"; // counts were the other session's
     this.session = id;
     this.sessionWorkspace = workspace;
     this.preview.setSession(id);
-    for (const b of ["nb-run-all", "nb-interrupt", "nb-restart", "nb-end", "nb-upload"]) $(b).disabled = !id;
+    for (const b of ["nb-run-all", "nb-interrupt", "nb-restart", "nb-end", "nb-upload", "nb-save", "nb-fork"]) $(b).disabled = !id;
     $("nb-start").disabled = !!id;
+    $("nb-sessions").disabled = this.open.size < 2;
+    if (id) $("nb-sessions").value = id;
+  }
+
+  // openSession adds a session to the notebook's list and runs cells in it
+  // from now on; the others stay in the list.
+  openSession(id, label, workspace = "") {
+    this.open.set(id, { workspace });
+    $("nb-sessions").append(el("option", { value: id, text: `${id} (${label})` }));
+    this.setSession(id, workspace);
+  }
+
+  switchTo(id) {
+    if (!this.open.has(id) || id === this.session) return;
+    this.setSession(id, this.open.get(id).workspace);
+    this.status(`Cells now run in session ${id}.`);
+  }
+
+  // dropSession takes the current session (ended) off the list and goes
+  // on in another one of the notebook, if any.
+  dropSession() {
+    const id = this.session;
+    this.open.delete(id);
+    for (const o of $("nb-sessions").options) if (o.value === id) o.remove();
+    this.setSession(null);
+    const [next] = this.open.keys();
+    if (next) this.setSession(next, this.open.get(next).workspace);
   }
 
   addCell(code) {
@@ -85,7 +121,7 @@ export class Notebook {
     $("nb-start").disabled = true;
     try {
       const s = await this.api.json("POST", "/api/v1/sessions", { json: body });
-      this.setSession(s.session_id, body.workspace);
+      this.openSession(s.session_id, "started here", body.workspace);
       this.status(`Session ${s.session_id} is ready.` + (body.workspace ? ` /workspace is ${body.workspace}` +
         (body.workspace_mode === "ro" ? " (read-only)." : "; its changes are kept when the session ends.") : ""));
     } catch (e) {
@@ -119,13 +155,13 @@ export class Notebook {
       }
       ok = !err;
       if (r.session_ended) {
-        this.setSession(null);
-        this.status("The session ended; start a new one to go on.");
+        this.dropSession();
+        this.status(this.session ? `The session ended; cells now run in ${this.session}.` : "The session ended; start a new one to go on.");
       }
     } catch (e) {
       cell.count.textContent = "[ ]";
       cell.output.append(el("div", { class: "error", role: "alert", text: e.message }));
-      if (e.status === 404 || e.status === 410) this.setSession(null);
+      if (e.status === 404 || e.status === 410) this.dropSession();
     } finally {
       cell.li.classList.remove("running");
       this.running = null;
@@ -163,8 +199,9 @@ export class Notebook {
     } catch (e) {
       this.status("End failed: " + e.message);
     }
-    this.setSession(null);
-    this.status("Session ended.");
+    const ended = this.session;
+    this.dropSession();
+    this.status(this.session ? `Session ${ended} ended; cells now run in ${this.session}.` : "Session ended.");
   }
 
   async upload(list) {
