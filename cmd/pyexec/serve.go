@@ -116,6 +116,9 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
 		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version,
 		Node: cfg.Cluster.NodeName, NATS: st.natsHealth, Sessions: st.sessions}
+	if cfg.Cluster.External() {
+		opts.PreviewFleet = st.sessions // previews of sessions other nodes hold are relayed there
+	}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}

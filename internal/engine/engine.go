@@ -104,7 +104,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
+	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter, URL: cfg.URL},
 		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)

@@ -35,6 +35,9 @@ var (
 	// ErrShareInvalid wraps preview.ErrUnknownShare, ErrRevoked and
 	// ErrExpired (403).
 	ErrShareInvalid = errors.New("preview URL refused")
+	// ErrPreviewRelay: on a fleet, the node holding the session cannot be
+	// reached or named a URL (502).
+	ErrPreviewRelay = errors.New("cannot reach the node holding this session")
 )
 
 // PortShare is an issued preview URL's token.
@@ -129,6 +132,13 @@ func (e *Engine) DialShared(ctx context.Context, token string, admit Admit) (net
 		return nil, sh, fmt.Errorf("%w: %w", ErrShareInvalid, err)
 	}
 	return c, sh, nil
+}
+
+// HoldsShare reports whether the preview URL with share id id was issued
+// by this node and is still kept here (revoked or expired ones too, until
+// dropped): on a fleet, the node a preview URL is relayed to.
+func (e *Engine) HoldsShare(id string) bool {
+	return e.shares != nil && e.shares.Holds(id)
 }
 
 // forgetShares drops the preview URLs of a session that ended, then tells

@@ -41,6 +41,14 @@ type Engine interface {
 	// SweepHibernations deletes the hibernation snapshots orphan gives a
 	// reason for, except those this node's sessions hibernate in.
 	SweepHibernations(ctx context.Context, orphan func(engine.SnapshotInfo) string) (int, error)
+	// ShareSessionPort and RevokeSessionPort issue and revoke a preview
+	// URL of a session's port; the share is kept by the engine that
+	// issued it.
+	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
+	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
+	// HoldsShare says whether this node keeps the preview URL with share
+	// id id (preview.go).
+	HoldsShare(id string) bool
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -71,6 +79,10 @@ type Config struct {
 	// Blobs carries messages larger than the server's max_payload (file
 	// uploads and downloads, large cell outputs).
 	Blobs store.Requests
+	// NodeURL is the URL a live node of the fleet advertises (the
+	// membership registry's): where previews of its sessions are relayed.
+	// Nil: previews reach only this node's sessions.
+	NodeURL func(node string) (string, error)
 	// CheckEvery is how often a forwarded request that waits for its
 	// answer checks that the node holding the session is still there.
 	// Zero means 1s.
@@ -102,6 +114,7 @@ type Router struct {
 	mu       sync.Mutex
 	closing  bool
 	nodeSub  *nats.Subscription
+	shareSub *nats.Subscription // preview URLs this node keeps (preview.go)
 	placeSub *nats.Subscription // while this node has a free slot
 }
 
@@ -141,17 +154,23 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 		return err
 	}
 	sub, err := r.cfg.Conn.Subscribe(nodeSubject(r.cfg.Node), r.serveMsg)
+	var shareSub *nats.Subscription
+	if err == nil {
+		shareSub, err = r.subscribeShares()
+	}
 	if err == nil {
 		err = r.cfg.Conn.Flush() // the server knows the subscription before any session is created here
 	}
 	if err != nil {
-		if sub != nil {
-			_ = sub.Unsubscribe()
+		for _, s := range []*nats.Subscription{sub, shareSub} {
+			if s != nil {
+				_ = s.Unsubscribe()
+			}
 		}
 		return fmt.Errorf("fleetsess: subscribing to %s: %w", nodeSubject(r.cfg.Node), err)
 	}
 	r.mu.Lock()
-	r.nodeSub = sub
+	r.nodeSub, r.shareSub = sub, shareSub
 	r.mu.Unlock()
 	r.updatePlacement()
 	r.wg.Add(2)
@@ -173,12 +192,12 @@ func (r *Router) Close() error {
 	r.mu.Lock()
 	r.closing = true
 	var errs []error
-	for _, sub := range []*nats.Subscription{r.nodeSub, r.placeSub} {
+	for _, sub := range []*nats.Subscription{r.nodeSub, r.shareSub, r.placeSub} {
 		if sub != nil {
 			errs = append(errs, sub.Unsubscribe())
 		}
 	}
-	r.nodeSub, r.placeSub = nil, nil
+	r.nodeSub, r.shareSub, r.placeSub = nil, nil, nil
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()

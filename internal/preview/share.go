@@ -325,6 +325,29 @@ func (s *Shares) check(token string) (*share, error) {
 	return sh, nil
 }
 
+// ShareID is the id of the share token names (Share.ID), which opens
+// nothing by itself; ok is false for what is no token at all.
+func ShareID(token string) (id string, ok bool) {
+	token = strings.ToLower(token)
+	if len(token) != tokenEncoding.EncodedLen(idLen+macLen) {
+		return "", false
+	}
+	raw, err := tokenEncoding.DecodeString(token)
+	if err != nil || len(raw) != idLen+macLen {
+		return "", false
+	}
+	return hex.EncodeToString(raw[:idLen]), true
+}
+
+// Holds reports whether the share with id is kept here, whether it still
+// opens anything or answers revoked or expired.
+func (s *Shares) Holds(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.shares[id]
+	return ok
+}
+
 // Attach ties c, a connection opened for token's viewer, to its share:
 // the returned connection is closed when the share is revoked, expires
 // or its session ends (Forget), whatever it carries meanwhile. A token
