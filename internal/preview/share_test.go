@@ -285,3 +285,36 @@ func TestShareClosesItsConns(t *testing.T) {
 		t.Error("a connection for a revoked URL was left open")
 	}
 }
+
+// TestShareIDFindsItsKeeper: a token's share id (what the fleet asks its
+// nodes about) is the share's, in any case of the token; only the server
+// that issued it holds it, revoked too, until it is forgotten.
+func TestShareIDFindsItsKeeper(t *testing.T) {
+	s, _ := testShares(t)
+	other, _ := testShares(t)
+	sh, err := s.Issue(Target{Session: "ses_a", Owner: "alice", Port: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{sh.Token, strings.ToUpper(sh.Token)} {
+		if id, ok := ShareID(tok); !ok || id != sh.ID {
+			t.Errorf("ShareID(%q) = %q, %v; want %q", tok, id, ok, sh.ID)
+		}
+	}
+	for _, bad := range []string{"", sh.Token[:len(sh.Token)-1], sh.Token + "a", strings.Repeat("1", len(sh.Token))} {
+		if id, ok := ShareID(bad); ok {
+			t.Errorf("ShareID(%q) = %q, want no token", bad, id)
+		}
+	}
+	if !s.Holds(sh.ID) || other.Holds(sh.ID) {
+		t.Errorf("Holds: issuer %v, other server %v", s.Holds(sh.ID), other.Holds(sh.ID))
+	}
+	s.Revoke("ses_a", 8000)
+	if !s.Holds(sh.ID) {
+		t.Error("a revoked share is not held: its URL would not answer revoked through another node")
+	}
+	s.Forget("ses_a")
+	if s.Holds(sh.ID) {
+		t.Error("a share of an ended session is still held")
+	}
+}
