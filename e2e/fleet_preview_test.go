@@ -58,7 +58,7 @@ print("serving")
 // TestFleetPreview: a session on node a serves a web app; through node b
 // its owner's key gets the page and a WebSocket echo, a preview URL
 // shared through b opens it without a key (WebSocket too) until it is
-// revoked through b (403), key b gets what an unknown session gets (404),
+// revoked through b (403), a token no node keeps is 403, key b gets what an unknown session gets (404),
 // a port nobody listens on is 502; once a is killed, the preview through
 // b answers 410 node_lost like the session's other routes.
 func TestFleetPreview(t *testing.T) {
@@ -132,6 +132,14 @@ func TestFleetPreview(t *testing.T) {
 			t.Errorf("the revoked preview URL %s: %d %s, want 403 revoked", at, code, body)
 		}
 	}
+
+	// A token no node keeps: b asks the fleet, nobody answers.
+	start = time.Now()
+	code, body = fetch(t, fleet[1].url+"/preview/"+strings.Repeat("a", 48)+"/", "")
+	if code != http.StatusForbidden || !strings.Contains(body, "not valid on this server") {
+		t.Errorf("a token no node keeps, through b: %d %s, want 403", code, body)
+	}
+	t.Logf("a token no node keeps was refused after %s", time.Since(start))
 
 	fleet[0].crash()
 	code, body = fetch(t, fleet[1].url+ports+"8000/", keyA)
