@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,8 @@ import (
 )
 
 // previewApp is a cell that serves, from a thread of the session, on
-// 127.0.0.1:8000: a page at / and a WebSocket at /ws that echoes text
+// 127.0.0.1:8000: a page at / (its path, and which of the headers it
+// must never see it got) and a WebSocket at /ws that echoes text
 // frames (the standard library only).
 const previewApp = `
 import base64, hashlib, http.server, threading
@@ -44,7 +44,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
                 self.wfile.write(bytes([0x81, len(b"echo:" + data)]) + b"echo:" + data)
                 self.wfile.flush()
-        body = ("<h1>app of the session</h1><p>%s</p>" % self.path).encode()
+        told = [h for h in ("Pyexec-Preview-Relayed", "X-Forwarded-For", "X-Api-Key") if h in self.headers]
+        body = ("<h1>app of the session</h1><p>%s</p><p>told: %s</p>" % (self.path, ",".join(told))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -76,14 +77,14 @@ func TestFleetPreview(t *testing.T) {
 	if err != nil || !strings.Contains(res.Stdout, "serving") {
 		t.Fatalf("starting the app: %+v, %v", res, err)
 	}
-	if n := liveSessionsAs(t, fleet[0].url, keyA); n != 1 {
+	if n := liveSessions(t, fleet[0].url, keyA); n != 1 {
 		t.Fatalf("node a holds %d sessions, want the one (created there)", n)
 	}
 	bAddr := strings.TrimPrefix(fleet[1].url, "http://")
 	ports := "/api/v1/sessions/" + s.SessionID + "/ports/"
 
 	code, body := fetch(t, fleet[1].url+ports+"8000/hello?x=1", keyA)
-	if code != http.StatusOK || !strings.Contains(body, "<h1>app of the session</h1><p>/hello?x=1</p>") {
+	if code != http.StatusOK || !strings.Contains(body, "<h1>app of the session</h1><p>/hello?x=1</p><p>told: </p>") {
 		t.Fatalf("the owner's key through b: %d %s", code, body)
 	}
 	if got := wsSay(t, bAddr, ports+"8000/ws", keyA, "via b"); got != "echo:via b" {
@@ -168,27 +169,6 @@ func fetch(t *testing.T, url, key string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
-}
-
-// liveSessionsAs reads the pyexec_sessions gauge of a node's /metrics
-// with key.
-func liveSessionsAs(t *testing.T, url, key string) int {
-	t.Helper()
-	code, body := fetch(t, url+"/metrics", key)
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", code, body)
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, "pyexec_sessions "); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("pyexec_sessions %q", v)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no pyexec_sessions in /metrics")
-	return 0
 }
 
 // wsSay opens a WebSocket at path on addr (with key, if set), sends msg
