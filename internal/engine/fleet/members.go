@@ -439,16 +439,22 @@ func (m *Membership) Nodes() []NodeInfo {
 }
 
 // NodeURL is the URL node advertises (NodeInfo.URL), for a node this node
-// knows to be alive (Nodes); an error says why there is none.
+// knows to be alive (as Nodes lists them); an error says why there is
+// none.
 func (m *Membership) NodeURL(node string) (string, error) {
-	for _, n := range m.Nodes() {
-		if n.Name != node {
-			continue
+	u, alive := m.cfg.URL, node == m.cfg.Node
+	if !alive {
+		m.mu.Lock()
+		if p, ok := m.peers[node]; ok && p.info.LostBy == "" && time.Since(p.seen) < m.cfg.NodeLostAfter {
+			u, alive = p.info.URL, true
 		}
-		if n.URL == "" {
-			return "", fmt.Errorf("node %s advertises no URL (start it with --advertise-url)", node)
-		}
-		return n.URL, nil
+		m.mu.Unlock()
 	}
-	return "", fmt.Errorf("node %s is not alive in the fleet", node)
+	switch {
+	case !alive:
+		return "", fmt.Errorf("node %s is not alive in the fleet", node)
+	case u == "":
+		return "", fmt.Errorf("node %s advertises no URL (start it with --advertise-url)", node)
+	}
+	return u, nil
 }

@@ -155,8 +155,13 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 	return n, nil
 }
 
-// nodeURL is the URL test node name advertises.
-func nodeURL(name string) string { return "http://" + name + ".node.test:8080" }
+// nodeURL is the URL test node name advertises: none for c.
+func nodeURL(name string) string {
+	if name == "c" {
+		return ""
+	}
+	return "http://" + name + ".node.test:8080"
+}
 
 func mustStartNode(t *testing.T, url, name string, replicas int) *fleetNode {
 	t.Helper()
@@ -209,10 +214,13 @@ func TestNodesSeeEachOther(t *testing.T) {
 	}
 
 	// Each advertises its URL to the others (previews are relayed there).
-	for _, n := range []string{"a", "b", "c"} {
+	for _, n := range []string{"a", "b"} {
 		if u, err := b.eng.NodeURL(n); err != nil || u != nodeURL(n) {
 			t.Errorf("b's URL of %s: %q, %v; want %s", n, u, err, nodeURL(n))
 		}
+	}
+	if _, err := a.eng.NodeURL("c"); err == nil || !strings.Contains(err.Error(), "node c advertises no URL (start it with --advertise-url)") {
+		t.Errorf("the URL of c, which advertises none: %v", err)
 	}
 	if _, err := a.eng.NodeURL("z"); err == nil || !strings.Contains(err.Error(), "node z is not alive in the fleet") {
 		t.Errorf("the URL of a node never seen: %v", err)
@@ -230,8 +238,8 @@ func TestNodesSeeEachOther(t *testing.T) {
 	if d := time.Since(stopped); d > time.Second {
 		t.Errorf("a stopped node was listed for %s after it left", d)
 	}
-	if _, err := a.eng.NodeURL("c"); err == nil {
-		t.Error("a still relays to c, which left")
+	if _, err := a.eng.NodeURL("c"); err == nil || !strings.Contains(err.Error(), "node c is not alive in the fleet") {
+		t.Errorf("the URL of c, which left: %v", err)
 	}
 	time.Sleep(fleet.DefaultNodeLostAfter + time.Second)
 	if n := a.lost.Load() + b.lost.Load(); n != 0 {
