@@ -142,6 +142,13 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	s.sessions, err = fleetsess.New(fleetsess.Config{Node: cfg.Cluster.NodeName, Conn: nats.Conn(), Registry: st, Blobs: st,
 		// the membership registry's, once the engine runs
 		NodeURL: func(node string) (string, error) { return s.eng.NodeURL(node) },
+		Nodes: func() []string {
+			var names []string
+			for _, n := range s.eng.Nodes() {
+				names = append(names, n.Name)
+			}
+			return names
+		},
 		// a hibernation snapshot being written is never old enough to sweep
 		OrphanAge: max(15*time.Minute, 2*cfg.Sessions.SaveTimeout),
 		Logger:    log.With("component", "sessions")})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,6 @@ type PreviewEngine interface {
 	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
 	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
 	DialShared(ctx context.Context, token string, admit engine.Admit) (net.Conn, preview.Share, error)
-	HoldsShare(id string) bool
 }
 
 var _ PreviewEngine = (*engine.Engine)(nil)
@@ -79,7 +79,7 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 	}
 	p := &previews{s: s, enabled: cfg.Preview.Enabled, origin: origin, meter: meter, fleet: fleet}
 	if fleet != nil {
-		p.transport = newRelayTransport()
+		p.transport = newRelayTransport(cfg.Preview.IdleTimeout)
 	}
 	p.eng, _ = eng.(PreviewEngine)
 	s.previews = p
@@ -192,13 +192,41 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 }
 
 // pathOK refuses a path the mux matched in a spelling with escapes (%61
-// for a): what the app would be asked for is unclear, so nothing is, and
-// nothing is dialled.
+// for a), or with a dot segment after prefix, raw or escaped (.., %2e%2e,
+// ..%2F): what the app would be asked for is unclear (a proxy in front of
+// a node may resolve it to another route), so nothing is, and nothing is
+// dialled or relayed. It refuses as well the methods no browser's app
+// sends (CONNECT, TRACE: relayMethods), 405.
 func pathOK(w http.ResponseWriter, r *http.Request, prefix string) bool {
-	if strings.HasPrefix(r.URL.EscapedPath(), prefix) {
-		return true
+	if !relayMethods[r.Method] {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeError(w, errorf(http.StatusMethodNotAllowed, "a preview takes no %s", r.Method))
+		return false
 	}
-	writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), prefix)
+	if !ok {
+		writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+		return false
+	}
+	if dotSegment(rest) {
+		writeError(w, errorf(http.StatusBadRequest, "a preview's path has no . or .. segment after %s, escaped or not", prefix))
+		return false
+	}
+	return true
+}
+
+// dotSegment says whether the escaped path rest has a segment that is
+// "." or "..", once unescaped (an escaped slash splits segments too).
+func dotSegment(rest string) bool {
+	p, err := url.PathUnescape(rest)
+	if err != nil {
+		p = rest
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
 	return false
 }
 
@@ -268,8 +296,9 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, la
 // forward proxies r over conn; logAttrs name the preview in the log (never
 // its token).
 func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool, logAttrs ...any) {
-	r.Header.Del(relayedHeader) // the relay's, not the viewer's
-	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed,
+	scheme := r.Header.Get(relayedHeader) // the viewer's at the relay, if relayed
+	r.Header.Del(relayedHeader)           // the relay's, not the app's
+	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed, Scheme: scheme,
 		OnError: func(w http.ResponseWriter, err error) {
 			p.s.log.Info("preview: the app gave no answer", append(logAttrs, "err", err)...)
 			writeError(w, errorf(http.StatusBadGateway, "the app in the session gave no answer: %s", shortErr(err)))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
@@ -39,13 +40,12 @@ func (remoteOnly) DialShared(context.Context, string, engine.Admit) (net.Conn, p
 	return nil, preview.Share{}, fmt.Errorf("%w: %w", engine.ErrShareInvalid, preview.ErrUnknownShare)
 }
 
-func (remoteOnly) HoldsShare(string) bool { return false }
-
 // fakeFleet names the holder of session "ses_there" (key a's) and of
-// the share sharedID: the URL holder; gone says that holder's node left.
+// the preview URLs with issuer tag sharedTag: the URL holder; gone says
+// that holder's node left.
 type fakeFleet struct {
-	holder, sharedID string
-	gone             bool
+	holder, sharedTag string
+	gone              bool
 }
 
 func (f fakeFleet) PreviewHolder(_ context.Context, id string, c engine.Caller) (string, error) {
@@ -62,8 +62,8 @@ func (f fakeFleet) PreviewUnreachable(context.Context, string, engine.Caller) er
 	return nil
 }
 
-func (f fakeFleet) ShareHolder(_ context.Context, id string) (string, error) {
-	if id == f.sharedID {
+func (f fakeFleet) ShareHolder(_ context.Context, tag string) (string, error) {
+	if tag == f.sharedTag {
 		return f.holder, nil
 	}
 	return "", nil
@@ -103,12 +103,20 @@ func startHolder(t *testing.T) (*httptest.Server, func() []seen) {
 	}
 }
 
-// relayNode serves the API of a node with fleet f and preview host host.
+// relayNode serves the API of a node with fleet f and preview host host
+// (--preview-idle-timeout 1s: a holder's answer must start within 6 s).
 func relayNode(t *testing.T, f PreviewFleet, host string) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(relayAPI(t, f, host))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func relayAPI(t *testing.T, f PreviewFleet, host string) http.Handler {
 	t.Helper()
 	c := config.Default()
 	c.APIKeys = []string{"a:" + keyA, "b:" + keyB}
-	c.Preview.Enabled, c.Preview.Host = true, host
+	c.Preview.Enabled, c.Preview.Host, c.Preview.IdleTimeout = true, host, time.Second
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +124,7 @@ func relayNode(t *testing.T, f PreviewFleet, host string) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	return ts
+	return s.Handler()
 }
 
 // TestPreviewRelay: a node that does not hold a preview's session sends
@@ -130,11 +136,11 @@ func relayNode(t *testing.T, f PreviewFleet, host string) *httptest.Server {
 func TestPreviewRelay(t *testing.T) {
 	holder, requests := startHolder(t)
 	const token = "mfrggzdfmztwq2lknnwg23tpobyxe43uov3ho6dzpiyteni2"
-	shareID, ok := preview.ShareID(token)
+	tag, ok := preview.Issuer(token)
 	if !ok {
 		t.Fatal("the test's token is no token")
 	}
-	node := relayNode(t, fakeFleet{holder: holder.URL, sharedID: shareID}, "")
+	node := relayNode(t, fakeFleet{holder: holder.URL, sharedTag: tag}, "")
 	path := "/api/v1/sessions/ses_there/ports/8000/a%2Fb/page?x=1&y=%20"
 
 	code, _, body := get(t, node, "viewer.example:8080", path, map[string]string{"X-API-Key": keyA, "X-Forwarded-For": "203.0.113.9"})
@@ -146,8 +152,8 @@ func TestPreviewRelay(t *testing.T) {
 		t.Fatalf("the holder got %d requests, want 1", len(got))
 	}
 	r := got[0]
-	if r.URI != path || r.Host != "viewer.example:8080" || r.Header.Get("X-Api-Key") != keyA || r.Header.Get(relayedHeader) != "1" {
-		t.Errorf("the holder got %s, Host %s, headers %v; want it as sent, marked relayed", r.URI, r.Host, r.Header)
+	if r.URI != path || r.Host != "viewer.example:8080" || r.Header.Get("X-Api-Key") != keyA || r.Header.Get(relayedHeader) != "http" {
+		t.Errorf("the holder got %s, Host %s, headers %v; want it as sent, marked relayed from http", r.URI, r.Host, r.Header)
 	}
 	for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
 		if v := r.Header.Get(h); v != "" {
@@ -202,8 +208,8 @@ func TestPreviewRelay(t *testing.T) {
 func TestPreviewRelayKeepsPreviewHost(t *testing.T) {
 	holder, requests := startHolder(t)
 	const token = "mfrggzdfmztwq2lknnwg23tpobyxe43uov3ho6dzpiyteni2"
-	shareID, _ := preview.ShareID(token)
-	node := relayNode(t, fakeFleet{holder: holder.URL, sharedID: shareID}, "http://*."+previewHost)
+	tag, _ := preview.Issuer(token)
+	node := relayNode(t, fakeFleet{holder: holder.URL, sharedTag: tag}, "http://*."+previewHost)
 	host := "lbl." + previewHost
 	if code, _, body := get(t, node, host, "/preview/"+token+"/", nil); code != http.StatusOK {
 		t.Fatalf("the preview URL on its host: %d %s", code, body)

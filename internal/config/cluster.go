@@ -144,7 +144,7 @@ func (c *Config) validateCluster(bad func(env, format string, args ...any)) {
 		bad("PYEXEC_NODE_NAME", "must be letters, digits, - and _ only (it is a NATS subject token), got %q", cl.NodeName)
 	}
 	if cl.AdvertiseURL != "" {
-		if err := checkAdvertiseURL(cl.AdvertiseURL); err != nil {
+		if err := CheckAdvertiseURL(cl.AdvertiseURL); err != nil {
 			bad("PYEXEC_ADVERTISE_URL", "%v", err)
 		}
 	}
@@ -189,9 +189,10 @@ func (c *Config) validateCluster(bad func(env, format string, args ...any)) {
 	}
 }
 
-// checkAdvertiseURL accepts a base URL the fleet can relay to: http or
+// CheckAdvertiseURL accepts a base URL the fleet can relay to (this
+// node's --advertise-url, and a peer's as read from the registry): http or
 // https, a host, nothing after the port.
-func checkAdvertiseURL(raw string) error {
+func CheckAdvertiseURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:

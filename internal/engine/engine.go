@@ -91,7 +91,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if e.snaps, err = newSnapshots(cfg.Snapshots, deps.Snapshots, log); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	if e.shares, err = newShares(cfg.Preview); err != nil {
+	if e.shares, err = newShares(cfg.Preview, cfg.Node); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	var v sessions.Vault

@@ -43,8 +43,9 @@ var (
 // PortShare is an issued preview URL's token.
 type PortShare = preview.Share
 
-// newShares builds the preview URLs' registry, nil with previews off.
-func newShares(c PreviewConfig) (*preview.Shares, error) {
+// newShares builds the preview URLs' registry of node, nil with previews
+// off.
+func newShares(c PreviewConfig, node string) (*preview.Shares, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -52,7 +53,7 @@ func newShares(c PreviewConfig) (*preview.Shares, error) {
 	if ttl == 0 {
 		ttl = time.Hour
 	}
-	return preview.NewShares(c.Key, ttl)
+	return preview.NewShares(c.Key, ttl, node)
 }
 
 // Admit is asked, once the caller is authorized and before the dial,
@@ -132,13 +133,6 @@ func (e *Engine) DialShared(ctx context.Context, token string, admit Admit) (net
 		return nil, sh, fmt.Errorf("%w: %w", ErrShareInvalid, err)
 	}
 	return c, sh, nil
-}
-
-// HoldsShare reports whether the preview URL with share id id was issued
-// by this node and is still kept here (revoked or expired ones too, until
-// dropped): on a fleet, the node a preview URL is relayed to.
-func (e *Engine) HoldsShare(id string) bool {
-	return e.shares != nil && e.shares.Holds(id)
 }
 
 // forgetShares drops the preview URLs of a session that ended, then tells

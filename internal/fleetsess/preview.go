@@ -2,32 +2,22 @@ package fleetsess
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/preview"
 )
 
 // Previews on a fleet (docs/preview.md): the API relays a preview request
 // for a session another node holds to that node's advertised URL, where
 // the holder authorizes it as if it had come to it directly. This file
 // only names the node and its URL: by the session registry for the
-// owner's route, and for a preview URL by asking the fleet, since a share
-// is kept by the node that issued it only. A URL comes from the
+// owner's route, and for a preview URL by the node its token names
+// (preview.Issuer), since a share is kept by the node that issued it only. A URL comes from the
 // membership registry (Config.NodeURL), never from a request.
-
-// shareSubject is where every node answers, with its name, for the
-// preview URLs it keeps (by share id, which opens nothing).
-const shareSubject = "pyexec.preview.shares"
-
-// shareLookupWait bounds the search for a preview URL's node: a node that
-// keeps it answers from memory at once; the others stay silent, so a URL
-// no node keeps costs this long.
-const shareLookupWait = time.Second
 
 // ShareSessionPort issues a preview URL of a session's port on the node
 // that holds the session, which keeps it.
@@ -47,20 +37,6 @@ func (r *Router) RevokeSessionPort(ctx context.Context, id string, c engine.Call
 		err = r.forward(ctx, id, c, call{Op: opRevoke, Port: port}, &n)
 	}
 	return n, err
-}
-
-// subscribeShares answers the fleet's questions about the preview URLs
-// this node keeps.
-func (r *Router) subscribeShares() (*nats.Subscription, error) {
-	return r.cfg.Conn.Subscribe(shareSubject, func(m *nats.Msg) {
-		id := string(m.Data)
-		if _, err := hex.DecodeString(id); err != nil || id == "" || !r.eng.HoldsShare(id) {
-			return
-		}
-		if err := m.Respond([]byte(r.cfg.Node)); err != nil {
-			r.log.Warn("answering where a preview URL is kept", "share", id, "err", err)
-		}
-	})
 }
 
 // PreviewHolder returns the URL of the node that holds c's session id,
@@ -91,22 +67,19 @@ func (r *Router) PreviewUnreachable(ctx context.Context, id string, c engine.Cal
 	return r.lost(ctx, e, rev)
 }
 
-// ShareHolder returns the URL of the node that keeps the preview URL with
-// share id id, or "" when no other node says so within shareLookupWait.
-func (r *Router) ShareHolder(ctx context.Context, id string) (string, error) {
-	lctx, cancel := context.WithTimeout(ctx, shareLookupWait)
-	defer cancel()
-	m, err := r.cfg.Conn.RequestWithContext(lctx, shareSubject, []byte(id))
-	switch {
-	case ctx.Err() != nil:
-		return "", ctx.Err()
-	case errors.Is(err, nats.ErrNoResponders), lctx.Err() != nil:
+// ShareHolder returns the URL of the node whose preview URLs carry the
+// issuer tag tag (preview.IssuerTag), or "" when that is this node or no
+// live node: this node answers. It asks no one: the tag is read from the
+// token, and the names from the membership registry this node keeps, so
+// a token no node issued costs nothing more than one this node did.
+func (r *Router) ShareHolder(_ context.Context, tag string) (string, error) {
+	if r.cfg.Nodes == nil || tag == preview.IssuerTag(r.cfg.Node) {
 		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("fleetsess: looking for the node of preview URL %s: %w", id, err)
 	}
-	if node := string(m.Data); node != r.cfg.Node {
-		return r.nodeURL(node)
+	for _, n := range r.cfg.Nodes() {
+		if n != r.cfg.Node && preview.IssuerTag(n) == tag {
+			return r.nodeURL(n)
+		}
 	}
 	return "", nil
 }
@@ -119,6 +92,11 @@ func (r *Router) nodeURL(node string) (string, error) {
 		return "", fmt.Errorf("%w: this node does not know the fleet's URLs", engine.ErrPreviewRelay)
 	}
 	u, err := r.cfg.NodeURL(node)
+	if err == nil {
+		// as its --advertise-url was checked there: a registry entry is
+		// no more trusted than a flag
+		err = config.CheckAdvertiseURL(u)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", engine.ErrPreviewRelay, err)
 	}

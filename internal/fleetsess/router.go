@@ -46,9 +46,6 @@ type Engine interface {
 	// issued it.
 	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
 	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
-	// HoldsShare says whether this node keeps the preview URL with share
-	// id id (preview.go).
-	HoldsShare(id string) bool
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -83,6 +80,9 @@ type Config struct {
 	// membership registry's): where previews of its sessions are relayed.
 	// Nil: previews reach only this node's sessions.
 	NodeURL func(node string) (string, error)
+	// Nodes names the live nodes of the fleet (the membership
+	// registry's), among which a preview URL's issuer is found.
+	Nodes func() []string
 	// CheckEvery is how often a forwarded request that waits for its
 	// answer checks that the node holding the session is still there.
 	// Zero means 1s.
@@ -114,7 +114,6 @@ type Router struct {
 	mu       sync.Mutex
 	closing  bool
 	nodeSub  *nats.Subscription
-	shareSub *nats.Subscription // preview URLs this node keeps (preview.go)
 	placeSub *nats.Subscription // while this node has a free slot
 }
 
@@ -154,23 +153,17 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 		return err
 	}
 	sub, err := r.cfg.Conn.Subscribe(nodeSubject(r.cfg.Node), r.serveMsg)
-	var shareSub *nats.Subscription
-	if err == nil {
-		shareSub, err = r.subscribeShares()
-	}
 	if err == nil {
 		err = r.cfg.Conn.Flush() // the server knows the subscription before any session is created here
 	}
 	if err != nil {
-		for _, s := range []*nats.Subscription{sub, shareSub} {
-			if s != nil {
-				_ = s.Unsubscribe()
-			}
+		if sub != nil {
+			_ = sub.Unsubscribe()
 		}
 		return fmt.Errorf("fleetsess: subscribing to %s: %w", nodeSubject(r.cfg.Node), err)
 	}
 	r.mu.Lock()
-	r.nodeSub, r.shareSub = sub, shareSub
+	r.nodeSub = sub
 	r.mu.Unlock()
 	r.updatePlacement()
 	r.wg.Add(2)
@@ -192,12 +185,12 @@ func (r *Router) Close() error {
 	r.mu.Lock()
 	r.closing = true
 	var errs []error
-	for _, sub := range []*nats.Subscription{r.nodeSub, r.shareSub, r.placeSub} {
+	for _, sub := range []*nats.Subscription{r.nodeSub, r.placeSub} {
 		if sub != nil {
 			errs = append(errs, sub.Unsubscribe())
 		}
 	}
-	r.nodeSub, r.shareSub, r.placeSub = nil, nil, nil
+	r.nodeSub, r.placeSub = nil, nil
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
