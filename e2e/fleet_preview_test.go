@@ -7,6 +7,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,10 +21,13 @@ import (
 
 // previewApp is a cell that serves, from a thread of the session, on
 // 127.0.0.1:8000: a page at / (its path, and which of the headers it
-// must never see it got) and a WebSocket at /ws that echoes text
-// frames (the standard library only).
+// must never see it got), a WebSocket at /ws that echoes text frames,
+// and at /gz 16 MiB of zeros gzipped (some 16 KiB), whatever the viewer
+// accepts, with the Accept-Encoding it got in X-Told-Accept-Encoding
+// (the standard library only).
 const previewApp = `
-import base64, hashlib, http.server, threading
+import base64, gzip, hashlib, http.server, threading
+GZ = gzip.compress(b"\0" * (16 << 20), 9)
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
@@ -44,6 +48,14 @@ class H(http.server.BaseHTTPRequestHandler):
                 data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
                 self.wfile.write(bytes([0x81, len(b"echo:" + data)]) + b"echo:" + data)
                 self.wfile.flush()
+        if self.path == "/gz":
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(GZ)))
+            self.send_header("X-Told-Accept-Encoding", self.headers.get("Accept-Encoding", ""))
+            self.end_headers()
+            self.wfile.write(GZ)
+            return
         told = [h for h in ("Pyexec-Preview-Relayed", "X-Forwarded-For", "X-Api-Key") if h in self.headers]
         body = ("<h1>app of the session</h1><p>%s</p><p>told: %s</p>" % (self.path, ",".join(told))).encode()
         self.send_response(200)
@@ -59,13 +71,14 @@ print("serving")
 // TestFleetPreview: a session on node a serves a web app; through node b
 // its owner's key gets the page and a WebSocket echo, a preview URL
 // shared through b opens it without a key (WebSocket too) until it is
-// revoked through b (403), a token no node keeps is 403, key b gets what an unknown session gets (404),
+// revoked through b (403), made-up tokens are 403 at once (no fleet-wide question), key b gets what an unknown session gets (404),
 // a port nobody listens on is 502; once a is killed, the preview through
 // b answers 410 node_lost like the session's other routes.
 func TestFleetPreview(t *testing.T) {
 	needRoot(t)
 	const keyA, keyB = "preview-key-a-0123456789", "preview-key-b-0123456789"
-	fleet := startFleet(t, startNATSCluster(t, 1), 2, "--nats-replicas", "1", "--preview", "--api-keys", "a:"+keyA+",b:"+keyB)
+	fleet := startFleet(t, startNATSCluster(t, 1), 2, "--nats-replicas", "1", "--preview", "--preview-max-bytes", "1048576",
+		"--api-keys", "a:"+keyA+",b:"+keyB)
 	ctx := context.Background()
 	a := client.New(fleet[0].url, client.WithAPIKey(keyA))
 	b := client.New(fleet[1].url, client.WithAPIKey(keyA)) // key a, through node b
@@ -98,6 +111,26 @@ func TestFleetPreview(t *testing.T) {
 	code, body = fetch(t, fleet[1].url+ports+"8001/", keyA)
 	if code != http.StatusBadGateway || !strings.Contains(body, "nothing listens on this port") {
 		t.Errorf("a closed port through b: %d %s, want 502 with the reason", code, body)
+	}
+
+	// A gzip answer passes through b as the app sent it: b adds no
+	// Accept-Encoding and inflates nothing, so the 1 MiB limit a counts
+	// is what b sends (it was 16 MiB, inflated at b).
+	direct, directBody := fetchRaw(t, fleet[0].url+ports+"8000/gz", keyA)
+	relayed, relayedBody := fetchRaw(t, fleet[1].url+ports+"8000/gz", keyA)
+	for _, r := range []struct {
+		at   string
+		resp *http.Response
+		body []byte
+	}{{"a", direct, directBody}, {"b", relayed, relayedBody}} {
+		if r.resp.StatusCode != http.StatusOK || r.resp.Header.Get("Content-Encoding") != "gzip" ||
+			r.resp.Header.Get("X-Told-Accept-Encoding") != "" || r.resp.ContentLength != int64(len(r.body)) || len(r.body) >= 1<<20 {
+			t.Errorf("the gzip answer through %s: %d, headers %v, %d bytes; want it untouched, under 1 MiB",
+				r.at, r.resp.StatusCode, r.resp.Header, len(r.body))
+		}
+	}
+	if string(directBody) != string(relayedBody) {
+		t.Errorf("the gzip answer through b is %d bytes, directly %d: changed on the way", len(relayedBody), len(directBody))
 	}
 
 	// A preview URL shared through b is kept by a; b finds it there.
@@ -134,13 +167,33 @@ func TestFleetPreview(t *testing.T) {
 		}
 	}
 
-	// A token no node keeps: b asks the fleet, nobody answers.
+	// Tokens no node issued: b reads the issuer in the token and asks no
+	// one, so a burst of made-up ones costs no wait each (it was a NATS
+	// question to the whole fleet and 1 s). One that names a, with a
+	// signature a never made, is refused by a as fast.
 	start = time.Now()
-	code, body = fetch(t, fleet[1].url+"/preview/"+strings.Repeat("a", 48)+"/", "")
-	if code != http.StatusForbidden || !strings.Contains(body, "not valid on this server") {
-		t.Errorf("a token no node keeps, through b: %d %s, want 403", code, body)
+	const burst = 40
+	forged := []byte(u.Path[len("/preview/") : len("/preview/")+48])
+	for i := range burst {
+		tok := fmt.Sprintf("%048d", i) // no base32 token: refused by b itself
+		if i%2 == 1 {
+			tok = strings.Repeat(string('a'+rune(i%26)), 48) // a token whose issuer no node is
+		}
+		code, body = fetch(t, fleet[1].url+"/preview/"+tok+"/", "")
+		if code != http.StatusForbidden || !strings.Contains(body, "not valid on this server") {
+			t.Errorf("made-up token %s through b: %d %s, want 403", tok, code, body)
+		}
 	}
-	t.Logf("a token no node keeps was refused after %s", time.Since(start))
+	// a's issuer, not a's signature (the last character is the MAC's)
+	forged[len(forged)-1] = map[bool]byte{true: 'b', false: 'a'}[forged[len(forged)-1] == 'a']
+	code, body = fetch(t, fleet[1].url+"/preview/"+string(forged)+"/", "")
+	if code != http.StatusForbidden || !strings.Contains(body, "not valid on this server") {
+		t.Errorf("a's issuer with a signature a never made, through b: %d %s, want 403", code, body)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("%d made-up tokens through b took %s: each waits for something", burst+1, took)
+	}
+	t.Logf("%d made-up tokens were refused in %s", burst+1, time.Since(start))
 
 	fleet[0].crash()
 	code, body = fetch(t, fleet[1].url+ports+"8000/", keyA)
@@ -169,6 +222,29 @@ func fetch(t *testing.T, url, key string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// fetchRaw GETs url with key as fetch does, without asking for or
+// inflating a compressed answer: the bytes as they came.
+func fetchRaw(t *testing.T, url, key string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", key)
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
 }
 
 // wsSay opens a WebSocket at path on addr (with key, if set), sends msg
