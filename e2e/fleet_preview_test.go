@@ -205,6 +205,14 @@ func TestFleetPreview(t *testing.T) {
 // fetch GETs url with key (none if empty) and returns the status and body.
 func fetch(t *testing.T, url, key string) (int, string) {
 	t.Helper()
+	resp, body := fetchRaw(t, url, key)
+	return resp.StatusCode, string(body)
+}
+
+// fetchRaw GETs url with key (none if empty), without asking for or
+// inflating a compressed answer: the answer and its bytes as they came.
+func fetchRaw(t *testing.T, url, key string) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -212,27 +220,6 @@ func fetch(t *testing.T, url, key string) (int, string) {
 	if key != "" {
 		req.Header.Set("X-API-Key", key)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
-}
-
-// fetchRaw GETs url with key as fetch does, without asking for or
-// inflating a compressed answer: the bytes as they came.
-func fetchRaw(t *testing.T, url, key string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", key)
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 	defer c.CloseIdleConnections()
 	resp, err := c.Do(req)
