@@ -110,7 +110,7 @@ func (p *previews) relayShared(w http.ResponseWriter, r *http.Request, token str
 	switch {
 	case err != nil:
 		// The viewer has no key: the fleet's names and URLs stay in the log.
-		p.s.log.Warn("preview: no URL for the node that issued a preview URL", "issuer", tag, "err", err)
+		p.s.log.Info("preview: no URL for the node that issued a preview URL", "issuer", tag, "err", err)
 		writeError(w, errorf(http.StatusBadGateway, "%s", engine.ErrPreviewRelay))
 		return true
 	case target == "":
