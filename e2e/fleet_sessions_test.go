@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -87,7 +86,7 @@ func TestFleetSessionPlacement(t *testing.T) {
 		}
 	}
 	for i, n := range fleet {
-		if got := liveSessions(t, n.url); got != 1 {
+		if got := liveSessions(t, n.url, ""); got != 1 {
 			t.Errorf("node %s holds %d sessions, want 1", nodeName(i), got)
 		}
 		list, err := client.New(n.url).ListSessions(ctx)
@@ -102,19 +101,15 @@ func TestFleetSessionPlacement(t *testing.T) {
 	}
 }
 
-// liveSessions reads the pyexec_sessions gauge of a node's /metrics.
-func liveSessions(t *testing.T, url string) int {
+// liveSessions reads the pyexec_sessions gauge of a node's /metrics,
+// with key if the node needs one.
+func liveSessions(t *testing.T, url, key string) int {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	code, body := fetch(t, url+"/metrics", key)
+	if code != http.StatusOK {
+		t.Fatalf("%s/metrics: %d %s", url, code, body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, "pyexec_sessions "); ok {
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -120,6 +120,14 @@ func serveOn(sd *shutdown, ln net.Listener, cfg config.Config, log *slog.Logger,
 		ShutdownTimeout: cfg.ShutdownTimeout + responseGrace, Store: st.eng.StoreStats,
 		PythonVersions: st.pythons.Versions(), DefaultPython: st.pythons.Default().Version,
 		Node: cfg.Cluster.NodeName, NATS: st.natsHealth, Sessions: st.sessions}
+	if cfg.Cluster.External() {
+		opts.PreviewFleet = st.sessions // previews of sessions other nodes hold are relayed there
+		if cfg.Preview.Enabled && cfg.Cluster.AdvertiseURL == "" {
+			log.Warn("previews on a fleet without --advertise-url: the other nodes relay this node's previews, "+
+				"with the viewer's API key, to node_url, which reaches this node from its own host only (none: they cannot); "+
+				"give each node of a fleet of several hosts its --advertise-url", "node_url", cfg.NodeURL())
+		}
+	}
 	if st.pool != nil {
 		opts.Collectors = append(opts.Collectors, st.pool.Collector())
 	}

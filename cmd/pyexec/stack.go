@@ -142,6 +142,15 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		return nil, err
 	}
 	s.sessions, err = fleetsess.New(fleetsess.Config{Node: cfg.Cluster.NodeName, Conn: nats.Conn(), Registry: st, Blobs: st,
+		// the membership registry's, once the engine runs
+		NodeURL: func(node string) (string, error) { return s.eng.NodeURL(node) },
+		Nodes: func() []string {
+			var names []string
+			for _, n := range s.eng.Nodes() {
+				names = append(names, n.Name)
+			}
+			return names
+		},
 		// a hibernation snapshot being written is never old enough to sweep
 		OrphanAge: max(15*time.Minute, 2*cfg.Sessions.SaveTimeout),
 		Logger:    log.With("component", "sessions")})
@@ -374,6 +383,7 @@ func engineConfig(cfg config.Config) engine.Config {
 		Fleet:              cfg.Cluster.External(),
 		Version:            buildVersion(),
 		NodeLostAfter:      cfg.Members.NodeLostAfter,
+		URL:                cfg.NodeURL(),
 		Concurrency:        cfg.MaxConcurrency,
 		QueueSize:          cfg.QueueSize,
 		MaxRunningPerKey:   cfg.Fairness.MaxRunningPerKey,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,10 @@ type previews struct {
 	enabled bool          // --preview
 	origin  preview.Origin
 	meter   *preview.Meter
+	// fleet names the node of a session held elsewhere, where requests
+	// are relayed over transport (preview_fleet.go); nil off a fleet.
+	fleet     PreviewFleet
+	transport *http.Transport
 }
 
 // PreviewShare is the answer to POST /api/v1/sessions/{id}/ports/{port}/share.
@@ -63,7 +68,7 @@ type portInput struct {
 
 // registerPreviews adds the preview routes: the share operations to the
 // API document, the proxies to mux. They answer 501 without --preview.
-func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine, cfg config.Config) error {
+func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine, cfg config.Config, fleet PreviewFleet) error {
 	origin, err := preview.ParseOrigin(cfg.Preview.Host)
 	if err != nil {
 		return err
@@ -72,7 +77,10 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 	if err != nil {
 		return err
 	}
-	p := &previews{s: s, enabled: cfg.Preview.Enabled, origin: origin, meter: meter}
+	p := &previews{s: s, enabled: cfg.Preview.Enabled, origin: origin, meter: meter, fleet: fleet}
+	if fleet != nil {
+		p.transport = newRelayTransport(cfg.Preview.IdleTimeout)
+	}
 	p.eng, _ = eng.(PreviewEngine)
 	s.previews = p
 	errs := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict,
@@ -88,7 +96,7 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 		if err != nil {
 			return nil, err
 		}
-		sh, err := p.eng.ShareSessionPort(ctx, in.ID, callerFrom(ctx).engine(), port)
+		sh, err := p.shares().ShareSessionPort(ctx, in.ID, callerFrom(ctx).engine(), port)
 		if err != nil {
 			return nil, previewError(s, err)
 		}
@@ -104,7 +112,7 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 		if err != nil {
 			return nil, err
 		}
-		n, err := p.eng.RevokeSessionPort(ctx, in.ID, callerFrom(ctx).engine(), port)
+		n, err := p.shares().RevokeSessionPort(ctx, in.ID, callerFrom(ctx).engine(), port)
 		if err != nil {
 			return nil, previewError(s, err)
 		}
@@ -120,6 +128,21 @@ func (s *Server) registerPreviews(hapi huma.API, mux *http.ServeMux, eng Engine,
 		p.serveShared(w, r, token, "", preview.PathPrefix+token+"/", true)
 	})
 	return nil
+}
+
+// shareIssuer issues and revokes preview URLs.
+type shareIssuer interface {
+	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
+	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
+}
+
+// shares issues preview URLs on the node holding the session: through
+// the fleet when there is one.
+func (p *previews) shares() shareIssuer {
+	if p.fleet != nil {
+		return p.fleet
+	}
+	return p.eng
 }
 
 // check turns the routes away on a server without previews, then reads
@@ -155,6 +178,10 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 	if release != nil {
 		defer release()
 	}
+	if errors.Is(err, engine.ErrSessionNotFound) && p.relayable(r) {
+		p.relayOwner(w, r, id, port)
+		return
+	}
 	if err != nil {
 		writeAPIError(w, previewError(p.s, err))
 		return
@@ -165,13 +192,41 @@ func (p *previews) serveOwner(w http.ResponseWriter, r *http.Request) {
 }
 
 // pathOK refuses a path the mux matched in a spelling with escapes (%61
-// for a): what the app would be asked for is unclear, so nothing is, and
-// nothing is dialled.
+// for a), or with a dot segment after prefix, raw or escaped (.., %2e%2e,
+// ..%2F): what the app would be asked for is unclear (a proxy in front of
+// a node may resolve it to another route), so nothing is, and nothing is
+// dialled or relayed. It refuses as well the methods no browser's app
+// sends (CONNECT, TRACE: relayMethods), 405.
 func pathOK(w http.ResponseWriter, r *http.Request, prefix string) bool {
-	if strings.HasPrefix(r.URL.EscapedPath(), prefix) {
-		return true
+	if !relayMethods[r.Method] {
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+		writeError(w, errorf(http.StatusMethodNotAllowed, "a preview takes no %s", r.Method))
+		return false
 	}
-	writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), prefix)
+	if !ok {
+		writeError(w, errorf(http.StatusBadRequest, "write the preview's path as %s…, without percent-escapes", prefix))
+		return false
+	}
+	if dotSegment(rest) {
+		writeError(w, errorf(http.StatusBadRequest, "a preview's path has no . or .. segment after %s, escaped or not", prefix))
+		return false
+	}
+	return true
+}
+
+// dotSegment says whether the escaped path rest has a segment that is
+// "." or "..", once unescaped (an escaped slash splits segments too).
+func dotSegment(rest string) bool {
+	p, err := url.PathUnescape(rest)
+	if err != nil {
+		p = rest
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
 	return false
 }
 
@@ -216,6 +271,9 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, la
 	if !pathOK(w, r, prefix) {
 		return
 	}
+	if p.relayable(r) && p.relayShared(w, r, token) {
+		return
+	}
 	var release func()
 	conn, sh, err := p.eng.DialShared(r.Context(), token, func(sh preview.Share) (err error) {
 		if p.origin.Isolation() == preview.PerPreview && sh.Label != label {
@@ -238,7 +296,9 @@ func (p *previews) serveShared(w http.ResponseWriter, r *http.Request, token, la
 // forward proxies r over conn; logAttrs name the preview in the log (never
 // its token).
 func (p *previews) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, prefix string, sandboxed bool, logAttrs ...any) {
-	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed,
+	scheme := r.Header.Get(relayedHeader) // the viewer's at the relay, if relayed
+	r.Header.Del(relayedHeader)           // the relay's, not the app's
+	preview.Serve(w, r, preview.Forward{Conn: p.meter.Wrap(conn), Prefix: prefix, Sandboxed: sandboxed, Scheme: scheme,
 		OnError: func(w http.ResponseWriter, err error) {
 			p.s.log.Info("preview: the app gave no answer", append(logAttrs, "err", err)...)
 			writeError(w, errorf(http.StatusBadGateway, "the app in the session gave no answer: %s", shortErr(err)))
@@ -262,7 +322,7 @@ func previewError(s *Server, err error) error {
 		return errorf(http.StatusNotImplemented, "%s", engine.ErrPreviewDisabled)
 	case errors.Is(err, engine.ErrShareInvalid):
 		return errorf(http.StatusForbidden, "%s", shortErr(err))
-	case errors.Is(err, engine.ErrPortClosed):
+	case errors.Is(err, engine.ErrPortClosed), errors.Is(err, engine.ErrPreviewRelay):
 		return errorf(http.StatusBadGateway, "%s", err)
 	case errors.Is(err, engine.ErrNoOwnNetwork):
 		return errorf(http.StatusConflict, "%s", err)

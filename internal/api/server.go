@@ -86,6 +86,9 @@ type Options struct {
 	// Sessions, if set, serves the sessions endpoints instead of the
 	// engine (a fleet's router, which reaches sessions on other nodes).
 	Sessions SessionEngine
+	// PreviewFleet, if set, relays previews of sessions other nodes of
+	// the fleet hold to them (a fleet's router).
+	PreviewFleet PreviewFleet
 }
 
 // Server is the HTTP API over an Engine.
@@ -201,7 +204,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if ok {
 		s.info.Sessions = true
 		s.registerSessions(hapi, mux, se)
-		if err := s.registerPreviews(hapi, mux, eng, cfg); err != nil {
+		if err := s.registerPreviews(hapi, mux, eng, cfg, opts.PreviewFleet); err != nil {
 			return nil, err
 		}
 	}

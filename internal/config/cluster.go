@@ -2,6 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -29,6 +32,25 @@ type Cluster struct {
 	// NodeName names this server in the fleet (records say which node ran
 	// an execution); a NATS subject token.
 	NodeName string
+	// AdvertiseURL is this node's API as the other nodes of the fleet
+	// reach it (http[s]://host[:port]): a preview of a session held here,
+	// asked of another node, is relayed to it. Empty: NodeURL's default.
+	AdvertiseURL string
+}
+
+// NodeURL is the base URL this node advertises to the fleet: AdvertiseURL,
+// else http://host:port of the listen address when that names one host
+// (127.0.0.1 by default: right for nodes of one machine only), else ""
+// (a wildcard such as 0.0.0.0 says nothing of how others reach it).
+func (c Config) NodeURL() string {
+	if c.Cluster.AdvertiseURL != "" {
+		return strings.TrimSuffix(c.Cluster.AdvertiseURL, "/")
+	}
+	ip := net.ParseIP(c.Host)
+	if c.Host == "" || ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "http://" + c.Addr()
 }
 
 // External reports whether the store is an external cluster.
@@ -99,6 +121,8 @@ func (c *Cluster) bind(fs *pflag.FlagSet) {
 	add("nats-replicas", "replication factor of every stream and bucket; 0: 1 embedded, 3 with --nats")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "")
 	add("node-name", "this server's name in the fleet: letters, digits, - and _ (default: the host name)")
+	fs.StringVar(&c.AdvertiseURL, "advertise-url", c.AdvertiseURL, "")
+	add("advertise-url", "this node's API as the fleet's other nodes reach it, http[s]://host[:port]; they relay previews of its sessions there (default: http:// and --host:--port, unless --host is a wildcard)")
 }
 
 // BindCluster registers only the fleet flags (--nats and the rest), for
@@ -118,6 +142,11 @@ func (c *Config) validateCluster(bad func(env, format string, args ...any)) {
 	cl := c.Cluster
 	if cl.NodeName == "" || strings.IndexFunc(cl.NodeName, func(r rune) bool { return !isTokenRune(r) }) >= 0 {
 		bad("PYEXEC_NODE_NAME", "must be letters, digits, - and _ only (it is a NATS subject token), got %q", cl.NodeName)
+	}
+	if cl.AdvertiseURL != "" {
+		if err := CheckAdvertiseURL(cl.AdvertiseURL); err != nil {
+			bad("PYEXEC_ADVERTISE_URL", "%v", err)
+		}
 	}
 	if cl.Replicas < 0 || cl.Replicas > 5 {
 		bad("PYEXEC_NATS_REPLICAS", "must be 0 (automatic) or 1-5, got %d", cl.Replicas)
@@ -158,4 +187,25 @@ func (c *Config) validateCluster(bad func(env, format string, args ...any)) {
 			bad(f.env, "%s is a directory, not a file", f.path)
 		}
 	}
+}
+
+// CheckAdvertiseURL accepts a base URL the fleet can relay to (this
+// node's --advertise-url, and a peer's as read from the registry): http or
+// https, a host, nothing after the port.
+func CheckAdvertiseURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("want http://host[:port] or https://host[:port], got %q", raw)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("names no host: %q", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.Trim(u.Path, "/") != "":
+		return fmt.Errorf("want only scheme, host and port, got %q", raw)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s is no address others can reach: name this node's own", u.Hostname())
+	}
+	return nil
 }

@@ -82,3 +82,52 @@ func TestDefaultNodeNameIsASubjectToken(t *testing.T) {
 		t.Errorf("default node name %q, want the host name %q", c.Cluster.NodeName, h)
 	}
 }
+
+// TestAdvertiseURL: the URL a node advertises is --advertise-url, else
+// its listen address when that names one host; a URL the fleet could not
+// relay to is refused.
+func TestAdvertiseURL(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string // NodeURL
+		wantErr string
+	}{
+		{name: "the listen address by default", args: []string{"--port", "9000"}, want: "http://127.0.0.1:9000"},
+		{name: "an IPv6 listen address", args: []string{"--host", "::1", "--port", "9000"}, want: "http://[::1]:9000"},
+		{name: "none on a wildcard address", args: []string{"--host", "0.0.0.0"}, want: ""},
+		{name: "none on the IPv6 wildcard", args: []string{"--host", "::"}, want: ""},
+		{name: "the flag wins", args: []string{"--host", "0.0.0.0", "--advertise-url", "https://node-a.internal:8443/"},
+			want: "https://node-a.internal:8443"},
+		{name: "the environment", env: map[string]string{"PYEXEC_ADVERTISE_URL": "http://10.0.0.5:8080"}, want: "http://10.0.0.5:8080"},
+		{name: "no scheme", args: []string{"--advertise-url", "node-a:8080"}, wantErr: "PYEXEC_ADVERTISE_URL"},
+		{name: "another scheme", args: []string{"--advertise-url", "ftp://node-a"}, wantErr: "want http://host[:port]"},
+		{name: "a path", args: []string{"--advertise-url", "http://node-a/api"}, wantErr: "only scheme, host and port"},
+		{name: "credentials", args: []string{"--advertise-url", "http://u:p@node-a"}, wantErr: "only scheme, host and port"},
+		{name: "a query", args: []string{"--advertise-url", "http://node-a/?x=1"}, wantErr: "only scheme, host and port"},
+		{name: "no host", args: []string{"--advertise-url", "http://:8080"}, wantErr: "names no host"},
+		{name: "a wildcard host", args: []string{"--advertise-url", "http://0.0.0.0:8080"}, wantErr: "no address others can reach"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := load(t, append([]string{"--api-keys", "a:key-of-a-0123456789"}, tt.args...), tt.env)
+			if err != nil {
+				t.Fatalf("resolve: %v", err)
+			}
+			err = c.Validate()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate() = %v", err)
+			}
+			if got := c.NodeURL(); got != tt.want {
+				t.Errorf("NodeURL() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

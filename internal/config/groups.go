@@ -45,7 +45,7 @@ func FlagGroups() []FlagGroup {
 		{"Tools and lint", []string{"provision-tools", "tools-dir", "ruff", "lint-select", "lint-ignore"}},
 		{"Storage and shutdown", []string{"data-dir", "record-ttl", "store-max-bytes", "shutdown-timeout"}},
 		{"Fleet (external NATS)", []string{"nats", "nats-creds", "nats-tls-ca", "nats-tls-cert", "nats-tls-key",
-			"nats-replicas", "node-name", "node-lost-after"}},
+			"nats-replicas", "node-name", "advertise-url", "node-lost-after"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	}
 }

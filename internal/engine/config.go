@@ -104,6 +104,9 @@ type Config struct {
 	// reason node_lost. Default 10s; at least twice the heartbeat
 	// interval (2s).
 	NodeLostAfter time.Duration
+	// URL is this node's API as the fleet's other nodes reach it
+	// (--advertise-url), told in its heartbeat.
+	URL string
 }
 
 // nodeName is what a node name may be: a key of the nodes bucket.

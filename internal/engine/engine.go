@@ -92,7 +92,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if e.snaps, err = newSnapshots(cfg.Snapshots, deps.Snapshots, log); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	if e.shares, err = newShares(cfg.Preview); err != nil {
+	if e.shares, err = newShares(cfg.Preview, cfg.Node); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	// Sessions plan their network as executions do: the same operator
@@ -111,7 +111,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
-	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter},
+	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter, URL: cfg.URL},
 		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)

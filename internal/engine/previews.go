@@ -35,13 +35,17 @@ var (
 	// ErrShareInvalid wraps preview.ErrUnknownShare, ErrRevoked and
 	// ErrExpired (403).
 	ErrShareInvalid = errors.New("preview URL refused")
+	// ErrPreviewRelay: on a fleet, the node holding the session cannot be
+	// reached or named a URL (502).
+	ErrPreviewRelay = errors.New("cannot reach the node holding this session")
 )
 
 // PortShare is an issued preview URL's token.
 type PortShare = preview.Share
 
-// newShares builds the preview URLs' registry, nil with previews off.
-func newShares(c PreviewConfig) (*preview.Shares, error) {
+// newShares builds the preview URLs' registry of node, nil with previews
+// off.
+func newShares(c PreviewConfig, node string) (*preview.Shares, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -49,7 +53,7 @@ func newShares(c PreviewConfig) (*preview.Shares, error) {
 	if ttl == 0 {
 		ttl = time.Hour
 	}
-	return preview.NewShares(c.Key, ttl)
+	return preview.NewShares(c.Key, ttl, node)
 }
 
 // Admit is asked, once the caller is authorized and before the dial,

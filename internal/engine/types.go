@@ -172,6 +172,10 @@ const DefaultNodeLostAfter = fleet.DefaultNodeLostAfter
 // name: those whose heartbeat it saw within Config.NodeLostAfter.
 func (e *Engine) Nodes() []NodeInfo { return e.mem.Nodes() }
 
+// NodeURL is the URL a live node of the fleet advertises (this one's
+// included); an error says why there is none.
+func (e *Engine) NodeURL(node string) (string, error) { return e.mem.NodeURL(node) }
+
 // BaseEnv is the payload's environment before the request's additions.
 func BaseEnv() []string { return run.BaseEnv() }
 

@@ -7,7 +7,9 @@
 // request/reply, places a new session on a node with a free slot, ends a
 // session cleanly, with the reason, when its node went away, takes back
 // the sessions its node parked at a graceful shutdown, and sweeps the
-// hibernation snapshots no session needs (sweep.go).
+// hibernation snapshots no session needs (sweep.go). For previews it
+// names the node, and the URL it advertises, that holds a session or
+// keeps a preview URL (preview.go); the API relays the HTTP itself.
 //
 // It never touches a session's internals: every session operation is the
 // owner's engine call, and errors travel back as the engine's sentinels so

@@ -25,23 +25,9 @@ var (
 // answer into out (nil: no body). A session whose node does not answer
 // ends here, for every node: the registry marks it node_lost.
 func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl call, out any) error {
-	e, rev, err := r.cfg.Registry.GetSession(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return notFound(id)
-	case err != nil:
-		return fmt.Errorf("fleetsess: finding session %s: %w", id, err)
-	case !c.Owns(e.Owner):
-		return notFound(id) // worded as for an unknown id (docs/tenancy.md)
-	case e.Ended != "":
-		return &endedError{id: id, reason: e.Ended}
-	case e.Node == r.cfg.Node && parked(e, time.Now()):
-		// Not adopted yet: its snapshot could not be read at start.
-		return fmt.Errorf("%w: session %s was saved at this node's restart and is not back yet; retry later", engine.ErrUnavailable, id)
-	case e.Node == r.cfg.Node:
-		// The local engine has no such session: it ended while its
-		// entry was being written.
-		return notFound(id)
+	e, rev, err := r.holder(ctx, id, c)
+	if err != nil {
+		return err
 	}
 	cl.ID, cl.Caller = id, wireCaller(c)
 	err = r.request(ctx, nodeSubject(e.Node), e.Node, nil, cl, out)
@@ -52,6 +38,31 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 		return fmt.Errorf("%w: session %s was saved while its node restarts; retry later", engine.ErrUnavailable, id)
 	}
 	return r.lost(ctx, e, rev)
+}
+
+// holder is the registry's entry of c's session id, which this node's
+// engine does not hold: it names the node that does. The errors are the
+// answers a session that is not there gets.
+func (r *Router) holder(ctx context.Context, id string, c engine.Caller) (store.SessionEntry, uint64, error) {
+	e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return e, 0, notFound(id)
+	case err != nil:
+		return e, 0, fmt.Errorf("fleetsess: finding session %s: %w", id, err)
+	case !c.Owns(e.Owner):
+		return e, 0, notFound(id) // worded as for an unknown id (docs/tenancy.md)
+	case e.Ended != "":
+		return e, 0, &endedError{id: id, reason: e.Ended}
+	case e.Node == r.cfg.Node && parked(e, time.Now()):
+		// Not adopted yet: its snapshot could not be read at start.
+		return e, 0, fmt.Errorf("%w: session %s was saved at this node's restart and is not back yet; retry later", engine.ErrUnavailable, id)
+	case e.Node == r.cfg.Node:
+		// The local engine has no such session: it ended while its
+		// entry was being written.
+		return e, 0, notFound(id)
+	}
+	return e, rev, nil
 }
 
 // parked says that e was saved by its node's graceful shutdown and is

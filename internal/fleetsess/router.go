@@ -41,6 +41,11 @@ type Engine interface {
 	// SweepHibernations deletes the hibernation snapshots orphan gives a
 	// reason for, except those this node's sessions hibernate in.
 	SweepHibernations(ctx context.Context, orphan func(engine.SnapshotInfo) string) (int, error)
+	// ShareSessionPort and RevokeSessionPort issue and revoke a preview
+	// URL of a session's port; the share is kept by the engine that
+	// issued it.
+	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
+	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -71,6 +76,13 @@ type Config struct {
 	// Blobs carries messages larger than the server's max_payload (file
 	// uploads and downloads, large cell outputs).
 	Blobs store.Requests
+	// NodeURL is the URL a live node of the fleet advertises (the
+	// membership registry's): where previews of its sessions are relayed.
+	// Nil: previews reach only this node's sessions.
+	NodeURL func(node string) (string, error)
+	// Nodes names the live nodes of the fleet (the membership
+	// registry's), among which a preview URL's issuer is found.
+	Nodes func() []string
 	// CheckEvery is how often a forwarded request that waits for its
 	// answer checks that the node holding the session is still there.
 	// Zero means 1s.

@@ -66,6 +66,10 @@ func (r *Router) dispatch(ctx context.Context, cl call) (any, error) {
 		return result(r.eng.SnapshotSession(ctx, cl.ID, c))
 	case opFork:
 		return result(r.forkLocal(ctx, cl.ID, c))
+	case opShare:
+		return result(r.eng.ShareSessionPort(ctx, cl.ID, c, cl.Port))
+	case opRevoke:
+		return result(r.eng.RevokeSessionPort(ctx, cl.ID, c, cl.Port))
 	}
 	return nil, fmt.Errorf("fleetsess: unknown operation %q", cl.Op)
 }

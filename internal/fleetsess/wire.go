@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/preview"
 )
 
 // The protocol between nodes. A request is a JSON call on the owner's
@@ -51,6 +52,8 @@ const (
 	opSnapshot  = "snapshot"
 	opFork      = "fork"
 	opPing      = "ping"
+	opShare     = "share_port"
+	opRevoke    = "revoke_port"
 )
 
 // call is one request to another node's engine.
@@ -62,6 +65,7 @@ type call struct {
 	Cell   *engine.CellRequest    `json:"cell,omitempty"`
 	Path   string                 `json:"path,omitempty"`
 	Data   []byte                 `json:"data,omitempty"`
+	Port   int                    `json:"port,omitempty"` // a preview's
 	// Progress is the inbox that gets a create's install lines.
 	Progress string `json:"progress,omitempty"`
 }
@@ -108,6 +112,8 @@ var kinds = []struct {
 	{"invalid", engine.ErrInvalid},
 	{"closed", engine.ErrClosed},
 	{"unavailable", engine.ErrUnavailable},
+	{"previews_disabled", engine.ErrPreviewDisabled},
+	{"too_many_shares", preview.ErrTooManyShares},
 }
 
 func encodeError(err error) *wireError {

@@ -2,7 +2,9 @@
 // inside its jail, and keeps the app away from everything else the browser
 // holds. It owns the words and rules of a preview: the strict reading of
 // a port (ParsePort), preview URLs — each bound to one session's port,
-// signed with the server's key (LoadKey), expiring and revocable, capped
+// signed with the server's key (LoadKey), naming the node that issued it
+// (Issuer, so that any node can tell where to send it), expiring and
+// revocable, capped
 // per port and per key, held in memory, closing the connections opened
 // through them when they end (Shares) — the origin previews are served on (Origin), the limits
 // of a preview (connections, bytes, idle time: Meter) and the HTTP/1.1 and

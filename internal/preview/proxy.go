@@ -37,6 +37,11 @@ type Forward struct {
 	// Service-Worker-Allowed (a service worker for the whole host) are
 	// dropped.
 	Sandboxed bool
+	// Scheme is the scheme the viewer used, "http" or "https", when the
+	// request came through another node (which said so); else, or when
+	// it is neither, the request's own connection tells it. The app gets
+	// it as X-Forwarded-Proto.
+	Scheme string
 	// OnError writes the answer to a request the app never answered (it
 	// closed the connection, sent no valid response, or the limits closed
 	// it), 502.
@@ -96,9 +101,13 @@ func Serve(w http.ResponseWriter, r *http.Request, f Forward) {
 			}
 			// The host and scheme the viewer used, not who the viewer is.
 			out.Header.Set("X-Forwarded-Host", pr.In.Host)
-			proto := "http"
-			if pr.In.TLS != nil {
+			proto := f.Scheme
+			switch {
+			case proto == "http" || proto == "https":
+			case pr.In.TLS != nil:
 				proto = "https"
+			default:
+				proto = "http"
 			}
 			out.Header.Set("X-Forwarded-Proto", proto)
 			out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(f.Prefix, "/"))

@@ -360,3 +360,36 @@ func TestMeterKeyConns(t *testing.T) {
 		t.Errorf("after a release: %v", err)
 	}
 }
+
+// TestServeTellsTheViewersScheme: the app is told the scheme another
+// node says the viewer used (Forward.Scheme), else its own connection's;
+// a scheme that is neither http nor https is not passed on.
+func TestServeTellsTheViewersScheme(t *testing.T) {
+	appAddr := app(t)
+	m := testMeter(t, wide)
+	for _, tt := range []struct{ scheme, want string }{{"https", "https"}, {"http", "http"}, {"", "http"}, {"gopher", "http"}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := net.Dial("tcp", appAddr.String())
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			Serve(w, r, Forward{Conn: m.Wrap(c), Prefix: "/p/", Scheme: tt.scheme,
+				OnError: func(w http.ResponseWriter, err error) { http.Error(w, err.Error(), http.StatusBadGateway) }})
+		}))
+		resp, err := http.Get(srv.URL + "/p/echo/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Header http.Header }
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := got.Header.Get("X-Forwarded-Proto"); p != tt.want {
+			t.Errorf("Scheme %q: the app was told X-Forwarded-Proto %q, want %q", tt.scheme, p, tt.want)
+		}
+	}
+}

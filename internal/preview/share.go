@@ -53,7 +53,12 @@ const KeyFile = "preview.key"
 
 const (
 	keyLen = 32 // HMAC-SHA256 key
-	idLen  = 10 // random share id
+	idLen  = 10 // share id: the issuer's tag, then random bytes
+	// tagLen bytes of a share id name the node that issued it (IssuerTag),
+	// under the signature like the rest of the id: any node of a fleet
+	// reads where a token was issued without asking the others, and a
+	// token that names another node is refused there, by its MAC.
+	tagLen = 4
 	// labelLen random bytes name a share on a wildcard preview host; not
 	// secret (it is in DNS and TLS), only distinct.
 	labelLen = 10
@@ -189,6 +194,7 @@ type share struct {
 // and unexpired. Safe for concurrent use.
 type Shares struct {
 	key []byte
+	tag []byte // IssuerTag of this node, the first bytes of every id
 	ttl time.Duration
 	now func() time.Time
 
@@ -198,16 +204,17 @@ type Shares struct {
 	byOwner   map[string]map[string]*share // owner → ID → share
 }
 
-// NewShares returns Shares signing with key (LoadKey) and issuing URLs
-// valid for ttl.
-func NewShares(key []byte, ttl time.Duration) (*Shares, error) {
+// NewShares returns Shares of the node named node, signing with key
+// (LoadKey) and issuing URLs valid for ttl.
+func NewShares(key []byte, ttl time.Duration, node string) (*Shares, error) {
 	if len(key) != keyLen {
 		return nil, fmt.Errorf("preview key: %d bytes, want %d", len(key), keyLen)
 	}
 	if ttl <= 0 {
 		return nil, errors.New("preview URL lifetime must be positive")
 	}
-	return &Shares{key: key, ttl: ttl, now: time.Now, shares: make(map[string]*share),
+	tag, _ := hex.DecodeString(IssuerTag(node))
+	return &Shares{key: key, tag: tag, ttl: ttl, now: time.Now, shares: make(map[string]*share),
 		bySession: make(map[string]map[string]*share), byOwner: make(map[string]map[string]*share)}, nil
 }
 
@@ -232,7 +239,8 @@ func (s *Shares) mac(id []byte, t Target, expires time.Time) []byte {
 // not every URL of the server: that owner's expired ones are dropped here.
 func (s *Shares) Issue(t Target) (Share, error) {
 	raw := make([]byte, idLen+labelLen)
-	if _, err := rand.Read(raw); err != nil {
+	copy(raw, s.tag)
+	if _, err := rand.Read(raw[tagLen:]); err != nil {
 		return Share{}, err
 	}
 	id, label := raw[:idLen], raw[idLen:]
@@ -259,6 +267,10 @@ func (s *Shares) Issue(t Target) (Share, error) {
 	}
 	if held >= MaxSharesPerKey {
 		return Share{}, fmt.Errorf("%w: this key holds %d (revoked ones count until they would have expired)", ErrTooManyShares, MaxSharesPerKey)
+	}
+	if _, taken := s.shares[sh.ID]; taken {
+		// 48 random bits of an id: once in 2^48 issues per share held.
+		return Share{}, errors.New("preview: a new URL drew the id of another; ask again")
 	}
 	n := &share{Share: sh}
 	s.shares[sh.ID] = n
@@ -323,6 +335,29 @@ func (s *Shares) check(token string) (*share, error) {
 		return nil, ErrExpired
 	}
 	return sh, nil
+}
+
+// IssuerTag is the tag (hex) that the ids of the preview URLs issued by
+// node begin with. It is a digest of the name, not a secret: two names of
+// one fleet share a tag with odds of 2^-32.
+func IssuerTag(node string) string {
+	h := sha256.Sum256([]byte("pyexec preview issuer\x00" + node))
+	return hex.EncodeToString(h[:tagLen])
+}
+
+// Issuer is the IssuerTag of the node that issued token, as the token
+// says: it proves nothing (only that node checks the signature), it only
+// names where to ask. ok is false for what is no token at all.
+func Issuer(token string) (tag string, ok bool) {
+	token = strings.ToLower(token)
+	if len(token) != tokenEncoding.EncodedLen(idLen+macLen) {
+		return "", false
+	}
+	raw, err := tokenEncoding.DecodeString(token)
+	if err != nil || len(raw) != idLen+macLen {
+		return "", false
+	}
+	return hex.EncodeToString(raw[:tagLen]), true
 }
 
 // Attach ties c, a connection opened for token's viewer, to its share:

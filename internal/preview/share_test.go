@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,7 @@ func testShares(t *testing.T) (*Shares, *time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewShares(key, time.Hour)
+	s, err := NewShares(key, time.Hour, "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestShareClosesItsConns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewShares(key, 2*time.Second) // a real clock: expiry must fire
+	s, err := NewShares(key, 2*time.Second, "node-a") // a real clock: expiry must fire
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +284,61 @@ func TestShareClosesItsConns(t *testing.T) {
 	}
 	if !closedSoon(viewer) {
 		t.Error("a connection for a revoked URL was left open")
+	}
+}
+
+// TestIssuerNamesItsNode: every token names, in any case, the node that
+// issued it, inside the signed id: a token altered to name another node
+// opens nothing, and tokens of two nodes name two nodes.
+func TestIssuerNamesItsNode(t *testing.T) {
+	s, _ := testShares(t)
+	key, err := LoadKey(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewShares(key, time.Hour, "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if IssuerTag("node-a") == IssuerTag("node-b") {
+		t.Fatal("two nodes have one tag")
+	}
+	a := Target{Session: "ses_a", Owner: "alice", Port: 8000}
+	for range 3 {
+		sh, err := s.Issue(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range []string{sh.Token, strings.ToUpper(sh.Token)} {
+			if tag, ok := Issuer(tok); !ok || tag != IssuerTag("node-a") {
+				t.Errorf("Issuer(%q) = %q, %v; want node-a's %s", tok, tag, ok, IssuerTag("node-a"))
+			}
+		}
+		if !strings.HasPrefix(sh.ID, IssuerTag("node-a")) {
+			t.Errorf("share id %s does not begin with its node's tag", sh.ID)
+		}
+		// The id, tag included, is signed: the same token naming node-b
+		// opens nothing.
+		raw, _ := tokenEncoding.DecodeString(sh.Token)
+		tag, _ := hex.DecodeString(IssuerTag("node-b"))
+		copy(raw, tag)
+		if _, err := s.Check(tokenEncoding.EncodeToString(raw)); !errors.Is(err, ErrUnknownShare) {
+			t.Errorf("a token re-tagged to another node: %v", err)
+		}
+	}
+	sh, err := other.Issue(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag, _ := Issuer(sh.Token); tag != IssuerTag("node-b") {
+		t.Errorf("node-b's token names %s", tag)
+	}
+	if _, err := s.Check(sh.Token); !errors.Is(err, ErrUnknownShare) {
+		t.Errorf("node-b's token on node-a: %v", err)
+	}
+	for _, bad := range []string{"", sh.Token[:len(sh.Token)-1], sh.Token + "a", strings.Repeat("1", len(sh.Token))} {
+		if tag, ok := Issuer(bad); ok {
+			t.Errorf("Issuer(%q) = %q, want no token", bad, tag)
+		}
 	}
 }

@@ -58,6 +58,9 @@ type NodeInfo struct {
 	WarmJails *int    `json:"warm_jails,omitempty"`
 	CPUs      int     `json:"cpus"`
 	Load1     float64 `json:"load1"` // the host's 1-minute load average
+	// URL is the node's API as the other nodes reach it (--advertise-url):
+	// where they relay previews of its sessions. Empty: not advertised.
+	URL string `json:"url,omitempty"`
 	// LostBy is set in the entry of a node declared lost: the node that
 	// declared it, and is settling its executions (nodelost.go).
 	LostBy string `json:"lost_by,omitempty"`
@@ -78,6 +81,8 @@ type Config struct {
 	// others declare it lost. Default DefaultNodeLostAfter; at least
 	// twice HeartbeatInterval.
 	NodeLostAfter time.Duration
+	// URL is this node's API as the others reach it (NodeInfo.URL).
+	URL string
 }
 
 // Store is the part of the shared store membership uses: the nodes
@@ -187,7 +192,7 @@ type peer struct {
 func (m *Membership) heartbeat() NodeInfo {
 	l := m.deps.Load()
 	return NodeInfo{
-		Name: m.cfg.Node, Instance: m.instance, Version: m.cfg.Version,
+		Name: m.cfg.Node, Instance: m.instance, Version: m.cfg.Version, URL: m.cfg.URL,
 		StartedAt: m.startedAt, HeartbeatAt: run.Now(), Draining: m.draining.Load(),
 		Capacity: l.Capacity, Running: l.Running, Queued: l.Queued, QueueSize: l.QueueSize,
 		Sessions: l.Sessions, SessionCapacity: l.SessionCapacity, WarmJails: l.WarmJails,
@@ -431,4 +436,25 @@ func (m *Membership) Nodes() []NodeInfo {
 	m.mu.Unlock()
 	slices.SortFunc(list, func(a, b NodeInfo) int { return strings.Compare(a.Name, b.Name) })
 	return list
+}
+
+// NodeURL is the URL node advertises (NodeInfo.URL), for a node this node
+// knows to be alive (as Nodes lists them); an error says why there is
+// none.
+func (m *Membership) NodeURL(node string) (string, error) {
+	u, alive := m.cfg.URL, node == m.cfg.Node
+	if !alive {
+		m.mu.Lock()
+		if p, ok := m.peers[node]; ok && p.info.LostBy == "" && time.Since(p.seen) < m.cfg.NodeLostAfter {
+			u, alive = p.info.URL, true
+		}
+		m.mu.Unlock()
+	}
+	switch {
+	case !alive:
+		return "", fmt.Errorf("node %s is not alive in the fleet", node)
+	case u == "":
+		return "", fmt.Errorf("node %s advertises no URL (start it with --advertise-url)", node)
+	}
+	return u, nil
 }

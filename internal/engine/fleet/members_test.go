@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,7 +139,7 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 		time.Sleep(200 * time.Millisecond)
 	}
 	n := &fleetNode{name: name, nc: nc, st: st}
-	n.eng, err = engine.New(engine.Config{Node: name}, engine.Deps{Store: st, Runner: &runtest.Runner{}, Interpreters: runtest.Interpreters{},
+	n.eng, err = engine.New(engine.Config{Node: name, URL: nodeURL(name)}, engine.Deps{Store: st, Runner: &runtest.Runner{}, Interpreters: runtest.Interpreters{},
 		Driver: runtest.PlainDriver{}, OnNodeLost: func(string) { n.lost.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +153,14 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 		n.eng.Close(cctx)
 	})
 	return n, nil
+}
+
+// nodeURL is the URL test node name advertises: none for c.
+func nodeURL(name string) string {
+	if name == "c" {
+		return ""
+	}
+	return "http://" + name + ".node.test:8080"
 }
 
 func mustStartNode(t *testing.T, url, name string, replicas int) *fleetNode {
@@ -204,6 +213,19 @@ func TestNodesSeeEachOther(t *testing.T) {
 		}
 	}
 
+	// Each advertises its URL to the others (previews are relayed there).
+	for _, n := range []string{"a", "b"} {
+		if u, err := b.eng.NodeURL(n); err != nil || u != nodeURL(n) {
+			t.Errorf("b's URL of %s: %q, %v; want %s", n, u, err, nodeURL(n))
+		}
+	}
+	if _, err := a.eng.NodeURL("c"); err == nil || !strings.Contains(err.Error(), "node c advertises no URL (start it with --advertise-url)") {
+		t.Errorf("the URL of c, which advertises none: %v", err)
+	}
+	if _, err := a.eng.NodeURL("z"); err == nil || !strings.Contains(err.Error(), "node z is not alive in the fleet") {
+		t.Errorf("the URL of a node never seen: %v", err)
+	}
+
 	stopped := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -215,6 +237,9 @@ func TestNodesSeeEachOther(t *testing.T) {
 	})
 	if d := time.Since(stopped); d > time.Second {
 		t.Errorf("a stopped node was listed for %s after it left", d)
+	}
+	if _, err := a.eng.NodeURL("c"); err == nil || !strings.Contains(err.Error(), "node c is not alive in the fleet") {
+		t.Errorf("the URL of c, which left: %v", err)
 	}
 	time.Sleep(fleet.DefaultNodeLostAfter + time.Second)
 	if n := a.lost.Load() + b.lost.Load(); n != 0 {
