@@ -25,6 +25,7 @@ type Embedded struct {
 	nc     *nats.Conn
 	follow *nats.Conn
 	closed chan struct{} // closed once nc is closed
+	stop   chan struct{} // closed by Close: ends returnMemory
 }
 
 // StartEmbedded starts a NATS server that keeps its JetStream data under
@@ -81,7 +82,9 @@ func StartEmbedded(ctx context.Context, dataDir string, logger *slog.Logger) (*E
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("store: connecting followers to embedded NATS server: %w", err)
 	}
-	return &Embedded{srv: srv, nc: nc, follow: follow, closed: closed}, nil
+	stop := make(chan struct{})
+	go returnMemory(memoryCheckEvery, stop)
+	return &Embedded{srv: srv, nc: nc, follow: follow, closed: closed, stop: stop}, nil
 }
 
 // Conn is the in-process client connection. It stays valid until Close.
@@ -94,6 +97,7 @@ func (e *Embedded) FollowConn() *nats.Conn { return e.follow }
 // Close drains the connection, shuts the server down and waits until its
 // files are closed, so the data directory can be reopened right away.
 func (e *Embedded) Close() error {
+	close(e.stop)
 	// Followers only read: nothing of theirs needs draining.
 	e.follow.Close()
 	err := e.nc.Drain()
