@@ -84,6 +84,22 @@ func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 	return s, nil
 }
 
+// sessionToRun is session for a call that runs code in the session or
+// changes what code it runs (a cell, a restart, a fork, a file written):
+// an operator is refused (ErrSessionSecrets) in another key's session
+// that holds secrets the operator's key may not use, since the egress
+// would inject them into code the operator wrote.
+func (e *Engine) sessionToRun(id string, c Caller) (*sessions.Live, error) {
+	s, err := e.session(id, c)
+	if err != nil || c.Name == s.Owner() {
+		return s, err
+	}
+	if err := e.sess.MayRunCode(s, c.Name); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // snapshotFor describes snapshot id for c. Only the snapshots their owners
 // asked for are seen (the server's own are not the API's); a caller that
 // may not see it gets ErrSnapshotNotFound, as for an unknown id. An

@@ -72,6 +72,23 @@ func (m *Service) replanNetwork(s *Live, spec sandbox.Spec) (sandbox.Spec, run.N
 	return spec, np, err
 }
 
+// MayRunCode reports whether caller, who is not s's owner (an operator),
+// may run code in s (a cell, a restart, a fork, a file it might import):
+// ErrSecretsOfOwner when s holds a secret that caller could not ask for
+// itself (one kept for other keys), as the operator's catalog is now.
+// Code run there would have the owner's secret injected on its behalf.
+func (m *Service) MayRunCode(s *Live, caller string) error {
+	if len(s.req.Secrets) == 0 {
+		return nil
+	}
+	req := s.req
+	req.Caller = caller
+	if _, err := m.planNetwork(req); err != nil {
+		return fmt.Errorf("%w (%s)", ErrSecretsOfOwner, s.id)
+	}
+	return nil
+}
+
 // errNetworkRefused: the planner refuses a session's network at a resume
 // (the error wraps its reason, an ErrInvalid).
 var errNetworkRefused = errors.New("the session's network is refused")

@@ -19,6 +19,9 @@ var (
 	ErrEnded    = errors.New("the session has ended")                     // 410
 	ErrTooMany  = errors.New("too many live sessions")                    // 429
 	ErrDisabled = errors.New("sessions are not available on this server") // 501
+	// ErrSecretsOfOwner: a caller other than the owner (an operator) may
+	// not run code in a session that holds secrets it may not use.
+	ErrSecretsOfOwner = errors.New("the session holds secrets of its owner that this API key may not use") // 403
 	// ErrNoSnapshots: the service was built without a place to keep
 	// snapshots (Deps.Vault).
 	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
