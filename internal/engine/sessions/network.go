@@ -1,8 +1,10 @@
 package sessions
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -137,33 +139,52 @@ func (u *netUse) take() []egress.Event {
 	return out
 }
 
-// startEgress makes the egress of a kernel of session id with plan np:
-// its events are logged with the session's id (the server's audit of
-// sessions) and kept for the next cell's result; going over a limit cuts
-// every connection, and the session has no network for the rest of its
-// life (the egress refuses every later connection; a later kernel's
-// egress gets what is left of the byte quotas, none when they are
-// spent).
-func (m *Service) startEgress(id string, np run.NetPlan, use *netUse) (*egress.Egress, error) {
-	eg, err := np.Egress(use.totals(), egress.Hooks{
+// startEgress makes the egress of a kernel of session net.id with plan
+// net.plan: its events are logged with the session's id and key (a
+// secret's at warning level), a secret's go to the audit trail
+// (Deps.OnSecretEvent), and all are kept for the next cell's result;
+// going over a limit cuts every connection, and the session has no
+// network for the rest of its life (the egress refuses every later
+// connection; a later kernel's egress gets what is left of the byte
+// quotas, none when they are spent).
+func (m *Service) startEgress(net *kernelNet) (*egress.Egress, error) {
+	use := net.use
+	eg, err := net.plan.Egress(use.totals(), egress.Hooks{
 		Event: func(ev egress.Event) {
 			use.add(ev)
 			if m.deps.OnNetworkEvent != nil {
 				m.deps.OnNetworkEvent(ev)
 			}
-			m.log.Info("session network event", "session_id", id, "proto", ev.Proto, "host", ev.Host,
-				"port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason, "secret", ev.Secret,
-				"method", ev.Method, "path", ev.Path, "status", ev.Status,
+			level := slog.LevelInfo
+			if ev.Secret != "" {
+				level = slog.LevelWarn
+				if m.deps.OnSecretEvent != nil {
+					m.deps.OnSecretEvent(net.id, net.caller, ev)
+				}
+			}
+			m.log.Log(context.Background(), level, "session network event", "session_id", net.id, "caller", net.caller,
+				"proto", ev.Proto, "host", ev.Host, "port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason,
+				"secret", ev.Secret, "method", ev.Method, "path", ev.Path, "status", ev.Status,
 				"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn)
 		},
 		Limit: func(limit string) {
-			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", id, "limit", limit)
+			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", net.id,
+				"caller", net.caller, "limit", limit)
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the session's egress: %w", err)
 	}
 	return eg, nil
+}
+
+// egressClosed logs what an ended egress of session net.id did not
+// report: the events dropped past its budgets.
+func (m *Service) egressClosed(net *kernelNet, st egress.Stats) {
+	if st.Dropped > 0 {
+		m.log.Warn("session network closed with events dropped past the budget", "session_id", net.id,
+			"caller", net.caller, "events", st.Events, "events_dropped", st.Dropped)
+	}
 }
 
 // kernelNet is the network of s's next kernel (nil: none); s.net is
@@ -174,7 +195,7 @@ func (s *Live) kernelNet() *kernelNet {
 	if !s.spec.Network {
 		return nil
 	}
-	return &kernelNet{id: s.id, plan: s.net, use: s.use}
+	return &kernelNet{id: s.id, caller: s.caller, plan: s.net, use: s.use}
 }
 
 // hasEgress reports whether the kernel has an egress now.
