@@ -154,9 +154,11 @@ type Request struct {
 	CPUShares     int      `json:"cpu_shares,omitempty"`
 	// Network, NetworkAllow and Secrets are as in run.Request: the
 	// session's kernels go out through an egress of their own with that
-	// policy and those secrets (network.go).
+	// policy and those secrets (network.go). NetworkAllow keeps its
+	// null (the operator's whole list) apart from [] (nothing, refused)
+	// on the fleet's wire: no omitempty.
 	Network      bool     `json:"network,omitempty"`
-	NetworkAllow []string `json:"network_allow,omitempty"`
+	NetworkAllow []string `json:"network_allow"`
 	Secrets      []string `json:"secrets,omitempty"`
 	// IdleTimeout ends the session after that long without a cell;
 	// MaxLifetime that long after its creation.
