@@ -136,6 +136,11 @@ func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool
 // byte quota is spent starts without one: its jail has network on and no
 // route out.
 func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
+	if limit := net.use.limited(); limit != "" {
+		m.log.Warn("session network cut by a limit: the kernel starts without a route out", "session_id", net.id,
+			"caller", net.caller, "limit", limit)
+		return nil
+	}
 	eg, err := m.startEgress(net)
 	switch {
 	case errors.Is(err, run.ErrQuotaSpent):

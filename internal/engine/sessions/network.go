@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // NetworkPlanner checks a session's network as an execution's is checked:
@@ -103,17 +105,60 @@ const maxPendingEvents = 1000
 // egresses carried (its quotas are per session, not per kernel) and the
 // events not yet handed to a cell.
 type netUse struct {
-	mu      sync.Mutex
-	used    egress.Stats
+	mu   sync.Mutex
+	used egress.Stats
+	// limit is the first limit that cut the session's network: its later
+	// kernels start without a route out.
+	limit   string
 	pending []egress.Event
 }
 
-// spent adds an ended egress's totals.
+// spent adds an ended egress's totals, and the limit that cut it.
 func (u *netUse) spent(st egress.Stats) {
 	u.mu.Lock()
 	u.used.BytesOut += st.BytesOut
 	u.used.BytesIn += st.BytesIn
+	if u.limit == "" {
+		u.limit = st.LimitReason
+	}
 	u.mu.Unlock()
+}
+
+// limited is the limit that cut the session's network, "" if none.
+func (u *netUse) limited() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.limit
+}
+
+// carried is what a hibernation header carries of u (nil u: a session
+// without network), with live, the totals of an egress still open.
+func (u *netUse) carried(live egress.Stats) *snapshot.NetworkUsed {
+	if u == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return &snapshot.NetworkUsed{BytesOut: u.used.BytesOut + live.BytesOut, BytesIn: u.used.BytesIn + live.BytesIn,
+		Limit: cmp.Or(u.limit, live.LimitReason)}
+}
+
+// restored is a session's use as its hibernation header carried it.
+func restored(n *snapshot.NetworkUsed) *netUse {
+	if n == nil {
+		return &netUse{}
+	}
+	return &netUse{used: egress.Stats{BytesOut: n.BytesOut, BytesIn: n.BytesIn}, limit: n.Limit}
+}
+
+// liveEgressStats are the totals so far of k's egress (zero: none).
+func (k *kernel) liveEgressStats() egress.Stats {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	if k.eg == nil {
+		return egress.Stats{}
+	}
+	return k.eg.Stats()
 }
 
 func (u *netUse) totals() egress.Stats {
