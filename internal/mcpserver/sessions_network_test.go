@@ -25,7 +25,9 @@ func (r *sessionRecorder) DeleteSession(context.Context, string) error { return 
 func (r *sessionRecorder) ExecuteCell(context.Context, string, *client.CellRequest) (*client.CellResult, error) {
 	return &client.CellResult{}, nil
 }
-func (r *sessionRecorder) UploadSessionFile(context.Context, string, string, []byte) error { return nil }
+func (r *sessionRecorder) UploadSessionFile(context.Context, string, string, []byte) error {
+	return nil
+}
 
 // TestCreateSessionNetworkRequest: create_session's network, allow list
 // and secrets reach the API's session create as its fields (network on,
