@@ -267,6 +267,8 @@ func sessionError(s *Server, err error) error {
 		return errorf(http.StatusNotFound, "session not found")
 	case errors.Is(err, engine.ErrSessionBusy):
 		return errorf(http.StatusConflict, "%s", err)
+	case errors.Is(err, engine.ErrSessionSecrets):
+		return errorf(http.StatusForbidden, "%s", err)
 	case errors.Is(err, engine.ErrSessionEnded):
 		return errorf(http.StatusGone, "%s", err)
 	case errors.Is(err, engine.ErrTooManySessions):

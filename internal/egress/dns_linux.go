@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -66,7 +67,7 @@ func (e *Egress) handleUDP(r *udp.ForwarderRequest) {
 // udpRefused reports a refused UDP destination once per execution: a
 // payload sending many datagrams must not flood the events.
 func (e *Egress) udpRefused(dst netip.Addr, port uint16) {
-	if !e.firstTime(netip.AddrPortFrom(dst, port).String()) {
+	if !e.firstTime(netip.AddrPortFrom(dst, port).String(), &e.kept) {
 		return
 	}
 	reason := ReasonUDP
@@ -237,11 +238,13 @@ func (e *Egress) answer(query []byte) []byte {
 
 // placeholderLookup reports whether name holds one of the execution's
 // placeholders: such a lookup is refused (NXDOMAIN, never asked upstream,
-// whatever the rules say) and reported once per secret and name.
+// whatever the rules say) and reported once per secret and name; once
+// the budget of lookups is spent, at each lookup (it is never dropped).
 func (e *Egress) placeholderLookup(name string) bool {
 	found := placeholdersIn([]byte(name), e.grant.Secrets)
 	for _, s := range found {
-		if e.firstTime("dns placeholder " + s.Name + " " + name) {
+		spent := e.lookups.Load() >= int64(e.cfg.Limits.MaxEvents)
+		if spent || e.firstTime("dns placeholder "+s.Name+" "+name, &e.lookups) {
 			e.emit(Event{Proto: "dns", Host: name, Verdict: VerdictDeny, Reason: ReasonPlaceholderInDNS, Secret: s.Name})
 		}
 	}
@@ -326,16 +329,16 @@ func (e *Egress) resolve(name string) (*nameEntry, dnsmessage.RCode) {
 
 // dnsEvent reports a lookup once per name, verdict and reason.
 func (e *Egress) dnsEvent(name, verdict, reason string) {
-	if e.firstTime("dns " + verdict + " " + reason + " " + name) {
+	if e.firstTime("dns "+verdict+" "+reason+" "+name, &e.lookups) {
 		e.emit(Event{Proto: "dns", Host: name, Verdict: verdict, Reason: reason})
 	}
 }
 
-// firstTime reports whether key is new to this execution. Once the event
-// budget is spent nothing more is remembered (the events would be dropped
+// firstTime reports whether key is new to this execution. Once budget
+// (the count of the events key is for) is spent nothing more is remembered (the events would be dropped
 // anyway), so a payload asking for endless names cannot grow the set.
-func (e *Egress) firstTime(key string) bool {
-	if e.events.Load() >= int64(e.cfg.Limits.MaxEvents) {
+func (e *Egress) firstTime(key string, budget *atomic.Int64) bool {
+	if budget.Load() >= int64(e.cfg.Limits.MaxEvents) {
 		e.dropped.Add(1)
 		return false
 	}

@@ -37,7 +37,8 @@ type Egress struct {
 	wg     sync.WaitGroup
 	// out carries events to the owner's hook from one goroutine, so that
 	// a slow hook (a store write) never holds up a DNS answer or a
-	// handshake. It holds MaxEvents: a send never blocks.
+	// handshake. It holds the budgets of lookups and of other events
+	// (MaxEvents each): only a secret's or a limit's event ever waits.
 	out     chan Event
 	outDone chan struct{}
 
@@ -61,7 +62,8 @@ type Egress struct {
 	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
 	dnsLingering      atomic.Int64 // DNS flows waiting for another query
 	bytesOut, bytesIn atomic.Int64
-	events, dropped   atomic.Int64
+	events, dropped   atomic.Int64 // reported, and dropped past a budget
+	kept, lookups     atomic.Int64 // counted against the budgets of other events and of lookups
 	limited           atomic.Bool
 	limitReason       atomic.Value // string
 }
@@ -77,7 +79,7 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
-		out: make(chan Event, cfg.Limits.MaxEvents), outDone: make(chan struct{}),
+		out: make(chan Event, 2*cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
 		terminated: map[string]bool{}}
 	go e.deliver()
@@ -223,11 +225,28 @@ func (e *Egress) Stats() Stats {
 	return st
 }
 
-// emit reports ev unless the event budget is spent.
+// emit reports ev unless its budget is spent. Lookups (dns events
+// without a secret) have a budget of their own, so that a payload
+// looking up endless names cannot spend the others'. A secret's event
+// (an injection, a placeholder refused) and the event that trips a limit
+// are never dropped: past the buffer their send waits for the hook,
+// which slows only the payload that makes them.
 func (e *Egress) emit(ev Event) {
-	if e.events.Add(1) > int64(e.cfg.Limits.MaxEvents) {
+	priority := ev.Secret != "" || isLimit(ev.Reason) && !e.limited.Load()
+	switch {
+	case priority:
+		e.events.Add(1)
+	case ev.Proto == "dns":
+		if e.lookups.Add(1) > int64(e.cfg.Limits.MaxEvents) {
+			e.dropped.Add(1)
+			return
+		}
+		e.events.Add(1)
+	case e.kept.Add(1) > int64(e.cfg.Limits.MaxEvents):
 		e.dropped.Add(1)
 		return
+	default:
+		e.events.Add(1)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -236,6 +255,16 @@ func (e *Egress) emit(ev Event) {
 		return
 	}
 	e.out <- ev
+}
+
+// isLimit reports whether reason is one of the limits that cut an
+// execution's network.
+func isLimit(reason string) bool {
+	switch reason {
+	case ReasonConnectionLimit, ReasonBytesOutLimit, ReasonBytesInLimit:
+		return true
+	}
+	return false
 }
 
 // overLimit records the first limit crossed, cuts every connection and

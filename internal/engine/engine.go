@@ -107,7 +107,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
 		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
-		Network: netPlanner, OnNetworkEvent: deps.OnSessionNetwork, OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
+		Network: netPlanner, OnNetworkEvent: deps.OnSessionNetwork, OnSecretEvent: e.auditSessionSecret,
+		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

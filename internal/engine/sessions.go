@@ -58,7 +58,7 @@ func (e *Engine) DeleteSession(_ context.Context, id string, c Caller) error {
 // ExecuteCell runs code in the session and returns its outcome (see
 // sessions.Service.ExecuteCell). ErrSessionBusy: another cell is running.
 func (e *Engine) ExecuteCell(ctx context.Context, id string, c Caller, req CellRequest) (CellResult, error) {
-	s, err := e.session(id, c)
+	s, err := e.sessionToRun(id, c)
 	if err != nil {
 		return CellResult{}, err
 	}
@@ -80,7 +80,7 @@ func (e *Engine) InterruptSession(_ context.Context, id string, c Caller) error 
 // carried over, the execution count starts again. A running cell is
 // killed.
 func (e *Engine) RestartSession(ctx context.Context, id string, c Caller) (Session, error) {
-	s, err := e.session(id, c)
+	s, err := e.sessionToRun(id, c)
 	if err != nil {
 		return Session{}, err
 	}
@@ -89,7 +89,7 @@ func (e *Engine) RestartSession(ctx context.Context, id string, c Caller) (Sessi
 
 // PutSessionFile writes a file into the session's workspace.
 func (e *Engine) PutSessionFile(ctx context.Context, id string, c Caller, unsafePath string, data []byte) error {
-	s, err := e.session(id, c)
+	s, err := e.sessionToRun(id, c)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (e *Engine) SnapshotSession(ctx context.Context, id string, c Caller) (Sess
 // the live session's state and files; the two then diverge.
 // ErrSessionBusy while a cell of it runs.
 func (e *Engine) ForkSession(ctx context.Context, id string, c Caller) (Session, error) {
-	s, err := e.session(id, c)
+	s, err := e.sessionToRun(id, c)
 	if err != nil {
 		return Session{}, err
 	}

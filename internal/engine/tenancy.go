@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/executions"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/sessions"
@@ -84,6 +85,22 @@ func (e *Engine) session(id string, c Caller) (*sessions.Live, error) {
 	return s, nil
 }
 
+// sessionToRun is session for a call that runs code in the session or
+// changes what code it runs (a cell, a restart, a fork, a file written):
+// an operator is refused (ErrSessionSecrets) in another key's session
+// that holds secrets the operator's key may not use, since the egress
+// would inject them into code the operator wrote.
+func (e *Engine) sessionToRun(id string, c Caller) (*sessions.Live, error) {
+	s, err := e.session(id, c)
+	if err != nil || c.Name == s.Owner() {
+		return s, err
+	}
+	if err := e.sess.MayRunCode(s, c.Name); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // snapshotFor describes snapshot id for c. Only the snapshots their owners
 // asked for are seen (the server's own are not the API's); a caller that
 // may not see it gets ErrSnapshotNotFound, as for an unknown id. An
@@ -157,6 +174,7 @@ const (
 	actionListAllSess  = "sessions_all"   // an admin listed every caller's sessions
 	actionSnapshot     = "snapshot"       // an admin deleted another caller's snapshot
 	actionListAllSnaps = "snapshots_all"  // an admin listed every caller's snapshots
+	actionSessionNet   = "session_secret" // a session's network event naming a secret (an injection, a placeholder refused)
 	actionWorkspace    = "workspace"      // an admin read or changed another caller's workspace
 	actionListAllWs    = "workspaces_all" // an admin listed every caller's workspaces
 )
@@ -175,6 +193,16 @@ type actionRecord struct {
 	SnapshotID  string    `json:"snapshot_id,omitempty"`
 	Owner       string    `json:"owner,omitempty"`
 	Status      Status    `json:"status,omitempty"`
+	// NetworkEvent is a session's event naming a secret (its name, never
+	// its value).
+	NetworkEvent *egress.Event `json:"network_event,omitempty"`
+}
+
+// auditSessionSecret puts a session's network event naming a secret on
+// the audit trail, as an execution's end record carries its events.
+func (e *Engine) auditSessionSecret(sessionID, owner string, ev egress.Event) {
+	e.appendAction(context.Background(), actionRecord{Action: actionSessionNet, Caller: owner, SessionID: sessionID,
+		Owner: owner, NetworkEvent: &ev})
 }
 
 // appendAction writes an action to the audit trail. As for the end of an

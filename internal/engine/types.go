@@ -156,6 +156,9 @@ var (
 	ErrSessionEnded     = sessions.ErrEnded    // 410
 	ErrTooManySessions  = sessions.ErrTooMany  // 429
 	ErrSessionsDisabled = sessions.ErrDisabled // 501
+	// ErrSessionSecrets: an operator may not run code in another key's
+	// session holding secrets the operator's key may not use.
+	ErrSessionSecrets = sessions.ErrSecretsOfOwner // 403
 )
 
 // Fleet membership (internal/engine/fleet).

@@ -111,6 +111,17 @@ type Session struct {
 	Network      bool     `json:"network,omitempty"`
 	NetworkAllow []string `json:"network_allow,omitempty"`
 	Secrets      []string `json:"secrets,omitempty"`
+	// NetworkUsed is what the session's network spent of its quotas so
+	// far, for its own hibernation to carry (nil: nothing).
+	NetworkUsed *NetworkUsed `json:"network_used,omitempty"`
+}
+
+// NetworkUsed is a session's network use over its life: the bytes its
+// egresses carried, and the limit that cut its network ("" if none).
+type NetworkUsed struct {
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+	Limit    string `json:"limit,omitempty"`
 }
 
 // Kinds of snapshots.

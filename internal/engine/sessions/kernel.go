@@ -24,12 +24,14 @@ type kernel struct {
 	// its jail is, or when its session's network is refused meanwhile
 	// (recheckNetwork); its totals then go to use, the session's. egMu
 	// guards eg once the kernel runs.
-	egMu    sync.Mutex
-	eg      *egress.Egress
-	use     *netUse
-	release func()        // gives back what the kernel held of the fork server
-	ended   chan struct{} // closed once proc has ended and cur was failed
-	res     sandbox.Result
+	egMu sync.Mutex
+	eg   *egress.Egress
+	use  *netUse
+	// egClosed is told eg's totals once it is closed.
+	egClosed func(egress.Stats)
+	release  func()        // gives back what the kernel held of the fork server
+	ended    chan struct{} // closed once proc has ended and cur was failed
+	res      sandbox.Result
 	// scan reads the channel: it also takes a saved state (ExpectState)
 	// and the outcome of a load (OnLoaded).
 	scan *runner.SessionScanner
@@ -74,9 +76,9 @@ func newCellRun(n int, limit int64) *cellRun {
 // kernelNet is the network of a kernel about to start: the session's id,
 // its plan and its use so far.
 type kernelNet struct {
-	id   string
-	plan run.NetPlan
-	use  *netUse
+	id, caller string
+	plan       run.NetPlan
+	use        *netUse
 }
 
 // startKernel starts the session's kernel with files in its workspace:
@@ -134,7 +136,12 @@ func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool
 // byte quota is spent starts without one: its jail has network on and no
 // route out.
 func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
-	eg, err := m.startEgress(net.id, net.plan, net.use)
+	if limit := net.use.limited(); limit != "" {
+		m.log.Warn("session network cut by a limit: the kernel starts without a route out", "session_id", net.id,
+			"caller", net.caller, "limit", limit)
+		return nil
+	}
+	eg, err := m.startEgress(net)
 	switch {
 	case errors.Is(err, run.ErrQuotaSpent):
 		m.log.Warn("session network quota spent: the kernel starts without a route out", "session_id", net.id)
@@ -148,6 +155,7 @@ func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
 	}
 	k.egMu.Lock()
 	k.eg, k.use = eg, net.use
+	k.egClosed = func(st egress.Stats) { m.egressClosed(net, st) }
 	k.egMu.Unlock()
 	return nil
 }
@@ -161,7 +169,9 @@ func (k *kernel) closeEgress() {
 		return
 	}
 	_ = k.eg.Close()
-	k.use.spent(k.eg.Stats())
+	st := k.eg.Stats()
+	k.use.spent(st)
+	k.egClosed(st)
 	k.eg = nil
 }
 

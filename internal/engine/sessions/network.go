@@ -1,14 +1,18 @@
 package sessions
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/sandbox"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // NetworkPlanner checks a session's network as an execution's is checked:
@@ -72,6 +76,23 @@ func (m *Service) replanNetwork(s *Live, spec sandbox.Spec) (sandbox.Spec, run.N
 	return spec, np, err
 }
 
+// MayRunCode reports whether caller, who is not s's owner (an operator),
+// may run code in s (a cell, a restart, a fork, a file it might import):
+// ErrSecretsOfOwner when s holds a secret that caller could not ask for
+// itself (one kept for other keys), as the operator's catalog is now.
+// Code run there would have the owner's secret injected on its behalf.
+func (m *Service) MayRunCode(s *Live, caller string) error {
+	if len(s.req.Secrets) == 0 {
+		return nil
+	}
+	req := s.req
+	req.Caller = caller
+	if _, err := m.planNetwork(req); err != nil {
+		return fmt.Errorf("%w (%s)", ErrSecretsOfOwner, s.id)
+	}
+	return nil
+}
+
 // errNetworkRefused: the planner refuses a session's network at a resume
 // (the error wraps its reason, an ErrInvalid).
 var errNetworkRefused = errors.New("the session's network is refused")
@@ -84,17 +105,60 @@ const maxPendingEvents = 1000
 // egresses carried (its quotas are per session, not per kernel) and the
 // events not yet handed to a cell.
 type netUse struct {
-	mu      sync.Mutex
-	used    egress.Stats
+	mu   sync.Mutex
+	used egress.Stats
+	// limit is the first limit that cut the session's network: its later
+	// kernels start without a route out.
+	limit   string
 	pending []egress.Event
 }
 
-// spent adds an ended egress's totals.
+// spent adds an ended egress's totals, and the limit that cut it.
 func (u *netUse) spent(st egress.Stats) {
 	u.mu.Lock()
 	u.used.BytesOut += st.BytesOut
 	u.used.BytesIn += st.BytesIn
+	if u.limit == "" {
+		u.limit = st.LimitReason
+	}
 	u.mu.Unlock()
+}
+
+// limited is the limit that cut the session's network, "" if none.
+func (u *netUse) limited() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.limit
+}
+
+// carried is what a hibernation header carries of u (nil u: a session
+// without network), with live, the totals of an egress still open.
+func (u *netUse) carried(live egress.Stats) *snapshot.NetworkUsed {
+	if u == nil {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return &snapshot.NetworkUsed{BytesOut: u.used.BytesOut + live.BytesOut, BytesIn: u.used.BytesIn + live.BytesIn,
+		Limit: cmp.Or(u.limit, live.LimitReason)}
+}
+
+// restored is a session's use as its hibernation header carried it.
+func restored(n *snapshot.NetworkUsed) *netUse {
+	if n == nil {
+		return &netUse{}
+	}
+	return &netUse{used: egress.Stats{BytesOut: n.BytesOut, BytesIn: n.BytesIn}, limit: n.Limit}
+}
+
+// liveEgressStats are the totals so far of k's egress (zero: none).
+func (k *kernel) liveEgressStats() egress.Stats {
+	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	if k.eg == nil {
+		return egress.Stats{}
+	}
+	return k.eg.Stats()
 }
 
 func (u *netUse) totals() egress.Stats {
@@ -120,33 +184,52 @@ func (u *netUse) take() []egress.Event {
 	return out
 }
 
-// startEgress makes the egress of a kernel of session id with plan np:
-// its events are logged with the session's id (the server's audit of
-// sessions) and kept for the next cell's result; going over a limit cuts
-// every connection, and the session has no network for the rest of its
-// life (the egress refuses every later connection; a later kernel's
-// egress gets what is left of the byte quotas, none when they are
-// spent).
-func (m *Service) startEgress(id string, np run.NetPlan, use *netUse) (*egress.Egress, error) {
-	eg, err := np.Egress(use.totals(), egress.Hooks{
+// startEgress makes the egress of a kernel of session net.id with plan
+// net.plan: its events are logged with the session's id and key (a
+// secret's at warning level), a secret's go to the audit trail
+// (Deps.OnSecretEvent), and all are kept for the next cell's result;
+// going over a limit cuts every connection, and the session has no
+// network for the rest of its life (the egress refuses every later
+// connection; a later kernel's egress gets what is left of the byte
+// quotas, none when they are spent).
+func (m *Service) startEgress(net *kernelNet) (*egress.Egress, error) {
+	use := net.use
+	eg, err := net.plan.Egress(use.totals(), egress.Hooks{
 		Event: func(ev egress.Event) {
 			use.add(ev)
 			if m.deps.OnNetworkEvent != nil {
 				m.deps.OnNetworkEvent(ev)
 			}
-			m.log.Info("session network event", "session_id", id, "proto", ev.Proto, "host", ev.Host,
-				"port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason, "secret", ev.Secret,
-				"method", ev.Method, "path", ev.Path, "status", ev.Status,
+			level := slog.LevelInfo
+			if ev.Secret != "" {
+				level = slog.LevelWarn
+				if m.deps.OnSecretEvent != nil {
+					m.deps.OnSecretEvent(net.id, net.caller, ev)
+				}
+			}
+			m.log.Log(context.Background(), level, "session network event", "session_id", net.id, "caller", net.caller,
+				"proto", ev.Proto, "host", ev.Host, "port", ev.Port, "verdict", ev.Verdict, "reason", ev.Reason,
+				"secret", ev.Secret, "method", ev.Method, "path", ev.Path, "status", ev.Status,
 				"bytes_out", ev.BytesOut, "bytes_in", ev.BytesIn)
 		},
 		Limit: func(limit string) {
-			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", id, "limit", limit)
+			m.log.Warn("session network limit exceeded: its connections are cut", "session_id", net.id,
+				"caller", net.caller, "limit", limit)
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("the session's egress: %w", err)
 	}
 	return eg, nil
+}
+
+// egressClosed logs what an ended egress of session net.id did not
+// report: the events dropped past its budgets.
+func (m *Service) egressClosed(net *kernelNet, st egress.Stats) {
+	if st.Dropped > 0 {
+		m.log.Warn("session network closed with events dropped past the budget", "session_id", net.id,
+			"caller", net.caller, "events", st.Events, "events_dropped", st.Dropped)
+	}
 }
 
 // kernelNet is the network of s's next kernel (nil: none); s.net is
@@ -157,7 +240,7 @@ func (s *Live) kernelNet() *kernelNet {
 	if !s.spec.Network {
 		return nil
 	}
-	return &kernelNet{id: s.id, plan: s.net, use: s.use}
+	return &kernelNet{id: s.id, caller: s.caller, plan: s.net, use: s.use}
 }
 
 // hasEgress reports whether the kernel has an egress now.

@@ -236,6 +236,9 @@ func (m *Service) adopted(p Parked, h snapshot.Header, created, expires time.Tim
 		return nil, err
 	}
 	s.id = p.ID
+	if s.use != nil {
+		s.use = restored(h.Session.NetworkUsed) // the quotas are the session's, over its whole life
+	}
 	s.created, s.expires = cmp.Or(created, s.created), cmp.Or(expires, s.expires)
 	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
 	if err := m.reserve(s); err != nil {

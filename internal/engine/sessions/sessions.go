@@ -40,6 +40,10 @@ type Deps struct {
 	// (for metrics); it must not block.
 	Network        NetworkPlanner
 	OnNetworkEvent func(egress.Event)
+	// OnSecretEvent, if set, is told each network event of a session
+	// that names a secret (an injection, a placeholder refused), with the
+	// session's id and owner: the server's audit trail.
+	OnSecretEvent func(sessionID, owner string, ev egress.Event)
 	// Vault keeps the snapshots sessions are saved as; nil refuses
 	// snapshots (ErrNoSnapshots).
 	Vault Vault

@@ -256,7 +256,7 @@ func (m *Service) save(ctx context.Context, s *Live, k *kernel, kind string) (Sa
 	var h snapshot.Header
 	err := m.saveState(ctx, k, n+1, func(meta runner.StateMeta) (io.Writer, error) {
 		h = snapshot.Header{ID: snapshot.NewID(), Owner: s.caller, Created: run.Now(), Kind: kind, SessionID: s.id,
-			Session: s.header(), ExecutionCount: n, Saved: meta.Saved, Skipped: meta.Skipped, StateBytes: meta.Bytes}
+			Session: s.header(k), ExecutionCount: n, Saved: meta.Saved, Skipped: meta.Skipped, StateBytes: meta.Bytes}
 		p, err := m.deps.Vault.Begin(ctx, h)
 		if err != nil {
 			return nil, err
@@ -296,8 +296,9 @@ func nonNil[T any](s []T) []T {
 
 // header is the configuration a restore recreates s with: its
 // interpreter by minor version (a state loads in the interpreter line it
-// was pickled by, whatever its patch level).
-func (s *Live) header() snapshot.Session {
+// was pickled by, whatever its patch level), and what its network spent
+// so far (k's egress included).
+func (s *Live) header(k *kernel) snapshot.Session {
 	l := s.spec.Limits
 	minor := s.python
 	if parts := strings.SplitN(minor, ".", 3); len(parts) == 3 {
@@ -306,7 +307,8 @@ func (s *Live) header() snapshot.Session {
 	return snapshot.Session{PythonVersion: minor, Requirements: s.req.Requirements, Env: s.req.Env,
 		MemoryBytes: l.MemoryBytes, DiskBytes: l.WorkspaceBytes, CPUShares: s.req.CPUShares, IdleTimeout: s.idle,
 		MaxLifetime: s.life, FigureFormat: s.req.FigureFormat, MaxRows: s.req.MaxRows,
-		Network: s.req.Network, NetworkAllow: s.req.NetworkAllow, Secrets: s.req.Secrets}
+		Network: s.req.Network, NetworkAllow: s.req.NetworkAllow, Secrets: s.req.Secrets,
+		NetworkUsed: s.use.carried(k.liveEgressStats())}
 }
 
 // Snapshot saves session s as a snapshot its owner keeps

@@ -19,6 +19,9 @@ var (
 	ErrEnded    = errors.New("the session has ended")                     // 410
 	ErrTooMany  = errors.New("too many live sessions")                    // 429
 	ErrDisabled = errors.New("sessions are not available on this server") // 501
+	// ErrSecretsOfOwner: a caller other than the owner (an operator) may
+	// not run code in a session that holds secrets it may not use.
+	ErrSecretsOfOwner = errors.New("the session holds secrets of its owner that this API key may not use") // 403
 	// ErrNoSnapshots: the service was built without a place to keep
 	// snapshots (Deps.Vault).
 	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
@@ -151,9 +154,11 @@ type Request struct {
 	CPUShares     int      `json:"cpu_shares,omitempty"`
 	// Network, NetworkAllow and Secrets are as in run.Request: the
 	// session's kernels go out through an egress of their own with that
-	// policy and those secrets (network.go).
+	// policy and those secrets (network.go). NetworkAllow keeps its
+	// null (the operator's whole list) apart from [] (nothing, refused)
+	// on the fleet's wire: no omitempty.
 	Network      bool     `json:"network,omitempty"`
-	NetworkAllow []string `json:"network_allow,omitempty"`
+	NetworkAllow []string `json:"network_allow"`
 	Secrets      []string `json:"secrets,omitempty"`
 	// IdleTimeout ends the session after that long without a cell;
 	// MaxLifetime that long after its creation.
