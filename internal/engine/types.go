@@ -118,6 +118,7 @@ type (
 	Forker         = sessions.Forker
 	SessionSaved   = sessions.Saved
 	ParkedSession  = sessions.Parked
+	RestoredFrom   = sessions.RestoredFrom
 )
 
 // Snapshots (internal/engine/snapshots).

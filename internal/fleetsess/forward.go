@@ -23,36 +23,59 @@ var (
 
 // forward sends cl for session id to the node holding it and decodes the
 // answer into out (nil: no body). A session whose node does not answer
-// ends here, for every node: the registry marks it node_lost.
+// ends here, for every node: the registry marks it node_lost; unless it
+// was saved (parked at its node's graceful shutdown): then this node takes
+// it over and answers the call itself (takeover.go).
 func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl call, out any) error {
-	e, rev, err := r.cfg.Registry.GetSession(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return notFound(id)
-	case err != nil:
-		return fmt.Errorf("fleetsess: finding session %s: %w", id, err)
-	case !c.Owns(e.Owner):
-		return notFound(id) // worded as for an unknown id (docs/tenancy.md)
-	case e.Ended != "":
-		return &endedError{id: id, reason: e.Ended}
-	case e.Node == r.cfg.Node && parked(e, time.Now()):
-		// Not adopted yet: its snapshot could not be read at start.
-		return fmt.Errorf("%w: session %s was saved at this node's restart and is not back yet; retry later", engine.ErrUnavailable, id)
-	case e.Node == r.cfg.Node:
-		// The local engine has no such session: it ended while its
-		// entry was being written.
-		return notFound(id)
-	}
 	cl.ID, cl.Caller = id, wireCaller(c)
-	err = r.request(ctx, nodeSubject(e.Node), e.Node, nil, cl, out)
-	if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
+	for try := 0; ; try++ {
+		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return notFound(id)
+		case err != nil:
+			return fmt.Errorf("fleetsess: finding session %s: %w", id, err)
+		case !c.Owns(e.Owner):
+			return notFound(id) // worded as for an unknown id (docs/tenancy.md)
+		case e.Ended != "":
+			return &endedError{id: id, reason: e.Ended}
+		case e.Node == r.cfg.Node && parked(e, time.Now()):
+			// Not adopted yet: its snapshot could not be read before.
+			err = r.takeOver(ctx, id, r.cfg.Node)
+		case e.Node == r.cfg.Node:
+			// The local engine has no such session: it ended while its
+			// entry was being written.
+			return notFound(id)
+		case parked(e, time.Now()) && time.Since(e.TakenAt) < r.cfg.ClaimFor:
+			return fmt.Errorf("%w: session %s is being resumed by node %s; retry later", engine.ErrUnavailable, id, e.Node)
+		default:
+			err = r.request(ctx, nodeSubject(e.Node), e.Node, nil, cl, out)
+			if errors.Is(err, engine.ErrSessionNotFound) && parked(e, time.Now()) {
+				err = errMoved // taken by its node, or another, since it was read
+				break
+			}
+			if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
+				return err
+			}
+			if !parked(e, time.Now()) {
+				return r.lost(ctx, e, rev)
+			}
+			err = r.takeOver(ctx, id, e.Node)
+		}
+		switch {
+		case err == nil:
+			return r.local(ctx, cl, out)
+		case errors.Is(err, errMoved) && try < moveTries:
+			continue // another node holds it now: ask again where
+		case errors.Is(err, errMoved):
+			return fmt.Errorf("%w: session %s is moving between nodes; retry later", engine.ErrUnavailable, id)
+		}
 		return err
 	}
-	if parked(e, time.Now()) {
-		return fmt.Errorf("%w: session %s was saved while its node restarts; retry later", engine.ErrUnavailable, id)
-	}
-	return r.lost(ctx, e, rev)
 }
+
+// moveTries bounds how often one call follows a session that moved.
+const moveTries = 3
 
 // parked says that e was saved by its node's graceful shutdown and is
 // still within its lifetime at now: its node takes it back when it starts

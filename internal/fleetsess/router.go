@@ -82,6 +82,10 @@ type Config struct {
 	// names must be before it is deleted, longer than any save or resume
 	// takes (zero: 15m).
 	SweepEvery, ParkedFor, OrphanAge time.Duration
+	// ClaimFor is how long a node's claim on a saved session it takes
+	// back keeps the other nodes from taking it over (takeover.go): longer
+	// than reading its snapshot takes (zero: 1m).
+	ClaimFor time.Duration
 
 	Logger *slog.Logger // nil discards
 }
@@ -103,6 +107,7 @@ type Router struct {
 	closing  bool
 	nodeSub  *nats.Subscription
 	placeSub *nats.Subscription // while this node has a free slot
+	taking   map[string]chan struct{} // sessions this node is taking over; closed when done
 }
 
 // registryTimeout bounds a registry write that no request waits for.
@@ -122,12 +127,13 @@ func New(cfg Config) (*Router, error) {
 	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, 10*time.Minute)
 	cfg.ParkedFor = cmp.Or(cfg.ParkedFor, time.Hour)
 	cfg.OrphanAge = cmp.Or(cfg.OrphanAge, 15*time.Minute)
+	cfg.ClaimFor = cmp.Or(cfg.ClaimFor, time.Minute)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel}, nil
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, taking: map[string]chan struct{}{}}, nil
 }
 
 // Start serves the requests of other nodes with eng. Sessions the
@@ -221,9 +227,10 @@ func (r *Router) endStale(ctx context.Context) error {
 }
 
 // adoptParked hands eng the sessions of this node saved at its last
-// shutdown; the registry then holds them as live again. One whose
-// snapshot cannot be read now stays parked, for the next sweep to try
-// again (within ParkedFor); one that cannot be adopted for good ends
+// shutdown (takeOver); the registry then holds them as live again. One
+// another node took over meanwhile is left to it. One whose snapshot
+// cannot be read now stays parked, for the next sweep to try again
+// (within ParkedFor); one that cannot be adopted for good ends
 // (node_lost), and the sweep deletes its snapshot if eng did not.
 func (r *Router) adoptParked(ctx context.Context) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
@@ -232,50 +239,32 @@ func (r *Router) adoptParked(ctx context.Context) {
 		return
 	}
 	for _, e := range list {
-		if e.Node != r.cfg.Node || e.Ended != "" || e.Hibernation == "" {
+		if e.Node != r.cfg.Node || !parked(e, time.Now()) {
 			continue
 		}
-		if _, err := r.eng.GetSession(ctx, e.ID, engine.Caller{Name: e.Owner}); err == nil {
-			// adopted before, its record not cleared (a registry error)
-			if err := r.unpark(ctx, e); err != nil {
-				r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
-			}
-			continue
+		err := r.takeOver(ctx, e.ID, r.cfg.Node)
+		if errors.Is(err, errMoved) {
+			r.log.Info("a session saved at the last shutdown was taken over by another node", "session_id", e.ID)
 		}
-		p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
-		_, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt)
-		switch {
-		case errors.Is(err, engine.ErrClosed):
-			return // this run shuts down: it parks its own
-		case errors.Is(err, engine.ErrUnavailable):
-			r.log.Warn("a session saved at the last shutdown cannot be taken back now; it stays parked", "session_id", e.ID, "err", err)
-			continue
-		case err != nil:
-			r.log.Warn("a session saved at the last shutdown could not be taken back; it ends", "session_id", e.ID, "err", err)
-			if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
-				r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
-			}
-			continue
-		}
-		if err := r.unpark(ctx, e); err != nil {
-			r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
-		}
-		r.log.Info("session saved at the last shutdown taken back", "session_id", e.ID)
 	}
 }
 
 // unpark clears the record that parked entry e, once its session was
-// adopted; a park recorded since (this run's own shutdown) is kept.
+// adopted; a park recorded since (this run's own shutdown) is kept. The
+// checkpoint it resumed from is gone with the resume.
 func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
 	for {
 		e, rev, err := r.cfg.Registry.GetSession(ctx, parked.ID)
 		if err != nil {
 			return err
 		}
-		if e.Hibernation != parked.Hibernation || !e.ParkedAt.Equal(parked.ParkedAt) {
+		if e.Hibernation != parked.Hibernation || !e.ParkedAt.Equal(parked.ParkedAt) || e.Node != r.cfg.Node {
 			return nil
 		}
-		e.Hibernation, e.ParkedAt = "", time.Time{}
+		if e.Checkpoint == e.Hibernation {
+			e.Checkpoint, e.CheckpointCells = "", 0
+		}
+		e.Hibernation, e.ParkedAt, e.TakenAt, e.FromCheckpoint, e.CellsLost = "", time.Time{}, time.Time{}, false, 0
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
 		if !errors.Is(err, store.ErrConflict) {
 			return err

@@ -37,6 +37,20 @@ type SessionEntry struct {
 	// when it was recorded.
 	Hibernation string    `json:"hibernation,omitempty"`
 	ParkedAt    time.Time `json:"parked_at,omitzero"`
+	// TakenAt is when a node claimed the parked session (Node names it)
+	// to take it back: another node leaves it alone for a while.
+	TakenAt time.Time `json:"taken_at,omitzero"`
+	// Cells is how many cells the session had run when last recorded;
+	// Checkpoint is its latest automatic checkpoint (a hibernation
+	// snapshot), taken after cell CheckpointCells.
+	Cells           int    `json:"cells,omitempty"`
+	Checkpoint      string `json:"checkpoint,omitempty"`
+	CheckpointCells int    `json:"checkpoint_cells,omitempty"`
+	// FromCheckpoint, set with Hibernation on a session whose node was
+	// lost, says that Hibernation is its checkpoint, and CellsLost how
+	// many cells ran after it: the node that resumes it says so.
+	FromCheckpoint bool `json:"from_checkpoint,omitempty"`
+	CellsLost      int  `json:"cells_lost,omitempty"`
 }
 
 // SessionRegistry records where the fleet's sessions live.

@@ -51,7 +51,8 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
 	s.count++
-	n := s.count
+	n, restored := s.count, s.restored
+	s.restored = nil
 	s.busy, s.last = true, run.Now()
 	s.mu.Unlock()
 	defer func() {
@@ -62,7 +63,7 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 
 	c := newCellRun(n, m.lim.OutputBytes)
 	started := run.Now()
-	res := CellResult{SessionID: s.id, ExecutionCount: n, Resumed: resumed,
+	res := CellResult{SessionID: s.id, ExecutionCount: n, Resumed: resumed, RestoredFrom: restored,
 		Execution: run.Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
 	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
 		k.finish(c)

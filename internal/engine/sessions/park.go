@@ -27,6 +27,10 @@ import (
 type Parked struct {
 	ID, Caller string
 	Snapshot   string // its hibernation snapshot
+	// Restored, when set, says that Snapshot is the session's last
+	// checkpoint, taken before its node was lost: the cell that resumes
+	// it reports it (CellResult.RestoredFrom).
+	Restored *RestoredFrom
 }
 
 // shutdown parks every session it can and ends the rest (the reaper,
@@ -234,6 +238,7 @@ func (m *Service) adopted(p Parked, h snapshot.Header, created, expires time.Tim
 	s.id = p.ID
 	s.created, s.expires = cmp.Or(created, s.created), cmp.Or(expires, s.expires)
 	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
+	s.restored = p.Restored
 	if err := m.reserve(s); err != nil {
 		s.release()
 		return nil, err

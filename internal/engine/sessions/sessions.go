@@ -191,6 +191,9 @@ type Live struct {
 	hibernating bool
 	hibFails    int
 	loadFails   int // loads of its hibernation in a row that ended the interpreter
+	// restored: the session was adopted from its checkpoint after its
+	// node was lost; its first cell says so.
+	restored *RestoredFrom
 	hibRetry    time.Time
 
 	// files is held for reading by a file call while it uses the kernel,

@@ -230,6 +230,16 @@ type CellResult struct {
 	SessionEnded bool `json:"session_ended,omitempty"`
 	// Resumed says the session was hibernated and resumed for this cell.
 	Resumed bool `json:"resumed,omitempty"`
+	// RestoredFrom, on the cell that resumed a session whose node was
+	// lost, names the checkpoint it resumed from and the cells lost.
+	RestoredFrom *RestoredFrom `json:"restored_from,omitempty"`
+}
+
+// RestoredFrom is the checkpoint a session resumed from after its node was
+// lost: CellsLost cells had run after it and their effects are gone.
+type RestoredFrom struct {
+	SnapshotID string `json:"snapshot_id"`
+	CellsLost  int    `json:"cells_lost"`
 }
 
 // Saved describes a snapshot a session was saved as.

@@ -1,0 +1,170 @@
+package fleetsess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/pyexec/pyexec/internal/engine"
+)
+
+// shutDown stops n as SIGTERM does: its engine parks its idle sessions
+// (n must park), then its router stops answering.
+func (n *node) shutDown(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.eng.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func parkingNode(t *testing.T, srv *server.Server, name string) *node {
+	return startNodeOpts(t, srv, name, engine.SessionConfig{Max: 8, DefaultMemoryBytes: 64 << 20}, true)
+}
+
+// TestSavedSessionResumesOnAnotherNode: a session its node saved at its
+// shutdown is resumed, with its variables, by the node that gets its next
+// call while its own node is away; another key still gets 404; the node,
+// started again, leaves the session to the node that took it, and serves
+// it from there.
+func TestSavedSessionResumesOnAnotherNode(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := parkingNode(t, srv, "a"), parkingNode(t, srv, "b")
+	ctx := context.Background()
+	s := a.create(t)
+	a.cell(t, s.ID, "x = 41")
+	a.shutDown(t)
+	if e, _, err := b.reg.GetSession(ctx, s.ID); err != nil || e.Hibernation == "" || e.Node != "a" {
+		t.Fatalf("the registry after a's shutdown: %+v, %v; want it parked on a", e, err)
+	}
+
+	if _, err := b.r.ExecuteCell(ctx, s.ID, engine.Caller{Name: "bob"}, engine.CellRequest{Code: "x"}); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("bob's call on alice's saved session: %v, want not found", err)
+	}
+	res := b.cell(t, s.ID, "x + 1")
+	if res.Result == nil || *res.Result != "42" || !res.Resumed || res.RestoredFrom != nil {
+		t.Fatalf("the first cell via b after a's shutdown: result %v, resumed %v, restored %+v, %+v", res.Result, res.Resumed,
+			res.RestoredFrom, res.Execution)
+	}
+	if b.eng.LiveSessions() != 1 {
+		t.Fatalf("b holds %d sessions, want the one it took over", b.eng.LiveSessions())
+	}
+	if e, _, err := b.reg.GetSession(ctx, s.ID); err != nil || e.Node != "b" || e.Hibernation != "" || !e.TakenAt.IsZero() {
+		t.Fatalf("the registry after the takeover: %+v, %v; want it live on b", e, err)
+	}
+
+	a2 := parkingNode(t, srv, "a")
+	if a2.eng.LiveSessions() != 0 {
+		t.Fatalf("a, started again, took back %d sessions; b holds its only one", a2.eng.LiveSessions())
+	}
+	if res := a2.cell(t, s.ID, "x"); res.Result == nil || *res.Result != "41" || res.Resumed {
+		t.Fatalf("a cell via a after its restart: %v, resumed %v", res.Result, res.Resumed)
+	}
+}
+
+// TestTakeoverRace: nodes that take over the same saved session at once
+// (two callers on two nodes, and the session's own node starting again)
+// leave it on exactly one node; the others are told where it went or to
+// retry, and every call made after answers with its state.
+func TestTakeoverRace(t *testing.T) {
+	srv := fleetServer(t)
+	a, b, c := parkingNode(t, srv, "a"), parkingNode(t, srv, "b"), parkingNode(t, srv, "c")
+	ctx := context.Background()
+	const n = 4
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = a.create(t).ID
+		a.cell(t, ids[i], fmt.Sprintf("v = %d", i))
+	}
+	a.shutDown(t)
+
+	for i, id := range ids {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, via := range []*node{b, c} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = via.r.takeOver(ctx, id, "a")
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for j, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, errMoved) || errors.Is(err, engine.ErrUnavailable):
+			default:
+				t.Errorf("session %d: the takeover via node %d failed: %v", i, j, err)
+			}
+		}
+		holders := 0
+		for _, via := range []*node{b, c} {
+			if _, err := via.eng.GetSession(ctx, id, alice); err == nil {
+				holders++
+			}
+		}
+		if won != 1 || holders != 1 {
+			t.Fatalf("session %d: %d takeovers won (%v), %d engines hold it; want exactly one of each", i, won, errs, holders)
+		}
+		for _, via := range []*node{c, b} {
+			if res := via.cell(t, id, "v"); res.Result == nil || *res.Result != fmt.Sprint(i) {
+				t.Fatalf("session %d via %s after the race: %v", i, via.name, res.Result)
+			}
+		}
+	}
+
+	// Two cells at once on two nodes: one takes it, the other gets the
+	// answer or a retryable error, never a second copy.
+	d := parkingNode(t, srv, "d")
+	s, err := c.r.createLocal(ctx, engine.SessionRequest{Requirements: "-", Caller: alice.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cell(t, s.ID, "w = 7")
+	c.shutDown(t)
+	var wg sync.WaitGroup
+	type answer struct {
+		res engine.CellResult
+		err error
+	}
+	answers := make([]answer, 2)
+	for j, via := range []*node{b, d} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := via.r.ExecuteCell(ctx, s.ID, alice, engine.CellRequest{Code: "w", EvalLastExpr: true, Timeout: 20 * time.Second})
+			answers[j] = answer{res, err}
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, an := range answers {
+		switch {
+		case an.err == nil && an.res.Result != nil && *an.res.Result == "7":
+			ok++
+		case errors.Is(an.err, engine.ErrUnavailable) || errors.Is(an.err, engine.ErrSessionBusy):
+		default:
+			t.Errorf("a call that raced for the saved session: %+v, %v", an.res.Execution, an.err)
+		}
+	}
+	holders := 0
+	for _, via := range []*node{b, d} {
+		if _, err := via.eng.GetSession(ctx, s.ID, alice); err == nil {
+			holders++
+		}
+	}
+	if ok == 0 || holders != 1 {
+		t.Fatalf("%d calls answered, %d nodes hold the session; want one holder", ok, holders)
+	}
+}
