@@ -106,7 +106,7 @@ type Router struct {
 	mu       sync.Mutex
 	closing  bool
 	nodeSub  *nats.Subscription
-	placeSub *nats.Subscription // while this node has a free slot
+	placeSub *nats.Subscription       // while this node has a free slot
 	taking   map[string]chan struct{} // sessions this node is taking over; closed when done
 }
 

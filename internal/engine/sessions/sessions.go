@@ -194,7 +194,7 @@ type Live struct {
 	// restored: the session was adopted from its checkpoint after its
 	// node was lost; its first cell says so.
 	restored *RestoredFrom
-	hibRetry    time.Time
+	hibRetry time.Time
 
 	// files is held for reading by a file call while it uses the kernel,
 	// and for writing by a hibernation: a file written during a
