@@ -68,6 +68,14 @@ type Deps struct {
 	// engine shuts down, to be adopted by the next run of this node
 	// (AdoptSession); without it, every session ends at shutdown.
 	OnSessionPark func(p ParkedSession)
+	// OnSessionCheckpoint, if set, is told of every checkpoint a session
+	// of this node was saved as (SessionConfig.CheckpointEvery), to record
+	// for the fleet; OnSessionCell of the count of cells a session that
+	// has a checkpoint ran, after each of its cells, before the answer
+	// (it must be cheap). Without OnSessionCheckpoint no checkpoint is
+	// taken.
+	OnSessionCheckpoint func(c SessionCheckpoint)
+	OnSessionCell       func(id string, cells int)
 }
 
 // Finished is what OnFinish is told of an execution that ended.

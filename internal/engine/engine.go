@@ -100,7 +100,8 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	}
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
 		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
-		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
+		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark,
+		OnCheckpoint: deps.OnSessionCheckpoint, OnCell: deps.OnSessionCell})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}

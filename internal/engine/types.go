@@ -119,6 +119,8 @@ type (
 	SessionSaved   = sessions.Saved
 	ParkedSession  = sessions.Parked
 	RestoredFrom   = sessions.RestoredFrom
+	// SessionCheckpoint is a checkpoint a session was saved as.
+	SessionCheckpoint = sessions.Checkpoint
 )
 
 // Snapshots (internal/engine/snapshots).

@@ -99,7 +99,8 @@ func startNodeOpts(t testing.TB, srv *server.Server, name string, sc engine.Sess
 		Sessions:  sc,
 		Snapshots: engine.SnapshotConfig{Key: key, SpoolDir: t.TempDir()}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			d := engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded}
+			d := engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded,
+				OnSessionCheckpoint: r.SessionCheckpointed, OnSessionCell: r.SessionCells}
 			if parks {
 				d.OnSessionPark = r.SessionParked
 			}

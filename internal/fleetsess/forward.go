@@ -29,7 +29,7 @@ var (
 func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl call, out any) error {
 	cl.ID, cl.Caller = id, wireCaller(c)
 	for try := 0; ; try++ {
-		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
+		e, _, err := r.cfg.Registry.GetSession(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return notFound(id)
@@ -58,7 +58,8 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 				return err
 			}
 			if !parked(e, time.Now()) {
-				return r.lost(ctx, e, rev)
+				err = r.lost(ctx, e)
+				break
 			}
 			err = r.takeOver(ctx, id, e.Node)
 		}
@@ -92,24 +93,17 @@ func parkedSession(e store.SessionEntry) engine.Session {
 		ExpiresAt: e.ExpiresAt}
 }
 
-// lost ends a session whose node is gone and returns the error its
-// client gets.
-func (r *Router) lost(ctx context.Context, e store.SessionEntry, rev uint64) error {
-	reason := ReasonNodeLost
-	e.Ended = reason
-	err := r.cfg.Registry.UpdateSession(ctx, e, rev)
-	if errors.Is(err, store.ErrConflict) { // another node got there first
-		reason, err = r.markEnded(ctx, e.ID, ReasonNodeLost)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound(e.ID)
-	}
-	if err != nil {
+// lost settles a session whose node e named does not answer (lose) and
+// returns the error its client gets, or errMoved when it was parked on
+// its checkpoint for a node to take over.
+func (r *Router) lost(ctx context.Context, e store.SessionEntry) error {
+	err := r.lose(ctx, e.ID)
+	var ended *endedError
+	if err != nil && !errors.Is(err, errMoved) && !errors.As(err, &ended) && !errors.Is(err, engine.ErrSessionNotFound) {
 		r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
-		reason = ReasonNodeLost
+		return &endedError{id: e.ID, reason: ReasonNodeLost}
 	}
-	r.log.Warn("session ended: its node does not answer", "session_id", e.ID, "node", e.Node)
-	return &endedError{id: e.ID, reason: reason}
+	return err
 }
 
 // request sends cl on subject and waits for the answer. While it waits it
@@ -174,15 +168,15 @@ func (r *Router) answer(ctx context.Context, subject string, m *nats.Msg, err er
 	return nil
 }
 
-// ended reports whether the registry says session id ended meanwhile:
-// the fleet declared its node lost (Router.NodeLost), which may still
-// listen, hung, without ever answering.
+// ended reports whether the registry says session id ended meanwhile, or
+// was parked on its checkpoint: the fleet declared its node lost
+// (Router.NodeLost), which may still listen, hung, without ever answering.
 func (r *Router) ended(ctx context.Context, id string) bool {
 	if id == "" {
 		return false
 	}
 	e, _, err := r.cfg.Registry.GetSession(ctx, id)
-	return err == nil && e.Ended != ""
+	return err == nil && (e.Ended != "" || e.FromCheckpoint)
 }
 
 // gone reports whether node no longer listens: a ping finds no

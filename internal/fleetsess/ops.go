@@ -132,7 +132,15 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 					out = append(out, parkedSession(e))
 					continue
 				}
-				if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+				err := r.lose(ctx, e.ID)
+				var ended *endedError
+				switch {
+				case errors.Is(err, errMoved): // parked on its checkpoint
+					if pe, _, gerr := r.cfg.Registry.GetSession(ctx, e.ID); gerr == nil && parked(pe, time.Now()) {
+						out = append(out, parkedSession(pe))
+					}
+				case errors.As(err, &ended) || errors.Is(err, engine.ErrSessionNotFound):
+				default:
 					r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
 				}
 			}

@@ -108,6 +108,10 @@ type Router struct {
 	nodeSub  *nats.Subscription
 	placeSub *nats.Subscription       // while this node has a free slot
 	taking   map[string]chan struct{} // sessions this node is taking over; closed when done
+	// cells are the counts of cells to write to the registry
+	// (checkpoint.go); cellsDirty wakes their writer.
+	cells      map[string]int
+	cellsDirty chan struct{}
 }
 
 // registryTimeout bounds a registry write that no request waits for.
@@ -133,7 +137,8 @@ func New(cfg Config) (*Router, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, taking: map[string]chan struct{}{}}, nil
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, taking: map[string]chan struct{}{},
+		cells: map[string]int{}, cellsDirty: make(chan struct{}, 1)}, nil
 }
 
 // Start serves the requests of other nodes with eng. Sessions the
@@ -160,10 +165,14 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 	r.nodeSub = sub
 	r.mu.Unlock()
 	r.updatePlacement()
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
 		r.placement()
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.writeCells()
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -202,9 +211,14 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
 	var err error
-	if shutdown {
+	switch e, _, gerr := r.cfg.Registry.GetSession(ctx, id); {
+	case gerr != nil:
+		err = gerr
+	case e.Node != r.cfg.Node:
+		// another node took it over meanwhile: its entry is that node's
+	case shutdown:
 		_, err = r.markEnded(ctx, id, ReasonNodeShutdown)
-	} else {
+	default:
 		err = r.cfg.Registry.DeleteSession(ctx, id)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -215,14 +229,15 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	}
 }
 
-// endStale adopts the sessions an earlier run of this node saved at its
-// shutdown and marks the others the registry gives to it as lost.
+// endStale settles the sessions the registry gives to an earlier run of
+// this node that did not park them: those with a checkpoint are parked on
+// it, the others marked lost; then it adopts the parked ones.
 func (r *Router) endStale(ctx context.Context) error {
-	r.adoptParked(ctx)
 	n, err := r.endSessionsOf(ctx, r.cfg.Node)
 	if n > 0 {
-		r.log.Info("sessions of an earlier run of this node marked lost", "count", n)
+		r.log.Info("sessions of an earlier run of this node settled as lost (or to resume from their checkpoint)", "count", n)
 	}
+	r.adoptParked(ctx)
 	return err
 }
 
@@ -291,7 +306,8 @@ func (r *Router) setHibernation(ctx context.Context, id, snap string) error {
 		if err != nil {
 			return err
 		}
-		e.Hibernation, e.ParkedAt = snap, time.Now()
+		// the park is newer than its checkpoint, which the engine deleted
+		e.Hibernation, e.ParkedAt, e.Checkpoint, e.CheckpointCells = snap, time.Now(), "", 0
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
 		if !errors.Is(err, store.ErrConflict) {
 			return err
@@ -315,9 +331,10 @@ func (r *Router) NodeLost(node string) {
 	}
 }
 
-// endSessionsOf marks the live sessions the registry gives to node as
-// lost and returns how many it marked. Those parked by the node's
-// graceful shutdown wait for it (the sweep ends them past ParkedFor).
+// endSessionsOf settles the live sessions the registry gives to node as
+// lost (lose: parked on their checkpoint, or ended) and returns how many
+// it settled. Those parked by the node's graceful shutdown wait for it
+// (the sweep ends them past ParkedFor).
 func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
 	if err != nil {
@@ -328,8 +345,14 @@ func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 		if e.Node != node || e.Ended != "" || parked(e, time.Now()) {
 			continue
 		}
-		if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return n, fmt.Errorf("fleetsess: ending session %s of node %s: %w", e.ID, node, err)
+		err := r.lose(ctx, e.ID)
+		var ended *endedError
+		switch {
+		case errors.Is(err, errMoved) || errors.As(err, &ended):
+		case errors.Is(err, engine.ErrSessionNotFound):
+			continue
+		default:
+			return n, fmt.Errorf("fleetsess: settling session %s of node %s: %w", e.ID, node, err)
 		}
 		n++
 	}

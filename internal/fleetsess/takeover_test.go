@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/pyexec/pyexec/internal/engine"
+	"github.com/pyexec/pyexec/internal/snapshot"
 )
 
 // shutDown stops n as SIGTERM does: its engine parks its idle sessions
@@ -167,4 +168,75 @@ func TestTakeoverRace(t *testing.T) {
 	if ok == 0 || holders != 1 {
 		t.Fatalf("%d calls answered, %d nodes hold the session; want one holder", ok, holders)
 	}
+}
+
+// TestSessionResumesFromItsCheckpoint: a node killed without warning
+// (its connection cut, nothing saved): a session that had a checkpoint,
+// then ran one more cell, resumes on another node with its checkpointed
+// variables, and its first cell says restored_from with that checkpoint
+// and one cell lost; a session that had none ends node_lost.
+func TestSessionResumesFromItsCheckpoint(t *testing.T) {
+	srv := fleetServer(t)
+	sc := engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20, CheckpointEvery: time.Hour}
+	a, b := startNodeWith(t, srv, "a", sc), startNodeWith(t, srv, "b", sc)
+	ctx := context.Background()
+	s, bare := a.create(t), a.create(t)
+	a.cell(t, s.ID, "x = 1")
+	var ckpt string
+	waitFor(t, 20*time.Second, "the checkpoint recorded after the first cell", func() bool {
+		e, _, err := b.reg.GetSession(ctx, s.ID)
+		ckpt = e.Checkpoint
+		return err == nil && e.Checkpoint != "" && e.CheckpointCells == 1
+	})
+	a.cell(t, s.ID, "x = 2") // within the hour: no new checkpoint
+	waitFor(t, 10*time.Second, "the count of cells recorded", func() bool {
+		e, _, err := b.reg.GetSession(ctx, s.ID)
+		return err == nil && e.Cells == 2 && e.Checkpoint == ckpt
+	})
+	if e, _, _ := b.reg.GetSession(ctx, bare.ID); e.Checkpoint != "" || e.Cells != 0 {
+		t.Fatalf("a session that ran no cell: %+v, want no checkpoint and no count", e)
+	}
+	a.kill()
+
+	if _, err := b.r.ExecuteCell(ctx, s.ID, engine.Caller{Name: "bob"}, engine.CellRequest{Code: "x"}); !errors.Is(err, engine.ErrSessionNotFound) {
+		t.Fatalf("bob's call on alice's lost session: %v, want not found", err)
+	}
+	res := b.cell(t, s.ID, "x")
+	if res.Result == nil || *res.Result != "1" || !res.Resumed || res.RestoredFrom == nil ||
+		res.RestoredFrom.SnapshotID != ckpt || res.RestoredFrom.CellsLost != 1 || res.ExecutionCount != 2 {
+		t.Fatalf("the first cell via b after a's loss: result %v, resumed %v, restored %+v, count %d", res.Result, res.Resumed,
+			res.RestoredFrom, res.ExecutionCount)
+	}
+	if res := b.cell(t, s.ID, "x"); res.RestoredFrom != nil || res.Resumed {
+		t.Fatalf("the second cell still says restored %+v, resumed %v", res.RestoredFrom, res.Resumed)
+	}
+	if e, _, err := b.reg.GetSession(ctx, s.ID); err != nil || e.Node != "b" || e.Hibernation != "" || e.FromCheckpoint {
+		t.Fatalf("the registry after the restore: %+v, %v; want it live on b", e, err)
+	}
+	_, err := b.r.GetSession(ctx, bare.ID, alice)
+	assertLost(t, err, bare.ID)
+	// the checkpoint it resumed from is deleted; b took its own since
+	waitFor(t, 10*time.Second, "b's own checkpoint of the restored session", func() bool {
+		e, _, err := b.reg.GetSession(ctx, s.ID)
+		return err == nil && e.Checkpoint != "" && e.Checkpoint != ckpt
+	})
+	if _, ok := hibernationIDs(t, b)[ckpt]; ok {
+		t.Errorf("the checkpoint the session resumed from is still stored")
+	}
+}
+
+// hibernationIDs is the set of the fleet's hibernation snapshots.
+func hibernationIDs(t *testing.T, n *node) map[string]bool {
+	t.Helper()
+	all, err := n.reg.ListSnapshots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, si := range all {
+		if si.Kind == snapshot.KindHibernation {
+			out[si.ID] = true
+		}
+	}
+	return out
 }

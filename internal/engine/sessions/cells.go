@@ -32,10 +32,16 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 	if err != nil {
 		return CellResult{}, err
 	}
-	if !s.run.TryLock() {
+	if !m.cellTurn(ctx, s) {
 		return CellResult{}, fmt.Errorf("%w: %s", ErrBusy, id)
 	}
-	defer s.run.Unlock()
+	n := 0 // the cell's number, once it runs
+	defer func() {
+		s.run.Unlock()
+		if n > 0 {
+			m.afterCell(s, n)
+		}
+	}()
 	resumed, err := m.wake(ctx, s)
 	if err != nil {
 		return CellResult{}, err
@@ -51,8 +57,8 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
 	s.count++
-	n, restored := s.count, s.restored
-	s.restored = nil
+	restored := s.restored
+	n, s.restored = s.count, nil
 	s.busy, s.last = true, run.Now()
 	s.mu.Unlock()
 	defer func() {

@@ -156,6 +156,7 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 	if !ok {
 		return false
 	}
+	m.dropCheckpoint(s) // the park is newer
 	s.release()
 	m.deps.OnPark(p)
 	m.log.Info("session saved for the next start", "session_id", s.id, "snapshot_id", p.Snapshot)

@@ -45,6 +45,13 @@ type Deps struct {
 	// next run of this node (park.go), which it must record for Adopt;
 	// without it, every session ends at shutdown.
 	OnPark func(p Parked)
+	// OnCheckpoint, if set, is told of every checkpoint a session was
+	// saved as (checkpoint.go), which it must record for the fleet to
+	// resume the session from if this node is lost; OnCell of the count
+	// of cells each session that has a checkpoint ran, after each cell.
+	// Both must be cheap (OnCell runs before the cell's answer).
+	OnCheckpoint func(c Checkpoint)
+	OnCell       func(id string, cells int)
 }
 
 // Service holds this node's live sessions. Build it with New, Run it, and
@@ -194,6 +201,11 @@ type Live struct {
 	// restored: the session was adopted from its checkpoint after its
 	// node was lost; its first cell says so.
 	restored *RestoredFrom
+	// checkpoint is its latest checkpoint (checkpoint.go), taken at
+	// checkpointAt; checkpointing is closed when the one being taken ends.
+	checkpoint    string
+	checkpointAt  time.Time
+	checkpointing chan struct{}
 	hibRetry time.Time
 
 	// files is held for reading by a file call while it uses the kernel,
@@ -605,10 +617,13 @@ func (m *Service) endSession(s *Live, why string) {
 		k.stop()
 	}
 	s.mu.Lock()
-	asleep := s.asleep
+	asleep, ckpt := s.asleep, s.checkpoint
+	s.checkpoint = ""
 	s.mu.Unlock()
-	if asleep != "" {
-		m.forgetSnapshot(asleep)
+	for _, snap := range []string{asleep, ckpt} {
+		if snap != "" {
+			m.forgetSnapshot(snap)
+		}
 	}
 	s.release()
 	m.sessionEnded(s)

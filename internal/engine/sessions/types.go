@@ -81,6 +81,10 @@ type Config struct {
 	// (park.go): a session not saved by then ends. Keep it below the
 	// engine's shutdown timeout. Default 20s.
 	ParkTimeout time.Duration
+	// CheckpointEvery saves a session, after a cell, as a checkpoint
+	// when that long passed since its last one (checkpoint.go). Zero
+	// never does; it needs Deps.Vault and Deps.OnCheckpoint.
+	CheckpointEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +141,8 @@ func (c Config) validate() error {
 		return errors.New("the session park timeout must not be negative")
 	case c.HibernateAfter < 0:
 		return errors.New("the session hibernation delay must not be negative")
+	case c.CheckpointEvery < 0:
+		return errors.New("the session checkpoint interval must not be negative")
 	}
 	return nil
 }

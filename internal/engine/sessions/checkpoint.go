@@ -1,0 +1,172 @@
+package sessions
+
+import (
+	"context"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/snapshot"
+)
+
+// Checkpoints: a node killed without warning (SIGKILL, a power cut)
+// saves nothing, so with Config.CheckpointEvery a session is saved after
+// a cell, in the background, when that long passed since its last
+// checkpoint: a hibernation snapshot (the server's, counted as
+// hibernations are) handed to Deps.OnCheckpoint, which records it for
+// the fleet. The cell's answer never waits for it; the next call waits
+// for a checkpoint under way (cellTurn) instead of finding the session
+// busy. One is taken at a time per session, and each replaces the one
+// before (deleted once the new one is recorded). A session's checkpoint
+// is deleted when it ends, or parks at shutdown (its park is newer); one
+// the fleet resumed from after its node was lost is deleted by that
+// resume, as any hibernation snapshot. A session that mounts a workspace
+// has none: it is not saved at shutdown either (park).
+
+// Checkpoint is a checkpoint of session ID: snapshot Snapshot, taken
+// after its cell Cells.
+type Checkpoint struct {
+	ID, Snapshot string
+	Cells        int
+}
+
+// afterCell starts a checkpoint of s if one is due, and tells
+// Deps.OnCell the count of cells of a session that has a checkpoint. The
+// caller holds s.run (it is let go before the checkpoint claims s).
+func (m *Service) afterCell(s *Live, n int) {
+	s.mu.Lock()
+	has := s.checkpoint != "" || s.checkpointing != nil
+	due := m.cfg.CheckpointEvery > 0 && m.deps.Vault != nil && m.deps.OnCheckpoint != nil && s.req.Workspace == "" &&
+		s.checkpointing == nil && !s.gone && s.k != nil && run.Now().Sub(s.checkpointAt) >= m.cfg.CheckpointEvery
+	var done chan struct{}
+	if due {
+		done = make(chan struct{})
+		s.checkpointing = done
+	}
+	s.mu.Unlock()
+	if has && m.deps.OnCell != nil {
+		m.deps.OnCell(s.id, n)
+	}
+	if !due || !m.addCheckpointer() {
+		if due {
+			s.mu.Lock()
+			s.checkpointing = nil
+			s.mu.Unlock()
+			close(done)
+		}
+		return
+	}
+	go func() {
+		defer m.wg.Done()
+		defer m.hibWG.Done()
+		defer func() {
+			s.mu.Lock()
+			s.checkpointing = nil
+			s.mu.Unlock()
+			close(done)
+		}()
+		m.checkpoint(s)
+	}()
+}
+
+// addCheckpointer counts one more checkpoint under way, unless the
+// service shuts down: the shutdown waits for those under way (they are
+// interrupted) before it parks the sessions, as for hibernations.
+func (m *Service) addCheckpointer() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
+	m.hibWG.Add(1)
+	return true
+}
+
+// checkpoint saves s, between cells, and records the save. A session a
+// call or a hibernation took first is not saved: the next cell tries
+// again.
+func (m *Service) checkpoint(s *Live) {
+	if !s.files.TryLock() {
+		return
+	}
+	defer s.files.Unlock()
+	if !s.run.TryLock() {
+		return
+	}
+	s.mu.Lock()
+	k, last := s.k, s.last
+	ready := k != nil && !s.gone && s.asleep == "" && !s.busy
+	if ready {
+		s.busy = true
+	}
+	s.mu.Unlock()
+	if !ready {
+		s.run.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.stopping, m.cfg.SaveTimeout)
+	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
+	cancel()
+	s.mu.Lock()
+	s.busy, s.last = false, last // a checkpoint is not activity
+	var old string
+	switch {
+	case err != nil:
+	case s.gone:
+		old = saved.ID // ended or parked meanwhile: nobody resumes from it
+	default:
+		old, s.checkpoint, s.checkpointAt = s.checkpoint, saved.ID, run.Now()
+	}
+	s.mu.Unlock()
+	s.run.Unlock()
+	if err != nil {
+		m.log.Warn("a session's checkpoint failed; the next cell tries again", "session_id", s.id, "err", err)
+		return
+	}
+	if old != saved.ID {
+		m.deps.OnCheckpoint(Checkpoint{ID: s.id, Snapshot: saved.ID, Cells: saved.ExecutionCount})
+	}
+	if old != "" {
+		m.forgetSnapshot(old)
+	}
+}
+
+// cellTurn takes s.run for a cell: at once, or once the checkpoint under
+// way ends (as long as ctx lets it wait). False: a cell or another call
+// has it.
+func (m *Service) cellTurn(ctx context.Context, s *Live) bool {
+	for {
+		if s.run.TryLock() {
+			return true
+		}
+		s.mu.Lock()
+		done := s.checkpointing
+		s.mu.Unlock()
+		if done == nil {
+			return false
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false
+		case <-time.After(checkpointPoll):
+			// the checkpoint may not have claimed s yet
+		}
+	}
+}
+
+// checkpointPoll bounds the wait of a cell for the run lock while a
+// checkpoint starts.
+const checkpointPoll = 10 * time.Millisecond
+
+// dropCheckpoint forgets s's checkpoint (a park superseded it) and
+// deletes it.
+func (m *Service) dropCheckpoint(s *Live) {
+	s.mu.Lock()
+	ckpt := s.checkpoint
+	s.checkpoint = ""
+	s.mu.Unlock()
+	if ckpt != "" {
+		m.forgetSnapshot(ckpt)
+	}
+}
