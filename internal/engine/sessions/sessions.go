@@ -206,7 +206,7 @@ type Live struct {
 	checkpoint    string
 	checkpointAt  time.Time
 	checkpointing chan struct{}
-	hibRetry time.Time
+	hibRetry      time.Time
 
 	// files is held for reading by a file call while it uses the kernel,
 	// and for writing by a hibernation: a file written during a
