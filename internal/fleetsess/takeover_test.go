@@ -177,10 +177,13 @@ func TestTakeoverRace(t *testing.T) {
 // and one cell lost; a session that had none ends node_lost.
 func TestSessionResumesFromItsCheckpoint(t *testing.T) {
 	srv := fleetServer(t)
-	sc := engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20, CheckpointEvery: time.Hour}
+	const every = 3 * time.Second
+	sc := engine.SessionConfig{Max: 4, DefaultMemoryBytes: 64 << 20, CheckpointEvery: every}
 	a, b := startNodeWith(t, srv, "a", sc), startNodeWith(t, srv, "b", sc)
 	ctx := context.Background()
 	s, bare := a.create(t), a.create(t)
+	a.cell(t, bare.ID, "y = 1") // younger than every: no checkpoint
+	time.Sleep(every)
 	a.cell(t, s.ID, "x = 1")
 	var ckpt string
 	waitFor(t, 20*time.Second, "the checkpoint recorded after the first cell", func() bool {
@@ -188,13 +191,13 @@ func TestSessionResumesFromItsCheckpoint(t *testing.T) {
 		ckpt = e.Checkpoint
 		return err == nil && e.Checkpoint != "" && e.CheckpointCells == 1
 	})
-	a.cell(t, s.ID, "x = 2") // within the hour: no new checkpoint
+	a.cell(t, s.ID, "x = 2") // within every of the checkpoint: none new
 	waitFor(t, 10*time.Second, "the count of cells recorded", func() bool {
 		e, _, err := b.reg.GetSession(ctx, s.ID)
 		return err == nil && e.Cells == 2 && e.Checkpoint == ckpt
 	})
 	if e, _, _ := b.reg.GetSession(ctx, bare.ID); e.Checkpoint != "" || e.Cells != 0 {
-		t.Fatalf("a session that ran no cell: %+v, want no checkpoint and no count", e)
+		t.Fatalf("a session that ran a cell younger than CheckpointEvery: %+v, want no checkpoint and no count", e)
 	}
 	a.kill()
 

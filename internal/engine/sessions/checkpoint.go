@@ -29,14 +29,19 @@ type Checkpoint struct {
 	Cells        int
 }
 
-// afterCell starts a checkpoint of s if one is due, and tells
+// afterCell starts a checkpoint of s if one is due (CheckpointEvery since
+// its last one, or since its creation), and tells
 // Deps.OnCell the count of cells of a session that has a checkpoint. The
 // caller holds s.run (it is let go before the checkpoint claims s).
 func (m *Service) afterCell(s *Live, n int) {
 	s.mu.Lock()
 	has := s.checkpoint != "" || s.checkpointing != nil
+	since := s.checkpointAt
+	if since.IsZero() {
+		since = s.created // a session younger than CheckpointEvery has none
+	}
 	due := m.cfg.CheckpointEvery > 0 && m.deps.Vault != nil && m.deps.OnCheckpoint != nil && s.req.Workspace == "" &&
-		s.checkpointing == nil && !s.gone && s.k != nil && run.Now().Sub(s.checkpointAt) >= m.cfg.CheckpointEvery
+		s.checkpointing == nil && !s.gone && s.k != nil && run.Now().Sub(since) >= m.cfg.CheckpointEvery
 	var done chan struct{}
 	if due {
 		done = make(chan struct{})
@@ -84,7 +89,9 @@ func (m *Service) addCheckpointer() bool {
 
 // checkpoint saves s, between cells, and records the save. A session a
 // call or a hibernation took first is not saved: the next cell tries
-// again.
+// again. The session is not shown busy meanwhile, nor is the save
+// activity: a call that needs the kernel waits for it (cellTurn), and the
+// reaper may end the session (the save then fails).
 func (m *Service) checkpoint(s *Live) {
 	if !s.files.TryLock() {
 		return
@@ -94,11 +101,8 @@ func (m *Service) checkpoint(s *Live) {
 		return
 	}
 	s.mu.Lock()
-	k, last := s.k, s.last
-	ready := k != nil && !s.gone && s.asleep == "" && !s.busy
-	if ready {
-		s.busy = true
-	}
+	k := s.k
+	ready := k != nil && !s.gone && s.asleep == ""
 	s.mu.Unlock()
 	if !ready {
 		s.run.Unlock()
@@ -108,7 +112,6 @@ func (m *Service) checkpoint(s *Live) {
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	cancel()
 	s.mu.Lock()
-	s.busy, s.last = false, last // a checkpoint is not activity
 	var old string
 	switch {
 	case err != nil:
