@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/client"
 )
@@ -63,4 +64,63 @@ func TestFleetRollingRestartKeepsSessions(t *testing.T) {
 		}
 	}
 	check(fleet[0], "after the rolling restart")
+}
+
+// TestFleetKillResumesFromCheckpoints kills a node of a 3-node fleet with
+// SIGKILL while it holds sessions: one that was checkpointed then ran one
+// more cell resumes on another node with its checkpointed variables, its
+// first cell saying restored_from with one cell lost; one that never had a
+// checkpoint (younger than --session-checkpoint-every at its cell) ends
+// node_lost.
+func TestFleetKillResumesFromCheckpoints(t *testing.T) {
+	needRoot(t)
+	const every = 3 * time.Second
+	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--snapshot-key", fleetSnapshotKey,
+		"--session-checkpoint-every", fmt.Sprint(every.Seconds()))
+	a, b := client.New(fleet[0].url), client.New(fleet[1].url)
+	ctx := context.Background()
+	create := func() string {
+		s, err := a.CreateSession(ctx, &client.SessionRequest{Requirements: "-"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.SessionID
+	}
+	cell := func(c *client.Client, id, code string) *client.CellResult {
+		t.Helper()
+		res, err := c.ExecuteCell(ctx, id, &client.CellRequest{Code: code})
+		if err != nil {
+			t.Fatalf("%q in %s: %v", code, id, err)
+		}
+		return res
+	}
+	kept := []string{create(), create()}
+	time.Sleep(every) // older than every: their next cell is checkpointed
+	bare := create()
+	cell(a, bare, "y = 1")
+	for i, id := range kept {
+		cell(a, id, fmt.Sprintf("x = %d", i))
+	}
+	// The checkpoints are saved in the background: give them a moment, then
+	// one more cell each, whose count is recorded in the background too.
+	time.Sleep(time.Second)
+	for _, id := range kept {
+		cell(a, id, "x = 'lost'")
+	}
+	time.Sleep(time.Second)
+	fleet[0].crash()
+
+	for i, id := range kept {
+		res := cell(b, id, "x")
+		if res.Result == nil || *res.Result != fmt.Sprint(i) || res.RestoredFrom == nil || res.RestoredFrom.CellsLost != 1 ||
+			!res.Resumed {
+			t.Errorf("session %d via b after a's kill: result %v, resumed %v, restored %+v\n%s", i, res.Result, res.Resumed,
+				res.RestoredFrom, logsAbout(fleet, id))
+		}
+		if res := cell(b, id, "x"); res.RestoredFrom != nil || *res.Result != fmt.Sprint(i) {
+			t.Errorf("session %d, the next cell: restored %+v, result %v", i, res.RestoredFrom, res.Result)
+		}
+	}
+	_, err := b.ExecuteCell(ctx, bare, &client.CellRequest{Code: "y"})
+	assertNodeLost(t, err, "the session without a checkpoint, via b")
 }
