@@ -74,7 +74,7 @@ func TestFleetRollingRestartKeepsSessions(t *testing.T) {
 // node_lost.
 func TestFleetKillResumesFromCheckpoints(t *testing.T) {
 	needRoot(t)
-	const every = 3 * time.Second
+	const every = 5 * time.Second // well over what the cells below take after the checkpoint
 	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--snapshot-key", fleetSnapshotKey,
 		"--session-checkpoint-every", fmt.Sprint(every.Seconds()))
 	a, b := client.New(fleet[0].url), client.New(fleet[1].url)

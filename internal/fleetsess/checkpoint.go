@@ -19,12 +19,17 @@ import (
 // restored_from on its first cell.
 
 // SessionCheckpointed records checkpoint c of a session of this node
-// (engine Deps.OnSessionCheckpoint). The engine deletes the one it
-// replaces once this returns.
+// (engine Deps.OnSessionCheckpoint); one without a snapshot says the
+// session has none any more (restarted: its count of cells starts again).
+// The engine deletes the one it replaces once this returns.
 func (r *Router) SessionCheckpointed(c engine.SessionCheckpoint) {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
 	err := r.updateOwn(ctx, c.ID, func(e *store.SessionEntry) bool {
+		if c.Snapshot == "" {
+			e.Checkpoint, e.CheckpointCells, e.Cells = "", 0, 0
+			return true
+		}
 		e.Checkpoint, e.CheckpointCells, e.Cells = c.Snapshot, c.Cells, max(e.Cells, c.Cells)
 		return true
 	})

@@ -226,6 +226,17 @@ func TestSessionResumesFromItsCheckpoint(t *testing.T) {
 	if _, ok := hibernationIDs(t, b)[ckpt]; ok {
 		t.Errorf("the checkpoint the session resumed from is still stored")
 	}
+	// A restart loses the state: its checkpoint would bring it back, so it goes.
+	e, _, _ := b.reg.GetSession(ctx, s.ID)
+	if _, err := b.r.RestartSession(ctx, s.ID, alice); err != nil {
+		t.Fatal(err)
+	}
+	if after, _, err := b.reg.GetSession(ctx, s.ID); err != nil || after.Checkpoint != "" || after.Cells != 0 {
+		t.Errorf("the registry after a restart: %+v, %v; want no checkpoint, no count", after, err)
+	}
+	if _, ok := hibernationIDs(t, b)[e.Checkpoint]; ok {
+		t.Errorf("the checkpoint of the state before the restart is still stored")
+	}
 }
 
 // hibernationIDs is the set of the fleet's hibernation snapshots.

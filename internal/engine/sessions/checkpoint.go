@@ -162,14 +162,20 @@ func (m *Service) cellTurn(ctx context.Context, s *Live) bool {
 // checkpoint starts.
 const checkpointPoll = 10 * time.Millisecond
 
-// dropCheckpoint forgets s's checkpoint (a park superseded it) and
-// deletes it.
+// dropCheckpoint forgets s's checkpoint (a park superseded it, or a
+// restart made it stale), tells Deps.OnCheckpoint that s has none (a
+// Checkpoint without Snapshot, its count of cells 0), and deletes it. The
+// next checkpoint is due CheckpointEvery later.
 func (m *Service) dropCheckpoint(s *Live) {
 	s.mu.Lock()
 	ckpt := s.checkpoint
-	s.checkpoint = ""
+	s.checkpoint, s.checkpointAt = "", run.Now()
 	s.mu.Unlock()
-	if ckpt != "" {
-		m.forgetSnapshot(ckpt)
+	if ckpt == "" {
+		return
 	}
+	if m.deps.OnCheckpoint != nil {
+		m.deps.OnCheckpoint(Checkpoint{ID: s.id})
+	}
+	m.forgetSnapshot(ckpt)
 }
