@@ -5,9 +5,12 @@
 // the local engine for a session it holds (no NATS round trip), forwards a
 // request for a session held elsewhere to its node over NATS
 // request/reply, places a new session on a node with a free slot, ends a
-// session cleanly, with the reason, when its node went away, takes back
-// the sessions its node parked at a graceful shutdown, and sweeps the
-// hibernation snapshots no session needs (sweep.go).
+// session cleanly, with the reason, when its node went away, takes over a
+// saved session (parked at its node's graceful shutdown, or on its last
+// checkpoint when its node was lost) on whichever node needs it first,
+// under compare-and-set on its registry entry (takeover.go,
+// checkpoint.go), and sweeps the hibernation snapshots and checkpoints no
+// session needs (sweep.go).
 //
 // It never touches a session's internals: every session operation is the
 // owner's engine call, and errors travel back as the engine's sentinels so
