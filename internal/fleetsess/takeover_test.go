@@ -254,3 +254,47 @@ func hibernationIDs(t *testing.T, n *node) map[string]bool {
 	}
 	return out
 }
+
+// TestRestartRacesATakeover: the node that saved a session starts again
+// while another node takes the session over for a call: the session ends
+// up on exactly one of them, the call answers with its state or a
+// retryable error, and later calls through either node find it.
+func TestRestartRacesATakeover(t *testing.T) {
+	srv := fleetServer(t)
+	a, b := parkingNode(t, srv, "a"), parkingNode(t, srv, "b")
+	ctx := context.Background()
+	s := a.create(t)
+	a.cell(t, s.ID, "z = 5")
+	a.shutDown(t)
+	type answer struct {
+		res engine.CellResult
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := b.r.ExecuteCell(ctx, s.ID, alice, engine.CellRequest{Code: "z", EvalLastExpr: true, Timeout: 20 * time.Second})
+		got <- answer{res, err}
+	}()
+	a2 := parkingNode(t, srv, "a")
+	an := <-got
+	if an.err != nil && !errors.Is(an.err, engine.ErrUnavailable) {
+		t.Fatalf("the call racing the restart: %v, want its answer or a retryable error", an.err)
+	}
+	if an.err == nil && (an.res.Result == nil || *an.res.Result != "5") {
+		t.Fatalf("the call racing the restart answered %+v", an.res.Execution)
+	}
+	holders := 0
+	for _, n := range []*node{a2, b} {
+		if _, err := n.eng.GetSession(ctx, s.ID, alice); err == nil {
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Fatalf("%d nodes hold the session, want 1", holders)
+	}
+	for _, n := range []*node{a2, b} {
+		if res := n.cell(t, s.ID, "z"); res.Result == nil || *res.Result != "5" {
+			t.Fatalf("a cell via %s after the race: %v", n.name, res.Result)
+		}
+	}
+}
