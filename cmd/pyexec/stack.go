@@ -180,6 +180,7 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		OnSessionCheckpoint: s.sessions.SessionCheckpointed,
 		OnSessionCell:       s.sessions.SessionCells,
 		OnNodeLost:          s.sessions.NodeLost, // its sessions end for every client at once
+		OnSelfLost:          s.sessions.SelfLost, // declared lost: stop serving what may resume elsewhere
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }

@@ -283,13 +283,14 @@ func sessionError(s *Server, err error) error {
 // RestoredFrom is the checkpoint a session resumed from after its node was
 // lost.
 type RestoredFrom struct {
-	SnapshotID string `json:"snapshot_id" doc:"The checkpoint (a server-owned snapshot, deleted once resumed)"`
-	CellsLost  int    `json:"cells_lost" doc:"Cells run after the checkpoint, whose effects are gone"`
+	SnapshotID               string `json:"snapshot_id" doc:"The checkpoint (a server-owned snapshot, deleted once resumed)"`
+	CellsLost                int    `json:"cells_lost" doc:"Cells run after the checkpoint, whose effects are gone (a cell answered just before the node was lost may be missing from it)"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count" doc:"The session's execution count at the checkpoint: every cell numbered above it before this one is lost, and this cell is numbered from it"`
 }
 
 func restoredFrom(r *engine.RestoredFrom) *RestoredFrom {
 	if r == nil {
 		return nil
 	}
-	return &RestoredFrom{SnapshotID: r.SnapshotID, CellsLost: r.CellsLost}
+	return &RestoredFrom{SnapshotID: r.SnapshotID, CellsLost: r.CellsLost, CheckpointExecutionCount: r.CheckpointExecutionCount}
 }

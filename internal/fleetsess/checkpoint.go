@@ -21,8 +21,10 @@ import (
 // SessionCheckpointed records checkpoint c of a session of this node
 // (engine Deps.OnSessionCheckpoint); one without a snapshot says the
 // session has none any more (restarted: its count of cells starts again).
-// The engine deletes the one it replaces once this returns.
-func (r *Router) SessionCheckpointed(c engine.SessionCheckpoint) {
+// An error (the write failed, or this run no longer holds the session:
+// errNotHeld) tells the engine to delete the new checkpoint and keep the
+// one the entry names; otherwise it deletes the one replaced.
+func (r *Router) SessionCheckpointed(c engine.SessionCheckpoint) error {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
 	err := r.updateOwn(ctx, c.ID, func(e *store.SessionEntry) bool {
@@ -36,6 +38,7 @@ func (r *Router) SessionCheckpointed(c engine.SessionCheckpoint) {
 	if err != nil {
 		r.log.Warn("recording a session's checkpoint", "session_id", c.ID, "snapshot_id", c.Snapshot, "err", err)
 	}
+	return err
 }
 
 // SessionCells notes that session id of this node ran cells cells
@@ -72,22 +75,33 @@ func (r *Router) writeCells() {
 				return true
 			})
 			cancel()
-			if err != nil && !errors.Is(err, store.ErrNotFound) && r.ctx.Err() == nil {
+			if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, errNotHeld) && r.ctx.Err() == nil {
 				r.log.Warn("recording a session's count of cells", "session_id", id, "err", err)
 			}
 		}
 	}
 }
 
-// updateOwn applies change to the live entry of id while this node holds
-// it, under compare-and-set; change says whether to write.
+// errNotHeld: the entry is no longer this run's to write (it ended, was
+// parked for another node to resume, or another run holds it).
+var errNotHeld = errors.New("this node no longer holds the session")
+
+// updateOwn applies change to the live entry of id while this run holds
+// it, under compare-and-set; change says whether to write. The entry is
+// this run's only if it names this node and this run's token (Holder),
+// and is neither ended nor parked (a parked entry, by a shutdown or
+// because the fleet declared this node lost, is for whichever node
+// resumes it): else errNotHeld, and nothing is written.
 func (r *Router) updateOwn(ctx context.Context, id string, change func(*store.SessionEntry) bool) error {
 	for {
 		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
 		if err != nil {
 			return err
 		}
-		if e.Node != r.cfg.Node || e.Ended != "" || !change(&e) {
+		if e.Node != r.cfg.Node || e.Holder != r.instance || e.Ended != "" || e.Hibernation != "" || e.FromCheckpoint {
+			return errNotHeld
+		}
+		if !change(&e) {
 			return nil
 		}
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
@@ -99,9 +113,10 @@ func (r *Router) updateOwn(ctx context.Context, id string, change func(*store.Se
 
 // lose settles session id, whose node is lost: parked on its checkpoint
 // if it has one (reported by errMoved: ask the registry again), else ended
-// node_lost (its endedError). An entry ended or parked already is left
-// as it is.
-func (r *Router) lose(ctx context.Context, id string) error {
+// node_lost (its endedError). An entry ended or parked already, or one
+// that no longer names node (or, when holder is set, that run of it), is
+// left as it is (errMoved).
+func (r *Router) lose(ctx context.Context, id, node, holder string) error {
 	for {
 		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
 		switch {
@@ -111,7 +126,7 @@ func (r *Router) lose(ctx context.Context, id string) error {
 			return err
 		case e.Ended != "":
 			return &endedError{id: id, reason: e.Ended}
-		case parked(e, time.Now()):
+		case parked(e, time.Now()), e.Node != node, holder != "" && e.Holder != holder:
 			return errMoved
 		}
 		restorable := fromCheckpoint(&e, time.Now())

@@ -23,9 +23,14 @@ var (
 
 // forward sends cl for session id to the node holding it and decodes the
 // answer into out (nil: no body). A session whose node does not answer
-// ends here, for every node: the registry marks it node_lost; unless it
-// was saved (parked at its node's graceful shutdown): then this node takes
-// it over and answers the call itself (takeover.go).
+// ends here, for every node (the registry marks it node_lost); one saved
+// (parked at its node's graceful shutdown, or on its checkpoint once the
+// fleet declared its node lost) is taken over by this node, which answers
+// the call itself (takeover.go). One with a checkpoint whose node the
+// fleet's membership still counts alive is ErrUnavailable (retry later):
+// one unanswered request does not make a second copy. A cell that reached
+// the node before it stopped answering is not run again from a checkpoint
+// (ErrUnavailable).
 func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl call, out any) error {
 	cl.ID, cl.Caller = id, wireCaller(c)
 	for try := 0; ; try++ {
@@ -51,14 +56,36 @@ func (r *Router) forward(ctx context.Context, id string, c engine.Caller, cl cal
 		default:
 			err = r.request(ctx, nodeSubject(e.Node), e.Node, nil, cl, out)
 			if errors.Is(err, engine.ErrSessionNotFound) && parked(e, time.Now()) {
-				err = errMoved // taken by its node, or another, since it was read
+				// Its node does not hold it (it was fenced, or has not
+				// taken it back yet): whoever claims it first resumes it;
+				// a claim since it was read sends this call there.
+				err = r.takeOver(ctx, id, e.Node)
 				break
 			}
 			if !errors.Is(err, errNoResponders) && !errors.Is(err, errNodeGone) {
 				return err
 			}
+			inFlight := errors.Is(err, errNodeGone) && cl.Op == opExecute
+			if !parked(e, time.Now()) && e.Checkpoint != "" && r.eng.NodeAlive(e.Node) {
+				// Only the fleet's membership lets a live session resume
+				// from its checkpoint elsewhere (a node slow to answer, or
+				// cut off from this one only, may still serve it: two
+				// copies would drift apart): until it declares the node
+				// lost, the session stays where it is. A parked one is no
+				// node's copy: it is taken over below.
+				return fmt.Errorf("%w: session %s: its node %s does not answer; retry later", engine.ErrUnavailable, id, e.Node)
+			}
 			if !parked(e, time.Now()) {
 				err = r.lost(ctx, e)
+			}
+			if inFlight && (err == nil || errors.Is(err, errMoved)) {
+				// The cell reached its node, which then stopped answering
+				// or was declared lost: it may have run, so it is not run
+				// again from the session's checkpoint on this call.
+				return fmt.Errorf("%w: session %s: its node %s stopped answering while the cell ran, which may have run; "+
+					"the session resumes from its checkpoint at the next call", engine.ErrUnavailable, id, e.Node)
+			}
+			if !parked(e, time.Now()) {
 				break
 			}
 			err = r.takeOver(ctx, id, e.Node)
@@ -97,7 +124,7 @@ func parkedSession(e store.SessionEntry) engine.Session {
 // returns the error its client gets, or errMoved when it was parked on
 // its checkpoint for a node to take over.
 func (r *Router) lost(ctx context.Context, e store.SessionEntry) error {
-	err := r.lose(ctx, e.ID)
+	err := r.lose(ctx, e.ID, e.Node, "")
 	var ended *endedError
 	if err != nil && !errors.Is(err, errMoved) && !errors.As(err, &ended) && !errors.Is(err, engine.ErrSessionNotFound) {
 		r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)

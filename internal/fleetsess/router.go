@@ -41,6 +41,12 @@ type Engine interface {
 	// SweepHibernations deletes the hibernation snapshots orphan gives a
 	// reason for, except those this node's sessions hibernate in.
 	SweepHibernations(ctx context.Context, orphan func(engine.SnapshotInfo) string) (int, error)
+	// FenceSessions ends every local session without touching the
+	// registry or their snapshots (this node was declared lost).
+	FenceSessions() []string
+	// NodeAlive says whether the fleet's membership still counts node as
+	// alive (it has not declared it lost).
+	NodeAlive(node string) bool
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -98,6 +104,8 @@ type Router struct {
 	cfg Config
 	log *slog.Logger
 	eng Engine
+	// instance is this run's fencing token (store.SessionEntry.Holder).
+	instance string
 
 	ctx    context.Context // ends at Close: handlers of other nodes' requests
 	cancel context.CancelFunc
@@ -136,8 +144,12 @@ func New(cfg Config) (*Router, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("fleetsess: making the run's token: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, taking: map[string]chan struct{}{},
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, instance: hex.EncodeToString(b), taking: map[string]chan struct{}{},
 		cells: map[string]int{}, cellsDirty: make(chan struct{}, 1)}, nil
 }
 
@@ -280,6 +292,7 @@ func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
 			e.Checkpoint, e.CheckpointCells = "", 0
 		}
 		e.Hibernation, e.ParkedAt, e.TakenAt, e.FromCheckpoint, e.CellsLost = "", time.Time{}, time.Time{}, false, 0
+		e.Holder = r.instance
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
 		if !errors.Is(err, store.ErrConflict) {
 			return err
@@ -290,29 +303,45 @@ func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
 // SessionParked records that session p was saved at this node's shutdown
 // (engine Deps.OnSessionPark): its entry stays live, naming its snapshot,
 // for the node's next run.
-func (r *Router) SessionParked(p engine.ParkedSession) {
+// An error (the session is no longer this run's) leaves its checkpoint
+// named, and the engine keeps it.
+func (r *Router) SessionParked(p engine.ParkedSession) error {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if err := r.setHibernation(ctx, p.ID, p.Snapshot); err != nil {
+	err := r.updateOwn(ctx, p.ID, func(e *store.SessionEntry) bool {
+		// the park is newer than its checkpoint, which the engine deletes
+		e.Hibernation, e.ParkedAt, e.Checkpoint, e.CheckpointCells = p.Snapshot, time.Now(), "", 0
+		return true
+	})
+	if err != nil {
 		r.log.Warn("recording a session saved at shutdown", "session_id", p.ID, "err", err)
 	}
+	return err
 }
 
-// setHibernation records that id's session was parked under snapshot
-// snap, now.
-func (r *Router) setHibernation(ctx context.Context, id, snap string) error {
-	for {
-		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
-		if err != nil {
-			return err
-		}
-		// the park is newer than its checkpoint, which the engine deleted
-		e.Hibernation, e.ParkedAt, e.Checkpoint, e.CheckpointCells = snap, time.Now(), "", 0
-		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
-		if !errors.Is(err, store.ErrConflict) {
-			return err
+// SelfLost fences this run (engine Deps.OnSelfLost): another node
+// declared it lost, and may resume its sessions from their checkpoints.
+// It ends every local session at once (the registry and the snapshots
+// left as they are: they may be the new holder's), so that calls for
+// them are forwarded to wherever the registry says they live; then those
+// whose entries still name this run (the survivor did not settle them
+// yet) are settled as a lost node's are: parked on their checkpoint, or
+// ended node_lost.
+func (r *Router) SelfLost() {
+	ids := r.eng.FenceSessions()
+	ctx, cancel := context.WithTimeout(r.ctx, registryTimeout)
+	defer cancel()
+	for _, id := range ids {
+		err := r.lose(ctx, id, r.cfg.Node, r.instance)
+		var ended *endedError
+		if err != nil && !errors.Is(err, errMoved) && !errors.As(err, &ended) && !errors.Is(err, engine.ErrSessionNotFound) {
+			r.log.Warn("settling a session this node stopped serving", "session_id", id, "err", err)
 		}
 	}
+	if len(ids) > 0 {
+		r.log.Warn("this node was declared lost: its sessions ended here, to resume from their checkpoints", "count", len(ids))
+	}
+	r.updatePlacement()
 }
 
 // NodeLost marks the sessions of a node the fleet declared lost
@@ -345,7 +374,7 @@ func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 		if e.Node != node || e.Ended != "" || parked(e, time.Now()) {
 			continue
 		}
-		err := r.lose(ctx, e.ID)
+		err := r.lose(ctx, e.ID, node, "")
 		var ended *endedError
 		switch {
 		case errors.Is(err, errMoved) || errors.As(err, &ended):

@@ -61,7 +61,7 @@ func (r *Router) takeOver(ctx context.Context, id, dead string) error {
 			return r.unpark(ctx, e)
 		}
 		from := e.Node
-		e.Node, e.TakenAt = r.cfg.Node, now
+		e.Node, e.Holder, e.TakenAt = r.cfg.Node, r.instance, now
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
 		if errors.Is(err, store.ErrConflict) {
 			continue // changed meanwhile: look again
@@ -93,7 +93,7 @@ func (r *Router) release(ctx context.Context, claimed store.SessionEntry, from s
 	if err != nil || e.Node != r.cfg.Node || !e.TakenAt.Equal(claimed.TakenAt) {
 		return
 	}
-	e.Node, e.TakenAt = from, time.Time{}
+	e.Node, e.Holder, e.TakenAt = from, "", time.Time{}
 	if err := r.cfg.Registry.UpdateSession(ctx, e, rev); err != nil {
 		r.log.Warn("giving back a saved session this node has no room for", "session_id", e.ID, "err", err)
 	}
@@ -109,7 +109,8 @@ func (r *Router) release(ctx context.Context, claimed store.SessionEntry, from s
 func (r *Router) adopt(ctx context.Context, e store.SessionEntry, from string) error {
 	p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
 	if e.FromCheckpoint {
-		p.Restored = &engine.RestoredFrom{SnapshotID: e.Hibernation, CellsLost: e.CellsLost}
+		p.Restored = &engine.RestoredFrom{SnapshotID: e.Hibernation, CellsLost: e.CellsLost,
+			CheckpointExecutionCount: e.CheckpointCells}
 	}
 	_, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt)
 	switch {

@@ -24,6 +24,12 @@ type SessionEntry struct {
 	ID string `json:"id"`
 	// Node holds the session's interpreter; requests for it go there.
 	Node string `json:"node"`
+	// Holder is the run of Node (a token new at each start of its
+	// process) that holds the live session: a write by a node about a
+	// session it holds must find its own token here (fencing: a run that
+	// was declared lost, whose session another run took over, never
+	// writes over it).
+	Holder string `json:"holder,omitempty"`
 	// Owner is the caller (API key name) the session belongs to.
 	Owner     string    `json:"owner"`
 	CreatedAt time.Time `json:"created_at"`

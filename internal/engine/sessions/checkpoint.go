@@ -16,7 +16,10 @@ import (
 // the fleet. The cell's answer never waits for it; the next call waits
 // for a checkpoint under way (cellTurn) instead of finding the session
 // busy. One is taken at a time per session, and each replaces the one
-// before (deleted once the new one is recorded). A session's checkpoint
+// before (deleted once the new one is recorded; a new one that could not
+// be recorded is deleted instead). At most checkpointSlots run at once on
+// a node; a session whose turn finds none free, or whose checkpoint
+// failed, tries again CheckpointEvery later. A session's checkpoint
 // is deleted when it ends, or parks at shutdown (its park is newer); one
 // the fleet resumed from after its node was lost is deleted by that
 // resume, as any hibernation snapshot. A session that mounts a workspace
@@ -51,18 +54,31 @@ func (m *Service) afterCell(s *Live, n int) {
 	if has && m.deps.OnCell != nil {
 		m.deps.OnCell(s.id, n)
 	}
-	if !due || !m.addCheckpointer() {
+	slot := false
+	if due {
+		select {
+		case m.ckptSlots <- struct{}{}:
+			slot = true
+		default:
+		}
+	}
+	if !due || !slot || !m.addCheckpointer() {
 		if due {
 			s.mu.Lock()
 			s.checkpointing = nil
+			s.checkpointAt = run.Now() // no room now: CheckpointEvery later
 			s.mu.Unlock()
 			close(done)
+		}
+		if slot {
+			<-m.ckptSlots
 		}
 		return
 	}
 	go func() {
 		defer m.wg.Done()
 		defer m.hibWG.Done()
+		defer func() { <-m.ckptSlots }()
 		defer func() {
 			s.mu.Lock()
 			s.checkpointing = nil
@@ -112,27 +128,43 @@ func (m *Service) checkpoint(s *Live) {
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	cancel()
 	s.mu.Lock()
-	var old string
-	switch {
-	case err != nil:
-	case s.gone:
-		old = saved.ID // ended or parked meanwhile: nobody resumes from it
-	default:
-		old, s.checkpoint, s.checkpointAt = s.checkpoint, saved.ID, run.Now()
-	}
+	gone := s.gone
+	// A failed one is tried again CheckpointEvery later, not at the next
+	// cell: a save that fails (a quota, a slow __reduce__) costs once per
+	// interval at most.
+	s.checkpointAt = run.Now()
 	s.mu.Unlock()
 	s.run.Unlock()
-	if err != nil {
-		m.log.Warn("a session's checkpoint failed; the next cell tries again", "session_id", s.id, "err", err)
+	switch {
+	case err != nil:
+		m.log.Warn("a session's checkpoint failed; it is tried again later", "session_id", s.id, "err", err,
+			"after", m.cfg.CheckpointEvery)
+		return
+	case gone:
+		m.forgetSnapshot(saved.ID) // ended, parked or fenced meanwhile: nobody resumes from it
 		return
 	}
-	if old != saved.ID {
-		m.deps.OnCheckpoint(Checkpoint{ID: s.id, Snapshot: saved.ID, Cells: saved.ExecutionCount})
+	if err := m.deps.OnCheckpoint(Checkpoint{ID: s.id, Snapshot: saved.ID, Cells: saved.ExecutionCount}); err != nil {
+		// The record still names the one before, if any: keep it.
+		m.log.Warn("a session's checkpoint could not be recorded; the one before is kept", "session_id", s.id, "err", err)
+		m.forgetSnapshot(saved.ID)
+		return
 	}
+	s.mu.Lock()
+	old := s.checkpoint
+	if s.gone {
+		old = "" // its end or park saw the one before; this one stays named by the record
+	} else {
+		s.checkpoint = saved.ID
+	}
+	s.mu.Unlock()
 	if old != "" {
 		m.forgetSnapshot(old)
 	}
 }
+
+// checkpointSlots bounds the checkpoints under way on a node at once.
+const checkpointSlots = 2
 
 // cellTurn takes s.run for a cell: at once, or once the checkpoint under
 // way ends (as long as ctx lets it wait). False: a cell or another call
@@ -162,10 +194,11 @@ func (m *Service) cellTurn(ctx context.Context, s *Live) bool {
 // checkpoint starts.
 const checkpointPoll = 10 * time.Millisecond
 
-// dropCheckpoint forgets s's checkpoint (a park superseded it, or a
-// restart made it stale), tells Deps.OnCheckpoint that s has none (a
-// Checkpoint without Snapshot, its count of cells 0), and deletes it. The
-// next checkpoint is due CheckpointEvery later.
+// dropCheckpoint forgets s's checkpoint (a restart made it stale), tells
+// Deps.OnCheckpoint that s has none (a Checkpoint without Snapshot, its
+// count of cells 0), and deletes it once that is recorded (else the record
+// still names it: it is kept, and the sweep deletes it once none does).
+// The next checkpoint is due CheckpointEvery later.
 func (m *Service) dropCheckpoint(s *Live) {
 	s.mu.Lock()
 	ckpt := s.checkpoint
@@ -175,7 +208,10 @@ func (m *Service) dropCheckpoint(s *Live) {
 		return
 	}
 	if m.deps.OnCheckpoint != nil {
-		m.deps.OnCheckpoint(Checkpoint{ID: s.id})
+		if err := m.deps.OnCheckpoint(Checkpoint{ID: s.id}); err != nil {
+			m.log.Warn("a session's stale checkpoint could not be unrecorded; it is kept", "session_id", s.id, "err", err)
+			return
+		}
 	}
 	m.forgetSnapshot(ckpt)
 }

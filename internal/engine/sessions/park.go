@@ -156,9 +156,20 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 	if !ok {
 		return false
 	}
-	m.dropCheckpoint(s) // the park is newer
+	s.mu.Lock()
+	ckpt := s.checkpoint // the park is newer: deleted once the park is recorded
+	s.checkpoint = ""
+	s.mu.Unlock()
 	s.release()
-	m.deps.OnPark(p)
+	if err := m.deps.OnPark(p); err != nil {
+		// The record still names the checkpoint (if any): the session
+		// resumes from it; the park's snapshot is left to the sweep.
+		m.log.Warn("a session saved at shutdown could not be recorded", "session_id", s.id, "err", err)
+		return true
+	}
+	if ckpt != "" {
+		m.forgetSnapshot(ckpt)
+	}
 	m.log.Info("session saved for the next start", "session_id", s.id, "snapshot_id", p.Snapshot)
 	return true
 }

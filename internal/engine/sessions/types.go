@@ -243,9 +243,14 @@ type CellResult struct {
 
 // RestoredFrom is the checkpoint a session resumed from after its node was
 // lost: CellsLost cells had run after it and their effects are gone.
+// CheckpointExecutionCount is the session's execution count when the
+// checkpoint was taken: the cells after it are lost whatever CellsLost
+// says (which may undercount: the count of cells is recorded after each
+// answer), and the next cell is numbered CheckpointExecutionCount+1.
 type RestoredFrom struct {
-	SnapshotID string `json:"snapshot_id"`
-	CellsLost  int    `json:"cells_lost"`
+	SnapshotID               string `json:"snapshot_id"`
+	CellsLost                int    `json:"cells_lost"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count"`
 }
 
 // Saved describes a snapshot a session was saved as.
