@@ -85,10 +85,13 @@ type CellResult struct {
 }
 
 // RestoredFrom is the checkpoint a session resumed from after its node
-// was lost; the effects of its CellsLost later cells are gone.
+// was lost; the effects of its CellsLost later cells are gone, and of
+// every cell numbered above CheckpointExecutionCount before this one
+// (CellsLost may undercount them: docs/sessions.md).
 type RestoredFrom struct {
-	SnapshotID string `json:"snapshot_id"`
-	CellsLost  int    `json:"cells_lost"`
+	SnapshotID               string `json:"snapshot_id"`
+	CellsLost                int    `json:"cells_lost"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count"`
 }
 
 // SessionFile is a file of a session's workspace.

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -111,9 +113,23 @@ func TestFleetKillResumesFromCheckpoints(t *testing.T) {
 	fleet[0].crash()
 
 	for i, id := range kept {
-		res := cell(b, id, "x")
+		// Until the fleet declares a lost (--node-lost-after), a session
+		// with a checkpoint is not resumed elsewhere: 503, retry later.
+		var res *client.CellResult
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			var err error
+			res, err = b.ExecuteCell(ctx, id, &client.CellRequest{Code: "x"})
+			var apiErr *client.APIError
+			if err == nil {
+				break
+			}
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("session %d via b after a's kill: %v", i, err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 		if res.Result == nil || *res.Result != fmt.Sprint(i) || res.RestoredFrom == nil || res.RestoredFrom.CellsLost != 1 ||
-			!res.Resumed {
+			res.RestoredFrom.CheckpointExecutionCount != 1 || !res.Resumed {
 			t.Errorf("session %d via b after a's kill: result %v, resumed %v, restored %+v\n%s", i, res.Result, res.Resumed,
 				res.RestoredFrom, logsAbout(fleet, id))
 		}

@@ -24,10 +24,13 @@ from .types import ExecutionResult
 @dataclass(frozen=True)
 class RestoredFrom:
     """The checkpoint a session resumed from after its node was lost, and
-    how many cells ran after it (their effects are gone)."""
+    how many cells ran after it (their effects are gone), and the session's
+    execution count at the checkpoint: every cell numbered above it before
+    this one is lost (cells_lost may undercount them)."""
 
     snapshot_id: str
     cells_lost: int
+    checkpoint_execution_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class CellResult(ExecutionResult):
 def _restored_from(raw: Any) -> Optional[RestoredFrom]:
     if not raw:
         return None
-    return RestoredFrom(snapshot_id=raw.get("snapshot_id") or "", cells_lost=int(raw.get("cells_lost") or 0))
+    return RestoredFrom(snapshot_id=raw.get("snapshot_id") or "", cells_lost=int(raw.get("cells_lost") or 0),
+                        checkpoint_execution_count=int(raw.get("checkpoint_execution_count") or 0))
 
 
 #: A session's requirements: requirements.txt text, or one requirement an

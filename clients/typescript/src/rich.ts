@@ -222,8 +222,10 @@ export class CellResult extends ExecutionResult {
 /** The checkpoint a session resumed from after its node was lost. */
 export interface RestoredFrom {
   readonly snapshot_id: string;
-  /** Cells run after the checkpoint, whose effects are gone. */
+  /** Cells run after the checkpoint, whose effects are gone (may undercount). */
   readonly cells_lost: number;
+  /** The execution count at the checkpoint: every cell numbered above it before this one is lost. */
+  readonly checkpoint_execution_count: number;
 }
 
 /** Decodes the output of a display event (its data is an output's JSON). */
