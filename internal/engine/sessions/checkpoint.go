@@ -134,30 +134,36 @@ func (m *Service) checkpoint(s *Live) {
 	// interval at most.
 	s.checkpointAt = run.Now()
 	s.mu.Unlock()
-	s.run.Unlock()
 	switch {
 	case err != nil:
+		s.run.Unlock()
 		m.log.Warn("a session's checkpoint failed; it is tried again later", "session_id", s.id, "err", err,
 			"after", m.cfg.CheckpointEvery)
 		return
 	case gone:
+		s.run.Unlock()
 		m.forgetSnapshot(saved.ID) // ended, parked or fenced meanwhile: nobody resumes from it
 		return
 	}
-	if err := m.deps.OnCheckpoint(Checkpoint{ID: s.id, Snapshot: saved.ID, Cells: saved.ExecutionCount}); err != nil {
-		// The record still names the one before, if any: keep it.
-		m.log.Warn("a session's checkpoint could not be recorded; the one before is kept", "session_id", s.id, "err", err)
-		m.forgetSnapshot(saved.ID)
-		return
-	}
+	// Recorded before s.run is let go: a restart (which unrecords the
+	// checkpoint) never comes between the save and its record.
+	err = m.deps.OnCheckpoint(Checkpoint{ID: s.id, Snapshot: saved.ID, Cells: saved.ExecutionCount})
 	s.mu.Lock()
-	old := s.checkpoint
-	if s.gone {
-		old = "" // its end or park saw the one before; this one stays named by the record
-	} else {
-		s.checkpoint = saved.ID
+	old := saved.ID // not recorded: the record still names the one before, if any, which is kept
+	switch {
+	case err != nil:
+	case s.gone:
+		// ended or fenced since it was recorded: the record may name it
+		// (a fenced session resumes from it); the sweep deletes it if not
+		old = ""
+	default:
+		old, s.checkpoint = s.checkpoint, saved.ID
 	}
 	s.mu.Unlock()
+	s.run.Unlock()
+	if err != nil {
+		m.log.Warn("a session's checkpoint could not be recorded; the one before is kept", "session_id", s.id, "err", err)
+	}
 	if old != "" {
 		m.forgetSnapshot(old)
 	}
