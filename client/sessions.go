@@ -85,6 +85,19 @@ type CellResult struct {
 	SessionEnded bool `json:"session_ended,omitempty"`
 	// Resumed says the session was hibernated and resumed for this cell.
 	Resumed bool `json:"resumed,omitempty"`
+	// RestoredFrom, on the first cell of a session whose node was lost,
+	// names the checkpoint it resumed from and the cells lost since.
+	RestoredFrom *RestoredFrom `json:"restored_from,omitempty"`
+}
+
+// RestoredFrom is the checkpoint a session resumed from after its node
+// was lost; the effects of its CellsLost later cells are gone, and of
+// every cell numbered above CheckpointExecutionCount before this one
+// (CellsLost may undercount them: docs/sessions.md).
+type RestoredFrom struct {
+	SnapshotID               string `json:"snapshot_id"`
+	CellsLost                int    `json:"cells_lost"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count"`
 }
 
 // SessionFile is a file of a session's workspace.

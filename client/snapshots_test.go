@@ -97,3 +97,19 @@ func TestResumedAndHibernatedDecode(t *testing.T) {
 		t.Errorf("session %+v, %v: want hibernated", s, err)
 	}
 }
+
+// TestRestoredFromDecode: the first cell of a session resumed from its
+// checkpoint after its node was lost names the checkpoint and the cells
+// lost; another cell has none.
+func TestRestoredFromDecode(t *testing.T) {
+	srv, _ := fakeServer(t, http.StatusOK, `{"status":"completed","session_id":"ses_1","execution_count":3,"resumed":true,`+
+		`"restored_from":{"snapshot_id":"snap_1","cells_lost":2,"checkpoint_execution_count":1}}`, nil)
+	r, err := New(srv.URL).ExecuteCell(context.Background(), "ses_1", &CellRequest{Code: "1"})
+	if err != nil || r.RestoredFrom == nil || *r.RestoredFrom != (RestoredFrom{SnapshotID: "snap_1", CellsLost: 2, CheckpointExecutionCount: 1}) {
+		t.Errorf("cell %+v, %v: want restored from snap_1, 2 cells lost", r, err)
+	}
+	srv, _ = fakeServer(t, http.StatusOK, `{"status":"completed","session_id":"ses_1","execution_count":4}`, nil)
+	if r, err := New(srv.URL).ExecuteCell(context.Background(), "ses_1", &CellRequest{Code: "1"}); err != nil || r.RestoredFrom != nil {
+		t.Errorf("a later cell %+v, %v: want no restored_from", r, err)
+	}
+}

@@ -188,7 +188,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 		OnSessionEnd:     s.sessions.SessionEnded,
 		// Saved at a graceful shutdown, taken back by the next start.
 		OnSessionPark: s.sessions.SessionParked,
-		OnNodeLost:    s.sessions.NodeLost, // its sessions end for every client at once
+		// Checkpoints let another node resume a session after a kill -9.
+		OnSessionCheckpoint: s.sessions.SessionCheckpointed,
+		OnSessionCell:       s.sessions.SessionCells,
+		OnNodeLost:          s.sessions.NodeLost, // its sessions end for every client at once
+		OnSelfLost:          s.sessions.SelfLost, // declared lost: stop serving what may resume elsewhere
 	}
 	if s.pool != nil {
 		deps.WarmJails = func() int { return s.pool.Stats().Warm }
@@ -402,6 +406,7 @@ func engineConfig(cfg config.Config) engine.Config {
 			DefaultLifetime: cfg.Sessions.Lifetime, MaxLifetime: cfg.Sessions.MaxLifetime,
 			DefaultMemoryBytes: int64(cfg.Sessions.MemoryMB) << 20,
 			HibernateAfter:     cfg.Sessions.HibernateAfter,
+			CheckpointEvery:    cfg.Sessions.CheckpointEvery,
 			SaveTimeout:        cfg.Sessions.SaveTimeout,
 			Hibernations:       cfg.Sessions.Hibernations,
 			// the sessions' saves at shutdown leave a third of the

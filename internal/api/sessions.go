@@ -90,10 +90,11 @@ type CellRequest struct {
 // CellResult is an ExecutionResult plus the session's counters.
 type CellResult struct {
 	ExecutionResult
-	SessionID      string `json:"session_id"`
-	ExecutionCount int    `json:"execution_count" doc:"This cell's number in the session"`
-	SessionEnded   bool   `json:"session_ended,omitempty" doc:"The session did not survive this cell"`
-	Resumed        bool   `json:"resumed,omitempty" doc:"The session was hibernated and resumed for this cell"`
+	SessionID      string        `json:"session_id"`
+	ExecutionCount int           `json:"execution_count" doc:"This cell's number in the session"`
+	SessionEnded   bool          `json:"session_ended,omitempty" doc:"The session did not survive this cell"`
+	Resumed        bool          `json:"resumed,omitempty" doc:"The session was hibernated and resumed for this cell"`
+	RestoredFrom   *RestoredFrom `json:"restored_from,omitempty" doc:"On the first cell of a session whose node was lost: the checkpoint it resumed from, and how many cells ran after it (their effects are gone)"`
 }
 
 // SessionList is GET /api/v1/sessions.
@@ -190,7 +191,8 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 			return nil, sessionError(s, err)
 		}
 		return &struct{ Body CellResult }{Body: CellResult{ExecutionResult: newResult(&res.Execution), SessionID: res.SessionID,
-			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded, Resumed: res.Resumed}}, nil
+			ExecutionCount: res.ExecutionCount, SessionEnded: res.SessionEnded, Resumed: res.Resumed,
+			RestoredFrom: restoredFrom(res.RestoredFrom)}}, nil
 	})
 
 	o = tag(op(hapi, "interrupt-session", http.MethodPost, "/api/v1/sessions/{id}/interrupt", "Interrupt the running cell (KeyboardInterrupt); the session survives", liveErrs...))
@@ -282,4 +284,19 @@ func sessionError(s *Server, err error) error {
 		return e
 	}
 	return engineError(s.log, err)
+}
+
+// RestoredFrom is the checkpoint a session resumed from after its node was
+// lost.
+type RestoredFrom struct {
+	SnapshotID               string `json:"snapshot_id" doc:"The checkpoint (a server-owned snapshot, deleted once resumed)"`
+	CellsLost                int    `json:"cells_lost" doc:"Cells run after the checkpoint, whose effects are gone (a cell answered just before the node was lost may be missing from it)"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count" doc:"The session's execution count at the checkpoint: every cell numbered above it before this one is lost, and this cell is numbered from it"`
+}
+
+func restoredFrom(r *engine.RestoredFrom) *RestoredFrom {
+	if r == nil {
+		return nil
+	}
+	return &RestoredFrom{SnapshotID: r.SnapshotID, CellsLost: r.CellsLost, CheckpointExecutionCount: r.CheckpointExecutionCount}
 }

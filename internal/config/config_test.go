@@ -84,6 +84,27 @@ func TestResolvePrecedence(t *testing.T) {
 			},
 		},
 		{
+			name: "the sessions' checkpoints",
+			args: []string{"--session-checkpoint-every", "90"},
+			check: func(t *testing.T, c Config) {
+				if c.Sessions.CheckpointEvery != 90*time.Second {
+					t.Errorf("checkpoint every %v, want 1m30s", c.Sessions.CheckpointEvery)
+				}
+				if d := Default().Sessions.CheckpointEvery; d != time.Minute {
+					t.Errorf("the default checkpoint interval is %v, want the documented 1m", d)
+				}
+			},
+		},
+		{
+			name: "checkpoints off from the environment",
+			env:  map[string]string{"PYEXEC_SESSION_CHECKPOINT_EVERY": "0"},
+			check: func(t *testing.T, c Config) {
+				if c.Sessions.CheckpointEvery != 0 {
+					t.Errorf("checkpoint every %v, want 0 (off)", c.Sessions.CheckpointEvery)
+				}
+			},
+		},
+		{
 			name: "the sessions' saves and reads",
 			args: []string{"--session-save-timeout", "30", "--snapshot-spools", "4"},
 			env:  map[string]string{"PYEXEC_SESSION_HIBERNATIONS": "3"},
@@ -215,6 +236,8 @@ func TestValidate(t *testing.T) {
 		{"localhost without keys", func(c *Config) { c.Host = "localhost" }, ""},
 		{"ipv6 loopback without keys", func(c *Config) { c.Host = "::1" }, ""},
 		{"no save time", func(c *Config) { c.Sessions.SaveTimeout = 0 }, "PYEXEC_SESSION_SAVE_TIMEOUT: must be at least 1s, got 0s"},
+		{"negative checkpoint interval", func(c *Config) { c.Sessions.CheckpointEvery = -time.Second },
+			"PYEXEC_SESSION_CHECKPOINT_EVERY: must not be negative, got -1s"},
 		{"no spools", func(c *Config) { c.Sessions.SnapshotSpools = 0 },
 			"PYEXEC_SESSION_HIBERNATIONS: must be at least 1 (and PYEXEC_SNAPSHOT_SPOOLS too), got 2 and 0"},
 		{"two problems at once", func(c *Config) { c.Port = 0; c.QueueSize = -1 },

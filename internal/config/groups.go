@@ -30,7 +30,7 @@ func FlagGroups() []FlagGroup {
 		{"Capacity", []string{"max-concurrency", "queue-size", "max-followers", "max-followers-per-key",
 			"max-running-per-key", "max-queued-per-key"}},
 		{"Sessions", []string{"max-sessions", "max-sessions-per-key", "session-idle-timeout", "max-session-idle-timeout",
-			"session-lifetime", "max-session-lifetime", "session-memory-mb", "session-hibernate-after", "session-save-timeout",
+			"session-lifetime", "max-session-lifetime", "session-memory-mb", "session-hibernate-after", "session-checkpoint-every", "session-save-timeout",
 			"session-hibernations", "snapshot-spools", "snapshot-key", "snapshot-max-bytes",
 			"snapshot-quota-bytes", "snapshot-quota"}},
 		{"Previews of sessions' web apps", []string{"preview", "preview-ttl", "preview-host", "preview-max-conns", "preview-max-key-conns",

@@ -28,6 +28,10 @@ type Sessions struct {
 	// HibernateAfter saves a session idle for that long as a snapshot and
 	// ends its interpreter; its next call resumes it. Zero: never.
 	HibernateAfter time.Duration
+	// CheckpointEvery saves a session, after a cell, when that long
+	// passed since its last checkpoint: a node killed without warning
+	// loses only the cells since. Zero: never.
+	CheckpointEvery time.Duration
 	// SaveTimeout bounds saving or loading one session's state (a
 	// snapshot, a hibernation, a resume); Hibernations is how many
 	// sessions are saved for hibernation at once; SnapshotSpools how
@@ -49,7 +53,7 @@ type Sessions struct {
 func defaultSessions() Sessions {
 	return Sessions{Max: 32, MaxPerKey: 8, IdleTimeout: 10 * time.Minute, MaxIdleTimeout: time.Hour,
 		Lifetime: time.Hour, MaxLifetime: 24 * time.Hour, MemoryMB: 256,
-		HibernateAfter: 5 * time.Minute, SaveTimeout: 2 * time.Minute, Hibernations: 2, SnapshotSpools: 2, SnapshotMaxBytes: 1 << 30, SnapshotQuotaBytes: 4 << 30, SnapshotQuota: 50}
+		HibernateAfter: 5 * time.Minute, CheckpointEvery: time.Minute, SaveTimeout: 2 * time.Minute, Hibernations: 2, SnapshotSpools: 2, SnapshotMaxBytes: 1 << 30, SnapshotQuotaBytes: 4 << 30, SnapshotQuota: 50}
 }
 
 func (s *Sessions) bind(fs *pflag.FlagSet) {
@@ -70,6 +74,8 @@ func (s *Sessions) bind(fs *pflag.FlagSet) {
 	add("session-memory-mb", "memory in MiB of a session (all its cells) that asks for none")
 	fs.Var(secondsValue{&s.HibernateAfter}, "session-hibernate-after", "")
 	add("session-hibernate-after", "a session without a cell for this long is saved as a snapshot and its interpreter ended, giving back its memory; its next call resumes it (0: never)")
+	fs.Var(secondsValue{&s.CheckpointEvery}, "session-checkpoint-every", "")
+	add("session-checkpoint-every", "after a cell, a session is saved in the background when this long passed since its last checkpoint; a node killed without warning loses only the cells since (0: never)")
 	fs.Var(secondsValue{&s.SaveTimeout}, "session-save-timeout", "")
 	add("session-save-timeout", "saving or loading one session's state (a snapshot, a hibernation, a resume) is interrupted past this")
 	fs.IntVar(&s.Hibernations, "session-hibernations", s.Hibernations, "")
@@ -114,6 +120,9 @@ func (c *Config) validateSessions(bad func(env, format string, args ...any)) {
 	}
 	if s.HibernateAfter < 0 {
 		bad("PYEXEC_SESSION_HIBERNATE_AFTER", "must not be negative, got %v", s.HibernateAfter)
+	}
+	if s.CheckpointEvery < 0 {
+		bad("PYEXEC_SESSION_CHECKPOINT_EVERY", "must not be negative, got %v", s.CheckpointEvery)
 	}
 	if s.MemoryMB < 4 {
 		bad("PYEXEC_SESSION_MEMORY_MB", "must be at least 4, got %d", s.MemoryMB)

@@ -64,6 +64,10 @@ type Deps struct {
 	// declared lost, after its executions were settled. Of the surviving
 	// nodes exactly one is told about each loss.
 	OnNodeLost func(node string)
+	// OnSelfLost, if set, is called when this node learns that another
+	// node declared it lost: its sessions may be resumed elsewhere, so it
+	// must stop serving them (FenceSessions).
+	OnSelfLost func()
 	// OnSessionEnd, if set, is told the id of every session of this node
 	// that ends, and whether it ended because the engine shuts down. It
 	// runs on the goroutine that ends the session.
@@ -71,7 +75,17 @@ type Deps struct {
 	// OnSessionPark, if set, is told of every session saved when the
 	// engine shuts down, to be adopted by the next run of this node
 	// (AdoptSession); without it, every session ends at shutdown.
-	OnSessionPark func(p ParkedSession)
+	// An error says the park was not recorded.
+	OnSessionPark func(p ParkedSession) error
+	// OnSessionCheckpoint, if set, is told of every checkpoint a session
+	// of this node was saved as (SessionConfig.CheckpointEvery), to record
+	// for the fleet; OnSessionCell of the count of cells a session that
+	// has a checkpoint ran, after each of its cells, before the answer
+	// (it must be cheap). Without OnSessionCheckpoint no checkpoint is
+	// taken. An error says the checkpoint was not recorded (or this node
+	// no longer holds the session): it is deleted, the one before kept.
+	OnSessionCheckpoint func(c SessionCheckpoint) error
+	OnSessionCell       func(id string, cells int)
 }
 
 // Finished is what OnFinish is told of an execution that ended.

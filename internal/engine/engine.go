@@ -84,7 +84,7 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 		FlushInterval: cfg.FlushInterval, FlushBytes: cfg.FlushBytes, KillWait: cfg.KillWait,
 		StoreMaxBytes: cfg.StoreMaxBytes, EvictInterval: cfg.EvictInterval},
 		executions.Deps{Store: deps.Store, Runner: deps.Runner, Interpreters: deps.Interpreters, Driver: deps.Driver,
-			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Workspaces: deps.Workspaces, Slots: e.adm, Alive: e.nodeAlive,
+			Envs: deps.Envs, Linter: deps.Linter, Artifacts: deps.Artifacts, Workspaces: deps.Workspaces, Slots: e.adm, Alive: e.NodeAlive,
 			Logger: log, OnFinish: deps.OnFinish})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
@@ -108,12 +108,14 @@ func New(cfg Config, deps Deps) (*Engine, error) {
 	e.sess, err = sessions.New(cfg.Sessions, cfg.runConfig().Limits, sessions.Deps{Jails: deps.Jails, Workspaces: deps.Workspaces,
 		Forker: deps.Forker, Interpreters: deps.Interpreters, Envs: deps.Envs, Logger: log, Vault: v,
 		Network: netPlanner, OnNetworkEvent: deps.OnSessionNetwork, OnSecretEvent: e.auditSessionSecret,
-		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark})
+		OnEnd: e.forgetShares(deps.OnSessionEnd), OnPark: deps.OnSessionPark,
+		OnCheckpoint: deps.OnSessionCheckpoint, OnCell: deps.OnSessionCell})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
 	e.mem, err = fleet.New(fleet.Config{Node: cfg.Node, Version: cfg.Version, NodeLostAfter: cfg.NodeLostAfter, URL: cfg.URL},
-		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost, Logger: log})
+		fleet.Deps{Store: deps.Store, Load: e.nodeLoad, Settle: e.exec.SettleLost, OnLost: deps.OnNodeLost,
+			OnSelfLost: deps.OnSelfLost, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
 	}
@@ -220,8 +222,9 @@ func (e *Engine) nodeLoad() fleet.Load {
 	return l
 }
 
-// nodeAlive reports whether the fleet saw node's heartbeat lately.
-func (e *Engine) nodeAlive(node string) bool { return e.mem.NodeAlive(node) }
+// NodeAlive reports whether the fleet saw node's heartbeat lately and
+// did not declare it lost.
+func (e *Engine) NodeAlive(node string) bool { return e.mem.NodeAlive(node) }
 
 // Stats reports this node's load.
 func (e *Engine) Stats() Stats { return e.adm.Stats() }

@@ -17,9 +17,10 @@ func TestParkedSessionsDuringTheDrain(t *testing.T) {
 	jails := runtest.Jails(t)
 	parked := make(chan ParkedSession, 1)
 	release := make(chan struct{})
-	e := startWith(t, Config{}, Deps{Runner: jails, Jails: jails, OnSessionPark: func(p ParkedSession) {
+	e := startWith(t, Config{}, Deps{Runner: jails, Jails: jails, OnSessionPark: func(p ParkedSession) error {
 		parked <- p
 		<-release // the drain goes on while the test looks
+		return nil
 	}})
 	ctx := context.Background()
 	a, b := Caller{Name: "a"}, Caller{Name: "b"}

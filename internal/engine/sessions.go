@@ -44,6 +44,20 @@ func (e *Engine) ListSessions(ctx context.Context, c Caller) []Session {
 	return e.sess.List(c.owns)
 }
 
+// FenceSessions ends every live session of this node without a word to
+// Deps.OnSessionEnd and without deleting their snapshots, and returns
+// their ids: the fleet declared this node lost (Deps.OnSelfLost), and
+// another node may resume them from their checkpoints.
+func (e *Engine) FenceSessions() []string {
+	ids := e.sess.Fence()
+	for _, id := range ids {
+		if e.shares != nil {
+			e.shares.Forget(id)
+		}
+	}
+	return ids
+}
+
 // DeleteSession ends a session: its interpreter, its jail and its files.
 // A running cell ends with it.
 func (e *Engine) DeleteSession(_ context.Context, id string, c Caller) error {

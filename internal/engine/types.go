@@ -118,6 +118,9 @@ type (
 	Forker         = sessions.Forker
 	SessionSaved   = sessions.Saved
 	ParkedSession  = sessions.Parked
+	RestoredFrom   = sessions.RestoredFrom
+	// SessionCheckpoint is a checkpoint a session was saved as.
+	SessionCheckpoint = sessions.Checkpoint
 )
 
 // Snapshots (internal/engine/snapshots).

@@ -63,6 +63,13 @@ func startNode(t testing.TB, srv *server.Server, name string, maxSessions int) *
 // startNodeWith is startNode with its sessions configured by sc.
 func startNodeWith(t testing.TB, srv *server.Server, name string, sc engine.SessionConfig) *node {
 	t.Helper()
+	return startNodeOpts(t, srv, name, sc, false)
+}
+
+// startNodeOpts is startNodeWith whose engine, when parks, saves its idle
+// sessions at its shutdown (Close) for the fleet to take back.
+func startNodeOpts(t testing.TB, srv *server.Server, name string, sc engine.SessionConfig, parks bool) *node {
+	t.Helper()
 	ctx := context.Background()
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(name))
 	if err != nil {
@@ -92,7 +99,12 @@ func startNodeWith(t testing.TB, srv *server.Server, name string, sc engine.Sess
 		Sessions:  sc,
 		Snapshots: engine.SnapshotConfig{Key: key, SpoolDir: t.TempDir()}},
 		func(_ *store.NATS, jails *sandbox.Manager) engine.Deps {
-			return engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded}
+			d := engine.Deps{Jails: jails, Snapshots: reg, OnSessionEnd: r.SessionEnded,
+				OnSessionCheckpoint: r.SessionCheckpointed, OnSessionCell: r.SessionCells}
+			if parks {
+				d.OnSessionPark = r.SessionParked
+			}
+			return d
 		})
 	if err := r.Start(ctx, eng); err != nil {
 		t.Fatal(err)
@@ -437,9 +449,9 @@ func TestSessionOfANodeDeclaredLost(t *testing.T) {
 }
 
 // TestParkedSessionPastItsLifetime: a session saved by its node's
-// shutdown answers "retry later" on the other nodes while that node is
-// away, but once past its lifetime it is lost: its node will not take it
-// back, and no caller waits on it for ever.
+// shutdown that its node is taking back answers "retry later" on the
+// other nodes, but once past its lifetime it is lost: its node will not
+// take it back, and no caller waits on it for ever.
 func TestParkedSessionPastItsLifetime(t *testing.T) {
 	srv := fleetServer(t)
 	a, b := startNode(t, srv, "a", 4), startNode(t, srv, "b", 4)
@@ -452,14 +464,15 @@ func TestParkedSessionPastItsLifetime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Hibernation, e.ExpiresAt = "snap_parked", expires
+		// its node claimed it at its start: the others leave it to it
+		e.Hibernation, e.ExpiresAt, e.TakenAt = "snap_parked", expires, time.Now()
 		if err := b.reg.UpdateSession(ctx, e, rev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	park(time.Now().Add(time.Hour))
 	if _, err := b.r.GetSession(ctx, s.ID, alice); !errors.Is(err, engine.ErrUnavailable) {
-		t.Fatalf("a parked session within its lifetime: %v, want ErrUnavailable", err)
+		t.Fatalf("a parked session within its lifetime, claimed by its node: %v, want ErrUnavailable", err)
 	}
 	park(time.Now().Add(-time.Second))
 	_, err := b.r.GetSession(ctx, s.ID, alice)

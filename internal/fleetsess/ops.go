@@ -127,12 +127,24 @@ func (r *Router) ListSessions(ctx context.Context, c engine.Caller) []engine.Ses
 		err := r.request(ctx, nodeSubject(n), n, nil, call{Op: opList, Caller: wireCaller(c)}, &list)
 		switch {
 		case errors.Is(err, errNoResponders) || errors.Is(err, errNodeGone):
+			alive := r.eng.NodeAlive(n)
 			for _, e := range held[n] {
 				if parked(e, time.Now()) {
 					out = append(out, parkedSession(e))
 					continue
 				}
-				if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
+				if alive && e.Checkpoint != "" {
+					continue // not declared lost: not resumed elsewhere on one unanswered request (forward)
+				}
+				err := r.lose(ctx, e.ID, n, "")
+				var ended *endedError
+				switch {
+				case errors.Is(err, errMoved): // parked on its checkpoint
+					if pe, _, gerr := r.cfg.Registry.GetSession(ctx, e.ID); gerr == nil && parked(pe, time.Now()) {
+						out = append(out, parkedSession(pe))
+					}
+				case errors.As(err, &ended) || errors.Is(err, engine.ErrSessionNotFound):
+				default:
 					r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
 				}
 			}
@@ -174,7 +186,7 @@ func (r *Router) createLocal(ctx context.Context, req engine.SessionRequest) (en
 
 // register records that this node holds s, which it just made.
 func (r *Router) register(ctx context.Context, s engine.Session) (engine.Session, error) {
-	e := store.SessionEntry{ID: s.ID, Node: r.cfg.Node, Owner: s.Caller, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt}
+	e := store.SessionEntry{ID: s.ID, Node: r.cfg.Node, Holder: r.instance, Owner: s.Caller, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt}
 	if err := r.cfg.Registry.PutSession(ctx, e); err != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 		defer cancel()

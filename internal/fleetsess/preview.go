@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/config"
 	"github.com/pyexec/pyexec/internal/engine"
@@ -44,7 +43,7 @@ func (r *Router) RevokeSessionPort(ctx context.Context, id string, c engine.Call
 // session's other routes give (404, 410…), or engine.ErrPreviewRelay when
 // that node cannot be named a URL.
 func (r *Router) PreviewHolder(ctx context.Context, id string, c engine.Caller) (string, error) {
-	e, _, err := r.holder(ctx, id, c)
+	e, err := r.holder(ctx, id, c)
 	if err != nil {
 		return "", err
 	}
@@ -57,14 +56,24 @@ func (r *Router) PreviewHolder(ctx context.Context, id string, c engine.Caller) 
 // the session's other routes answer. Nil: the node is there, the fault
 // is in between.
 func (r *Router) PreviewUnreachable(ctx context.Context, id string, c engine.Caller) error {
-	e, rev, err := r.holder(ctx, id, c)
+	e, err := r.holder(ctx, id, c)
 	if err != nil {
 		return err
 	}
-	if !r.gone(ctx, e.Node) || parked(e, time.Now()) {
+	if !r.gone(ctx, e.Node) {
 		return nil
 	}
-	return r.lost(ctx, e, rev)
+	if e.Checkpoint != "" && r.eng.NodeAlive(e.Node) {
+		// As for the session's other calls (forward): only the fleet's
+		// membership lets it resume from its checkpoint elsewhere.
+		return fmt.Errorf("%w: session %s: its node %s does not answer; retry later", engine.ErrUnavailable, id, e.Node)
+	}
+	err = r.lost(ctx, e)
+	if errors.Is(err, errMoved) {
+		// Parked on its checkpoint: the session's next call resumes it.
+		return fmt.Errorf("%w: session %s: its node %s is lost; a call on it resumes it; retry later", engine.ErrUnavailable, id, e.Node)
+	}
+	return err
 }
 
 // ShareHolder returns the URL of the node whose preview URLs carry the

@@ -96,3 +96,7 @@ func TestPlacedCreateStreamsInstallLines(t *testing.T) {
 		t.Fatalf("install lines at a: %q, want %q", got, lines)
 	}
 }
+
+func (f *installEngine) FenceSessions() []string { return nil }
+
+func (f *installEngine) NodeAlive(string) bool { return false }

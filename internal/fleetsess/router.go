@@ -46,6 +46,12 @@ type Engine interface {
 	// issued it.
 	ShareSessionPort(ctx context.Context, id string, c engine.Caller, port int) (engine.PortShare, error)
 	RevokeSessionPort(ctx context.Context, id string, c engine.Caller, port int) (int, error)
+	// FenceSessions ends every local session without touching the
+	// registry or their snapshots (this node was declared lost).
+	FenceSessions() []string
+	// NodeAlive says whether the fleet's membership still counts node as
+	// alive (it has not declared it lost).
+	NodeAlive(node string) bool
 	// LiveSessions and SessionCap say whether this node has a free slot.
 	LiveSessions() int
 	SessionCap() int
@@ -94,6 +100,10 @@ type Config struct {
 	// names must be before it is deleted, longer than any save or resume
 	// takes (zero: 15m).
 	SweepEvery, ParkedFor, OrphanAge time.Duration
+	// ClaimFor is how long a node's claim on a saved session it takes
+	// back keeps the other nodes from taking it over (takeover.go): longer
+	// than reading its snapshot takes (zero: 1m).
+	ClaimFor time.Duration
 
 	Logger *slog.Logger // nil discards
 }
@@ -106,6 +116,8 @@ type Router struct {
 	cfg Config
 	log *slog.Logger
 	eng Engine
+	// instance is this run's fencing token (store.SessionEntry.Holder).
+	instance string
 
 	ctx    context.Context // ends at Close: handlers of other nodes' requests
 	cancel context.CancelFunc
@@ -114,7 +126,12 @@ type Router struct {
 	mu       sync.Mutex
 	closing  bool
 	nodeSub  *nats.Subscription
-	placeSub *nats.Subscription // while this node has a free slot
+	placeSub *nats.Subscription       // while this node has a free slot
+	taking   map[string]chan struct{} // sessions this node is taking over; closed when done
+	// cells are the counts of cells to write to the registry
+	// (checkpoint.go); cellsDirty wakes their writer.
+	cells      map[string]int
+	cellsDirty chan struct{}
 }
 
 // registryTimeout bounds a registry write that no request waits for.
@@ -134,12 +151,18 @@ func New(cfg Config) (*Router, error) {
 	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, 10*time.Minute)
 	cfg.ParkedFor = cmp.Or(cfg.ParkedFor, time.Hour)
 	cfg.OrphanAge = cmp.Or(cfg.OrphanAge, 15*time.Minute)
+	cfg.ClaimFor = cmp.Or(cfg.ClaimFor, time.Minute)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("fleetsess: making the run's token: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel}, nil
+	return &Router{cfg: cfg, log: log, ctx: ctx, cancel: cancel, instance: hex.EncodeToString(b), taking: map[string]chan struct{}{},
+		cells: map[string]int{}, cellsDirty: make(chan struct{}, 1)}, nil
 }
 
 // Start serves the requests of other nodes with eng. Sessions the
@@ -166,10 +189,14 @@ func (r *Router) Start(ctx context.Context, eng Engine) error {
 	r.nodeSub = sub
 	r.mu.Unlock()
 	r.updatePlacement()
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
 		r.placement()
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.writeCells()
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -208,9 +235,14 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
 	var err error
-	if shutdown {
+	switch e, _, gerr := r.cfg.Registry.GetSession(ctx, id); {
+	case gerr != nil:
+		err = gerr
+	case e.Node != r.cfg.Node:
+		// another node took it over meanwhile: its entry is that node's
+	case shutdown:
 		_, err = r.markEnded(ctx, id, ReasonNodeShutdown)
-	} else {
+	default:
 		err = r.cfg.Registry.DeleteSession(ctx, id)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -221,21 +253,23 @@ func (r *Router) SessionEnded(id string, shutdown bool) {
 	}
 }
 
-// endStale adopts the sessions an earlier run of this node saved at its
-// shutdown and marks the others the registry gives to it as lost.
+// endStale settles the sessions the registry gives to an earlier run of
+// this node that did not park them: those with a checkpoint are parked on
+// it, the others marked lost; then it adopts the parked ones.
 func (r *Router) endStale(ctx context.Context) error {
-	r.adoptParked(ctx)
 	n, err := r.endSessionsOf(ctx, r.cfg.Node)
 	if n > 0 {
-		r.log.Info("sessions of an earlier run of this node marked lost", "count", n)
+		r.log.Info("sessions of an earlier run of this node settled as lost (or to resume from their checkpoint)", "count", n)
 	}
+	r.adoptParked(ctx)
 	return err
 }
 
 // adoptParked hands eng the sessions of this node saved at its last
-// shutdown; the registry then holds them as live again. One whose
-// snapshot cannot be read now stays parked, for the next sweep to try
-// again (within ParkedFor); one that cannot be adopted for good ends
+// shutdown (takeOver); the registry then holds them as live again. One
+// another node took over meanwhile is left to it. One whose snapshot
+// cannot be read now stays parked, for the next sweep to try again
+// (within ParkedFor); one that cannot be adopted for good ends
 // (node_lost), and the sweep deletes its snapshot if eng did not.
 func (r *Router) adoptParked(ctx context.Context) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
@@ -244,50 +278,33 @@ func (r *Router) adoptParked(ctx context.Context) {
 		return
 	}
 	for _, e := range list {
-		if e.Node != r.cfg.Node || e.Ended != "" || e.Hibernation == "" {
+		if e.Node != r.cfg.Node || !parked(e, time.Now()) {
 			continue
 		}
-		if _, err := r.eng.GetSession(ctx, e.ID, engine.Caller{Name: e.Owner}); err == nil {
-			// adopted before, its record not cleared (a registry error)
-			if err := r.unpark(ctx, e); err != nil {
-				r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
-			}
-			continue
+		err := r.takeOver(ctx, e.ID, r.cfg.Node)
+		if errors.Is(err, errMoved) {
+			r.log.Info("a session saved at the last shutdown was taken over by another node", "session_id", e.ID)
 		}
-		p := engine.ParkedSession{ID: e.ID, Caller: e.Owner, Snapshot: e.Hibernation}
-		_, err := r.eng.AdoptSession(ctx, p, e.CreatedAt, e.ExpiresAt)
-		switch {
-		case errors.Is(err, engine.ErrClosed):
-			return // this run shuts down: it parks its own
-		case errors.Is(err, engine.ErrUnavailable):
-			r.log.Warn("a session saved at the last shutdown cannot be taken back now; it stays parked", "session_id", e.ID, "err", err)
-			continue
-		case err != nil:
-			r.log.Warn("a session saved at the last shutdown could not be taken back; it ends", "session_id", e.ID, "err", err)
-			if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
-				r.log.Warn("recording a lost session", "session_id", e.ID, "err", err)
-			}
-			continue
-		}
-		if err := r.unpark(ctx, e); err != nil {
-			r.log.Warn("updating the session registry", "session_id", e.ID, "err", err)
-		}
-		r.log.Info("session saved at the last shutdown taken back", "session_id", e.ID)
 	}
 }
 
 // unpark clears the record that parked entry e, once its session was
-// adopted; a park recorded since (this run's own shutdown) is kept.
+// adopted; a park recorded since (this run's own shutdown) is kept. The
+// checkpoint it resumed from is gone with the resume.
 func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
 	for {
 		e, rev, err := r.cfg.Registry.GetSession(ctx, parked.ID)
 		if err != nil {
 			return err
 		}
-		if e.Hibernation != parked.Hibernation || !e.ParkedAt.Equal(parked.ParkedAt) {
+		if e.Hibernation != parked.Hibernation || !e.ParkedAt.Equal(parked.ParkedAt) || e.Node != r.cfg.Node {
 			return nil
 		}
-		e.Hibernation, e.ParkedAt = "", time.Time{}
+		if e.Checkpoint == e.Hibernation {
+			e.Checkpoint, e.CheckpointCells = "", 0
+		}
+		e.Hibernation, e.ParkedAt, e.TakenAt, e.FromCheckpoint, e.CellsLost = "", time.Time{}, time.Time{}, false, 0
+		e.Holder = r.instance
 		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
 		if !errors.Is(err, store.ErrConflict) {
 			return err
@@ -298,28 +315,45 @@ func (r *Router) unpark(ctx context.Context, parked store.SessionEntry) error {
 // SessionParked records that session p was saved at this node's shutdown
 // (engine Deps.OnSessionPark): its entry stays live, naming its snapshot,
 // for the node's next run.
-func (r *Router) SessionParked(p engine.ParkedSession) {
+// An error (the session is no longer this run's) leaves its checkpoint
+// named, and the engine keeps it.
+func (r *Router) SessionParked(p engine.ParkedSession) error {
 	ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
 	defer cancel()
-	if err := r.setHibernation(ctx, p.ID, p.Snapshot); err != nil {
+	err := r.updateOwn(ctx, p.ID, func(e *store.SessionEntry) bool {
+		// the park is newer than its checkpoint, which the engine deletes
+		e.Hibernation, e.ParkedAt, e.Checkpoint, e.CheckpointCells = p.Snapshot, time.Now(), "", 0
+		return true
+	})
+	if err != nil {
 		r.log.Warn("recording a session saved at shutdown", "session_id", p.ID, "err", err)
 	}
+	return err
 }
 
-// setHibernation records that id's session was parked under snapshot
-// snap, now.
-func (r *Router) setHibernation(ctx context.Context, id, snap string) error {
-	for {
-		e, rev, err := r.cfg.Registry.GetSession(ctx, id)
-		if err != nil {
-			return err
-		}
-		e.Hibernation, e.ParkedAt = snap, time.Now()
-		err = r.cfg.Registry.UpdateSession(ctx, e, rev)
-		if !errors.Is(err, store.ErrConflict) {
-			return err
+// SelfLost fences this run (engine Deps.OnSelfLost): another node
+// declared it lost, and may resume its sessions from their checkpoints.
+// It ends every local session at once (the registry and the snapshots
+// left as they are: they may be the new holder's), so that calls for
+// them are forwarded to wherever the registry says they live; then those
+// whose entries still name this run (the survivor did not settle them
+// yet) are settled as a lost node's are: parked on their checkpoint, or
+// ended node_lost.
+func (r *Router) SelfLost() {
+	ids := r.eng.FenceSessions()
+	ctx, cancel := context.WithTimeout(r.ctx, registryTimeout)
+	defer cancel()
+	for _, id := range ids {
+		err := r.lose(ctx, id, r.cfg.Node, r.instance)
+		var ended *endedError
+		if err != nil && !errors.Is(err, errMoved) && !errors.As(err, &ended) && !errors.Is(err, engine.ErrSessionNotFound) {
+			r.log.Warn("settling a session this node stopped serving", "session_id", id, "err", err)
 		}
 	}
+	if len(ids) > 0 {
+		r.log.Warn("this node was declared lost: its sessions ended here, to resume from their checkpoints", "count", len(ids))
+	}
+	r.updatePlacement()
 }
 
 // NodeLost marks the sessions of a node the fleet declared lost
@@ -338,9 +372,10 @@ func (r *Router) NodeLost(node string) {
 	}
 }
 
-// endSessionsOf marks the live sessions the registry gives to node as
-// lost and returns how many it marked. Those parked by the node's
-// graceful shutdown wait for it (the sweep ends them past ParkedFor).
+// endSessionsOf settles the live sessions the registry gives to node as
+// lost (lose: parked on their checkpoint, or ended) and returns how many
+// it settled. Those parked by the node's graceful shutdown wait for it
+// (the sweep ends them past ParkedFor).
 func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 	list, err := r.cfg.Registry.ListSessions(ctx)
 	if err != nil {
@@ -351,8 +386,14 @@ func (r *Router) endSessionsOf(ctx context.Context, node string) (int, error) {
 		if e.Node != node || e.Ended != "" || parked(e, time.Now()) {
 			continue
 		}
-		if _, err := r.markEnded(ctx, e.ID, ReasonNodeLost); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return n, fmt.Errorf("fleetsess: ending session %s of node %s: %w", e.ID, node, err)
+		err := r.lose(ctx, e.ID, node, "")
+		var ended *endedError
+		switch {
+		case errors.Is(err, errMoved) || errors.As(err, &ended):
+		case errors.Is(err, engine.ErrSessionNotFound):
+			continue
+		default:
+			return n, fmt.Errorf("fleetsess: settling session %s of node %s: %w", e.ID, node, err)
 		}
 		n++
 	}

@@ -106,7 +106,7 @@ func (r *Router) endParked(ctx context.Context, id string, now time.Time) (bool,
 // when one may need it. e is the registry's entry of its session when
 // mine (one of its owner's).
 func (r *Router) orphaned(in engine.SnapshotInfo, e store.SessionEntry, mine bool, now time.Time) string {
-	named := mine && e.Hibernation == in.ID
+	named := mine && (e.Hibernation == in.ID || e.Checkpoint == in.ID)
 	switch {
 	case named && e.Ended == "":
 		return "" // parked: its node takes it back

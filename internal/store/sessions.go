@@ -24,6 +24,12 @@ type SessionEntry struct {
 	ID string `json:"id"`
 	// Node holds the session's interpreter; requests for it go there.
 	Node string `json:"node"`
+	// Holder is the run of Node (a token new at each start of its
+	// process) that holds the live session: a write by a node about a
+	// session it holds must find its own token here (fencing: a run that
+	// was declared lost, whose session another run took over, never
+	// writes over it).
+	Holder string `json:"holder,omitempty"`
 	// Owner is the caller (API key name) the session belongs to.
 	Owner     string    `json:"owner"`
 	CreatedAt time.Time `json:"created_at"`
@@ -37,6 +43,20 @@ type SessionEntry struct {
 	// when it was recorded.
 	Hibernation string    `json:"hibernation,omitempty"`
 	ParkedAt    time.Time `json:"parked_at,omitzero"`
+	// TakenAt is when a node claimed the parked session (Node names it)
+	// to take it back: another node leaves it alone for a while.
+	TakenAt time.Time `json:"taken_at,omitzero"`
+	// Cells is how many cells the session had run when last recorded;
+	// Checkpoint is its latest automatic checkpoint (a hibernation
+	// snapshot), taken after cell CheckpointCells.
+	Cells           int    `json:"cells,omitempty"`
+	Checkpoint      string `json:"checkpoint,omitempty"`
+	CheckpointCells int    `json:"checkpoint_cells,omitempty"`
+	// FromCheckpoint, set with Hibernation on a session whose node was
+	// lost, says that Hibernation is its checkpoint, and CellsLost how
+	// many cells ran after it: the node that resumes it says so.
+	FromCheckpoint bool `json:"from_checkpoint,omitempty"`
+	CellsLost      int  `json:"cells_lost,omitempty"`
 }
 
 // SessionRegistry records where the fleet's sessions live.

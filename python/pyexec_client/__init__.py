@@ -27,7 +27,7 @@ from .errors import (
     WaitTimeoutError,
 )
 from .previews import PortShare
-from .sessions import AsyncSession, CellResult, Session
+from .sessions import AsyncSession, CellResult, RestoredFrom, Session
 from .snapshots import Skipped, SnapshotInfo, SnapshotSaved
 from .tar import detect_entrypoint, tar_from_dict, tar_from_directory, tar_from_project
 from .types import Diagnostic, Event, EventType, ExecutionList, ExecutionResult, ExecutionStatus, FileInfo, Output
@@ -35,7 +35,7 @@ from .types import Diagnostic, Event, EventType, ExecutionList, ExecutionResult,
 __version__ = "0.1.0"
 
 __all__ = [
-    "PyExec", "AsyncPyExec", "Session", "AsyncSession", "CellResult", "SnapshotSaved", "SnapshotInfo", "Skipped", "PortShare", "PythonExecutorClient", "Metadata", "ExecutionConfig",
+    "PyExec", "AsyncPyExec", "Session", "AsyncSession", "CellResult", "RestoredFrom", "SnapshotSaved", "SnapshotInfo", "Skipped", "PortShare", "PythonExecutorClient", "Metadata", "ExecutionConfig",
     "ExecutionResult", "ExecutionStatus", "ExecutionList", "Event", "EventType", "Output", "FileInfo", "Diagnostic",
     "PyExecError", "APIError", "BadRequestError", "AuthenticationError", "NotFoundError", "PayloadTooLargeError",
     "RateLimitError", "ServerError", "ServiceUnavailableError", "TransportError", "StreamEndedError",

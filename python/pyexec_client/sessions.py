@@ -23,17 +23,32 @@ from .types import ExecutionResult
 
 
 @dataclass(frozen=True)
+class RestoredFrom:
+    """The checkpoint a session resumed from after its node was lost, and
+    how many cells ran after it (their effects are gone), and the session's
+    execution count at the checkpoint: every cell numbered above it before
+    this one is lost (cells_lost may undercount them)."""
+
+    snapshot_id: str
+    cells_lost: int
+    checkpoint_execution_count: int = 0
+
+
+@dataclass(frozen=True)
 class CellResult(ExecutionResult):
     """The outcome of a cell: an ExecutionResult plus the session's
     counters. ``session_ended`` says the session did not survive the cell
     (its interpreter died, or a timed-out cell ignored its interrupt);
     ``resumed`` that the session was hibernated and resumed for it (what a
-    snapshot skips, threads and open files, did not survive)."""
+    snapshot skips, threads and open files, did not survive);
+    ``restored_from``, on the first cell of a session whose node was lost,
+    the checkpoint it resumed from."""
 
     execution_count: int = 0
     session_id: str = ""
     session_ended: bool = False
     resumed: bool = False
+    restored_from: Optional[RestoredFrom] = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CellResult":
@@ -41,7 +56,14 @@ class CellResult(ExecutionResult):
         fields = {k: getattr(base, k) for k in base.__dataclass_fields__}
         return cls(**fields, execution_count=data.get("execution_count") or 0,
                    session_id=data.get("session_id") or "", session_ended=bool(data.get("session_ended")),
-                   resumed=bool(data.get("resumed")))
+                   resumed=bool(data.get("resumed")), restored_from=_restored_from(data.get("restored_from")))
+
+
+def _restored_from(raw: Any) -> Optional[RestoredFrom]:
+    if not raw:
+        return None
+    return RestoredFrom(snapshot_id=raw.get("snapshot_id") or "", cells_lost=int(raw.get("cells_lost") or 0),
+                        checkpoint_execution_count=int(raw.get("checkpoint_execution_count") or 0))
 
 
 #: A session's requirements: requirements.txt text, or one requirement an

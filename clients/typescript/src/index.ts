@@ -14,6 +14,7 @@ export type { CellOptions } from "./session.js";
 export type { SkippedVariable, SnapshotInfo, SnapshotSaved } from "./snapshots.js";
 export type { PortShare } from "./previews.js";
 export { CellResult, ExecutionResult, Output, eventOutput } from "./rich.js";
+export type { RestoredFrom } from "./rich.js";
 export type { DataFrame, Image } from "./rich.js";
 export {
   APIError,

@@ -198,14 +198,34 @@ export class CellResult extends ExecutionResult {
   readonly session_ended: boolean;
   /** The session was hibernated and resumed for this cell (threads and open files did not survive). */
   readonly resumed: boolean;
+  /** On the first cell of a session whose node was lost: the checkpoint it resumed from, and the cells lost since. */
+  readonly restored_from?: RestoredFrom;
 
-  constructor(raw: ExecutionResultData & { session_id: string; execution_count: number; session_ended?: boolean; resumed?: boolean }) {
+  constructor(
+    raw: ExecutionResultData & {
+      session_id: string;
+      execution_count: number;
+      session_ended?: boolean;
+      resumed?: boolean;
+      restored_from?: RestoredFrom;
+    },
+  ) {
     super(raw);
     this.session_id = raw.session_id;
     this.execution_count = raw.execution_count;
     this.session_ended = raw.session_ended ?? false;
     this.resumed = raw.resumed ?? false;
+    if (raw.restored_from) this.restored_from = raw.restored_from;
   }
+}
+
+/** The checkpoint a session resumed from after its node was lost. */
+export interface RestoredFrom {
+  readonly snapshot_id: string;
+  /** Cells run after the checkpoint, whose effects are gone (may undercount). */
+  readonly cells_lost: number;
+  /** The execution count at the checkpoint: every cell numbered above it before this one is lost. */
+  readonly checkpoint_execution_count: number;
 }
 
 /** Decodes the output of a display event (its data is an output's JSON). */

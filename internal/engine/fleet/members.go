@@ -115,7 +115,11 @@ type Deps struct {
 	// lost, after Settle succeeded. Of the surviving nodes exactly one is
 	// told about each loss.
 	OnLost func(node string)
-	Logger *slog.Logger // nil discards
+	// OnSelfLost, if set, is called (on a goroutine of its own) when
+	// this node sees that another node declared it lost: the mark on its
+	// heartbeat entry, or the entry's removal, while it is not draining.
+	OnSelfLost func()
+	Logger     *slog.Logger // nil discards
 }
 
 // Membership is this node's part in the fleet: its own heartbeat entry and

@@ -111,6 +111,8 @@ type fleetNode struct {
 	st   *store.NATS
 	eng  *engine.Engine
 	lost atomic.Int32 // nodes this node declared lost
+	// selfLost counts the times it learnt another node declared it lost.
+	selfLost atomic.Int32
 }
 
 // startNode connects to url and starts an engine named name with the
@@ -140,7 +142,8 @@ func startNode(t *testing.T, url, name string, replicas int) (*fleetNode, error)
 	}
 	n := &fleetNode{name: name, nc: nc, st: st}
 	n.eng, err = engine.New(engine.Config{Node: name, URL: nodeURL(name)}, engine.Deps{Store: st, Runner: &runtest.Runner{}, Interpreters: runtest.Interpreters{},
-		Driver: runtest.PlainDriver{}, OnNodeLost: func(string) { n.lost.Add(1) }})
+		Driver: runtest.PlainDriver{}, OnNodeLost: func(string) { n.lost.Add(1) },
+		OnSelfLost: func() { n.selfLost.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,4 +428,31 @@ func TestAbandonedClaimIsTakenOver(t *testing.T) {
 	if n := b.lost.Load(); n != 1 {
 		t.Errorf("b declared a lost %d times, want once", n)
 	}
+}
+
+// TestNodeLearnsItWasDeclaredLost: a live node whose entry another node
+// marked lost (its heartbeat was late) is told so (Deps.OnSelfLost), so
+// that it stops serving what may now resume elsewhere.
+func TestNodeLearnsItWasDeclaredLost(t *testing.T) {
+	url := startNATSServers(t, 1)[0]
+	b := mustStartNode(t, url, "b", 1)
+	ctx := context.Background()
+	mark, err := json.Marshal(fleet.NodeInfo{Name: "b", LostBy: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // b's own heartbeat may land between the read and the write
+		e, err := b.st.GetMember(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.st.UpdateMember(ctx, "b", mark, e.Revision)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatal(err)
+		}
+	}
+	runtest.WaitFor(t, "b to learn it was declared lost", func() bool { return b.selfLost.Load() > 0 })
 }

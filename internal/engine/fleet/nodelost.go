@@ -46,8 +46,11 @@ func (m *Membership) seeMember(ev store.MemberEvent) {
 		if (ev.Deleted || lostBy(ev.Value) != "") && !m.draining.Load() {
 			// Its next heartbeat writes the entry again; what it ran was
 			// settled as node_lost by the survivor that removed it.
-			m.log.Error("another node declared this node lost: it saw no heartbeat from it for too long", "node", ev.Key,
-				"node_lost_after", m.cfg.NodeLostAfter)
+			m.log.Error("another node declared this node lost: it saw no heartbeat from it for too long; "+
+				"this node's sessions end here, to resume elsewhere", "node", ev.Key, "node_lost_after", m.cfg.NodeLostAfter)
+			if m.deps.OnSelfLost != nil {
+				go m.deps.OnSelfLost()
+			}
 		}
 		if !ev.Deleted && ev.Revision > m.rev && instanceOf(ev.Value) != m.instance {
 			m.log.Error("another process writes this node's heartbeat: two nodes have the same --node-name", "node", ev.Key)

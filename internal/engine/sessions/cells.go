@@ -32,10 +32,16 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 	if err != nil {
 		return CellResult{}, err
 	}
-	if !s.run.TryLock() {
+	if !m.cellTurn(ctx, s) {
 		return CellResult{}, fmt.Errorf("%w: %s", ErrBusy, id)
 	}
-	defer s.run.Unlock()
+	n := 0 // the cell's number, once it runs
+	defer func() {
+		s.run.Unlock()
+		if n > 0 {
+			m.afterCell(s, n)
+		}
+	}()
 	resumed, err := m.wake(ctx, s)
 	if err != nil {
 		return CellResult{}, err
@@ -51,7 +57,8 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 		return CellResult{}, fmt.Errorf("%w: %s is restarting", ErrBusy, id)
 	}
 	s.count++
-	n := s.count
+	restored := s.restored
+	n, s.restored = s.count, nil
 	s.busy, s.last = true, run.Now()
 	s.mu.Unlock()
 	defer func() {
@@ -62,7 +69,7 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 
 	c := newCellRun(n, m.lim.OutputBytes)
 	started := run.Now()
-	res := CellResult{SessionID: s.id, ExecutionCount: n, Resumed: resumed,
+	res := CellResult{SessionID: s.id, ExecutionCount: n, Resumed: resumed, RestoredFrom: restored,
 		Execution: run.Execution{ID: s.id + "-" + strconv.Itoa(n), CreatedAt: started, StartedAt: &started, PythonVersion: s.python}}
 	if err := k.begin(c, runner.Cell{Number: n, Code: req.Code, EvalLastExpr: req.EvalLastExpr}); err != nil {
 		k.finish(c)

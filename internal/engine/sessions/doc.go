@@ -6,7 +6,9 @@
 // and reaping; saving a session's state as a snapshot (through Deps.Vault),
 // restoring a verified snapshot into a new session and forking a live one
 // (state.go); hibernating idle sessions and resuming them on their next
-// call (hibernate.go); the egress of a session with network, planned by
+// call (hibernate.go); parking them at shutdown and adopting parked ones
+// (park.go); checkpointing them after cells for a node killed without
+// warning (checkpoint.go); the egress of a session with network, planned by
 // Deps.Network as an execution's and attached to each kernel's jail before
 // the kernel starts (network.go). Sessions live in memory on the node that created them
 // (internal/fleetsess reaches them from other nodes).

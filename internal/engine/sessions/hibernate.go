@@ -404,7 +404,7 @@ func (m *Service) sleepy(t time.Time) []*Live {
 }
 
 // Hibernations returns the snapshots this node's sessions hibernate in
-// now, and false once the service shuts down: its sessions are then
+// now, or are checkpointed as, and false once the service shuts down: its sessions are then
 // leaving for the registry (parked), and what they hold is no longer
 // known here.
 func (m *Service) Hibernations() (map[string]bool, bool) {
@@ -416,8 +416,10 @@ func (m *Service) Hibernations() (map[string]bool, bool) {
 	held := make(map[string]bool)
 	for _, s := range m.live {
 		s.mu.Lock()
-		if s.asleep != "" {
-			held[s.asleep] = true
+		for _, snap := range []string{s.asleep, s.checkpoint} {
+			if snap != "" {
+				held[snap] = true
+			}
 		}
 		s.mu.Unlock()
 	}

@@ -68,6 +68,7 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	s.restarts++
 	s.mu.Unlock()
 	m.watchKernel(k)
+	m.dropCheckpoint(s) // its state is gone: the checkpoint would bring it back
 	return s.Info(), nil
 }
 

@@ -27,6 +27,10 @@ import (
 type Parked struct {
 	ID, Caller string
 	Snapshot   string // its hibernation snapshot
+	// Restored, when set, says that Snapshot is the session's last
+	// checkpoint, taken before its node was lost: the cell that resumes
+	// it reports it (CellResult.RestoredFrom).
+	Restored *RestoredFrom
 }
 
 // shutdown parks every session it can and ends the rest (the reaper,
@@ -152,8 +156,20 @@ func (m *Service) park(ctx context.Context, s *Live) bool {
 	if !ok {
 		return false
 	}
+	s.mu.Lock()
+	ckpt := s.checkpoint // the park is newer: deleted once the park is recorded
+	s.checkpoint = ""
+	s.mu.Unlock()
 	s.release()
-	m.deps.OnPark(p)
+	if err := m.deps.OnPark(p); err != nil {
+		// The record still names the checkpoint (if any): the session
+		// resumes from it; the park's snapshot is left to the sweep.
+		m.log.Warn("a session saved at shutdown could not be recorded", "session_id", s.id, "err", err)
+		return true
+	}
+	if ckpt != "" {
+		m.forgetSnapshot(ckpt)
+	}
 	m.log.Info("session saved for the next start", "session_id", s.id, "snapshot_id", p.Snapshot)
 	return true
 }
@@ -241,6 +257,7 @@ func (m *Service) adopted(p Parked, h snapshot.Header, created, expires time.Tim
 	}
 	s.created, s.expires = cmp.Or(created, s.created), cmp.Or(expires, s.expires)
 	s.count, s.asleep, s.last = h.ExecutionCount, p.Snapshot, run.Now()
+	s.restored = p.Restored
 	if err := m.reserve(s); err != nil {
 		s.release()
 		return nil, err

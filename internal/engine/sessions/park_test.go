@@ -25,7 +25,7 @@ func TestShutdownParksIdleSessions(t *testing.T) {
 	var parked []Parked
 	ended := map[string]bool{}
 	deps := Deps{Vault: v,
-		OnPark: func(p Parked) { mu.Lock(); parked = append(parked, p); mu.Unlock() },
+		OnPark: func(p Parked) error { mu.Lock(); parked = append(parked, p); mu.Unlock(); return nil },
 		OnEnd:  func(id string, shutdown bool) { mu.Lock(); ended[id] = shutdown; mu.Unlock() }}
 	svc := newServiceDeps(t, Config{InterruptGrace: 200 * time.Millisecond}, true, deps)
 	idle := newSession(t, svc, Request{Caller: "alice"})
@@ -82,13 +82,14 @@ type parkRecorder struct {
 	m  map[string]string
 }
 
-func (r *parkRecorder) park(p Parked) {
+func (r *parkRecorder) park(p Parked) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
 		r.m = map[string]string{}
 	}
 	r.m[p.ID] = p.Snapshot
+	return nil
 }
 
 func (r *parkRecorder) snapshot(id string) (string, bool) {
@@ -324,7 +325,7 @@ func TestSessionWithWorkspaceIsNotParked(t *testing.T) {
 	v := newVault(t)
 	var parked []Parked
 	s := &Live{id: "ses_ws", caller: "alice", req: Request{Caller: "alice", Workspace: "nb"}, asleep: "snap_x", release: func() {}}
-	m := &Service{deps: Deps{Vault: v, OnPark: func(p Parked) { parked = append(parked, p) }}, log: slog.New(slog.DiscardHandler),
+	m := &Service{deps: Deps{Vault: v, OnPark: func(p Parked) error { parked = append(parked, p); return nil }}, log: slog.New(slog.DiscardHandler),
 		live: map[string]*Live{s.id: s}, parked: map[string]Session{}}
 	if m.park(context.Background(), s) {
 		t.Fatal("a session with a workspace was parked")

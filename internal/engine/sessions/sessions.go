@@ -54,7 +54,19 @@ type Deps struct {
 	// OnPark, if set, is told of every session saved at shutdown for the
 	// next run of this node (park.go), which it must record for Adopt;
 	// without it, every session ends at shutdown.
-	OnPark func(p Parked)
+	// An error says the park was not recorded: the session's checkpoint
+	// is then kept (the record still names it).
+	OnPark func(p Parked) error
+	// OnCheckpoint, if set, is told of every checkpoint a session was
+	// saved as (checkpoint.go), which it must record for the fleet to
+	// resume the session from if this node is lost; OnCell of the count
+	// of cells each session that has a checkpoint ran, after each cell.
+	// Both must be cheap (OnCell runs before the cell's answer). An error
+	// from OnCheckpoint says the checkpoint was not recorded (or this
+	// node no longer holds the session): the new one is deleted and the
+	// recorded one kept.
+	OnCheckpoint func(c Checkpoint) error
+	OnCell       func(id string, cells int)
 }
 
 // Service holds this node's live sessions. Build it with New, Run it, and
@@ -89,7 +101,9 @@ type Service struct {
 	// (Config.Hibernations).
 	hibSlots chan struct{}
 	hibWG    sync.WaitGroup // the hibernation workers
-	counts   counts
+	// ckptSlots holds a token per checkpoint under way (checkpointSlots).
+	ckptSlots chan struct{}
+	counts    counts
 }
 
 // counts are the service's running totals (Stats).
@@ -112,7 +126,8 @@ func New(cfg Config, lim run.Limits, deps Deps) (*Service, error) {
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, lim: lim.WithDefaults(), deps: deps, log: log, base: base, cancelBase: cancelBase,
 		stopping: stopping, stop: stop, live: make(map[string]*Live),
-		parked: make(map[string]Session), hibSlots: make(chan struct{}, cfg.Hibernations)}, nil
+		parked: make(map[string]Session), hibSlots: make(chan struct{}, cfg.Hibernations),
+		ckptSlots: make(chan struct{}, checkpointSlots)}, nil
 }
 
 // Run starts reaping idle and expired sessions.
@@ -206,7 +221,15 @@ type Live struct {
 	hibernating bool
 	hibFails    int
 	loadFails   int // loads of its hibernation in a row that ended the interpreter
-	hibRetry    time.Time
+	// restored: the session was adopted from its checkpoint after its
+	// node was lost; its first cell says so.
+	restored *RestoredFrom
+	// checkpoint is its latest checkpoint (checkpoint.go), taken at
+	// checkpointAt; checkpointing is closed when the one being taken ends.
+	checkpoint    string
+	checkpointAt  time.Time
+	checkpointing chan struct{}
+	hibRetry      time.Time
 
 	// files is held for reading by a file call while it uses the kernel,
 	// and for writing by a hibernation: a file written during a
@@ -618,14 +641,45 @@ func (m *Service) endSession(s *Live, why string) {
 		k.stop()
 	}
 	s.mu.Lock()
-	asleep := s.asleep
+	asleep, ckpt := s.asleep, s.checkpoint
+	s.checkpoint = ""
 	s.mu.Unlock()
-	if asleep != "" {
-		m.forgetSnapshot(asleep)
+	for _, snap := range []string{asleep, ckpt} {
+		if snap != "" {
+			m.forgetSnapshot(snap)
+		}
 	}
 	s.release()
 	m.sessionEnded(s)
 	m.log.Info("session ended", "session_id", s.id, "why", why)
+}
+
+// Fence ends every live session of this node without telling Deps.OnEnd
+// and without deleting any of their snapshots, and returns their ids: the
+// fleet declared this node lost, so other nodes may resume these sessions
+// from their checkpoints, which the fleet's records name (the sweep
+// deletes the snapshots nobody names). A running cell ends with its
+// session.
+func (m *Service) Fence() []string {
+	m.mu.Lock()
+	list := make([]*Live, 0, len(m.live))
+	for _, s := range m.live {
+		list = append(list, s)
+	}
+	m.mu.Unlock()
+	var ids []string
+	for _, s := range list {
+		if !m.forget(s) {
+			continue
+		}
+		if k := s.kernel(); k != nil {
+			k.stop()
+		}
+		s.release()
+		ids = append(ids, s.id)
+		m.log.Warn("session ended here: the fleet declared this node lost, and another node may resume it", "session_id", s.id)
+	}
+	return ids
 }
 
 // Stats counts this node's live and busy sessions.

@@ -208,12 +208,13 @@ func (k *kernel) expectLoaded() (loaded func(rep *run.Report) (runner.Loaded, er
 }
 
 // claim takes s, between cells, for pyexec's own cell (a save): ErrBusy
-// while a cell runs or the session restarts, ErrEnded once it is gone.
+// while a cell runs or the session restarts (a checkpoint under way is
+// waited for), ErrEnded once it is gone.
 // A hibernated s resumes first, waiting for its environment as long as ctx
 // lets it. It returns the kernel with s shown busy (the reaper leaves it alone);
 // done gives s back.
 func (m *Service) claim(ctx context.Context, s *Live) (k *kernel, done func(), err error) {
-	if !s.run.TryLock() {
+	if !m.cellTurn(ctx, s) {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
 	}
 	s.mu.Lock()

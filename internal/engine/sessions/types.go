@@ -84,6 +84,10 @@ type Config struct {
 	// (park.go): a session not saved by then ends. Keep it below the
 	// engine's shutdown timeout. Default 20s.
 	ParkTimeout time.Duration
+	// CheckpointEvery saves a session, after a cell, as a checkpoint
+	// when that long passed since its last one (checkpoint.go). Zero
+	// never does; it needs Deps.Vault and Deps.OnCheckpoint.
+	CheckpointEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -140,6 +144,8 @@ func (c Config) validate() error {
 		return errors.New("the session park timeout must not be negative")
 	case c.HibernateAfter < 0:
 		return errors.New("the session hibernation delay must not be negative")
+	case c.CheckpointEvery < 0:
+		return errors.New("the session checkpoint interval must not be negative")
 	}
 	return nil
 }
@@ -240,6 +246,21 @@ type CellResult struct {
 	SessionEnded bool `json:"session_ended,omitempty"`
 	// Resumed says the session was hibernated and resumed for this cell.
 	Resumed bool `json:"resumed,omitempty"`
+	// RestoredFrom, on the cell that resumed a session whose node was
+	// lost, names the checkpoint it resumed from and the cells lost.
+	RestoredFrom *RestoredFrom `json:"restored_from,omitempty"`
+}
+
+// RestoredFrom is the checkpoint a session resumed from after its node was
+// lost: CellsLost cells had run after it and their effects are gone.
+// CheckpointExecutionCount is the session's execution count when the
+// checkpoint was taken: the cells after it are lost whatever CellsLost
+// says (which may undercount: the count of cells is recorded after each
+// answer), and the next cell is numbered CheckpointExecutionCount+1.
+type RestoredFrom struct {
+	SnapshotID               string `json:"snapshot_id"`
+	CellsLost                int    `json:"cells_lost"`
+	CheckpointExecutionCount int    `json:"checkpoint_execution_count"`
 }
 
 // Saved describes a snapshot a session was saved as.
