@@ -2,6 +2,7 @@ package fleetsess
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -80,7 +81,16 @@ func TestSweepOfHibernationSnapshots(t *testing.T) {
 	a, b := startNodeWith(t, srv, "a", sc), startNodeWith(t, srv, "b", sc)
 	ctx := context.Background()
 	lost, old, recent := a.create(t), a.create(t), a.create(t)
-	a.cell(t, lost.ID, "x = 1")
+	// On a loaded machine the three creates take longer than
+	// HibernateAfter: the first may be being saved, and a cell meanwhile
+	// is a 409 (as during any hibernation); it runs once the save is done.
+	waitFor(t, 20*time.Second, "a cell in the first session", func() bool {
+		_, err := a.r.ExecuteCell(ctx, lost.ID, alice, engine.CellRequest{Code: "x = 1", Timeout: 20 * time.Second})
+		if err != nil && !errors.Is(err, engine.ErrSessionBusy) {
+			t.Fatalf("cell \"x = 1\" via a: %v", err)
+		}
+		return err == nil
+	})
 	kept, err := b.r.CreateSession(ctx, engine.SessionRequest{Requirements: "-", Caller: alice.Name})
 	if err != nil {
 		t.Fatal(err)
