@@ -265,7 +265,7 @@ for _ in range(4): threading.Thread(target=burn).start()`, []pyOpt{withLimits(Li
 		{"sleep past the timeout keeps partial output", `import time
 print("before", flush=True)
 time.sleep(60)
-print("after")`, []pyOpt{withLimits(Limits{WallTime: time.Second})}, both(ended(StatusTimeout, 3*time.Second), func(t *testing.T, r Result) {
+print("after")`, []pyOpt{withLimits(Limits{WallTime: 3 * time.Second})}, both(ended(StatusTimeout, 6*time.Second), func(t *testing.T, r Result) {
 			if string(r.Stdout) != "before\n" {
 				t.Errorf("partial output %q, want %q", r.Stdout, "before\n")
 			}

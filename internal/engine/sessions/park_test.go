@@ -167,7 +167,7 @@ func TestStalledSaveDoesNotLoseOthersAtShutdown(t *testing.T) {
 func TestManyStalledSavesOfOneKeyAtShutdown(t *testing.T) {
 	v := newVault(t)
 	var rec parkRecorder
-	svc := newServiceDeps(t, Config{ParkTimeout: 2 * time.Second, InterruptGrace: 500 * time.Millisecond},
+	svc := newServiceDeps(t, Config{ParkTimeout: 6 * time.Second, InterruptGrace: 500 * time.Millisecond},
 		false, Deps{Vault: v, OnPark: rec.park})
 	for range 2 * parkers {
 		id := newSession(t, svc, Request{Caller: "alice"})
@@ -175,7 +175,7 @@ func TestManyStalledSavesOfOneKeyAtShutdown(t *testing.T) {
 	}
 	bob := newSession(t, svc, Request{Caller: "bob"})
 	cell(t, svc, bob, "y = 1")
-	closeWithin(t, svc, 8*time.Second)
+	closeWithin(t, svc, 15*time.Second)
 	if _, ok := rec.snapshot(bob); !ok {
 		t.Errorf("bob's idle session was not parked behind %d of alice's stalling saves", 2*parkers)
 	}
@@ -277,7 +277,7 @@ func TestAdoptionWaitsOutAStoreThatFails(t *testing.T) {
 func TestStallingSavesGiveTheirTurnsBack(t *testing.T) {
 	v := newVault(t)
 	var rec parkRecorder
-	svc := newServiceDeps(t, Config{ParkTimeout: 4 * time.Second, InterruptGrace: 300 * time.Millisecond},
+	svc := newServiceDeps(t, Config{ParkTimeout: 10 * time.Second, InterruptGrace: 300 * time.Millisecond},
 		false, Deps{Vault: v, OnPark: rec.park})
 	for range parkers {
 		id := newSession(t, svc, Request{Caller: "alice"})
@@ -289,7 +289,7 @@ func TestStallingSavesGiveTheirTurnsBack(t *testing.T) {
 		cell(t, svc, id, "y = 1")
 		bob = append(bob, id)
 	}
-	closeWithin(t, svc, 10*time.Second)
+	closeWithin(t, svc, 20*time.Second)
 	lost := 0
 	for _, id := range bob {
 		if _, ok := rec.snapshot(id); !ok {
