@@ -139,6 +139,13 @@ func (s *Server) registerHealth(hapi huma.API) {
 		if !s.ready.Load() {
 			return nil, errorf(http.StatusServiceUnavailable, "server is shutting down")
 		}
+		// A node that lost its store cannot record what it runs: a load
+		// balancer should send the work elsewhere until the link is back.
+		if s.nats != nil {
+			if n := s.nats(); !n.Connected {
+				return nil, errorf(http.StatusServiceUnavailable, "the store is unreachable: the %s NATS connection is lost and being retried", n.Mode)
+			}
+		}
 		st := s.eng.Stats()
 		return &readyOutput{Body: readyBody{Status: "ready", Running: st.Running, Queued: st.Queued, Capacity: st.Capacity}}, nil
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/config"
@@ -41,6 +42,25 @@ func TestHealthAndReady(t *testing.T) {
 			t.Fatalf("health = %d %s", rec.Code, rec.Body)
 		}
 	})
+	t.Run("not ready while the store is unreachable", func(t *testing.T) {
+		var connected atomic.Bool
+		s, err := New(newFakeEngine(), Options{Config: config.Default(),
+			NATS: func() NATSHealth { return NATSHealth{Mode: "cluster", Connected: connected.Load()} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecorder()
+		s.Handler().ServeHTTP(rec, mustRequest(t, http.MethodGet, "/readyz"))
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "the store is unreachable") {
+			t.Fatalf("readyz while disconnected = %d %s", rec.Code, rec.Body)
+		}
+		connected.Store(true)
+		rec = newRecorder()
+		s.Handler().ServeHTTP(rec, mustRequest(t, http.MethodGet, "/readyz"))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("readyz once reconnected = %d %s", rec.Code, rec.Body)
+		}
+	})
 	t.Run("not ready while shutting down", func(t *testing.T) {
 		c := config.Default()
 		s, err := New(newFakeEngine(), Options{Config: c})
@@ -57,7 +77,12 @@ func TestHealthAndReady(t *testing.T) {
 }
 
 func TestOpenAPI(t *testing.T) {
-	ts := newTestServer(t, newFakeEngine(), nil)
+	// The document only: the session routes are registered but not called.
+	ts := newTestServer(t, struct {
+		*fakeEngine
+		SessionEngine
+		SnapshotEngine
+	}{fakeEngine: newFakeEngine()}, nil)
 	code, _, body := call(t, ts, http.MethodGet, "/openapi.json", "", nil, nil)
 	if code != 200 {
 		t.Fatalf("status = %d", code)
@@ -89,6 +114,13 @@ func TestOpenAPI(t *testing.T) {
 	}
 	if !strings.Contains(string(doc.Paths["/api/v1/exec/async"]["post"]), `"202"`) {
 		t.Error("exec/async does not document 202")
+	}
+	// The routes that run code in a session refuse an operator in a
+	// session holding another key's secrets (engine.ErrSessionSecrets).
+	for _, path := range []string{"/api/v1/sessions/{id}/execute", "/api/v1/sessions/{id}/restart", "/api/v1/sessions/{id}/fork"} {
+		if o, ok := doc.Paths[path]["post"]; !ok || !strings.Contains(string(o), `"403"`) {
+			t.Errorf("POST %s does not document 403 (documented: %v)", path, ok)
+		}
 	}
 }
 

@@ -118,6 +118,10 @@ type createSessionInput struct {
 	Body   SessionRequest
 }
 
+// runsCodeForbidden documents the 403 of the routes that run code in a
+// session or change what it runs (the engine's sessionToRun).
+const runsCodeForbidden = "403 for an operator key in another key's session that holds secrets the operator's key may not use: the egress would inject them into code the operator wrote."
+
 func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionEngine) {
 	errs := []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusInternalServerError}
 	// A session that is restarting or ending answers 409, one whose
@@ -181,8 +185,8 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	})
 
 	o = tag(op(hapi, "execute-cell", http.MethodPost, "/api/v1/sessions/{id}/execute", "Run a cell in a session",
-		http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusInternalServerError))
-	o.Description = "The result has the ExecutionResult shape plus execution_count. A Python exception is status completed with exit_code 1; a timed-out cell is interrupted and reported failed with reason timeout."
+		http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusGone, http.StatusInternalServerError))
+	o.Description = "The result has the ExecutionResult shape plus execution_count. A Python exception is status completed with exit_code 1; a timed-out cell is interrupted and reported failed with reason timeout. " + runsCodeForbidden
 	huma.Register(hapi, o, func(ctx context.Context, in *cellInput) (*struct{ Body CellResult }, error) {
 		eval := in.Body.EvalLastExpr == nil || *in.Body.EvalLastExpr
 		res, err := se.ExecuteCell(ctx, in.ID, callerFrom(ctx).engine(), engine.CellRequest{Code: in.Body.Code, EvalLastExpr: eval,
@@ -208,7 +212,8 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 	})
 
 	o = tag(op(hapi, "restart-session", http.MethodPost, "/api/v1/sessions/{id}/restart", "Restart the interpreter: variables cleared, files kept",
-		liveErrs...))
+		append(liveErrs, http.StatusForbidden)...))
+	o.Description = runsCodeForbidden
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {

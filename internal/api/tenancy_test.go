@@ -376,9 +376,15 @@ func TestTenancy(t *testing.T) {
 			_, body := call2(t, ts, http.MethodGet, "/api/v1/workspaces"+query, key)
 			return string(body)
 		}
-		if strings.Contains(workspaces(keyB, ""), "listed") || strings.Contains(workspaces(keyB, "?all=true"), "listed") ||
-			!strings.Contains(workspaces(keyA, ""), "listed") || !strings.Contains(workspaces(keyAdmin, "?all=true"), "listed") {
-			t.Errorf("workspace lists: b %s, a %s, admin %s", workspaces(keyB, "?all=true"), workspaces(keyA, ""), workspaces(keyAdmin, "?all=true"))
+		if strings.Contains(workspaces(keyB, ""), "listed") || !strings.Contains(workspaces(keyA, ""), "listed") ||
+			!strings.Contains(workspaces(keyAdmin, "?all=true"), "listed") {
+			t.Errorf("workspace lists: b %s, a %s, admin %s", workspaces(keyB, ""), workspaces(keyA, ""), workspaces(keyAdmin, "?all=true"))
+		}
+		// Every key's list is an operator's: another key is told so
+		// rather than quietly given its own.
+		if code, body := call2(t, ts, http.MethodGet, "/api/v1/workspaces?all=true", keyB); code != http.StatusBadRequest ||
+			strings.Contains(string(body), "listed") || !strings.Contains(string(body), "needs an operator key") {
+			t.Errorf("all=true from a key that is no operator's: %d %s", code, body)
 		}
 	})
 }

@@ -106,7 +106,7 @@ func (s *Server) registerWorkspaces(hapi huma.API, mux *http.ServeMux, we Worksp
 
 	o = tag(op(hapi, "list-workspaces", http.MethodGet, "/api/v1/workspaces", "List your workspaces", errs...))
 	huma.Register(hapi, o, func(ctx context.Context, in *struct {
-		All bool `query:"all" doc:"Every key's workspaces (operator keys only)"`
+		All bool `query:"all" doc:"Every key's workspaces (operator keys only; 400 from another key)"`
 	}) (*struct{ Body WorkspaceList }, error) {
 		list, err := we.Workspaces(ctx, callerFrom(ctx).engine(), in.All)
 		if err != nil {

@@ -110,7 +110,10 @@ func (e *Engine) Workspaces(ctx context.Context, c Caller, all bool) ([]Workspac
 		return nil, nil
 	}
 	owner := c.Name
-	if all && c.Admin {
+	if all {
+		if !c.Admin {
+			return nil, fmt.Errorf("%w: all=true lists every key's workspaces and needs an operator key; leave it out to list this key's", ErrInvalid)
+		}
 		owner = workspace.AllOwners
 		e.appendAction(ctx, actionRecord{Action: actionListAllWs, Caller: c.Name, Admin: true})
 	}

@@ -155,7 +155,15 @@ func (PlainDriver) Parse(b []byte) (run.Report, error) {
 // WaitFor polls cond until it holds or fails the test after 10s.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	WaitForWithin(t, 10*time.Second, what, cond)
+}
+
+// WaitForWithin is WaitFor with its own bound, for a condition that
+// takes a known time of its own (a node declared lost after its
+// heartbeats stop, say).
+func WaitForWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
