@@ -115,7 +115,7 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	// reached safely sees its handshake fail, as it would without the
 	// egress.
 	uc := tls.Client(up, &tls.Config{ServerName: t.name, RootCAs: ic.Roots, NextProtos: []string{"http/1.1"},
-		MinVersion: tls.VersionTLS12})
+		MinVersion: tls.VersionTLS12, ClientSessionCache: r.e.sessions})
 	if err := uc.HandshakeContext(ctx); err != nil {
 		return ReasonDestinationTLS
 	}
