@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/pyexec/pyexec/internal/egress/http1"
 )
@@ -31,16 +32,37 @@ type readAhead struct {
 	free chan []byte // buffers to read into
 	stop chan struct{}
 	err  error // the read's error (io.EOF at the end), set before full is closed
+
+	mu     sync.Mutex
+	chunks []int64 // sizes of chunks begun, not yet taken
 }
 
-func newReadAhead(src io.Reader) *readAhead {
+// newReadAhead starts reading resp's content from upR.
+func newReadAhead(upR *bufio.Reader, resp *http1.Response) *readAhead {
 	a := &readAhead{full: make(chan []byte, aheadBuffers), free: make(chan []byte, aheadBuffers),
 		stop: make(chan struct{})}
 	for range aheadBuffers {
 		a.free <- make([]byte, relayBuffer)
 	}
-	go a.run(src)
+	go a.run(resp.ContentReader(upR, a.begin))
 	return a
+}
+
+// begin records a chunk's size as its data is about to be read: before
+// any of it is in full.
+func (a *readAhead) begin(size int64) {
+	a.mu.Lock()
+	a.chunks = append(a.chunks, size)
+	a.mu.Unlock()
+}
+
+// takeChunks returns the sizes of the chunks begun since the last call.
+func (a *readAhead) takeChunks(into []int64) []int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	into = append(into, a.chunks...)
+	a.chunks = a.chunks[:0]
+	return into
 }
 
 // run reads until src ends or fails, or Close. Sends never block: full
@@ -100,14 +122,19 @@ func (a *readAhead) next(batch []byte) ([]byte, error) {
 func (a *readAhead) Close() { close(a.stop) }
 
 // copyContent copies a response's content to the payload with every
-// secret value redacted, chunked content again in chunks (of the
-// egress's own sizes: a value split over the destination's chunks is
-// redacted as one), flushing each batch readAhead gives as soon as it is
-// read, so that a stream (server-sent events) is not held up.
+// secret value redacted, writing each batch readAhead gives as soon as it
+// is read, so that a stream (server-sent events) is not held up. Chunked
+// content keeps the destination's chunks: the redaction keeps lengths,
+// so each byte goes in the chunk it came in (a value split over two
+// chunks is redacted all the same), and a payload reads a download sent
+// as one chunk as one.
 func copyContent(out *bufio.Writer, upR *bufio.Reader, resp *http1.Response, secrets []Bound) error {
-	ahead := newReadAhead(resp.ContentReader(upR))
+	ahead := newReadAhead(upR, resp)
 	defer ahead.Close()
-	chunked := resp.Framing == http1.Chunked
+	var chunks *chunkFramer
+	if resp.Framing == http1.Chunked {
+		chunks = &chunkFramer{more: ahead.takeChunks}
+	}
 	var pending []byte // redacted, to write
 	red := newRedactor(appender{&pending}, secrets)
 	var frame, batch []byte
@@ -127,13 +154,12 @@ func copyContent(out *bufio.Writer, upR *bufio.Reader, resp *http1.Response, sec
 			return err
 		}
 		if len(pending) > 0 {
-			frame = frame[:0]
-			if chunked {
-				frame = append(strconv.AppendInt(frame, int64(len(pending)), 16), "\r\n"...)
-			}
-			frame = append(frame, pending...)
-			if chunked {
-				frame = append(frame, "\r\n"...)
+			frame = append(frame[:0], pending...)
+			if chunks != nil {
+				var ferr error
+				if frame, ferr = chunks.frame(frame[:0], pending); ferr != nil {
+					return ferr
+				}
 			}
 			pending = pending[:0]
 			if _, werr := out.Write(frame); werr != nil {
@@ -147,12 +173,50 @@ func copyContent(out *bufio.Writer, upR *bufio.Reader, resp *http1.Response, sec
 			return werr
 		}
 	}
-	if chunked {
+	if chunks != nil {
+		if chunks.left != 0 {
+			return errChunkFraming
+		}
 		if _, err := out.WriteString("0\r\n\r\n"); err != nil {
 			return err
 		}
 	}
 	return out.Flush()
+}
+
+// errChunkFraming is redacted content that does not fill the chunks it
+// came in: never, as the redaction keeps lengths.
+var errChunkFraming = errors.New("redacted content does not fill its chunks")
+
+// chunkFramer writes redacted content in the chunks of the destination,
+// whose sizes more gives as they begin.
+type chunkFramer struct {
+	more  func([]int64) []int64
+	sizes []int64 // begun, not yet written
+	left  int64   // of the chunk being written
+}
+
+// frame appends p to dst in chunk framing.
+func (f *chunkFramer) frame(dst, p []byte) ([]byte, error) {
+	for len(p) > 0 {
+		if f.left == 0 {
+			if len(f.sizes) == 0 {
+				f.sizes = f.more(f.sizes)
+			}
+			if len(f.sizes) == 0 {
+				return nil, errChunkFraming
+			}
+			f.left, f.sizes = f.sizes[0], f.sizes[1:]
+			dst = append(strconv.AppendInt(dst, f.left, 16), "\r\n"...)
+		}
+		n := min(int64(len(p)), f.left)
+		dst = append(dst, p[:n]...)
+		p, f.left = p[n:], f.left-n
+		if f.left == 0 {
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	return dst, nil
 }
 
 // appender appends what is written to it to a slice.
