@@ -105,7 +105,7 @@ func TestContentBatched(t *testing.T) {
 	}
 	var all bytes.Buffer
 	for {
-		time.Sleep(50 * time.Microsecond) // a payload slower than its destination
+		time.Sleep(200 * time.Microsecond) // a payload slower than its destination
 		line, err := payload.ReadString('\n')
 		if err != nil {
 			t.Fatal(err)
