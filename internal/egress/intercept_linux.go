@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,7 +116,7 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	// reached safely sees its handshake fail, as it would without the
 	// egress.
 	uc := tls.Client(up, &tls.Config{ServerName: t.name, RootCAs: ic.Roots, NextProtos: []string{"http/1.1"},
-		MinVersion: tls.VersionTLS12, ClientSessionCache: r.e.sessions})
+		MinVersion: tls.VersionTLS12, ClientSessionCache: portSessions{r.e.sessions, t.port}})
 	if err := uc.HandshakeContext(ctx); err != nil {
 		return ReasonDestinationTLS
 	}
@@ -694,3 +695,17 @@ func containsBound(list []*Bound, s *Bound) bool {
 func count(b []byte, placeholder string) int {
 	return bytes.Count(bytes.ToLower(b), []byte(placeholder))
 }
+
+// portSessions keys an execution's TLS sessions by name and port (Go's
+// key is the name alone), so a session begun with one service of a host
+// is offered only to that service, not to another port of the host.
+type portSessions struct {
+	c    tls.ClientSessionCache
+	port uint16
+}
+
+func (p portSessions) key(name string) string { return name + "|" + strconv.Itoa(int(p.port)) }
+
+func (p portSessions) Get(name string) (*tls.ClientSessionState, bool) { return p.c.Get(p.key(name)) }
+
+func (p portSessions) Put(name string, cs *tls.ClientSessionState) { p.c.Put(p.key(name), cs) }
