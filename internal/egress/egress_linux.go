@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -57,6 +58,12 @@ type Egress struct {
 	// terminated are the names whose TLS this execution had the egress
 	// terminate (at most maxTerminatedNames).
 	terminated map[string]bool
+	// sessions are the TLS sessions of the destinations whose TLS the
+	// egress terminated, so that the execution's next connection to one
+	// resumes its session (the destination's certificate was verified
+	// when it began, and its name and expiry are checked again on each
+	// resumption) instead of a full handshake. An execution's own only.
+	sessions tls.ClientSessionCache
 
 	active            atomic.Int64 // TCP connections open or being dialled
 	dnsBusy           atomic.Int64 // DNS flows whose first query is being answered
@@ -81,7 +88,7 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
 		out: make(chan Event, 2*cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
-		terminated: map[string]bool{}}
+		terminated: map[string]bool{}, sessions: tls.NewLRUClientSessionCache(maxTerminatedNames)}
 	go e.deliver()
 	return e
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,7 +116,7 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	// reached safely sees its handshake fail, as it would without the
 	// egress.
 	uc := tls.Client(up, &tls.Config{ServerName: t.name, RootCAs: ic.Roots, NextProtos: []string{"http/1.1"},
-		MinVersion: tls.VersionTLS12})
+		MinVersion: tls.VersionTLS12, ClientSessionCache: portSessions{r.e.sessions, t.port}})
 	if err := uc.HandshakeContext(ctx); err != nil {
 		return ReasonDestinationTLS
 	}
@@ -125,7 +126,8 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	}
 	// Only HTTP/1.1 is offered: a client that would speak HTTP/2 gets
 	// HTTP/1.1, one that speaks only HTTP/2 gets no_application_protocol.
-	dc := tls.Server(&replayConn{Conn: down, r: io.MultiReader(bytes.NewReader(op.first), down)}, &tls.Config{
+	held := &heldConn{Conn: &replayConn{Conn: down, r: io.MultiReader(bytes.NewReader(op.first), down)}}
+	dc := tls.Server(held, &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil },
 		NextProtos:     []string{"http/1.1"},
 		MinVersion:     tls.VersionTLS12,
@@ -135,7 +137,7 @@ func (r *relay) intercept(down, up net.Conn, t target) string {
 	if err := dc.HandshakeContext(hctx); err != nil {
 		return ReasonPayloadTLS
 	}
-	return r.proxyHTTP(dc, uc, nil, time.Time{}, t, true)
+	return r.proxyHTTP(batchedTLS{Conn: dc, under: held}, uc, nil, time.Time{}, t, true)
 }
 
 // maxTerminatedNames bounds the names one execution has the egress
@@ -512,64 +514,6 @@ func (r *relay) forward(in *bufio.Reader, out *bufio.Writer, upR *bufio.Reader, 
 	}
 }
 
-// copyContent copies a response's content to the payload with every
-// secret value redacted, chunked content again in chunks (of the
-// egress's own sizes: a value split over the destination's chunks is
-// redacted as one), flushing as it comes so that a stream (server-sent
-// events) is not held up.
-func copyContent(out *bufio.Writer, upR *bufio.Reader, resp *http1.Response, secrets []Bound) error {
-	src := resp.ContentReader(upR)
-	var dst io.Writer = out
-	if resp.Framing == http1.Chunked {
-		dst = chunkWriter{out}
-	}
-	red := newRedactor(dst, secrets)
-	buf := make([]byte, relayBuffer)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := red.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if werr := out.Flush(); werr != nil {
-				return werr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := red.Flush(); err != nil {
-		return err
-	}
-	if resp.Framing == http1.Chunked {
-		if _, err := out.WriteString("0\r\n\r\n"); err != nil {
-			return err
-		}
-	}
-	return out.Flush()
-}
-
-// chunkWriter writes each write as one chunk.
-type chunkWriter struct{ w *bufio.Writer }
-
-func (c chunkWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if _, err := fmt.Fprintf(c.w, "%x\r\n", len(p)); err != nil {
-		return 0, err
-	}
-	if _, err := c.w.Write(p); err != nil {
-		return 0, err
-	}
-	_, err := c.w.WriteString("\r\n")
-	return len(p), err
-}
-
 // downstream reads what the destination sends, counted against the
 // limits.
 type downstream struct {
@@ -751,3 +695,17 @@ func containsBound(list []*Bound, s *Bound) bool {
 func count(b []byte, placeholder string) int {
 	return bytes.Count(bytes.ToLower(b), []byte(placeholder))
 }
+
+// portSessions keys an execution's TLS sessions by name and port (Go's
+// key is the name alone), so a session begun with one service of a host
+// is offered only to that service, not to another port of the host.
+type portSessions struct {
+	c    tls.ClientSessionCache
+	port uint16
+}
+
+func (p portSessions) key(name string) string { return name + "|" + strconv.Itoa(int(p.port)) }
+
+func (p portSessions) Get(name string) (*tls.ClientSessionState, bool) { return p.c.Get(p.key(name)) }
+
+func (p portSessions) Put(name string, cs *tls.ClientSessionState) { p.c.Put(p.key(name), cs) }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net/http/httputil"
 	"strconv"
 	"strings"
 )
@@ -178,13 +177,14 @@ func (h *Response) framing(method string) error {
 
 // ContentReader returns a reader of the response's content from r: its
 // data only (chunks decoded, trailer fields read and dropped), ending
-// where the content ends.
-func (h *Response) ContentReader(r *bufio.Reader) io.Reader {
+// where the content ends. For chunked content, begin (when not nil) is
+// told each chunk's size before its data is read.
+func (h *Response) ContentReader(r *bufio.Reader, begin func(size int64)) io.Reader {
 	switch h.Framing {
 	case Length:
 		return &exact{r: io.LimitReader(r, h.Length), left: h.Length}
 	case Chunked:
-		return &chunked{r: r, data: httputil.NewChunkedReader(r)}
+		return &chunked{r: r, begin: begin}
 	case UntilClose:
 		return r
 	}
@@ -207,20 +207,97 @@ func (e *exact) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// chunked reads chunked content, then its trailer section.
+// chunked reads chunked content a chunk at a time, then its trailer
+// section.
 type chunked struct {
-	r    *bufio.Reader
-	data io.Reader
+	r       *bufio.Reader
+	begin   func(size int64)
+	left    int64 // of the chunk being read
+	started bool  // a chunk was read: its CRLF comes before the next size
+	err     error // sticky; io.EOF after the trailer section
 }
 
 func (c *chunked) Read(p []byte) (int, error) {
-	n, err := c.data.Read(p)
-	if errors.Is(err, io.EOF) {
-		if terr := skipTrailers(c.r); terr != nil {
-			return n, terr
-		}
+	for c.err == nil && c.left == 0 {
+		c.err = c.next()
 	}
-	return n, err
+	if c.err != nil {
+		return 0, c.err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if err != nil {
+		c.err = unexpected(err)
+	}
+	return n, c.err
+}
+
+// next reads what comes between two chunks' data: the CRLF after the
+// last one, the next one's size line, and after the last chunk the
+// trailer section (io.EOF then).
+func (c *chunked) next() error {
+	if c.started {
+		crlf, err := c.r.Peek(2)
+		if err != nil {
+			return unexpected(err)
+		}
+		if string(crlf) != "\r\n" {
+			return ErrChunk
+		}
+		_, _ = c.r.Discard(2)
+	}
+	size, err := responseChunkSize(c.r)
+	if err != nil {
+		return err
+	}
+	if size == 0 {
+		if err := skipTrailers(c.r); err != nil {
+			return err
+		}
+		return io.EOF
+	}
+	c.started, c.left = true, size
+	if c.begin != nil {
+		c.begin(size)
+	}
+	return nil
+}
+
+// maxResponseChunkLine bounds a response's chunk-size line, extensions
+// included.
+const maxResponseChunkLine = 4096
+
+// responseChunkSize reads a response's chunk-size line as a lenient
+// client does: 1-15 hex digits, then optional whitespace and extensions
+// (dropped), then CRLF or LF.
+func responseChunkSize(r *bufio.Reader) (int64, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull) || len(line) > maxResponseChunkLine:
+		return 0, ErrChunk
+	case err != nil:
+		return 0, unexpected(err)
+	}
+	line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.TrimRight(line, " \t")
+	if len(line) == 0 || len(line) > maxChunkLine-2 {
+		return 0, ErrChunk
+	}
+	var size int64
+	for _, c := range line {
+		d, ok := hexValue(c)
+		if !ok {
+			return 0, ErrChunk
+		}
+		size = size<<4 | int64(d)
+	}
+	return size, nil
 }
 
 // skipTrailers reads the trailer fields after the last chunk, up to the
