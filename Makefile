@@ -66,8 +66,8 @@ test-static:
 # long one started last would run alone at the end. The order is measured
 # (docs/testing.md, "Where the time went"); every package still runs, and
 # PKGS other than ./... runs only what it names.
-SLOW_PKGS := ./e2e ./internal/api ./internal/sandbox ./internal/store ./internal/pool ./internal/detect \
-	./internal/engine/sessions ./internal/engine/fleet
+SLOW_PKGS := ./e2e ./internal/api ./internal/sandbox ./internal/store ./internal/engine/sessions ./internal/pool \
+	./internal/pyenv/detect ./internal/engine/fleet ./internal/fleetsess ./internal/engine/executions ./internal/runner ./internal/pyenv
 test-go:
 	$(TESTENV) $(GO) test -race -count=1 -timeout 30m $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
 
