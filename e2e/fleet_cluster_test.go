@@ -14,6 +14,27 @@ type natsCluster struct {
 	c *testserver.Cluster
 }
 
+// fleetInParallel marks a fleet test that may run beside another such
+// test: it owns its NATS cluster, its nodes and their data directories, it
+// looks for no process or cgroup but its own (the nodes' jail names carry
+// their instance), and it bounds nothing more tightly than tens of
+// seconds. Most of such a test's time is waiting for nodes to start, stop
+// and find each other, so two at a time (go test's -parallel, GOMAXPROCS
+// by default) take about half the wall clock. They run after the
+// package's other tests (go test runs top-level parallel tests last), so
+// no server of theirs is up while a serial test counts leftovers. The
+// fleet tests with a tight bound stay serial: node loss within 11 s
+// (TestFleetNodeLoss), a lost session's error within 5 s
+// (TestFleetSessions), refusals within 2 s (TestFleetPreview), the fair
+// queue's limit (TestFleetFairFloodDoesNotStarveOtherKey) and cells
+// shorter than the checkpoint interval
+// (TestFleetKillResumesFromCheckpoints).
+func fleetInParallel(t *testing.T) {
+	t.Helper()
+	needRoot(t)
+	t.Parallel()
+}
+
 // startNATSCluster starts n clustered servers and returns their client
 // URLs once the cluster has a JetStream meta leader.
 func startNATSCluster(t *testing.T, n int) []string {

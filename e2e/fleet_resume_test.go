@@ -23,7 +23,7 @@ var fleetSnapshotKey = strings.Repeat("5a", 32)
 // started again, leaves them there; at the end each of the 20 still has
 // its variables.
 func TestFleetRollingRestartKeepsSessions(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--max-sessions-per-key", "20", "--snapshot-key", fleetSnapshotKey)
 	ctx := context.Background()
 	const n = 20

@@ -71,7 +71,7 @@ func TestFleetSessions(t *testing.T) {
 // answers through a, and the fourth create is a 429 that says the fleet is
 // full.
 func TestFleetSessionPlacement(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--max-sessions", "1")
 	a := client.New(fleet[0].url)
 	ctx := context.Background()

@@ -83,7 +83,7 @@ func checkFleetRuns(t *testing.T, nodes []*server) {
 // three-server cluster (leader elected, no asset yet) create the same
 // streams and buckets concurrently and all become healthy.
 func TestFleetStartsAtTheSameMoment(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	urls := startNATSCluster(t, 3)
 	nodes := make([]*server, 3)
 	for i := range nodes {
@@ -97,7 +97,7 @@ func TestFleetStartsAtTheSameMoment(t *testing.T) {
 // NATS servers wait, saying so on /health with a 503, and become healthy
 // once the servers come up.
 func TestFleetStartsBeforeNATS(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	c := prepareNATSCluster(t, 3, testserver.NATSMaxPayload)
 	nodes := make([]*server, 3)
 	for i := range nodes {
@@ -121,7 +121,7 @@ func TestFleetStartsBeforeNATS(t *testing.T) {
 // the cluster runs servers waits for more to join, saying why on /health
 // and in its log, instead of exiting.
 func TestFleetWaitsForEnoughServers(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	urls := startNATSCluster(t, 3)
 	s := launchNode(t, urls[0], "a", "--nats-replicas", "5")
 	eventually(t, time.Minute, "the node to say on /health why it waits", func() bool {
@@ -163,7 +163,7 @@ func (c *natsCluster) startAll() {
 // 3 MB rich output, and one that uploads a 20 MiB file, each submitted
 // through one node and read through the other.
 func TestFleetOnStockNATS(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	c := prepareNATSCluster(t, 3, 0) // NATS's default max_payload
 	c.startAll()
 	if err := c.c.WaitJetStream(time.Minute); err != nil {

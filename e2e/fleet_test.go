@@ -41,7 +41,7 @@ func getHealth(t *testing.T, url string) (health, error) {
 // TestFleetHealth starts three nodes on a three-server NATS cluster: each
 // reports its name and its connection to the cluster.
 func TestFleetHealth(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	urls := startNATSCluster(t, 3)
 	fleet := startFleet(t, urls, 3)
 	for i, s := range fleet {
@@ -108,7 +108,7 @@ func waitFinal(t *testing.T, nodes []*server, ids []string, timeout time.Duratio
 // node a only: nodes b and c run some of them, and every node answers
 // for every execution — its record, its events, its files, the listing.
 func TestFleetRunsEverywhereAndAnswersForAnyID(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--max-concurrency", "1")
 	ctx := context.Background()
 	a := client.New(fleet[0].url)
@@ -196,7 +196,7 @@ func TestFleetRunsEverywhereAndAnswersForAnyID(t *testing.T) {
 // does not run it: the owner stops it, the record says killed, and its
 // process is gone.
 func TestFleetKillThroughANonOwner(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3)
 	ctx := context.Background()
 	spin := "import ctypes\nctypes.CDLL(None).prctl(15, b'fleetspin')\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
@@ -288,7 +288,7 @@ func (l *submitLoop) count() int {
 // connected to it reconnects to another, and every execution the fleet
 // accepted reaches a final state (the store is replicated three times).
 func TestFleetSurvivesALostNATSServer(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	cluster := newNATSCluster(t, 3)
 	fleet := startFleet(t, cluster.urls(), 3)
 	urls := func() []string { return []string{fleet[0].url, fleet[1].url, fleet[2].url} }
@@ -334,7 +334,7 @@ func TestFleetSurvivesALostNATSServer(t *testing.T) {
 // stopped and recorded failed/node_lost; these run 0.2s against a 20s
 // timeout, so each one completes.
 func TestFleetRollingRestart(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3, "--shutdown-timeout", "20s")
 	var mu sync.Mutex
 	up := []bool{true, true, true}
@@ -407,7 +407,7 @@ func logsAbout(servers []*server, id string) string {
 // setting, when given a node name that is not a subject token (more
 // replicas than servers is waited out: TestFleetWaitsForEnoughServers).
 func TestFleetRefusesBadClusterSettings(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	urls := startNATSCluster(t, 3)
 	tests := []struct {
 		name string

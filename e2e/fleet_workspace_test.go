@@ -17,7 +17,7 @@ import (
 // it ends. The workspace's data crosses the nodes through the fleet's
 // store only (each node has its own data directory).
 func TestFleetWorkspace(t *testing.T) {
-	needRoot(t)
+	fleetInParallel(t)
 	fleet := startFleet(t, startNATSCluster(t, 3), 3)
 	a, b, c := client.New(fleet[0].url), client.New(fleet[1].url), client.New(fleet[2].url)
 	ctx := context.Background()

@@ -74,7 +74,7 @@ func TestFreshMachineProvisionsTools(t *testing.T) {
 		t.Skip("PyPI is unreachable: the tools cannot be fetched")
 	}
 	data := t.TempDir()
-	envDir := pyenvtest.EnvDir(t)
+	envDir := pyenvtest.PyPIEnvDir(t)
 	// Cold jails only: the plot's matplotlib starts in the run itself.
 	srv := startServerEnv(t, data, pathWithout("uv", "ruff"), "--provision-tools=true", "--env-dir", envDir,
 		"--warm-pool=false", "--fork-server=false", "--no-detect-imports")

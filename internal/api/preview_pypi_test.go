@@ -92,7 +92,7 @@ func shareSessionApp(t *testing.T, ts *httptest.Server, requirements, cell strin
 func startPyPIPreview(t *testing.T, memory int64, previewHost string) *httptest.Server {
 	t.Helper()
 	uv, _ := pyenvtest.Tools(t)
-	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv})
+	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.PyPIEnvDir(t), UV: uv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func TestSessionWithPandasFromPyPI(t *testing.T) {
 		t.Skip("PyPI (https://pypi.org/simple) is unreachable")
 	}
 	uv, _ := pyenvtest.Tools(t)
-	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv, Base: []string{"pandas"}})
+	envs, err := pyenv.NewEnvironments(pyenv.EnvConfig{Dir: pyenvtest.PyPIEnvDir(t), UV: uv, Base: []string{"pandas"}})
 	if err != nil {
 		t.Fatal(err)
 	}

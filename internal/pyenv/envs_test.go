@@ -291,7 +291,7 @@ func TestEnvironmentRealIndex(t *testing.T) {
 	}
 	run := jail(t)
 	uv, _ := pyenvTools(t)
-	m, err := NewEnvironments(EnvConfig{Dir: pyenvtest.EnvDir(t), UV: uv, Base: []string{}})
+	m, err := NewEnvironments(EnvConfig{Dir: pyenvtest.PyPIEnvDir(t), UV: uv, Base: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

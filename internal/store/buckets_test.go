@@ -17,6 +17,7 @@ import (
 // the store's replicas and reads from the leader, and what one writes the
 // others read at once.
 func TestOpenBucketWaitsForTheCluster(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waiting for it (see newTestCluster)
 	c := newTestCluster(t, 3, EmbeddedMaxPayload)
 	c.start()
 	nodes := []*NATS{openOn(t, c.urls[0]), openOn(t, c.urls[0]), openOn(t, c.urls[0])}
@@ -69,6 +70,7 @@ func TestOpenBucketWaitsForTheCluster(t *testing.T) {
 // on, as an earlier version made the workspaces') is read from its leader
 // once a replicated store opens it.
 func TestOpenBucketTurnsDirectGetsOff(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waiting for it (see newTestCluster)
 	urls := startCluster(t, 3)
 	s := openOn(t, urls[0])
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -23,6 +23,10 @@ type testCluster struct {
 }
 
 // newTestCluster prepares n servers; maxPayload 0 is NATS's default.
+// Each cluster has its own ports and directories, so the tests whose time
+// goes to waiting for a cluster to form, lose its majority or come back
+// (their bounds are a minute or more) run beside each other (t.Parallel),
+// two at a time with go test's default -parallel on two cores.
 func newTestCluster(t *testing.T, n int, maxPayload int32) *testCluster {
 	t.Helper()
 	port := func() int {

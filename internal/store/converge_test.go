@@ -55,6 +55,7 @@ func checkConverged(t *testing.T, stores []*NATS) {
 // asset): they wait for the cluster, create the same assets at once, and
 // all end up on the same assets, each reading what the others write.
 func TestConcurrentOpensConverge(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waiting for it (see newTestCluster)
 	c := newTestCluster(t, 3, 0)
 	c.start()
 	var waits atomic.Int32
@@ -70,6 +71,7 @@ func TestConcurrentOpensConverge(t *testing.T) {
 // for them, telling what they wait for, and converge once the servers
 // come up.
 func TestOpenWaitsForTheServers(t *testing.T) {
+	t.Parallel() // its own cluster; mostly waiting for it (see newTestCluster)
 	c := newTestCluster(t, 3, 0)
 	var waits atomic.Int32
 	var firstWait atomic.Value

@@ -29,18 +29,7 @@ func Tools(t testing.TB) (uv, ruff string) {
 	t.Helper()
 	dir := os.Getenv("PYEXEC_TEST_TOOLS")
 	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatalf("no cache directory for the test tools: %v", err)
-		}
-		// The jail mounts ruff's directory at its own path, which cannot
-		// be under /tmp or /work (a HOME there is common in CI).
-		for _, reserved := range []string{"/tmp", "/work"} {
-			if cache == reserved || strings.HasPrefix(cache, reserved+"/") {
-				cache = "/var/tmp"
-			}
-		}
-		dir = filepath.Join(cache, "pyexec-test-tools", "uv-"+UVVersion+"-ruff-"+RuffVersion)
+		dir = filepath.Join(cacheBase(t), "pyexec-test-tools", "uv-"+UVVersion+"-ruff-"+RuffVersion)
 	}
 	uv, ruff = filepath.Join(dir, "bin", "uv"), filepath.Join(dir, "bin", "ruff")
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -101,6 +90,25 @@ func PyPIReachable() bool {
 	return resp.StatusCode < 500
 }
 
+// cacheBase is the user's cache directory, or /var/tmp when that is under
+// /tmp or /work (a HOME there is common in CI): the jail mounts ruff's
+// directory at its own path, which cannot be there, and uv hard-links
+// from its download cache into environments made under /var/tmp
+// (EnvDir), which needs the same file system.
+func cacheBase(t testing.TB) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatalf("no cache directory for the test tools: %v", err)
+	}
+	for _, reserved := range []string{"/tmp", "/work"} {
+		if cache == reserved || strings.HasPrefix(cache, reserved+"/") {
+			cache = "/var/tmp"
+		}
+	}
+	return cache
+}
+
 func isExec(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
@@ -123,5 +131,32 @@ func EnvDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// PyPIEnvDir is EnvDir for tests that install from the real PyPI: uv's
+// download cache in it (cache/uv, where an Environments on it keeps its
+// cache) is a link to one directory kept between runs
+// ($PYEXEC_TEST_UV_CACHE, else pyexec-test-uv-cache in the user's cache
+// directory), so that a run downloads a wheel (Streamlit's, pandas's)
+// once per machine instead of once per test. The index is still asked
+// every time: what a test resolves and installs is PyPI's answer of the
+// day. uv locks its cache for runs of several packages at once.
+func PyPIEnvDir(t testing.TB) string {
+	t.Helper()
+	dir := EnvDir(t)
+	shared := os.Getenv("PYEXEC_TEST_UV_CACHE")
+	if shared == "" {
+		shared = filepath.Join(cacheBase(t), "pyexec-test-uv-cache")
+	}
+	if err := os.MkdirAll(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "cache"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(dir, "cache", "uv")); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
