@@ -11,16 +11,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/runner"
 	"github.com/pyexec/pyexec/internal/sandbox"
 	"github.com/pyexec/pyexec/internal/snapshot"
 	"github.com/pyexec/pyexec/internal/snapshot/snapshottest"
@@ -38,6 +41,7 @@ func run() int {
 	n := flag.Int("n", 5, "repetitions")
 	mb := flag.Int("mb", 100, "MiB of DataFrame in the state")
 	pickles := flag.Bool("pickles", false, "also time, inside the kernel, pickle in-band and cloudpickle (which -env must have) on the same state")
+	parts := flag.Bool("parts", false, "also time a fork's two halves apart: the parent's save into the server's memory, and a new kernel's load from it")
 	flag.Parse()
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bench/snapshot:", err)
@@ -59,7 +63,7 @@ func run() int {
 		return fail(err)
 	}
 	defer e.Close()
-	rows, err := measure(e, *n, *mb, *pickles)
+	rows, err := measure(e, *n, *mb, *pickles, *parts)
 	if err != nil {
 		return fail(err)
 	}
@@ -131,7 +135,7 @@ out`
 
 const probe = "float(df.values.sum()), float(arr.sum()), scale(2), float(stats.shifted(1)['c0']), add3(1), open('notes.txt').read()"
 
-func measure(e *snapshottest.Env, n, mb int, pickles bool) (string, error) {
+func measure(e *snapshottest.Env, n, mb int, pickles, parts bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	keyDir, err := os.MkdirTemp("", "pyexec-snapbench-key-")
@@ -219,6 +223,11 @@ func measure(e *snapshottest.Env, n, mb int, pickles bool) (string, error) {
 			return "", fmt.Errorf("forked state differs: %s, %v", got, err)
 		}
 		c.Close()
+		if parts {
+			if err := timeHalves(ctx, e, a, times); err != nil {
+				return "", err
+			}
+		}
 	}
 	var out strings.Builder
 	if pickles {
@@ -235,12 +244,41 @@ func measure(e *snapshottest.Env, n, mb int, pickles bool) (string, error) {
 	out.WriteString("| | p50 | min | max | target |\n|---|---|---|---|---|\n")
 	for _, r := range []struct{ name, target string }{{"snapshot", "≤ 2 s"}, {"restore", "≤ 2 s"},
 		{"first call after hibernation", "≤ 1 s"}, {"fork (same node)", "≤ 200 ms"},
-		{"a new kernel (part of the rows above)", ""}} {
+		{"a new kernel (part of the rows above)", ""}, {"fork's save into the server's memory", ""},
+		{"fork's load from the server's memory", ""}} {
 		d := times[r.name]
+		if len(d) == 0 {
+			continue
+		}
 		slices.Sort(d)
 		fmt.Fprintf(&out, "| %s | %s | %s | %s | %s |\n", r.name, ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1]), r.target)
 	}
 	return out.String(), nil
+}
+
+// timeHalves times a fork's halves apart: a's save into a buffer, then a
+// new kernel's load of that buffer.
+func timeHalves(ctx context.Context, e *snapshottest.Env, a *snapshottest.Kernel, times map[string][]time.Duration) error {
+	var buf bytes.Buffer
+	t0 := time.Now()
+	if err := a.SaveState(ctx, func(m runner.StateMeta) (io.Writer, error) {
+		buf.Grow(int(m.Bytes))
+		return &buf, nil
+	}); err != nil {
+		return err
+	}
+	times["fork's save into the server's memory"] = append(times["fork's save into the server's memory"], time.Since(t0))
+	k, err := e.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	t0 = time.Now()
+	if _, err := k.Load(ctx, int64(buf.Len()), &buf); err != nil {
+		return err
+	}
+	times["fork's load from the server's memory"] = append(times["fork's load from the server's memory"], time.Since(t0))
+	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }

@@ -79,6 +79,17 @@ type StateSink interface {
 	End(err error)
 }
 
+// StatePuller is a StateSink that can take the rest of a state, once its
+// index line is checked, straight from where the channel's bytes come
+// from (sandbox.Process.SpliceChannel, from within the channel's
+// OutputFunc): a fork's state then goes from one kernel into the other
+// without passing through the server's memory. Pull returns the bytes it
+// took, of the n asked; fewer with the error that stopped it.
+type StatePuller interface {
+	StateSink
+	Pull(n int64) (int64, error)
+}
+
 // ErrBadState: what a kernel wrote as its state does not describe itself
 // (its first line is not an index of its size).
 var ErrBadState = errors.New("malformed session state")
@@ -132,6 +143,11 @@ func (st *stateStream) write(p []byte) []byte {
 		if _, err := st.sink.Write(chunk); err != nil {
 			st.err = err
 		}
+	}
+	if pl, ok := st.sink.(StatePuller); ok && st.left > 0 && st.err == nil && st.index == nil {
+		m, err := pl.Pull(st.left)
+		st.left -= m
+		st.err = err
 	}
 	if st.left == 0 {
 		if st.err == nil && st.index != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,5 +343,67 @@ func TestScannerDropsEndlessLines(t *testing.T) {
 	s.Write([]byte(`{"cell": 1}` + "\n" + `{"cell": 2, "result": null, "error": null, "exit_code": 0}` + "\n"))
 	if reports != 1 {
 		t.Fatalf("%d reports after the endless line, want the one that followed it", reports)
+	}
+}
+
+// pullingBuffer is a sink that pulls the rest of a state from src (as a
+// splice from the channel would), at most max bytes, then fails with err.
+type pullingBuffer struct {
+	stateBuffer
+	src    *[]byte
+	max    int64
+	err    error
+	pulls  int
+	before int // the bytes the sink had at the pull
+}
+
+func (b *pullingBuffer) Pull(n int64) (int64, error) {
+	b.pulls++
+	b.before = b.buf.Len()
+	if int64(b.before)+n != int64(len(testState)) {
+		return 0, fmt.Errorf("asked to pull %d bytes after %d", n, b.before)
+	}
+	m := min(n, b.max)
+	b.buf.Write((*b.src)[:m])
+	*b.src = (*b.src)[m:]
+	if m < n {
+		return m, b.err
+	}
+	return m, nil
+}
+
+const testState = "PYEXSTATE1 t 5 30\nhello" + "ssssssssssssssssssssssssssssss"
+
+// TestScannerLetsTheSinkPullTheState: a sink that can take the state
+// itself does so once the index line is whole and checked, for exactly
+// the bytes not yet delivered; the channel's next line is read as
+// before. When the pull stops short, the rest goes by unused and the sink
+// hears why.
+func TestScannerLetsTheSinkPullTheState(t *testing.T) {
+	report := `{"cell": 3, "result": null, "error": null, "exit_code": 0}` + "\n"
+	head := `{"snapshot": {"bytes": 53}}` + "\n"
+	stream := head + testState + report
+	broken := errors.New("the child ended")
+	for _, max := range []int64{1 << 20, 10} {
+		for _, size := range []int{1, 7, 40, len(head) + 20} {
+			rest := []byte(stream)
+			sink := &pullingBuffer{src: &rest, max: max, err: broken}
+			var reports int
+			s := NewSessionScanner(func(Output) {}, func(int, Report) { reports++ })
+			s.ExpectState(func(StateMeta) StateSink { return sink })
+			for len(rest) > 0 {
+				part := rest[:min(size, len(rest))]
+				rest = rest[len(part):]
+				s.Write(part)
+			}
+			want, err := testState, error(nil)
+			if short := sink.before + int(max); short < len(testState) {
+				want, err = testState[:short], broken
+			}
+			if sink.buf.String() != want || sink.ends != 1 || !errors.Is(sink.stateBuffer.err, err) || reports != 1 || sink.pulls != 1 {
+				t.Errorf("pull of at most %d, chunks of %d: state %q ends %d err %v reports %d pulls %d",
+					max, size, sink.buf.String(), sink.ends, sink.stateBuffer.err, reports, sink.pulls)
+			}
+		}
 	}
 }

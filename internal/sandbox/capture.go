@@ -29,16 +29,36 @@ type capture struct {
 // captureChunk is the size of the buffer a capture reads its pipe into.
 const captureChunk = 32 << 10
 
+// bulkChunk is the buffer a capture reads into while the payload writes
+// faster than it reads (a read filled the chunk): a session's state of
+// hundreds of MiB then crosses in pieces the size of the pipe (bulkPipe)
+// rather than of the chunk, with some thirty times fewer wake-ups of
+// both sides. It is let go as soon as a read returns less than a chunk,
+// so an idle payload holds only its chunk.
+const bulkChunk = 1 << 20
+
 // drain reads r until EOF into chunk (any size; captureChunk from the
-// Manager's pool). It runs in its own goroutine, owned by the run.
+// Manager's pool), or into a bulkChunk while the output streams. It runs
+// in its own goroutine, owned by the run.
 func (c *capture) drain(r io.Reader, chunk []byte) {
+	var bulk []byte
 	for {
-		n, err := r.Read(chunk)
+		buf := chunk
+		if bulk != nil {
+			buf = bulk
+		}
+		n, err := r.Read(buf)
 		if n > 0 {
-			c.add(chunk[:n])
+			c.add(buf[:n])
 		}
 		if err != nil {
 			return
+		}
+		switch {
+		case bulk == nil && n == len(chunk) && len(chunk) < bulkChunk:
+			bulk = make([]byte, bulkChunk)
+		case bulk != nil && n < len(chunk):
+			bulk = nil
 		}
 	}
 }

@@ -357,25 +357,38 @@ func TestHostileSnapshotStaysInItsJail(t *testing.T) {
 	}
 }
 
+// TestForkDiverges: a fork's state (an array and a DataFrame of many
+// pipe-fulls, which go from the parent's channel into the child's request
+// pipe by splice) arrives whole, and then parent and child change apart.
 func TestForkDiverges(t *testing.T) {
 	e := needEnv(t)
 	ctx := context.Background()
 	a := start(t, e)
-	run(t, a, "import numpy as np\nx = [1]\nbig = np.arange(10**6)\nwith open('f.txt', 'w') as f:\n    f.write('parent')")
+	run(t, a, "import numpy as np, pandas as pd\nx = [1]\nbig = np.arange(10**6)\n"+
+		"df = pd.DataFrame(np.random.default_rng(7).normal(size=(300000, 10)), columns=list('abcdefghij'))\n"+
+		"with open('f.txt', 'w') as f:\n    f.write('parent')")
+	sums := "float(df.values.sum()), df.shape, list(df.columns[:2])"
+	want := value(t, a, sums)
 	b, loaded, err := e.Fork(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if !slices.Contains(loaded.Names, "big") {
+	if !slices.Contains(loaded.Names, "big") || !slices.Contains(loaded.Names, "df") {
 		t.Fatalf("loaded %v", loaded)
 	}
+	if got := value(t, b, sums); got != want {
+		t.Fatalf("the fork's DataFrame: %s, want %s", got, want)
+	}
 	run(t, b, "x.append(2)\nbig[0] = -1\nopen('f.txt', 'w').write('child')")
-	run(t, a, "x.append(3)")
-	if got := value(t, a, "x, int(big[0]), open('f.txt').read()"); got != "([1, 3], 0, 'parent')" {
+	run(t, a, "x.append(3)\ndf.iloc[0, 0] = 1e9")
+	if got := value(t, a, "x, int(big[0]), open('f.txt').read(), float(df.iloc[0, 0])"); got != "([1, 3], 0, 'parent', 1000000000.0)" {
 		t.Errorf("parent: %s", got)
 	}
 	if got := value(t, b, "x, int(big[0]), int(big.sum()), open('f.txt').read()"); got != "([1, 2], -1, 499999499999, 'child')" {
 		t.Errorf("child: %s", got)
+	}
+	if got := value(t, b, sums); got != want {
+		t.Errorf("the fork's DataFrame after the parent's change: %s, want %s", got, want)
 	}
 }

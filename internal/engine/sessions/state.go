@@ -133,6 +133,15 @@ func (s stateSink) Write(p []byte) (int, error) {
 
 func (s stateSink) End(err error) { s.ended <- err }
 
+// pullingSink is a stateSink whose writer takes the rest of the state
+// itself (statePipe).
+type pullingSink struct {
+	stateSink
+	p interface{ Pull(n int64) (int64, error) }
+}
+
+func (s pullingSink) Pull(n int64) (int64, error) { return s.p.Pull(n) }
+
 // saveState has k save its state, as pyexec's own cell n: begin receives
 // what the kernel says of it and returns where its bytes go (an error
 // discards them). It returns once the cell ended and the state went
@@ -148,6 +157,9 @@ func (m *Service) saveState(ctx context.Context, k *kernel, n int, begin func(ru
 			beginErr = err
 			mu.Unlock()
 			w = nil
+		}
+		if p, ok := w.(interface{ Pull(int64) (int64, error) }); ok {
+			return pullingSink{stateSink{w: w, ended: ended}, p}
 		}
 		return stateSink{w: w, ended: ended}
 	})
@@ -512,7 +524,7 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 		if err := child.proc.Send(runner.LoadRequest(n, meta.Bytes)); err != nil {
 			return nil, err
 		}
-		return sender(child.proc.Send), nil
+		return statePipe{from: from.proc, to: child.proc}, nil
 	})
 	if err != nil {
 		child.proc.Kill()
@@ -525,12 +537,16 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 	return loaded(rep)
 }
 
-// sender is an io.Writer over a kernel's request pipe.
-type sender func([]byte) error
+// statePipe passes a fork's state from the parent's channel into the
+// child's request pipe: what the parent's channel already delivered
+// (Write), then the rest within the kernel, without a copy here (Pull).
+type statePipe struct{ from, to *sandbox.Process }
 
-func (s sender) Write(p []byte) (int, error) {
-	if err := s(p); err != nil {
+func (s statePipe) Write(p []byte) (int, error) {
+	if err := s.to.Send(p); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
+
+func (s statePipe) Pull(n int64) (int64, error) { return s.from.SpliceChannel(s.to, n) }

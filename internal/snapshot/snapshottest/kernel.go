@@ -245,6 +245,15 @@ type stateSink struct {
 func (s stateSink) Write(p []byte) (int, error) { return s.dst.Write(p) }
 func (s stateSink) End(err error)               { s.done <- err }
 
+// pullingSink is a stateSink whose destination takes the rest of the
+// state itself (statePipe).
+type pullingSink struct {
+	stateSink
+	p statePipe
+}
+
+func (s pullingSink) Pull(n int64) (int64, error) { return s.p.Pull(n) }
+
 // SaveState makes the kernel save its state: begin receives what the
 // kernel says of it and returns where its bytes go.
 func (k *Kernel) SaveState(ctx context.Context, begin func(runner.StateMeta) (io.Writer, error)) error {
@@ -254,6 +263,9 @@ func (k *Kernel) SaveState(ctx context.Context, begin func(runner.StateMeta) (io
 		w, err := begin(m)
 		if err != nil {
 			beginErr, w = err, io.Discard
+		}
+		if p, ok := w.(statePipe); ok {
+			return pullingSink{stateSink{dst: w, done: done}, p}
 		}
 		return stateSink{dst: w, done: done}
 	})
@@ -374,8 +386,9 @@ func (e *Env) Fork(ctx context.Context, k *Kernel) (*Kernel, runner.Loaded, erro
 		child.Close()
 		return nil, runner.Loaded{}, err
 	}
-	// Each piece of the parent's state goes to the child's request pipe
-	// as the parent's channel delivers it.
+	// The parent's state goes to the child's request pipe as the parent's
+	// channel delivers it: what the server read of it, then the rest
+	// spliced from pipe to pipe, as the engine forks.
 	var loaded runner.Loaded
 	child.scan.OnLoaded(func(l runner.Loaded) { loaded = l })
 	c := child.begin()
@@ -383,7 +396,7 @@ func (e *Env) Fork(ctx context.Context, k *Kernel) (*Kernel, runner.Loaded, erro
 		if err := child.proc.Send(runner.LoadRequest(c.N, m.Bytes)); err != nil {
 			return nil, err
 		}
-		return sender(child.proc.Send), nil
+		return statePipe{from: k.proc, to: child.proc}, nil
 	})
 	if err == nil {
 		c, err = child.wait(ctx, c)
@@ -398,15 +411,18 @@ func (e *Env) Fork(ctx context.Context, k *Kernel) (*Kernel, runner.Loaded, erro
 	return child, loaded, nil
 }
 
-// sender is an io.Writer over a kernel's request pipe.
-type sender func([]byte) error
+// statePipe passes a state from one kernel's channel into another's
+// request pipe.
+type statePipe struct{ from, to *sandbox.Process }
 
-func (s sender) Write(p []byte) (int, error) {
-	if err := s(p); err != nil {
+func (s statePipe) Write(p []byte) (int, error) {
+	if err := s.to.Send(p); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
+
+func (s statePipe) Pull(n int64) (int64, error) { return s.from.SpliceChannel(s.to, n) }
 
 // copyWorkspace copies from's workspace files into to's.
 func copyWorkspace(from, to *Kernel) error {
