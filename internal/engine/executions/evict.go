@@ -86,28 +86,38 @@ func (e *Service) kickGap() time.Duration {
 }
 
 // evictLoop measures the store and, above Config.StoreMaxBytes, evicts
-// the oldest finished records until it is below again.
+// the oldest finished records until it is below again: every
+// Config.EvictInterval, and when an ending execution asks (kickEviction),
+// at most once per kickGap — a kick within the gap is served at its end,
+// while the periodic rounds go on.
 func (e *Service) evictLoop(ctx context.Context) {
 	t := time.NewTicker(e.cfg.EvictInterval)
 	defer t.Stop()
-	var next time.Time // no kicked round before then
+	var next time.Time        // no kicked round before then
+	var held <-chan time.Time // fires at next while a kick waits for it
+	kicked := false           // the round about to run serves a kick
 	for {
 		if err := e.evict(ctx); err != nil && ctx.Err() == nil {
 			e.log.Warn("measuring or evicting the store", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-e.gauge.kick:
-			if d := time.Until(next); d > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(d):
+		if kicked {
+			next, kicked = time.Now().Add(e.kickGap()), false
+		}
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				waiting = false
+			case <-held:
+				held, kicked, waiting = nil, true, false
+			case <-e.gauge.kick:
+				if d := time.Until(next); d <= 0 {
+					kicked, waiting = true, false
+				} else if held == nil {
+					held = time.After(d)
 				}
 			}
-			next = time.Now().Add(e.kickGap())
 		}
 	}
 }
