@@ -74,7 +74,7 @@ type server struct {
 // forkingFor returns the fork server of warm spec ws, creating its entry
 // (not the server) on first use, and counts one more use. p.mu is held.
 func (p *Pool) forkingFor(ws sandbox.Spec) *forking {
-	key := kindKey(templateSpec(ws, p.cfg, false))
+	key := p.kindKey(templateSpec(ws, p.cfg, false))
 	f, ok := p.forks[key]
 	if !ok {
 		f = &forking{key: key, spec: ws}

@@ -27,7 +27,7 @@ type kind struct {
 // of an environment known to have none of the preloads gets the kind of
 // any code: its fork server is the same.
 func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
-	key := kindKey(spec)
+	key := p.kindKey(spec)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if lean {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
 	"sort"
 	"strconv"
@@ -125,13 +126,16 @@ type Pool struct {
 
 	hits, misses, cold, forked, lean atomic.Int64
 	forkServers                      atomic.Int64 // running or starting, all kinds
+
+	driverSum [sha256.Size]byte // of runner.DriverSource(), for kindKey
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
 func New(jails Jails, cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{jails: jails, cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel, kinds: map[string]*kind{},
-		forks: map[string]*forking{}, sessions: map[*sessionFork]struct{}{}, builds: make(chan struct{}, runtime.NumCPU())}
+		forks: map[string]*forking{}, sessions: map[*sessionFork]struct{}{}, builds: make(chan struct{}, runtime.NumCPU()),
+		driverSum: sha256.Sum256([]byte(runner.DriverSource()))}
 	p.wg.Add(1)
 	go p.janitor()
 	return p
@@ -327,12 +331,21 @@ func warmSpec(spec sandbox.Spec, argv []string, cfg Config) sandbox.Spec {
 }
 
 // kindKey names the kind of a warm spec: everything fixed at start. Each
-// field goes into the hash with its length, unquoted: the argv carries the
-// whole driver source, and this runs for every request.
-func kindKey(s sandbox.Spec) string {
+// field goes into the hash with its length, unquoted. This runs for every
+// request, and the argv carries the whole driver source (≈ 31 KB): that
+// field goes in as p.driverSum behind a length no string has, instead of
+// being copied and hashed again (≈ 40 µs and 33 KB a request).
+func (p *Pool) kindKey(s sandbox.Spec) string {
 	h := sha256.New()
+	driver := runner.DriverSource()
 	field := func(v string) {
 		var n [8]byte
+		if v == driver { // the same string: compared by its pointer first
+			binary.LittleEndian.PutUint64(n[:], math.MaxUint64)
+			h.Write(n[:])
+			h.Write(p.driverSum[:])
+			return
+		}
 		binary.LittleEndian.PutUint64(n[:], uint64(len(v)))
 		h.Write(n[:])
 		io.WriteString(h, v)

@@ -96,6 +96,8 @@ type Environments struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // builds in progress
 
+	baseEnv envMemo // the base environment's env.json, decoded
+
 	mu      sync.Mutex
 	flights map[string]*flight
 	missing map[string]time.Time // detected imports no index had, by when
@@ -450,7 +452,7 @@ func (m *Environments) acquireBase(ctx context.Context, in Interpreter, set Set)
 		return nil, false
 	}
 	key := m.Key(in, m.base)
-	env, err := m.readEnv(key)
+	env, err := m.baseEnv.read(m, key)
 	if err != nil {
 		return nil, false
 	}
@@ -468,9 +470,18 @@ func (m *Environments) acquireBase(ctx context.Context, in Interpreter, set Set)
 		return nil, false
 	}
 	m.hits.Add(1)
-	m.touch(key)
+	if time.Since(env.LastUsed) >= baseTouchEvery {
+		m.touch(key)
+	}
 	return &Lease{Env: env, lock: use}, true
 }
+
+// baseTouchEvery is how often a use of the base environment is recorded
+// for the LRU order (env.json's modification time). It is leased for
+// nearly every execution: recording each use cost a write to the file's
+// inode per request, and the order between environments needs no finer
+// time than this.
+const baseTouchEvery = time.Minute
 
 // PrepareBase builds the base environment of in unless it exists.
 func (m *Environments) PrepareBase(ctx context.Context, in Interpreter, progress func(string)) (Env, error) {
