@@ -266,8 +266,11 @@ func TestWorkspaceTenancy(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if got := names(b, true); !slices.Equal(got, []string{"b/data"}) {
-		t.Errorf("b lists %v (asking for all), want only its own", got)
+	if got := names(b, false); !slices.Equal(got, []string{"b/data"}) {
+		t.Errorf("b lists %v, want only its own", got)
+	}
+	if infos, err := e.eng.Workspaces(ctx, b, true); !errors.Is(err, ErrInvalid) || len(infos) != 0 {
+		t.Errorf("b asking for every key's workspaces: %v %v, want ErrInvalid and nothing", infos, err)
 	}
 	if got := names(Caller{}, true); len(got) != 0 {
 		t.Errorf("a caller without a name lists %v", got)
