@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from pyexec_client import APIError, NotFoundError, PyExec
+from pyexec_client import APIError, BadRequestError, NotFoundError, PyExec
 
 
 def fresh_workspace(px: PyExec) -> str:
@@ -110,12 +110,14 @@ async def test_async_workspaces(apx, px: PyExec):
 def test_operator_options_on_the_lists(px: PyExec):
     """owner and all reach the server: naming the key's own name (pytest,
     the launcher's key) lists the workspace, another owner is not found
-    for a key that is no operator's, and all=True gives such a key its own
-    workspaces."""
+    for a key that is no operator's, and all=True is refused to such a key
+    (its own list is the plain call)."""
     name = fresh_workspace(px)
     px.write_workspace_file(name, "a.txt", "a")
     assert [f["path"] for f in px.workspace_files(name, owner="pytest")] == ["a.txt"]
     with pytest.raises(NotFoundError):
         px.workspace_files(name, owner="someone-else")
-    listed = px.list_workspaces(all=True)
+    with pytest.raises(BadRequestError, match="needs an operator key"):
+        px.list_workspaces(all=True)
+    listed = px.list_workspaces()
     assert name in [w["name"] for w in listed] and {w["owner"] for w in listed} == {"pytest"}
