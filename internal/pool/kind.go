@@ -15,6 +15,7 @@ type kind struct {
 	ready    []*warmJail
 	building int
 	want     int // target number of ready jails
+	max      int // what want may grow to (Config.Max, or NetworkMax)
 	lastUsed time.Time
 	failed   int64
 	retired  bool          // dropped by the janitor; its refiller ends
@@ -39,8 +40,12 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	}
 	k, ok := p.kinds[key]
 	if !ok {
-		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, refill: make(chan struct{}, 1)}
-		if p.cfg.ForkServer && p.forkable(spec) {
+		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, max: p.cfg.Max, refill: make(chan struct{}, 1)}
+		if spec.Network {
+			// Its own jails only (network.go), few of them.
+			k.max = p.cfg.NetworkMax
+			k.want = min(k.want, k.max)
+		} else if p.cfg.ForkServer && p.forkable(spec) {
 			k.fork = p.forkingFor(spec)
 		}
 		p.kinds[key] = k
@@ -78,7 +83,7 @@ func (p *Pool) take(k *kind) (w *warmJail, later bool) {
 		}
 	}
 	spare := len(k.ready) > 0
-	if !spare && k.want < p.cfg.Max {
+	if !spare && k.want < k.max {
 		k.want++ // demand reached or outran the kind's size
 	}
 	p.mu.Unlock()

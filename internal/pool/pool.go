@@ -49,6 +49,12 @@ type Config struct {
 	MaxWarm int
 	// Idle is how long a kind stays warm without use (default 5 minutes).
 	Idle time.Duration
+	// NetworkMax is how many warm jails a kind with network (its own
+	// network namespace, the execution's egress attached at hand-off) may
+	// grow to, at most Max (default 2). Such a kind starts, like any, on
+	// its first execution: a server whose requests never ask for network
+	// holds none.
+	NetworkMax int
 	// ForkServer builds a kind's warm executions by forking a fork server
 	// (sandbox.Template) started for the kind, instead of a jail each: a
 	// few milliseconds of CPU instead of an interpreter start. A kind whose
@@ -92,6 +98,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxWarm <= 0 {
 		c.MaxWarm = 8
 	}
+	if c.NetworkMax <= 0 {
+		c.NetworkMax = 2
+	}
+	c.NetworkMax = min(c.NetworkMax, c.Max)
 	if c.Idle <= 0 {
 		c.Idle = 5 * time.Minute
 	}
@@ -123,8 +133,8 @@ type Pool struct {
 
 	builds chan struct{} // bounds warm jails being built at once
 
-	hits, misses, cold, forked, lean atomic.Int64
-	forkServers                      atomic.Int64 // running or starting, all kinds
+	hits, misses, cold, forked, lean, network atomic.Int64
+	forkServers                               atomic.Int64 // running or starting, all kinds
 }
 
 // New starts a pool over jails. Nothing is built until a kind is first used.
@@ -162,7 +172,11 @@ type Stats struct {
 	// LeanRuns are, of ForkedRuns, those whose code needs only the
 	// standard library (runner.Lean), forked from a server that imported
 	// none of the preloads.
-	LeanRuns    int64
+	LeanRuns int64
+	// NetworkRuns are, of Hits, executions with network: a warm jail with
+	// a network namespace of its own, the execution's egress attached to
+	// it at hand-off.
+	NetworkRuns int64
 	Hits        int64 // executions that took a warm jail
 	Misses      int64 // executions of a pooled kind that found none ready
 	Cold        int64 // executions that could not use the pool at all
@@ -172,7 +186,8 @@ type Stats struct {
 // Stats reports the pool's current state.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load(), LeanRuns: p.lean.Load()}
+	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load(), LeanRuns: p.lean.Load(),
+		NetworkRuns: p.network.Load()}
 	var ready []*warmJail
 	var forks []*forking
 	var sessions []*sessionFork
@@ -225,15 +240,15 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return sandbox.Result{}, err
 	}
 	warmArgv, request, ok := runner.Warm(spec.Argv, spec.Env, p.cfg.BaseEnv)
-	// An execution with network runs cold: its egress is attached to a
-	// jail made for it alone (docs/network.md). So does one with a
-	// workspace: it must be mounted before the payload confines itself,
-	// which a warm one did already (see sandbox's slots_linux.go).
-	if !ok || spec.Network || spec.Workspace != nil || !p.fits(spec.Limits.WithDefaults()) {
+	// An execution with a workspace runs cold: it must be mounted before
+	// the payload confines itself, which a warm one did already (see
+	// sandbox's slots_linux.go). One with network takes a warm jail of
+	// its own (network.go), or runs cold without an egress to attach.
+	if !ok || (spec.Network && spec.Egress == nil) || spec.Workspace != nil || !p.fits(spec.Limits.WithDefaults()) {
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	lean := p.leanCode(spec)
+	lean := !spec.Network && p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
 	var w *warmJail
 	if !p.copiesTooMuchFor(k, spec.Limits.WithDefaults().MemoryBytes) {
@@ -258,6 +273,15 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	defer p.jails.Release(w.jail)
 	defer p.unhold(k.fork, w)
+	if err := attachEgress(w, spec); err != nil {
+		// Nothing of the execution ran. A jail made for it alone
+		// attaches its egress again, and fails closed with the reason
+		// if that fails too.
+		p.cfg.Logger.Warn("attaching an egress to a warm jail; running cold", "python", describe(k.spec), "err", err)
+		w.proc.Kill()
+		p.misses.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
 	res, err := w.run(ctx, spec, request, out)
 	if errors.Is(err, errHandOff) {
 		// It died waiting (its fork server ended, say): the execution
@@ -267,6 +291,9 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return p.jails.Run(ctx, spec, out)
 	}
 	p.hits.Add(1)
+	if spec.Network {
+		p.network.Add(1)
+	}
 	if w.tpl != nil {
 		p.forked.Add(1)
 		if lean && w.bare {

@@ -244,8 +244,8 @@ func TestColdFallback(t *testing.T) {
 			s.Limits.MemoryBytes = 1 << 30
 			return s
 		}(), "big\n"},
-		// Network runs cold, in a jail made for its egress alone (here
-		// none is attached: it has no route out).
+		// Network without an egress runs cold, in a jail with no route
+		// out (network_test.go has warm jails with their egress).
 		{"network", func() sandbox.Spec {
 			s := spec("import socket\nprint([n for _, n in socket.if_nameindex()])\n")
 			s.Network = true

@@ -11,7 +11,9 @@ import (
 // AttachEgress gives a prepared jail with network its route out: a TUN
 // device in the jail's network namespace, addressed and routed as
 // EgressJailAddr4 (and EgressJailAddr6), whose file e then serves. Call
-// it between Prepare and Run; Manager.Run does for Spec.Egress. The device
+// it between Prepare and Run (Manager.Run does for Spec.Egress), or on a
+// warm jail between Start and its payload's HandOff, before any of the
+// execution's code runs (the warm pool does). The device
 // is created from this process (the payload has no capability to make or
 // change interfaces) and dies with the namespace.
 func (j *Jail) AttachEgress(e Egress) error {

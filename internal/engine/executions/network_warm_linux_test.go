@@ -1,0 +1,238 @@
+package executions
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/egress"
+	"github.com/pyexec/pyexec/internal/egress/egresstest"
+	"github.com/pyexec/pyexec/internal/egress/tlsca"
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/pool"
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// pyFetchBoth fetches allowed.test and other.test over HTTP and prints
+// each page's first line, or the exception that stopped it.
+const pyFetchBoth = `
+import urllib.request
+for host in ("allowed.test", "other.test"):
+    try:
+        print(host + "=" + urllib.request.urlopen("http://" + host + "/", timeout=10).read()[:40].decode().strip())
+    except Exception as e:
+        print(host + "=" + type(e).__name__)
+`
+
+// TestNetworkWarmPath: executions with network through the engine and the
+// warm pool, in the closed test world. Each is served by a warm jail (the
+// pool counts it), reaches what its own allow list lets through and
+// nothing the previous execution's list allowed, gets a secret
+// substituted as on the cold path, and leaves nothing behind: no TUN
+// device or network namespace held by the server once it ended, no jail
+// once the pool is closed.
+func TestNetworkWarmPath(t *testing.T) {
+	if ranIsolated(t) {
+		return
+	}
+	w := egresstest.New(t)
+	e, p, parent := warmNetworkEngine(t, w)
+	ctx := context.Background()
+	t.Cleanup(func() { // after the pool and its jails are closed
+		if left := jailCgroupsUnder(parent); len(left) > 0 {
+			t.Errorf("jails left after the pool closed: %v", left)
+		}
+		removeCgroupDirs(parent)
+	})
+	fetch := func(allow ...string) run.Request {
+		r := py(pyFetchBoth)
+		r.Network, r.NetworkAllow = true, allow
+		return r
+	}
+	// servedWarm runs req once the pool has a warm jail for it and
+	// checks that one served it.
+	servedWarm := func(t *testing.T, req run.Request) *run.Execution {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for p.Stats().Warm == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no warm jail after 60s: %+v", p.Stats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		before := p.Stats().NetworkRuns
+		x, err := e.eng.RunSync(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Stats().NetworkRuns; got != before+1 {
+			t.Fatalf("not served by a warm jail with network: %+v", p.Stats())
+		}
+		return x
+	}
+
+	// The kinds start on their first execution (cold, or a miss).
+	for _, r := range []run.Request{fetch("allowed.test"), secretRequest()} {
+		if _, err := e.eng.RunSync(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("each execution has only its own allow list", func(t *testing.T) {
+		x := servedWarm(t, fetch("allowed.test"))
+		got := egresstest.Lines(x.Stdout)
+		if x.Status != run.StatusCompleted || got["allowed.test"] != "hello allowed.test" || got["other.test"] != "URLError" {
+			t.Fatalf("first: status %s stdout %q stderr %q", x.Status, x.Stdout, x.Stderr)
+		}
+		x = servedWarm(t, fetch("other.test"))
+		got = egresstest.Lines(x.Stdout)
+		if x.Status != run.StatusCompleted || got["allowed.test"] != "URLError" || got["other.test"] != "hello other.test" {
+			t.Fatalf("second: status %s stdout %q stderr %q", x.Status, x.Stdout, x.Stderr)
+		}
+		refused := func(ev run.NetworkEvent) bool {
+			return ev.Proto == "dns" && ev.Host == "allowed.test" && ev.Reason == egress.ReasonNotAllowed
+		}
+		if !slices.ContainsFunc(x.NetworkEvents, refused) {
+			t.Errorf("no refused lookup of allowed.test in the second's record: %+v", x.NetworkEvents)
+		}
+	})
+
+	t.Run("a secret is substituted", func(t *testing.T) {
+		x := servedWarm(t, secretRequest())
+		got := egresstest.Lines(x.Stdout)
+		_, want := placeholderRan(t, x, got)
+		if got["auth"] != want {
+			t.Errorf("the host received %q, want %q (the value)", got["auth"], want)
+		}
+		injected := func(ev run.NetworkEvent) bool {
+			return ev.Proto == "http" && ev.Secret == "GITHUB_TOKEN" && ev.Verdict == egress.VerdictAllow && ev.Path == "/auth"
+		}
+		if !slices.ContainsFunc(x.NetworkEvents, injected) {
+			t.Errorf("no injection event in the record: %+v", x.NetworkEvents)
+		}
+	})
+
+	t.Run("the server holds no device or namespace of an ended execution", func(t *testing.T) {
+		if held := heldNetworkFiles(); len(held) > 0 {
+			t.Errorf("the server still holds %v", held)
+		}
+	})
+}
+
+// secretRequest sends the operator secret GITHUB_TOKEN to allowed.test
+// (see pyUseSecret; without curl, which only the cold test needs).
+func secretRequest() run.Request {
+	r := py(pyUseSecret[:strings.Index(pyUseSecret, "curl = ")])
+	r.Network, r.Secrets = true, []string{"GITHUB_TOKEN"}
+	return r
+}
+
+// warmNetworkEngine is an engine whose runner is a warm pool over jails of
+// their own cgroup parent (returned), with the runner's driver, so that
+// executions may be served warm; the operator allows allowed.test and
+// other.test, terminates TLS, and holds the secret GITHUB_TOKEN
+// (secretValue) for allowed.test.
+func warmNetworkEngine(t *testing.T, w *egresstest.World) (*env, *pool.Pool, string) {
+	t.Helper()
+	allow, err := egress.ParseRules([]string{"allowed.test", "other.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := egress.NewGuard([]uint16{uint16(w.API.Addr().(*net.TCPAddr).Port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(w.CAPEM)
+	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
+		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
+	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, append(append(slices.Clone(w.CAPEM), '\n'), ca.CertPEM()...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := egress.ParseCatalog([]byte(`{"secrets": [{"name": "GITHUB_TOKEN", "value": "`+secretValue+`",
+		"hosts": ["allowed.test"], "header": "Authorization: Bearer {value}", "keys": ["`+tester+`"]}]}`), egress.OSLookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := fmt.Sprintf("pyexec-netwarm-%d", os.Getpid())
+	m, err := sandbox.New(sandbox.Config{CgroupParent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the pool's
+		if err := m.Close(); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+	})
+	p := pool.New(m, pool.Config{BaseEnv: run.BaseEnv()})
+	t.Cleanup(func() { // after the engine's
+		if err := p.Close(); err != nil {
+			t.Errorf("pool Close: %v", err)
+		}
+	})
+	e := start(t, t.TempDir(), nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
+		Secrets: egress.NewLiveCatalog(cat), TrustBundle: bundle}}, driver: run.RunnerDriver{}}, p)
+	return e, p, parent
+}
+
+// heldNetworkFiles lists this process's descriptors of TUN devices and
+// network namespaces.
+func heldNetworkFiles() []string {
+	var held []string
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err == nil && (target == "/dev/net/tun" || strings.HasPrefix(target, "net:[")) {
+			held = append(held, target)
+		}
+	}
+	return held
+}
+
+// jailCgroupsUnder lists the cgroups (jails) left below the cgroup
+// parent named parent, in every hierarchy.
+func jailCgroupsUnder(parent string) []string {
+	var left []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == parent {
+			subs, _ := os.ReadDir(p)
+			for _, s := range subs {
+				if s.IsDir() {
+					left = append(left, filepath.Join(p, s.Name()))
+				}
+			}
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return left
+}
+
+// removeCgroupDirs removes the (empty) cgroup parent named parent.
+func removeCgroupDirs(parent string) {
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == parent {
+			_ = os.Remove(p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}

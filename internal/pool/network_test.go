@@ -1,0 +1,122 @@
+package pool
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/sandbox"
+)
+
+// testEgress stands in for the engine's egress: it keeps the TUN device a
+// jail's egress link hands it, or refuses it with fail.
+type testEgress struct {
+	fail error
+	mu   sync.Mutex
+	tun  *os.File
+}
+
+func (e *testEgress) Serve(tun *os.File) error {
+	if e.fail != nil {
+		return e.fail
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tun = tun
+	return nil
+}
+
+// served reports whether a TUN device was handed to e.
+func (e *testEgress) served() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tun != nil
+}
+
+// close closes the device, as the engine closes an execution's egress
+// once its payload is gone.
+func (e *testEgress) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tun != nil {
+		e.tun.Close()
+	}
+}
+
+// netSpec is spec(code) with network, its route out served by eg.
+func netSpec(t *testing.T, code string, eg *testEgress) sandbox.Spec {
+	t.Helper()
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("needs /dev/net/tun for the jails' egress devices: %v", err)
+	}
+	t.Cleanup(eg.close)
+	s := spec(code)
+	s.Network, s.Egress = true, eg
+	return s
+}
+
+// waitReady waits until p has a warm jail ready.
+func waitReady(t *testing.T, p *Pool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().Warm == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm jail after 30s: %+v", p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNetworkExecutionsTakeWarmJails: an execution with network takes a
+// warm jail (never a forked one, beside a fork server) whose network
+// namespace holds its loopback and, attached at hand-off, the egress
+// device of this execution alone; the next takes another jail with
+// another namespace.
+func TestNetworkExecutionsTakeWarmJails(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true})
+	const code = "import os, socket\nprint([n for _, n in socket.if_nameindex()], os.readlink('/proc/self/ns/net'))\n"
+	warmUp(t, p, netSpec(t, code, &testEgress{}))
+	var namespaces []string
+	for i := range 2 {
+		waitReady(t, p)
+		eg := &testEgress{}
+		before := p.Stats()
+		res := run(t, p, netSpec(t, code, eg))
+		after := p.Stats()
+		if after.Hits != before.Hits+1 || after.NetworkRuns != before.NetworkRuns+1 || after.ForkedRuns != before.ForkedRuns {
+			t.Fatalf("run %d not served by a warm jail of its own: before %+v after %+v", i, before, after)
+		}
+		out := strings.TrimSpace(string(res.Stdout))
+		ifaces, ns, _ := strings.Cut(out, " net:")
+		if res.Status != sandbox.StatusOK || ifaces != "['lo', 'eth0']" || !eg.served() {
+			t.Fatalf("run %d: status %s stdout %q stderr %s; egress served: %v", i, res.Status, res.Stdout, res.Stderr, eg.served())
+		}
+		namespaces = append(namespaces, ns)
+	}
+	if namespaces[0] == namespaces[1] {
+		t.Fatalf("two network executions shared the network namespace %s", namespaces[0])
+	}
+}
+
+// TestNetworkAttachFailureFailsClosed: when the egress cannot be attached
+// to the warm jail, none of the execution's code runs there; the jail made
+// for it alone cannot attach it either, and the execution ends a setup
+// error saying why.
+func TestNetworkAttachFailureFailsClosed(t *testing.T) {
+	p := newPool(t, Config{})
+	const code = "print('ran')\n"
+	warmUp(t, p, netSpec(t, code, &testEgress{}))
+	waitReady(t, p)
+	before := p.Stats()
+	res := run(t, p, netSpec(t, code, &testEgress{fail: errors.New("no route out today")}))
+	after := p.Stats()
+	if res.Status != sandbox.StatusSetupError || !strings.Contains(res.Reason, "no route out today") || len(res.Stdout) > 0 {
+		t.Fatalf("status %s (%s) stdout %q: want a setup error before the code ran", res.Status, res.Reason, res.Stdout)
+	}
+	if after.NetworkRuns != before.NetworkRuns || after.Misses != before.Misses+1 {
+		t.Fatalf("counted as served warm: before %+v after %+v", before, after)
+	}
+}
