@@ -43,14 +43,23 @@ func TestNetworkWarmPath(t *testing.T) {
 		return
 	}
 	w := egresstest.New(t)
-	e, p, parent := warmNetworkEngine(t, w)
-	ctx := context.Background()
+	t.Run("warm jails", func(t *testing.T) { networkWarmPath(t, w, false) })
+	t.Run("forked", func(t *testing.T) { networkWarmPath(t, w, true) })
+}
+
+// networkWarmPath is TestNetworkWarmPath with warm jails or (fork) a fork
+// server.
+func networkWarmPath(t *testing.T, w *egresstest.World, fork bool) {
+	parent := fmt.Sprintf("pyexec-netwarm-%d-%v", os.Getpid(), fork)
 	t.Cleanup(func() { // after the pool and its jails are closed
 		if left := jailCgroupsUnder(parent); len(left) > 0 {
 			t.Errorf("jails left after the pool closed: %v", left)
 		}
 		removeCgroupDirs(parent)
 	})
+	held := heldNetworkFiles() // the test world's
+	e, p := warmNetworkEngine(t, w, parent, fork)
+	ctx := context.Background()
 	fetch := func(allow ...string) run.Request {
 		r := py(pyFetchBoth)
 		r.Network, r.NetworkAllow = true, allow
@@ -67,13 +76,14 @@ func TestNetworkWarmPath(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		before := p.Stats().NetworkRuns
+		before := p.Stats()
 		x, err := e.eng.RunSync(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Stats().NetworkRuns; got != before+1 {
-			t.Fatalf("not served by a warm jail with network: %+v", p.Stats())
+		after := p.Stats()
+		if after.NetworkRuns != before.NetworkRuns+1 || fork != (after.ForkedRuns > before.ForkedRuns) {
+			t.Fatalf("not served warm with network (fork server %v): before %+v after %+v", fork, before, after)
 		}
 		return x
 	}
@@ -120,8 +130,8 @@ func TestNetworkWarmPath(t *testing.T) {
 	})
 
 	t.Run("the server holds no device or namespace of an ended execution", func(t *testing.T) {
-		if held := heldNetworkFiles(); len(held) > 0 {
-			t.Errorf("the server still holds %v", held)
+		if now := heldNetworkFiles(); !slices.Equal(now, held) {
+			t.Errorf("the server holds %v, before the executions %v", now, held)
 		}
 	})
 }
@@ -134,12 +144,13 @@ func secretRequest() run.Request {
 	return r
 }
 
-// warmNetworkEngine is an engine whose runner is a warm pool over jails of
-// their own cgroup parent (returned), with the runner's driver, so that
-// executions may be served warm; the operator allows allowed.test and
+// warmNetworkEngine is an engine whose runner is a warm pool over jails
+// below the cgroup parent named parent (fork: with fork servers, every
+// mount trusted), with the runner's driver, so that executions may be
+// served warm; the operator allows allowed.test and
 // other.test, terminates TLS, and holds the secret GITHUB_TOKEN
 // (secretValue) for allowed.test.
-func warmNetworkEngine(t *testing.T, w *egresstest.World) (*env, *pool.Pool, string) {
+func warmNetworkEngine(t *testing.T, w *egresstest.World, parent string, fork bool) (*env, *pool.Pool) {
 	t.Helper()
 	allow, err := egress.ParseRules([]string{"allowed.test", "other.test"})
 	if err != nil {
@@ -169,7 +180,6 @@ func warmNetworkEngine(t *testing.T, w *egresstest.World) (*env, *pool.Pool, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := fmt.Sprintf("pyexec-netwarm-%d", os.Getpid())
 	m, err := sandbox.New(sandbox.Config{CgroupParent: parent})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +189,7 @@ func warmNetworkEngine(t *testing.T, w *egresstest.World) (*env, *pool.Pool, str
 			t.Errorf("Manager.Close: %v", err)
 		}
 	})
-	p := pool.New(m, pool.Config{BaseEnv: run.BaseEnv()})
+	p := pool.New(m, pool.Config{BaseEnv: run.BaseEnv(), ForkServer: fork, TrustedMount: func(string) bool { return true }})
 	t.Cleanup(func() { // after the engine's
 		if err := p.Close(); err != nil {
 			t.Errorf("pool Close: %v", err)
@@ -187,7 +197,7 @@ func warmNetworkEngine(t *testing.T, w *egresstest.World) (*env, *pool.Pool, str
 	})
 	e := start(t, t.TempDir(), nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
 		Secrets: egress.NewLiveCatalog(cat), TrustBundle: bundle}}, driver: run.RunnerDriver{}}, p)
-	return e, p, parent
+	return e, p
 }
 
 // heldNetworkFiles lists this process's descriptors of TUN devices and
