@@ -42,10 +42,11 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	if !ok {
 		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, max: p.cfg.Max, refill: make(chan struct{}, 1)}
 		if spec.Network {
-			// Its own jails only (network.go), few of them.
+			// Few of them (network.go).
 			k.max = p.cfg.NetworkMax
 			k.want = min(k.want, k.max)
-		} else if p.cfg.ForkServer && p.forkable(spec) {
+		}
+		if p.cfg.ForkServer && p.forkable(spec) {
 			k.fork = p.forkingFor(spec)
 		}
 		p.kinds[key] = k

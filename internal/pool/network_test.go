@@ -71,34 +71,36 @@ func waitReady(t *testing.T, p *Pool) {
 }
 
 // TestNetworkExecutionsTakeWarmJails: an execution with network takes a
-// warm jail (never a forked one, beside a fork server) whose network
-// namespace holds its loopback and, attached at hand-off, the egress
-// device of this execution alone; the next takes another jail with
-// another namespace.
+// warm jail or one forked from a fork server, whose network namespace
+// holds its loopback and, attached at hand-off, the egress device of this
+// execution alone; the next takes another with another namespace.
 func TestNetworkExecutionsTakeWarmJails(t *testing.T) {
-	p := newPool(t, Config{ForkServer: true})
-	const code = "import os, socket\nprint([n for _, n in socket.if_nameindex()], os.readlink('/proc/self/ns/net'))\n"
-	warmUp(t, p, netSpec(t, code, &testEgress{}))
-	var namespaces []string
-	for i := range 2 {
-		waitReady(t, p)
-		eg := &testEgress{}
-		before := p.Stats()
-		res := run(t, p, netSpec(t, code, eg))
-		after := p.Stats()
-		if after.Hits != before.Hits+1 || after.NetworkRuns != before.NetworkRuns+1 || after.ForkedRuns != before.ForkedRuns {
-			t.Fatalf("run %d not served by a warm jail of its own: before %+v after %+v", i, before, after)
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		const code = "import os, socket\nprint([n for _, n in socket.if_nameindex()], os.readlink('/proc/self/ns/net'))\n"
+		warmUp(t, p, netSpec(t, code, &testEgress{}))
+		var namespaces []string
+		for i := range 2 {
+			waitReady(t, p)
+			eg := &testEgress{}
+			before := p.Stats()
+			res := run(t, p, netSpec(t, code, eg))
+			after := p.Stats()
+			if after.Hits != before.Hits+1 || after.NetworkRuns != before.NetworkRuns+1 {
+				t.Fatalf("run %d not served warm: before %+v after %+v", i, before, after)
+			}
+			served(t, p, fork, before.ForkedRuns)
+			out := strings.TrimSpace(string(res.Stdout))
+			ifaces, ns, _ := strings.Cut(out, " net:")
+			if res.Status != sandbox.StatusOK || ifaces != "['lo', 'eth0']" || !eg.served() {
+				t.Fatalf("run %d: status %s stdout %q stderr %s; egress served: %v", i, res.Status, res.Stdout, res.Stderr, eg.served())
+			}
+			namespaces = append(namespaces, ns)
 		}
-		out := strings.TrimSpace(string(res.Stdout))
-		ifaces, ns, _ := strings.Cut(out, " net:")
-		if res.Status != sandbox.StatusOK || ifaces != "['lo', 'eth0']" || !eg.served() {
-			t.Fatalf("run %d: status %s stdout %q stderr %s; egress served: %v", i, res.Status, res.Stdout, res.Stderr, eg.served())
+		if namespaces[0] == namespaces[1] {
+			t.Fatalf("two network executions shared the network namespace %s", namespaces[0])
 		}
-		namespaces = append(namespaces, ns)
-	}
-	if namespaces[0] == namespaces[1] {
-		t.Fatalf("two network executions shared the network namespace %s", namespaces[0])
-	}
+	})
 }
 
 // TestNetworkAttachFailureFailsClosed: when the egress cannot be attached
@@ -106,17 +108,19 @@ func TestNetworkExecutionsTakeWarmJails(t *testing.T) {
 // for it alone cannot attach it either, and the execution ends a setup
 // error saying why.
 func TestNetworkAttachFailureFailsClosed(t *testing.T) {
-	p := newPool(t, Config{})
-	const code = "print('ran')\n"
-	warmUp(t, p, netSpec(t, code, &testEgress{}))
-	waitReady(t, p)
-	before := p.Stats()
-	res := run(t, p, netSpec(t, code, &testEgress{fail: errors.New("no route out today")}))
-	after := p.Stats()
-	if res.Status != sandbox.StatusSetupError || !strings.Contains(res.Reason, "no route out today") || len(res.Stdout) > 0 {
-		t.Fatalf("status %s (%s) stdout %q: want a setup error before the code ran", res.Status, res.Reason, res.Stdout)
-	}
-	if after.NetworkRuns != before.NetworkRuns || after.Misses != before.Misses+1 {
-		t.Fatalf("counted as served warm: before %+v after %+v", before, after)
-	}
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		const code = "print('ran')\n"
+		warmUp(t, p, netSpec(t, code, &testEgress{}))
+		waitReady(t, p)
+		before := p.Stats()
+		res := run(t, p, netSpec(t, code, &testEgress{fail: errors.New("no route out today")}))
+		after := p.Stats()
+		if res.Status != sandbox.StatusSetupError || !strings.Contains(res.Reason, "no route out today") || len(res.Stdout) > 0 {
+			t.Fatalf("status %s (%s) stdout %q: want a setup error before the code ran", res.Status, res.Reason, res.Stdout)
+		}
+		if after.NetworkRuns != before.NetworkRuns || after.Misses != before.Misses+1 {
+			t.Fatalf("counted as served warm: before %+v after %+v", before, after)
+		}
+	})
 }

@@ -20,7 +20,9 @@ func (j *Jail) AttachEgress(e Egress) error {
 	if !j.base.Network || j.m.cfg.Unsafe {
 		return fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
 	}
-	tun, err := netns.OpenLink(j.initPid(), netns.Link{Name: EgressInterface, MTU: EgressMTU,
+	// A forked execution's PID 1 is named by a pid the fork server reaps:
+	// it is checked once the namespace is open (stillAlive).
+	tun, err := netns.OpenLink(j.initPid(), j.stillAlive, netns.Link{Name: EgressInterface, MTU: EgressMTU,
 		Addr4: EgressJailAddr4, Addr6: EgressJailAddr6})
 	if err != nil {
 		return fmt.Errorf("egress link: %w", err)
