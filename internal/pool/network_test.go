@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -56,18 +55,6 @@ func netSpec(t *testing.T, code string, eg *testEgress) sandbox.Spec {
 	s := spec(code)
 	s.Network, s.Egress = true, eg
 	return s
-}
-
-// waitReady waits until p has a warm jail ready.
-func waitReady(t *testing.T, p *Pool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Stats().Warm == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warm jail after 30s: %+v", p.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestNetworkExecutionsTakeWarmJails: an execution with network takes a

@@ -110,8 +110,14 @@ func warmUp(t *testing.T, p *Pool, s sandbox.Spec) {
 	if _, err := p.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A fork server loads its interpreter first: under emulation (TCG)
-	// on a busy host that alone takes tens of seconds.
+	waitReady(t, p)
+}
+
+// waitReady waits until p has a warm jail ready. A fork server loads its
+// interpreter first: under emulation (TCG) on a busy host that alone
+// takes tens of seconds.
+func waitReady(t *testing.T, p *Pool) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for p.Stats().Warm == 0 {
 		if time.Now().After(deadline) {

@@ -2,9 +2,7 @@ package executions
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/egress/egresstest"
-	"github.com/pyexec/pyexec/internal/egress/tlsca"
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/pool"
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -152,34 +149,6 @@ func secretRequest() run.Request {
 // (secretValue) for allowed.test.
 func warmNetworkEngine(t *testing.T, w *egresstest.World, parent string, fork bool) (*env, *pool.Pool) {
 	t.Helper()
-	allow, err := egress.ParseRules([]string{"allowed.test", "other.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard, err := egress.NewGuard([]uint16{uint16(w.API.Addr().(*net.TCPAddr).Port)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := tlsca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(w.CAPEM)
-	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
-		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
-	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
-	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bundle, append(append(slices.Clone(w.CAPEM), '\n'), ca.CertPEM()...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cat, err := egress.ParseCatalog([]byte(`{"secrets": [{"name": "GITHUB_TOKEN", "value": "`+secretValue+`",
-		"hosts": ["allowed.test"], "header": "Authorization: Bearer {value}", "keys": ["`+tester+`"]}]}`), egress.OSLookup)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m, err := sandbox.New(sandbox.Config{CgroupParent: parent})
 	if err != nil {
 		t.Fatal(err)
@@ -195,8 +164,8 @@ func warmNetworkEngine(t *testing.T, w *egresstest.World, parent string, fork bo
 			t.Errorf("pool Close: %v", err)
 		}
 	})
-	e := start(t, t.TempDir(), nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
-		Secrets: egress.NewLiveCatalog(cat), TrustBundle: bundle}}, driver: run.RunnerDriver{}}, p)
+	e := start(t, t.TempDir(), nodeConfig{exec: Config{Run: secretsRun(t, w, "allowed.test", "other.test")},
+		driver: run.RunnerDriver{}}, p)
 	return e, p
 }
 
