@@ -39,6 +39,12 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
+	if !ok && spec.Network && p.networkKinds() >= p.cfg.NetworkMax {
+		// A request's own things (collect globs, say) are in the key:
+		// a client could otherwise make network kinds, each with jails
+		// of its own, until the warm cap is theirs. It runs cold.
+		return nil
+	}
 	if !ok {
 		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, max: p.cfg.Max, refill: make(chan struct{}, 1)}
 		if spec.Network {
@@ -183,10 +189,14 @@ func (p *Pool) unreserve(k *kind) {
 }
 
 // needs reports (and reserves) whether k should build one more jail.
+// Warm jails with network count against NetworkMax all together.
 func (p *Pool) needs(k *kind) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx.Err() != nil || len(k.ready)+k.building >= k.want || p.warm >= p.cfg.MaxWarm {
+		return false
+	}
+	if k.spec.Network && p.networkWarm() >= p.cfg.NetworkMax {
 		return false
 	}
 	k.building++
@@ -257,4 +267,27 @@ func (p *Pool) snapshot() []*kind {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// networkKinds counts the kinds with network. Called with p.mu held.
+func (p *Pool) networkKinds() int {
+	n := 0
+	for _, k := range p.kinds {
+		if k.spec.Network {
+			n++
+		}
+	}
+	return n
+}
+
+// networkWarm counts the warm jails with network, ready or being built,
+// of every kind. Called with p.mu held.
+func (p *Pool) networkWarm() int {
+	n := 0
+	for _, k := range p.kinds {
+		if k.spec.Network {
+			n += len(k.ready) + k.building
+		}
+	}
+	return n
 }

@@ -2,20 +2,25 @@ package pool
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
 
 // testEgress stands in for the engine's egress: it keeps the TUN device a
-// jail's egress link hands it, or refuses it with fail.
+// jail's egress link hands it, or refuses it with fail; like the real
+// one it serves one device in its life and refuses a second. onServe,
+// when set, runs once a device is taken.
 type testEgress struct {
-	fail error
-	mu   sync.Mutex
-	tun  *os.File
+	fail    error
+	onServe func()
+	mu      sync.Mutex
+	tun     *os.File
 }
 
 func (e *testEgress) Serve(tun *os.File) error {
@@ -23,8 +28,15 @@ func (e *testEgress) Serve(tun *os.File) error {
 		return e.fail
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	if e.tun != nil {
+		e.mu.Unlock()
+		return errors.New("egress already serving")
+	}
 	e.tun = tun
+	e.mu.Unlock()
+	if e.onServe != nil {
+		e.onServe()
+	}
 	return nil
 }
 
@@ -110,4 +122,77 @@ func TestNetworkAttachFailureFailsClosed(t *testing.T) {
 			t.Fatalf("counted as served warm: before %+v after %+v", before, after)
 		}
 	})
+}
+
+// TestNetworkHandOffAfterAttachFailsClosed: a warm execution that dies
+// after its egress was attached and before its code ran cannot be retried
+// cold with the same egress (it serves one device): the execution ends a
+// setup error saying what happened, nothing of it ran, and the dead warm
+// jail is not counted as served.
+func TestNetworkHandOffAfterAttachFailsClosed(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{ForkServer: fork})
+		const code = "print('ran')\n"
+		warmUp(t, p, netSpec(t, code, &testEgress{}))
+		waitReady(t, p)
+		// Whichever ready jail the execution takes dies right after its
+		// egress is attached.
+		p.mu.Lock()
+		var ready []*warmJail
+		for _, k := range p.kinds {
+			ready = append(ready, k.ready...)
+		}
+		p.mu.Unlock()
+		eg := &testEgress{onServe: func() {
+			for _, w := range ready {
+				w.proc.Kill()
+				w.proc.Wait()
+			}
+		}}
+		before := p.Stats()
+		res := run(t, p, netSpec(t, code, eg))
+		after := p.Stats()
+		if res.Status != sandbox.StatusSetupError || !strings.Contains(res.Reason, "before its code ran") || len(res.Stdout) > 0 || !eg.served() {
+			t.Fatalf("status %s (%s) stdout %q served %v: want a setup error before the code ran", res.Status, res.Reason, res.Stdout, eg.served())
+		}
+		if after.NetworkRuns != before.NetworkRuns || after.Hits != before.Hits || after.Misses != before.Misses+1 {
+			t.Fatalf("counted as served warm: before %+v after %+v", before, after)
+		}
+		// The pool goes on serving network executions warm.
+		waitReady(t, p)
+		if res := run(t, p, netSpec(t, code, &testEgress{})); res.Status != sandbox.StatusOK || string(res.Stdout) != "ran\n" {
+			t.Fatalf("next run: status %s (%s) stdout %q", res.Status, res.Reason, res.Stdout)
+		}
+	})
+}
+
+// TestNetworkKindsBoundedTogether: kinds with network differ by things
+// of the request (here its collect globs), so one client could make many;
+// NetworkMax bounds them all together: at most NetworkMax such kinds,
+// an execution of a further one runs cold (and is served), and never more
+// than NetworkMax warm jails with network are held, whatever the kinds.
+func TestNetworkKindsBoundedTogether(t *testing.T) {
+	p := newPool(t, Config{NetworkMax: 2})
+	const code = "print('ran')\n"
+	for i := range 4 {
+		s := netSpec(t, code, &testEgress{})
+		s.Collect = &sandbox.Collect{Globs: []string{fmt.Sprintf("out%d/*", i)}}
+		before := p.Stats()
+		res := run(t, p, s)
+		after := p.Stats()
+		if res.Status != sandbox.StatusOK || string(res.Stdout) != "ran\n" {
+			t.Fatalf("run %d: status %s (%s) stdout %q", i, res.Status, res.Reason, res.Stdout)
+		}
+		if i >= 2 && after.Cold != before.Cold+1 {
+			t.Fatalf("run %d of a third network kind did not run cold: before %+v after %+v", i, before, after)
+		}
+	}
+	waitReady(t, p)
+	time.Sleep(time.Second) // refills that would exceed the bound would be under way
+	p.mu.Lock()
+	kinds, warm := p.networkKinds(), p.networkWarm()
+	p.mu.Unlock()
+	if kinds != 2 || warm > 2 {
+		t.Fatalf("%d network kinds holding %d warm jails: want 2 kinds, at most 2 jails", kinds, warm)
+	}
 }

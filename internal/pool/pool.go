@@ -49,11 +49,13 @@ type Config struct {
 	MaxWarm int
 	// Idle is how long a kind stays warm without use (default 5 minutes).
 	Idle time.Duration
-	// NetworkMax is how many warm jails a kind with network (its own
-	// network namespace, the execution's egress attached at hand-off) may
-	// grow to, at most Max (default 2). Such a kind starts, like any, on
-	// its first execution: a server whose requests never ask for network
-	// holds none.
+	// NetworkMax is how many warm jails with network (each its own
+	// network namespace, the execution's egress attached at hand-off) the
+	// pool holds ready, all kinds together, and how many kinds with
+	// network it keeps; at most Max (default 2). An execution with network
+	// of a further kind runs cold until one is retired (Idle). Such a kind
+	// starts, like any, on its first execution: a server whose requests
+	// never ask for network holds none.
 	NetworkMax int
 	// ForkServer builds a kind's warm executions by forking a fork server
 	// (sandbox.Template) started for the kind, instead of a jail each: a
@@ -250,6 +252,10 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	lean := !spec.Network && p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
+	if k == nil { // network kinds are all taken (kind.go)
+		p.cold.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
 	var w *warmJail
 	if !p.copiesTooMuchFor(k, spec.Limits.WithDefaults().MemoryBytes) {
 		var later bool
@@ -271,23 +277,47 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	defer p.jails.Release(w.jail)
-	defer p.unhold(k.fork, w)
-	if err := attachEgress(w, spec); err != nil {
-		// Nothing of the execution ran. A jail made for it alone
-		// attaches its egress again, and fails closed with the reason
-		// if that fails too.
-		p.cfg.Logger.Warn("attaching an egress to a warm jail; running cold", "python", describe(k.spec), "err", err)
+	// drop gives w up before a cold retry, so that a dead warm jail's
+	// cgroup and namespaces are not held for the whole cold run.
+	drop := func() {
 		w.proc.Kill()
+		w.proc.Wait()
+		p.unhold(k.fork, w)
+		p.jails.Release(w.jail)
+	}
+	if w.dead() {
+		// Died since take: nothing is attached yet, so the cold run can
+		// still attach this execution's egress.
+		drop()
+		p.misses.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
+	if err := attachEgress(w, spec); err != nil {
+		// Nothing of the execution ran, and the egress serves no device
+		// (Serve failed or was never called). A jail made for it alone
+		// attaches it again, and fails closed with the reason if that
+		// fails too.
+		p.cfg.Logger.Warn("attaching an egress to a warm jail; running cold", "python", describe(k.spec), "err", err)
+		drop()
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
 	res, err := w.run(ctx, spec, request, out)
+	// Every process of w is gone once run returns.
+	p.unhold(k.fork, w)
+	p.jails.Release(w.jail)
 	if errors.Is(err, errHandOff) {
 		// It died waiting (its fork server ended, say): the execution
-		// never started, so it runs cold instead.
-		p.cfg.Logger.Warn("a warm jail was gone at hand-off; running cold", "python", describe(k.spec), "err", err)
+		// never started.
+		p.cfg.Logger.Warn("a warm jail was gone at hand-off", "python", describe(k.spec), "network", spec.Network, "err", err)
 		p.misses.Add(1)
+		if spec.Network {
+			// Its egress already serves the dead jail's device and serves
+			// one device in its life: a cold run could not attach it.
+			// The execution fails closed, saying so.
+			return sandbox.Result{Status: sandbox.StatusSetupError, ExitCode: -1,
+				Reason: "the warm execution ended after its egress was attached and before its code ran; nothing ran, try again"}, nil
+		}
 		return p.jails.Run(ctx, spec, out)
 	}
 	p.hits.Add(1)
