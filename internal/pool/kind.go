@@ -189,14 +189,10 @@ func (p *Pool) unreserve(k *kind) {
 }
 
 // needs reports (and reserves) whether k should build one more jail.
-// Warm jails with network count against NetworkMax all together.
 func (p *Pool) needs(k *kind) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx.Err() != nil || len(k.ready)+k.building >= k.want || p.warm >= p.cfg.MaxWarm {
-		return false
-	}
-	if k.spec.Network && p.networkWarm() >= p.cfg.NetworkMax {
 		return false
 	}
 	k.building++
@@ -275,18 +271,6 @@ func (p *Pool) networkKinds() int {
 	for _, k := range p.kinds {
 		if k.spec.Network {
 			n++
-		}
-	}
-	return n
-}
-
-// networkWarm counts the warm jails with network, ready or being built,
-// of every kind. Called with p.mu held.
-func (p *Pool) networkWarm() int {
-	n := 0
-	for _, k := range p.kinds {
-		if k.spec.Network {
-			n += len(k.ready) + k.building
 		}
 	}
 	return n

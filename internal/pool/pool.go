@@ -49,13 +49,15 @@ type Config struct {
 	MaxWarm int
 	// Idle is how long a kind stays warm without use (default 5 minutes).
 	Idle time.Duration
-	// NetworkMax is how many warm jails with network (each its own
-	// network namespace, the execution's egress attached at hand-off) the
-	// pool holds ready, all kinds together, and how many kinds with
-	// network it keeps; at most Max (default 2). An execution with network
-	// of a further kind runs cold until one is retired (Idle). Such a kind
-	// starts, like any, on its first execution: a server whose requests
-	// never ask for network holds none.
+	// NetworkMax is how many warm jails a kind with network (each its
+	// own network namespace, the execution's egress attached at hand-off)
+	// may grow to, at most Max (default 2), and how many kinds with
+	// network the pool keeps (their key holds things of the request, such
+	// as its collect globs): so at most NetworkMax² warm jails with
+	// network. An execution with network of a further kind runs cold
+	// until one is retired (Idle). Such a kind starts, like any, on its
+	// first execution: a server whose requests never ask for network
+	// holds none.
 	NetworkMax int
 	// ForkServer builds a kind's warm executions by forking a fork server
 	// (sandbox.Template) started for the kind, instead of a jail each: a
