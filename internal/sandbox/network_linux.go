@@ -20,6 +20,15 @@ func (j *Jail) AttachEgress(e Egress) error {
 	if !j.base.Network || j.m.cfg.Unsafe {
 		return fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
 	}
+	// A forked execution makes its own namespace before its payload
+	// starts (Fork returns after that): were it still in its fork
+	// server's, the device would be every later fork's.
+	if j.template != nil {
+		shared, err := netns.Shared(j.initPid(), j.template.initPid())
+		if err != nil || shared {
+			return fmt.Errorf("egress link: the forked execution is not in a network namespace of its own (%v)", err)
+		}
+	}
 	// A forked execution's PID 1 is named by a pid the fork server reaps:
 	// it is checked once the namespace is open (stillAlive).
 	tun, err := netns.OpenLink(j.initPid(), j.stillAlive, netns.Link{Name: EgressInterface, MTU: EgressMTU,
