@@ -53,7 +53,7 @@ func run() int {
 	for _, c := range []struct {
 		srv   **server
 		flags []string
-	}{{&s.fork, nil}, {&s.jails, []string{"--fork-server=false"}}, {&s.cold, []string{"--warm-pool=false"}}} {
+	}{{&s.fork, networkFlags}, {&s.jails, []string{"--fork-server=false"}}, {&s.cold, []string{"--warm-pool=false"}}} {
 		srv, err := startServer(ctx, *binary, c.flags...)
 		if err != nil {
 			return fail(err)

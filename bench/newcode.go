@@ -23,10 +23,23 @@ type newCodeKind struct {
 	name   string
 	code   func(n int64) string
 	pandas bool // needs pandas: the baseline is the environment's python
+	// network asks for network with an allow list (benchAllow): the
+	// execution gets its egress; the snippet connects nowhere.
+	network bool
 }
+
+// benchAllow is the allow list of the network kind: the server's only
+// name (--network-allow), never looked up, since the snippet connects
+// nowhere.
+const benchAllow = "bench.test"
+
+// networkFlags are what the default server needs for the network kind
+// (root only: each egress device is made in a jail's namespace).
+var networkFlags = []string{"--allow-network", "--network-allow", benchAllow}
 
 var newCodeKinds = []newCodeKind{
 	{name: "print", code: func(n int64) string { return fmt.Sprintf("print(%d)", n) }},
+	{name: "print, network on", network: true, code: func(n int64) string { return fmt.Sprintf("print(%d)", n) }},
 	{name: "stdlib imports", code: func(n int64) string {
 		return fmt.Sprintf("import json, re, math\nprint(json.dumps({'v': math.sqrt(%d)}), re.sub('a', 'b', 'a%d'))", n, n)
 	}},
@@ -71,7 +84,7 @@ func prepareNewCode(ctx context.Context, s *server, python string) (*newCode, er
 	nc.next.Store(1000)
 	for _, k := range newCodeKinds {
 		for i := 0; i < 5; i++ { // the first runs start the kind's fork server and pool
-			if _, err := nc.eval(ctx, k.code(nc.next.Add(1)), 300); err != nil {
+			if _, err := nc.eval(ctx, k, k.code(nc.next.Add(1)), 300); err != nil {
 				return nil, fmt.Errorf("warming up %s: %w", k.name, err)
 			}
 		}
@@ -79,8 +92,14 @@ func prepareNewCode(ctx context.Context, s *server, python string) (*newCode, er
 	return nc, nil
 }
 
-func (nc *newCode) eval(ctx context.Context, code string, timeout int) (result, error) {
-	body, _ := json.Marshal(map[string]any{"code": code, "config": map[string]any{"timeout_seconds": timeout}})
+// eval runs code of kind k through /api/v1/eval (with network, when k
+// asks for it).
+func (nc *newCode) eval(ctx context.Context, k newCodeKind, code string, timeout int) (result, error) {
+	cfg := map[string]any{"timeout_seconds": timeout}
+	if k.network {
+		cfg["network"] = map[string]any{"allow": []string{benchAllow}}
+	}
+	body, _ := json.Marshal(map[string]any{"code": code, "config": cfg})
 	r, err := nc.s.post(ctx, body)
 	if err == nil && r.Stdout == "" {
 		err = fmt.Errorf("%q printed nothing", code)
@@ -125,7 +144,7 @@ func (nc *newCode) latency(ctx context.Context, n int) ([]row, error) {
 			}
 			for _, m := range pair {
 				t := time.Now()
-				if _, err := nc.eval(ctx, m.code, 60); err != nil {
+				if _, err := nc.eval(ctx, k, m.code, 60); err != nil {
 					return nil, err
 				}
 				*m.d = append(*m.d, time.Since(t))
@@ -147,8 +166,8 @@ func (nc *newCode) throughput(ctx context.Context, total int) ([]row, []string, 
 	for _, c := range []int{1, 8} {
 		sides, err := interleaved(nc.s, c, total,
 			func() error { return bareStrict(ctx, nc.python, printKind.code(nc.next.Add(1))) },
-			func() error { _, err := nc.eval(ctx, printKind.code(nc.next.Add(1)), 60); return err },
-			func() error { _, err := nc.eval(ctx, "print(1)", 60); return err })
+			func() error { _, err := nc.eval(ctx, printKind, printKind.code(nc.next.Add(1)), 60); return err },
+			func() error { _, err := nc.eval(ctx, printKind, "print(1)", 60); return err })
 		if err != nil {
 			return nil, nil, err
 		}

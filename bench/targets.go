@@ -33,8 +33,11 @@ func targets(rows []row) []string {
 			continue
 		}
 		goal, against := 0.5, "bare python -I -S -c"
-		if k.pandas {
+		switch {
+		case k.pandas:
 			goal, against = 0.1, "a bare venv python importing pandas"
+		case k.network:
+			goal = 1.0
 		}
 		out = append(out, fmt.Sprintf("P1 new code (%s) p50 %s = %.2f× %s (goal ≤ %.2f×): %s",
 			k.name, ms(r.p50), r.ratio, against, goal, verdict(r.ratio <= goal)))

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -195,11 +197,15 @@ func (e *Egress) Close() error {
 		// and a reader delivering a packet at that moment (the jail's
 		// kernel retransmits until the namespace dies, which our open TUN
 		// prevents) waits for the same lock — both would wait forever.
-		// Detaching the TUN's queue first means no packet can be read any
-		// more; a delivery already under way gets readerDrain to finish
-		// (the reader ends by itself if its read fails, else RemoveNIC
-		// stops it while it waits in poll, holding no packet).
-		if tun == nil || detachQueue(fd) == nil {
+		// Removing the device first means no packet can be read any more
+		// and wakes the reader where it waits in poll: its next read
+		// fails and it ends at once, or as soon as a delivery already
+		// under way is done. Where the device cannot be removed, its
+		// queue is detached instead, which does not wake the reader: a
+		// delivery under way then gets readerDrain to finish (the reader
+		// ends by itself if its read fails, else RemoveNIC stops it while
+		// it waits in poll, holding no packet).
+		if tun == nil || removeDevice(fd) == nil || detachQueue(fd) == nil {
 			ended := make(chan struct{})
 			go func() { link.Wait(); close(ended) }()
 			select {
@@ -335,6 +341,34 @@ func addrOf(a tcpip.Address) netip.Addr {
 // readerDrain bounds how long Close lets the TUN's reader finish a packet
 // it read before the queue was detached.
 const readerDrain = 50 * time.Millisecond
+
+// removeDevice deletes the TUN device of descriptor fd from the network
+// namespace it lives in (a jail's, which its descriptor names): the
+// kernel wakes every reader of it, and their reads fail from then on.
+func removeDevice(fd int) error {
+	ns, err := unix.IoctlRetInt(fd, unix.TUNGETDEVNETNS)
+	if err != nil {
+		return os.NewSyscallError("ioctl(TUNGETDEVNETNS)", err)
+	}
+	defer unix.Close(ns)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(ns), unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	defer h.Close()
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.TUNGETIFF, ifr); err != nil {
+		return os.NewSyscallError("ioctl(TUNGETIFF)", err)
+	}
+	link, err := h.LinkByName(ifr.Name())
+	if err != nil {
+		return err
+	}
+	return h.LinkDel(link)
+}
 
 // detachQueue detaches the multi-queue TUN descriptor fd from its device:
 // reads then fail with EBADFD and the kernel queues nothing more for it.

@@ -15,6 +15,7 @@ type kind struct {
 	ready    []*warmJail
 	building int
 	want     int // target number of ready jails
+	max      int // what want may grow to (Config.Max, or NetworkMax)
 	lastUsed time.Time
 	failed   int64
 	retired  bool          // dropped by the janitor; its refiller ends
@@ -38,8 +39,19 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
+	if !ok && spec.Network && p.networkKinds() >= p.cfg.NetworkMax {
+		// A request's own things (collect globs, say) are in the key:
+		// a client could otherwise make network kinds, each with jails
+		// of its own, until the warm cap is theirs. It runs cold.
+		return nil
+	}
 	if !ok {
-		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, refill: make(chan struct{}, 1)}
+		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, max: p.cfg.Max, refill: make(chan struct{}, 1)}
+		if spec.Network {
+			// Few of them (network.go).
+			k.max = p.cfg.NetworkMax
+			k.want = min(k.want, k.max)
+		}
 		if p.cfg.ForkServer && p.forkable(spec) {
 			k.fork = p.forkingFor(spec)
 		}
@@ -78,7 +90,7 @@ func (p *Pool) take(k *kind) (w *warmJail, later bool) {
 		}
 	}
 	spare := len(k.ready) > 0
-	if !spare && k.want < p.cfg.Max {
+	if !spare && k.want < k.max {
 		k.want++ // demand reached or outran the kind's size
 	}
 	p.mu.Unlock()
@@ -251,4 +263,15 @@ func (p *Pool) snapshot() []*kind {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// networkKinds counts the kinds with network. Called with p.mu held.
+func (p *Pool) networkKinds() int {
+	n := 0
+	for _, k := range p.kinds {
+		if k.spec.Network {
+			n++
+		}
+	}
+	return n
 }

@@ -21,12 +21,13 @@ var (
 	descTplMem   = prometheus.NewDesc("pyexec_pool_fork_server_memory_bytes", "Memory held by fork servers (interpreters with their preloads, and lean ones without).", nil, nil)
 	descForkRuns = prometheus.NewDesc("pyexec_pool_forked_executions_total", "Executions served by an execution forked from a fork server.", nil, nil)
 	descLeanRuns = prometheus.NewDesc("pyexec_pool_lean_executions_total", "Of the forked executions, those whose code imports only the standard library, forked from a fork server without preloads.", nil, nil)
+	descNetRuns  = prometheus.NewDesc("pyexec_pool_network_executions_total", "Of the warm executions, those with network: a network namespace of their own, the execution's egress attached at hand-off.", nil, nil)
 	descSess     = prometheus.NewDesc("pyexec_pool_forked_sessions", "Session kernels forked from a fork server, alive.", nil, nil)
 	descSessMem  = prometheus.NewDesc("pyexec_pool_forked_session_memory_bytes", "Memory of their own held by session kernels forked from a fork server.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descPrecopy, descPreMem, descTpl, descTplMem, descForkRuns, descLeanRuns, descSess, descSessMem} {
+	for _, d := range []*prometheus.Desc{descKinds, descWarm, descMemory, descRuns, descFailed, descForked, descForkMem, descPrecopy, descPreMem, descTpl, descTplMem, descForkRuns, descLeanRuns, descNetRuns, descSess, descSessMem} {
 		ch <- d
 	}
 }
@@ -48,6 +49,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTplMem, prometheus.GaugeValue, float64(s.TemplateMemory))
 	ch <- prometheus.MustNewConstMetric(descForkRuns, prometheus.CounterValue, float64(s.ForkedRuns))
 	ch <- prometheus.MustNewConstMetric(descLeanRuns, prometheus.CounterValue, float64(s.LeanRuns))
+	ch <- prometheus.MustNewConstMetric(descNetRuns, prometheus.CounterValue, float64(s.NetworkRuns))
 	ch <- prometheus.MustNewConstMetric(descSess, prometheus.GaugeValue, float64(s.Sessions))
 	ch <- prometheus.MustNewConstMetric(descSessMem, prometheus.GaugeValue, float64(s.SessionMemory))
 }

@@ -50,6 +50,16 @@ type Config struct {
 	MaxWarm int
 	// Idle is how long a kind stays warm without use (default 5 minutes).
 	Idle time.Duration
+	// NetworkMax is how many warm jails a kind with network (each its
+	// own network namespace, the execution's egress attached at hand-off)
+	// may grow to, at most Max (default 2), and how many kinds with
+	// network the pool keeps (their key holds things of the request, such
+	// as its collect globs): so at most NetworkMax² warm jails with
+	// network. An execution with network of a further kind runs cold
+	// until one is retired (Idle). Such a kind starts, like any, on its
+	// first execution: a server whose requests never ask for network
+	// holds none.
+	NetworkMax int
 	// ForkServer builds a kind's warm executions by forking a fork server
 	// (sandbox.Template) started for the kind, instead of a jail each: a
 	// few milliseconds of CPU instead of an interpreter start. A kind whose
@@ -93,6 +103,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxWarm <= 0 {
 		c.MaxWarm = 8
 	}
+	if c.NetworkMax <= 0 {
+		c.NetworkMax = 2
+	}
+	c.NetworkMax = min(c.NetworkMax, c.Max)
 	if c.Idle <= 0 {
 		c.Idle = 5 * time.Minute
 	}
@@ -124,8 +138,8 @@ type Pool struct {
 
 	builds chan struct{} // bounds warm jails being built at once
 
-	hits, misses, cold, forked, lean atomic.Int64
-	forkServers                      atomic.Int64 // running or starting, all kinds
+	hits, misses, cold, forked, lean, network atomic.Int64
+	forkServers                               atomic.Int64 // running or starting, all kinds
 
 	driverSum [sha256.Size]byte // of runner.DriverSource(), for kindKey
 }
@@ -166,7 +180,11 @@ type Stats struct {
 	// LeanRuns are, of ForkedRuns, those whose code needs only the
 	// standard library (runner.Lean), forked from a server that imported
 	// none of the preloads.
-	LeanRuns    int64
+	LeanRuns int64
+	// NetworkRuns are, of Hits, executions with network: a warm jail with
+	// a network namespace of its own, the execution's egress attached to
+	// it at hand-off.
+	NetworkRuns int64
 	Hits        int64 // executions that took a warm jail
 	Misses      int64 // executions of a pooled kind that found none ready
 	Cold        int64 // executions that could not use the pool at all
@@ -176,7 +194,8 @@ type Stats struct {
 // Stats reports the pool's current state.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load(), LeanRuns: p.lean.Load()}
+	s := Stats{Kinds: len(p.kinds), Hits: p.hits.Load(), Misses: p.misses.Load(), Cold: p.cold.Load(), ForkedRuns: p.forked.Load(), LeanRuns: p.lean.Load(),
+		NetworkRuns: p.network.Load()}
 	var ready []*warmJail
 	var forks []*forking
 	var sessions []*sessionFork
@@ -229,16 +248,20 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		return sandbox.Result{}, err
 	}
 	warmArgv, request, ok := runner.Warm(spec.Argv, spec.Env, p.cfg.BaseEnv)
-	// An execution with network runs cold: its egress is attached to a
-	// jail made for it alone (docs/network.md). So does one with a
-	// workspace: it must be mounted before the payload confines itself,
-	// which a warm one did already (see sandbox's slots_linux.go).
-	if !ok || spec.Network || spec.Workspace != nil || !p.fits(spec.Limits.WithDefaults()) {
+	// An execution with a workspace runs cold: it must be mounted before
+	// the payload confines itself, which a warm one did already (see
+	// sandbox's slots_linux.go). One with network takes a warm jail of
+	// its own (network.go), or runs cold without an egress to attach.
+	if !ok || (spec.Network && spec.Egress == nil) || spec.Workspace != nil || !p.fits(spec.Limits.WithDefaults()) {
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	lean := p.leanCode(spec)
+	lean := !spec.Network && p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
+	if k == nil { // network kinds are all taken (kind.go)
+		p.cold.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
 	var w *warmJail
 	if !p.copiesTooMuchFor(k, spec.Limits.WithDefaults().MemoryBytes) {
 		var later bool
@@ -260,17 +283,53 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	defer p.jails.Release(w.jail)
-	defer p.unhold(k.fork, w)
-	res, err := w.run(ctx, spec, request, out)
-	if errors.Is(err, errHandOff) {
-		// It died waiting (its fork server ended, say): the execution
-		// never started, so it runs cold instead.
-		p.cfg.Logger.Warn("a warm jail was gone at hand-off; running cold", "python", describe(k.spec), "err", err)
+	// drop gives w up before a cold retry, so that a dead warm jail's
+	// cgroup and namespaces are not held for the whole cold run.
+	drop := func() {
+		w.proc.Kill()
+		w.proc.Wait()
+		p.unhold(k.fork, w)
+		p.jails.Release(w.jail)
+	}
+	if w.dead() {
+		// Died since take: nothing is attached yet, so the cold run can
+		// still attach this execution's egress.
+		drop()
 		p.misses.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
+	if err := attachEgress(w, spec); err != nil {
+		// Nothing of the execution ran, and the egress serves no device
+		// (Serve failed or was never called). A jail made for it alone
+		// attaches it again, and fails closed with the reason if that
+		// fails too.
+		p.cfg.Logger.Warn("attaching an egress to a warm jail; running cold", "python", describe(k.spec), "err", err)
+		drop()
+		p.misses.Add(1)
+		return p.jails.Run(ctx, spec, out)
+	}
+	res, err := w.run(ctx, spec, request, out)
+	// Every process of w is gone once run returns.
+	p.unhold(k.fork, w)
+	p.jails.Release(w.jail)
+	if errors.Is(err, errHandOff) {
+		// It died waiting (its fork server ended, say): the execution
+		// never started.
+		p.cfg.Logger.Warn("a warm jail was gone at hand-off", "python", describe(k.spec), "network", spec.Network, "err", err)
+		p.misses.Add(1)
+		if spec.Network {
+			// Its egress already serves the dead jail's device and serves
+			// one device in its life: a cold run could not attach it.
+			// The execution fails closed, saying so.
+			return sandbox.Result{Status: sandbox.StatusSetupError, ExitCode: -1,
+				Reason: "the warm execution ended after its egress was attached and before its code ran; nothing ran, try again"}, nil
+		}
+		return p.jails.Run(ctx, spec, out)
+	}
 	p.hits.Add(1)
+	if spec.Network {
+		p.network.Add(1)
+	}
 	if w.tpl != nil {
 		p.forked.Add(1)
 		if lean && w.bare {

@@ -110,8 +110,14 @@ func warmUp(t *testing.T, p *Pool, s sandbox.Spec) {
 	if _, err := p.Run(context.Background(), s, nil); err != nil {
 		t.Fatal(err)
 	}
-	// A fork server loads its interpreter first: under emulation (TCG)
-	// on a busy host that alone takes tens of seconds.
+	waitReady(t, p)
+}
+
+// waitReady waits until p has a warm jail ready. A fork server loads its
+// interpreter first: under emulation (TCG) on a busy host that alone
+// takes tens of seconds.
+func waitReady(t *testing.T, p *Pool) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for p.Stats().Warm == 0 {
 		if time.Now().After(deadline) {
@@ -244,8 +250,8 @@ func TestColdFallback(t *testing.T) {
 			s.Limits.MemoryBytes = 1 << 30
 			return s
 		}(), "big\n"},
-		// Network runs cold, in a jail made for its egress alone (here
-		// none is attached: it has no route out).
+		// Network without an egress runs cold, in a jail with no route
+		// out (network_test.go has warm jails with their egress).
 		{"network", func() sandbox.Spec {
 			s := spec("import socket\nprint([n for _, n in socket.if_nameindex()])\n")
 			s.Network = true

@@ -11,7 +11,8 @@
 # standard library (stdlibready.py) once, reads its configuration, answers {"ready": true, "preloads": [the MODULEs the environment has]},
 # and then forks one execution per request. It never runs user code itself. Each child, before any user code:
 #   - becomes PID 1 (the reaper) of a new pid namespace, with new mount, IPC,
-#     UTS and (unless the jail has network) network namespaces, fresh tmpfs
+#     UTS and network namespaces (only its loopback; with network, the
+#     server attaches the execution's egress to it at hand-off), fresh tmpfs
 #     /work, /tmp and /dev/shm, and a new /proc masked like a cold jail's;
 #     once the server has moved it into the execution's cgroup, a new cgroup
 #     namespace rooted there;
@@ -362,9 +363,10 @@ def _report_failure(status, step, message):
 
 
 def _isolate(req, cfg):
-    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
-    if not cfg["network"]:
-        flags |= CLONE_NEWNET
+    # A network namespace of its own with network too: an execution's
+    # egress device is attached there (sandbox's AttachEgress), never in
+    # the server's namespace, which every execution would share.
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
     _sys("unshare", _libc.unshare, flags)
     # Slaves, not private: the server's mounts are all private already
     # (its jail's init made them so), except its workspace slot, a slave of
@@ -377,16 +379,15 @@ def _isolate(req, cfg):
         _sys("umount /workspace", _libc.umount2, b"/workspace", MNT_DETACH)
     host = cfg["hostname"].encode()
     _sys("sethostname", _libc.sethostname, host, len(host))
-    if not cfg["network"]:
-        # A new namespace's loopback has IFF_LOOPBACK, which the kernel
-        # keeps whatever is set, and no other flag: nothing to read first.
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_LOOPBACK))
-        except OSError as e:
-            raise _Fail("loopback", str(e))
-        finally:
-            s.close()
+    # A new namespace's loopback has IFF_LOOPBACK, which the kernel keeps
+    # whatever is set, and no other flag: nothing to read first.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_LOOPBACK))
+    except OSError as e:
+        raise _Fail("loopback", str(e))
+    finally:
+        s.close()
     size, inodes = req["workspace_bytes"], req["workspace_inodes"]
     _mount("tmpfs", "/work", "tmpfs", MS_NOSUID | MS_NODEV,
            "size=%d,nr_inodes=%d,mode=0755,uid=%d,gid=%d" % (size, inodes, cfg["uid"], cfg["gid"]))

@@ -20,9 +20,10 @@ import (
 // again on ::1, for a server that listens there only; the error then
 // wraps syscall.ECONNREFUSED.
 //
-// Only a jail with a namespace of its own takes it: a forked jail with
-// network shares its fork server's namespace with the other jails forked
-// from it, and one reaching into it would reach theirs.
+// Only a jail with a namespace of its own takes it. A forked jail has one
+// too (its fork server makes one per execution), but one with network is
+// refused all the same: no caller needs it (sessions with network never
+// fork), and its egress is meant to be its only way in or out.
 func (j *Jail) DialInside(ctx context.Context, port int) (net.Conn, error) {
 	if j.m.cfg.Unsafe || (j.reaper != nil && j.base.Network) {
 		return nil, ErrNoOwnNetns

@@ -64,7 +64,6 @@ type forkConfig struct {
 	UID          int           `json:"uid"`
 	GID          int           `json:"gid"`
 	Hostname     string        `json:"hostname"`
-	Network      bool          `json:"network"`
 	Seccomp      []byte        `json:"seccomp"` // struct sock_filter[]; empty: no filter
 	Landlock     *landlockPlan `json:"landlock"`
 	ProcMasked   []string      `json:"proc_masked"`
@@ -138,11 +137,10 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if spec.Network {
-		// A forked execution's route out would have to be attached per
-		// fork; network executions run cold (docs/network.md).
-		return nil, fmt.Errorf("%w: a fork server without network only", ErrUnsupported)
-	}
+	// With network, the server's root has the egress's resolv.conf and
+	// CA certificates, but its namespace only a loopback and never an
+	// egress: each execution makes a network namespace of its own, where
+	// its egress is attached at hand-off (AttachEgress).
 	base := Base{Mounts: spec.Mounts, Network: spec.Network}
 	j, err := m.prepare(ctx, base, true)
 	if err != nil {
@@ -217,7 +215,7 @@ func (m *Manager) StartTemplate(ctx context.Context, spec Spec, out OutputFunc) 
 // config is what each execution of t applies to itself; the same layers,
 // in the same form, as a cold jail.
 func (t *Template) config() (forkConfig, error) {
-	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec", Network: t.base.Network,
+	cfg := forkConfig{UID: t.m.cfg.UID, GID: t.m.cfg.GID, Hostname: "pyexec",
 		ProcMasked: procMasked, ProcReadOnly: procReadOnly, Bounding: forkServerCaps, Relay: relayPath,
 		Slots: t.jail.slot != ""}
 	if !t.m.cfg.Disable.NoSeccomp {

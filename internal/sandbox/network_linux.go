@@ -11,14 +11,27 @@ import (
 // AttachEgress gives a prepared jail with network its route out: a TUN
 // device in the jail's network namespace, addressed and routed as
 // EgressJailAddr4 (and EgressJailAddr6), whose file e then serves. Call
-// it between Prepare and Run; Manager.Run does for Spec.Egress. The device
+// it between Prepare and Run (Manager.Run does for Spec.Egress), or on a
+// warm jail between Start and its payload's HandOff, before any of the
+// execution's code runs (the warm pool does). The device
 // is created from this process (the payload has no capability to make or
 // change interfaces) and dies with the namespace.
 func (j *Jail) AttachEgress(e Egress) error {
 	if !j.base.Network || j.m.cfg.Unsafe {
 		return fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
 	}
-	tun, err := netns.OpenLink(j.initPid(), netns.Link{Name: EgressInterface, MTU: EgressMTU,
+	// A forked execution makes its own namespace before its payload
+	// starts (Fork returns after that): were it still in its fork
+	// server's, the device would be every later fork's.
+	if j.template != nil {
+		shared, err := netns.Shared(j.initPid(), j.template.initPid())
+		if err != nil || shared {
+			return fmt.Errorf("egress link: the forked execution is not in a network namespace of its own (%v)", err)
+		}
+	}
+	// A forked execution's PID 1 is named by a pid the fork server reaps:
+	// it is checked once the namespace is open (stillAlive).
+	tun, err := netns.OpenLink(j.initPid(), j.stillAlive, netns.Link{Name: EgressInterface, MTU: EgressMTU,
 		Addr4: EgressJailAddr4, Addr6: EgressJailAddr6})
 	if err != nil {
 		return fmt.Errorf("egress link: %w", err)

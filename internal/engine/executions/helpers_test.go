@@ -19,6 +19,9 @@ type nodeConfig struct {
 	slots admission.Config
 	exec  Config
 	envs  run.Environments
+	// driver builds the payload's argv (start's default: a plain
+	// script, runtest.PlainDriver).
+	driver run.Driver
 }
 
 // node is a node's executions wired as the engine wires them (without
@@ -135,7 +138,10 @@ func start(t *testing.T, dir string, cfg nodeConfig, runner Runner) *env {
 			}
 		}
 	})
-	e.node = newNode(t, cfg, Deps{Store: st, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{},
+	if cfg.driver == nil {
+		cfg.driver = runtest.PlainDriver{}
+	}
+	e.node = newNode(t, cfg, Deps{Store: st, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: cfg.driver,
 		Envs: cfg.envs})
 	e.eng = e.node.x
 	e.runner, _ = runner.(*runtest.Runner)

@@ -161,7 +161,19 @@ func placeholderRan(t *testing.T, x *run.Execution, got map[string]string) (ph, 
 func secretsEngine(t *testing.T, slots admission.Config) (*env, *egress.LiveCatalog, string) {
 	t.Helper()
 	w := egresstest.New(t)
-	allow, err := egress.ParseRules([]string{"allowed.test"})
+	rc := secretsRun(t, w, "allowed.test")
+	dir := t.TempDir()
+	e := start(t, dir, nodeConfig{exec: Config{Run: rc}, slots: slots}, runtest.Jails(t))
+	return e, rc.Secrets, dir
+}
+
+// secretsRun is the network configuration of an engine whose executions
+// reach the hosts allow of the test world w through an egress that
+// terminates TLS, with the operator secret GITHUB_TOKEN (secretValue, for
+// allowed.test, for the key tester) in a live catalog.
+func secretsRun(t *testing.T, w *egresstest.World, allow ...string) run.Config {
+	t.Helper()
+	rules, err := egress.ParseRules(allow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +189,7 @@ func secretsEngine(t *testing.T, slots admission.Config) (*env, *egress.LiveCata
 	// destinations with, and for the host's bundle the jail trusts.
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(w.CAPEM)
-	netCfg := &egress.Config{Policy: egress.Policy{Allow: allow}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
+	netCfg := &egress.Config{Policy: egress.Policy{Allow: rules}, Guard: guard, Resolver: egress.StaticResolver(w.Hosts),
 		Limits: egress.Limits{ConnectTimeout: 3 * time.Second}, Intercept: &egress.Interception{Issuer: ca, Roots: roots}}
 	bundle := filepath.Join(t.TempDir(), "trust", "ca-bundle.pem")
 	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
@@ -191,11 +203,7 @@ func secretsEngine(t *testing.T, slots admission.Config) (*env, *egress.LiveCata
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	live := egress.NewLiveCatalog(cat)
-	e := start(t, dir, nodeConfig{exec: Config{Run: run.Config{AllowNetwork: true, Network: netCfg,
-		Secrets: live, TrustBundle: bundle}}, slots: slots}, runtest.Jails(t))
-	return e, live, dir
+	return run.Config{AllowNetwork: true, Network: netCfg, Secrets: egress.NewLiveCatalog(cat), TrustBundle: bundle}
 }
 
 // TestSyncQueuedSecretRemoved: a synchronous request that waits for a

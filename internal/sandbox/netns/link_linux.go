@@ -21,12 +21,13 @@ type Link struct {
 
 // OpenLink creates l's TUN device in the network namespace of process pid,
 // addresses and routes it, and returns its non-blocking file: raw IP
-// packets, no header. The device is created from this process (a payload
-// has no capability to make or change interfaces) and dies with the
-// namespace.
-func OpenLink(pid int, l Link) (*os.File, error) {
+// packets, no header. alive is asked, once the namespace is open and
+// before it is entered, whether pid is still the caller's process. The
+// device is created from this process (a payload has no capability to
+// make or change interfaces) and dies with the namespace.
+func OpenLink(pid int, alive func() error, l Link) (*os.File, error) {
 	var tun *os.File
-	err := Do(pid, func() error {
+	err := do(pid, alive, func() error {
 		var err error
 		if tun, err = openTUN(l.Name); err != nil {
 			return err

@@ -126,3 +126,16 @@ func Dial(ctx context.Context, pid int, alive func() error, network, addr string
 	}
 	return c, nil
 }
+
+// Shared reports whether processes a and b are in the same network
+// namespace.
+func Shared(a, b int) (bool, error) {
+	var sa, sb unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", a), &sa); err != nil {
+		return false, os.NewSyscallError("stat", err)
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", b), &sb); err != nil {
+		return false, os.NewSyscallError("stat", err)
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
+}
