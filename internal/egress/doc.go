@@ -20,4 +20,12 @@
 // names; the value must never reach the payload (responses are redacted),
 // an event, a log or an error, nor any destination but the secret's own
 // hosts over TLS. See docs/network.md.
+//
+// It is kept as one package because its parts act on one execution's state,
+// the Egress: the names the DNS answered and pinned are what the TCP
+// decisions check, the byte quotas and events are counted across DNS, TCP
+// and the terminated streams, and the termination budget and TLS sessions
+// belong to it. Split, that state would be exported to every part. What
+// needs none of it is apart already: the HTTP/1 reader (http1), the CA
+// (tlsca) and the test world (egresstest).
 package egress

@@ -13,4 +13,10 @@
 // interfaces.go are what a backend must provide; NATS implements them on any
 // JetStream connection, so the same code runs on the embedded server that
 // StartEmbedded starts or on an external cluster.
+//
+// It is kept as one package because its files are, most of them, one
+// bucket or stream each (records, index, requests, queue, events, audit,
+// artifacts, snapshots, sessions, members) of the same JetStream
+// connection, and share it, its error mapping (ErrConflict, ErrNotFound)
+// and the setup of the embedded server or the cluster; each file is small.
 package store

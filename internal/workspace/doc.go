@@ -41,4 +41,10 @@
 // the directories Prepare returns (Mount.Jail), and the engine decides when
 // to prepare and commit. It never mounts an overlay itself and never runs
 // user code.
+//
+// It is kept as one package because its parts share one format: the
+// manifest and its content-addressed pages are what a commit writes, a
+// merge compares, the cache materialises and the NATS and disk stores
+// keep; split, that format and the commit's conflict rules would be
+// exported to each.
 package workspace

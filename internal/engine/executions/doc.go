@@ -13,4 +13,10 @@
 // or changes an execution before it gets here (it loads the record with
 // Load and compares Record.Owner). It knows nothing of sessions, of HTTP,
 // or of which nodes are alive beyond what Deps.Alive tells.
+//
+// It is kept as one package because every file moves the same record
+// through the same transitions (queued, running, a final state), each
+// checked against the others by compare-and-set on the store: the sync
+// and async paths, kill, recovery after a restart, the settling of a lost
+// node's executions and eviction must agree on them.
 package executions

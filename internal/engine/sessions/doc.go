@@ -20,4 +20,10 @@
 // knows nothing of executions' records. It never decides a session's
 // network itself (the planner does), and never starts a kernel with
 // network whose egress was not attached.
+//
+// It is kept as one package because every part changes the same *Live
+// session and its kernel under the session's one lock: a cell, a restart,
+// a snapshot, a fork, hibernation, parking and a checkpoint each check
+// the others' states there. Split, that state machine would be spread
+// over packages that export its insides.
 package sessions
