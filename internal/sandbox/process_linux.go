@@ -79,7 +79,8 @@ func (p *Process) MemoryUsage() int64 {
 // to l (cgroup memory, tasks and CPU, workspace sizes), writes files into
 // the workspace, restarts the wall clock and the CPU budget, and sends
 // request on the request pipe, which it then closes. Limits may only
-// shrink: a warm jail is started with the pool's ceilings.
+// shrink (a warm jail is started with the pool's ceilings), but for the
+// sizes of /work, /tmp and /dev/shm, which are set to l either way.
 func (p *Process) HandOff(l Limits, files []File, request []byte) error {
 	if err := p.Retune(l, files); err != nil {
 		return err
