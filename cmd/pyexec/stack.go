@@ -264,6 +264,7 @@ func poolConfig(cfg config.Config, log *slog.Logger) pool.Config {
 	return pool.Config{
 		BaseEnv:        engine.BaseEnv(),
 		Ceilings:       ceilings,
+		ScratchBytes:   int64(cfg.DefaultDiskMB) << 20,
 		Max:            cfg.PoolPerKind,
 		MaxWarm:        cfg.PoolMaxWarm,
 		Idle:           cfg.PoolIdle,

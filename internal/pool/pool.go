@@ -42,6 +42,11 @@ type Config struct {
 	// less of anything (the hand-off tightens), never for more; its open
 	// files, file size and output caps must equal these.
 	Ceilings sandbox.Limits
+	// ScratchBytes is the size a warm jail's /work and /tmp start with
+	// (default and at most Ceilings.WorkspaceBytes): the size most requests
+	// ask for, so that their hand-off has no mount to resize; one asking
+	// for more, up to the ceiling, has them grown at its hand-off.
+	ScratchBytes int64
 	// Min is how many warm jails a kind keeps while it is in use; Max is
 	// how many it may grow to under demand. Defaults 1 and 4.
 	Min, Max int
@@ -117,6 +122,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Ceilings = c.Ceilings.WithDefaults()
+	if c.ScratchBytes <= 0 || c.ScratchBytes > c.Ceilings.WorkspaceBytes {
+		c.ScratchBytes = c.Ceilings.WorkspaceBytes
+	}
 	return c
 }
 
@@ -373,6 +381,7 @@ func (p *Pool) fits(l sandbox.Limits) bool {
 // warmSpec is the spec a warm jail of spec's kind starts with.
 func warmSpec(spec sandbox.Spec, argv []string, cfg Config) sandbox.Spec {
 	l := cfg.Ceilings
+	l.WorkspaceBytes = cfg.ScratchBytes
 	// A warm jail may wait long; its clock restarts at the hand-off.
 	l.WallTime, l.CPUTime = 24*time.Hour, 24*time.Hour
 	return sandbox.Spec{

@@ -235,6 +235,32 @@ func TestHandOffLimitsAreEnforced(t *testing.T) {
 	})
 }
 
+// TestWarmWorkspaceHasTheSizeAskedFor: a warm jail's /work starts at
+// ScratchBytes; a request asking for that gets it as it is, one asking
+// for more (up to the ceiling) or less gets its own size, warm.
+func TestWarmWorkspaceHasTheSizeAskedFor(t *testing.T) {
+	forEachMode(t, func(t *testing.T, fork bool) {
+		p := newPool(t, Config{Ceilings: sandbox.Limits{WorkspaceBytes: 128 << 20}, ScratchBytes: 32 << 20, ForkServer: fork})
+		code := "import os\nfor d in ('/work', '/tmp'):\n    s = os.statvfs(d); print(d, s.f_blocks * s.f_frsize >> 20)\n"
+		s := spec(code)
+		s.Limits.WorkspaceBytes = 32 << 20
+		warmUp(t, p, s)
+		for _, mib := range []int64{32, 128, 8} {
+			s := spec(code)
+			s.Limits.WorkspaceBytes = mib << 20
+			waitReady(t, p)
+			hits := p.Stats().Hits
+			res := run(t, p, s)
+			if p.Stats().Hits != hits+1 {
+				t.Fatalf("%d MiB: not served warm: %+v", mib, p.Stats())
+			}
+			if want := fmt.Sprintf("/work %d\n/tmp %d\n", mib, mib); string(res.Stdout) != want {
+				t.Errorf("%d MiB asked: %q, want %q (stderr %s)", mib, res.Stdout, want, res.Stderr)
+			}
+		}
+	})
+}
+
 // TestColdFallback: what a warm jail cannot serve runs cold, correctly.
 func TestColdFallback(t *testing.T) {
 	p := newPool(t, Config{Ceilings: sandbox.Limits{MemoryBytes: 256 << 20}})

@@ -119,6 +119,7 @@ func (j *Jail) newProcess(ctx context.Context, spec Spec, out OutputFunc) *Proce
 	if dir == "" {
 		dir = WorkDir
 	}
+	p.scratch = scratchSizes(limits)
 	p.exec = &execMsg{Argv: spec.Argv, Env: spec.Env, Dir: dir, Files: spec.Files, Limits: limits,
 		Channel: spec.ResultChannel, Requests: spec.Requests}
 	if spec.Collect != nil {
@@ -178,6 +179,11 @@ type Process struct {
 	// handedFiles are the files HandOff wrote: init never saw them, so
 	// the parent leaves them out of the collected files if unchanged.
 	handedFiles []File
+	// scratch is what the jail's tmpfs mounts were sized to: at start
+	// (init's mountScratch, or the fork server's mounts for a forked
+	// execution), then by each Retune. Only Retune reads or changes it
+	// after newProcess.
+	scratch [3]scratchSize
 }
 
 // failed ends a Process that never started its payload.
