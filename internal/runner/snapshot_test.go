@@ -214,6 +214,56 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	})
 }
 
+// blobs are out-of-band buffers as numpy's arrays hand them to pickle,
+// made with the standard library alone: small and large (past the 2 MiB
+// from which a load reads them into a memory map of their own), writable
+// and read-only, one of a size that is not a multiple of a page.
+const blobs = `
+import hashlib, os, pickle
+class Blob:
+    def __init__(self, b):
+        self.b = b
+    def __reduce_ex__(self, protocol):
+        return Blob, (pickle.PickleBuffer(self.b),)
+    def digest(self):
+        m = memoryview(self.b)
+        return hashlib.sha256(m).hexdigest()[:16], m.nbytes, m.readonly
+blobs = [Blob(bytearray(os.urandom(n))) for n in (10, 2 << 20, (5 << 20) + 3)] + [Blob(bytes(range(256)) * (12 << 12))]
+`
+
+// TestSnapshotLargeBuffers: buffers of every size come back equal, as
+// writable as they were, and a restored kernel's state (its large buffers
+// in memory maps) saves and restores again.
+func TestSnapshotLargeBuffers(t *testing.T) {
+	forEachPython(t, func(t *testing.T, python string) {
+		digests := "[x.digest() for x in blobs]"
+		a := startKernel(t, python)
+		a.exec(blobs)
+		want := a.value(digests)
+		state, _ := a.save()
+		b := startKernel(t, python)
+		if _, err := b.load(state); err != nil {
+			t.Fatalf("load: %s\n%s", err.Value, err.Traceback)
+		}
+		if got := b.value(digests); got != want {
+			t.Fatalf("restored %s, saved %s", got, want)
+		}
+		b.exec("for x in blobs[:3]:\n    m = memoryview(x.b)\n    m[-1] = m[-1] ^ 1")
+		want = b.value(digests)
+		if want == a.value(digests) {
+			t.Fatal("the restored buffers did not change")
+		}
+		state, _ = b.save()
+		c := startKernel(t, python)
+		if _, err := c.load(state); err != nil {
+			t.Fatalf("load of the restored state: %s\n%s", err.Value, err.Traceback)
+		}
+		if got := c.value(digests); got != want {
+			t.Errorf("restored twice %s, saved %s", got, want)
+		}
+	})
+}
+
 func TestSnapshotNamesWhatItCannotSave(t *testing.T) {
 	k := startKernel(t, "/usr/bin/python3")
 	k.exec(`

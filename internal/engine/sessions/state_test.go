@@ -161,3 +161,42 @@ func TestSnapshotWhoseInterpreterEndsEndsTheSession(t *testing.T) {
 		t.Errorf("the session after its interpreter ended in a snapshot: %v, want not found", err)
 	}
 }
+
+// TestRestoredStateCountsAgainstTheMemoryLimit: the memory a session's
+// state is loaded into is its own jail's: a restore under a limit the
+// state does not fit fails, and a restored or forked session's memory
+// holds its state (40 MiB of out-of-band buffer, as numpy's arrays pickle).
+func TestRestoredStateCountsAgainstTheMemoryLimit(t *testing.T) {
+	v := newVault(t)
+	svc := newServiceWith(t, Config{}, true, v)
+	ctx := context.Background()
+	a := newSession(t, svc, Request{})
+	cell(t, svc, a, "import hashlib, pickle, os\nclass Blob:\n    def __init__(self, b):\n        self.b = b\n"+
+		"    def __reduce_ex__(self, protocol):\n        return Blob, (pickle.PickleBuffer(self.b),)\n"+
+		"blob = Blob(bytearray(os.urandom(1 << 20)) * 40)")
+	digest := "hashlib.sha256(memoryview(blob.b)).hexdigest()"
+	want := result(cell(t, svc, a, digest))
+	saved, err := svc.Snapshot(ctx, live(t, svc, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Restore(ctx, Request{Caller: tester, MemoryBytes: 32 << 20}, v.open(t, saved.ID, tester)); err == nil {
+		t.Fatal("a 40 MiB state was restored into a session of 32 MiB")
+	}
+	restored, err := svc.Restore(ctx, Request{Caller: tester}, v.open(t, saved.ID, tester))
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := svc.Fork(ctx, live(t, svc, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{restored.ID, child.ID} {
+		if got := result(cell(t, svc, id, digest)); got != want {
+			t.Errorf("session %s: %s, want %s", id, got, want)
+		}
+		if info := live(t, svc, id).Info(); info.MemoryBytes < 40<<20 || info.MemoryLimit != 64<<20 {
+			t.Errorf("session %s: %d bytes in use of %d, want its 40 MiB state in them", id, info.MemoryBytes, info.MemoryLimit)
+		}
+	}
+}
