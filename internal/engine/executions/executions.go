@@ -191,6 +191,9 @@ type Service struct {
 	// owners counts the executions this node owns (see own): Wait waits
 	// until each has recorded its final state, sync ones included.
 	owners sync.WaitGroup
+	// teardowns are the egresses of finished executions being torn
+	// down after their answers; Wait waits for them.
+	teardowns *teardowns
 
 	// peeks is the semaphore of followers' record reads (follow.go).
 	peeks chan struct{}
@@ -237,6 +240,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		stop:       stop,
 		owned:      make(map[string]*owner),
 		peeks:      make(chan struct{}, maxPeeks),
+		teardowns:  newTeardowns(log),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
 	}, nil
 }
@@ -303,6 +307,8 @@ func (e *Service) StopUnstarted() {
 func (e *Service) Wait() {
 	e.wg.Wait()
 	e.owners.Wait()
+	// Every execution has its record: no teardown starts any more.
+	e.teardowns.wait()
 }
 
 // Abort stops what still runs: the executions end failed with reason
