@@ -320,6 +320,7 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 			return nil, true
 		}
 		f.full.tpl, f.lean.tpl = tpl, nil
+		f.full.slots, f.lean.slots = f.lean.slots, nil
 	}
 	return tpl, false
 }
