@@ -188,7 +188,9 @@ func (e *Egress) Close() error { return e.Finish()() }
 // execution's answer need not wait for). Until then the stack may still
 // read the device, but nothing it reads goes anywhere: once Finish has
 // begun every handler refuses, and no event is reported. Only the first
-// call's teardown does anything; a later one's returns nil.
+// call's teardown does anything, once however often it is called (its
+// device's descriptor number may belong to another device by then); a
+// later call's returns nil.
 func (e *Egress) Finish() (teardown func() error) {
 	e.mu.Lock()
 	if e.closed {
@@ -211,7 +213,7 @@ func (e *Egress) Finish() (teardown func() error) {
 	close(e.out)
 	e.mu.Unlock()
 	<-e.outDone
-	return func() error { return stopStack(s, tun, fd, link) }
+	return sync.OnceValue(func() error { return stopStack(s, tun, fd, link) })
 }
 
 // stopStack stops the stack s reading the TUN device tun (descriptor
