@@ -30,7 +30,13 @@ func (j *Jail) AttachEgress(e Egress) error {
 			tun.Close()
 			return fmt.Errorf("egress link: the jail's process is gone: %w", err)
 		}
-	} else {
+		// A device removed since is made anew, or fails with its reason.
+		if netns.Serving(tun) != nil {
+			tun.Close()
+			tun = nil
+		}
+	}
+	if tun == nil {
 		var err error
 		if tun, err = j.openEgressLink(); err != nil {
 			return err
@@ -49,6 +55,15 @@ func (j *Jail) AttachEgress(e Egress) error {
 // device until then. It is this jail's alone, in its own namespace, and
 // is closed with the jail unless an egress took it.
 func (j *Jail) PrepareEgressLink() error {
+	errHas := errors.New("egress link: the jail is closed or has one")
+	// Checked before the device is made as well as after (a device of
+	// the same name fails to be made, see netns.OpenLink).
+	j.mu.Lock()
+	taken := j.closed || j.egressLink != nil
+	j.mu.Unlock()
+	if taken {
+		return errHas
+	}
 	tun, err := j.openEgressLink()
 	if err != nil {
 		return err
@@ -57,7 +72,7 @@ func (j *Jail) PrepareEgressLink() error {
 	defer j.mu.Unlock()
 	if j.closed || j.egressLink != nil {
 		tun.Close()
-		return errors.New("egress link: the jail is closed or has one")
+		return errHas
 	}
 	j.egressLink = tun
 	return nil
