@@ -285,7 +285,8 @@ func (e *Egress) emit(ev Event) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.outClosed {
+	if e.outClosed { // a straggler after Finish: dropped, not reported
+		e.events.Add(-1)
 		e.dropped.Add(1)
 		return
 	}
