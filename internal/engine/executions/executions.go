@@ -301,7 +301,8 @@ func (e *Service) StopUnstarted() {
 }
 
 // Wait waits until every execution this node owned has its final record
-// and every goroutine the service started has returned. Nothing is added
+// and every goroutine the service started has returned (but egress
+// teardowns Abort gave up on). Nothing is added
 // once Close was called: own and hold refuse, and every other Add happens
 // in a goroutine already counted.
 func (e *Service) Wait() {
@@ -312,9 +313,11 @@ func (e *Service) Wait() {
 }
 
 // Abort stops what still runs: the executions end failed with reason
-// node_lost, as their node is going away.
+// node_lost, as their node is going away; Wait no longer waits for the
+// egress teardowns left after executions' answers (teardowns).
 func (e *Service) Abort() {
 	e.cancelBase(errShutdown)
+	e.teardowns.giveUp()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, o := range e.owned {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/pyexec/pyexec/internal/egress"
@@ -64,15 +66,21 @@ const maxTeardowns = 8
 // response need not wait for. By then the payload's processes are gone
 // and the egress relays nothing; the device dies with the namespace it
 // keeps alive. Wait waits for every teardown, so that nothing outlives
-// the service.
+// the service, unless Abort gave up on them (a teardown stuck in the
+// kernel): the process's exit then closes what is left.
 type teardowns struct {
 	log  *slog.Logger
 	wg   sync.WaitGroup
 	busy chan struct{} // one per teardown running (maxTeardowns)
+
+	mu       sync.Mutex
+	running  map[string]int // executions whose teardown runs in the background
+	given    chan struct{}  // closed by giveUp
+	giveOnce sync.Once
 }
 
 func newTeardowns(log *slog.Logger) *teardowns {
-	return &teardowns{log: log, busy: make(chan struct{}, maxTeardowns)}
+	return &teardowns{log: log, busy: make(chan struct{}, maxTeardowns), running: map[string]int{}, given: make(chan struct{})}
 }
 
 // finisher is an egress whose part in its execution can end ahead of its
@@ -98,12 +106,37 @@ func (t *teardowns) finish(id string, eg finisher) {
 		return
 	}
 	t.wg.Add(1)
+	t.mu.Lock()
+	t.running[id]++
+	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
 		defer func() { <-t.busy }()
 		run()
+		t.mu.Lock()
+		if t.running[id]--; t.running[id] == 0 {
+			delete(t.running, id)
+		}
+		t.mu.Unlock()
 	}()
 }
 
-// wait returns once every teardown started is over.
-func (t *teardowns) wait() { t.wg.Wait() }
+// wait returns once every teardown started is over, or once giveUp was
+// called, saying which are left.
+func (t *teardowns) wait() {
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-t.given:
+		t.mu.Lock()
+		left := slices.Sorted(maps.Keys(t.running))
+		t.mu.Unlock()
+		if len(left) > 0 {
+			t.log.Warn("stopping with egress teardowns still running", "execution_ids", left)
+		}
+	}
+}
+
+// giveUp makes wait return without waiting for the teardowns left.
+func (t *teardowns) giveUp() { t.giveOnce.Do(func() { close(t.given) }) }

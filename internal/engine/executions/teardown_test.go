@@ -2,6 +2,7 @@ package executions
 
 import (
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,5 +62,32 @@ func TestTeardownsAfterTheAnswer(t *testing.T) {
 	}
 	if n := done.Load(); n != maxTeardowns+1 {
 		t.Fatalf("%d teardowns ran, want %d", n, maxTeardowns+1)
+	}
+}
+
+// TestTeardownsGivenUp: once given up (Service.Abort), wait returns while
+// a teardown is stuck, and says which execution's it is.
+func TestTeardownsGivenUp(t *testing.T) {
+	var logged strings.Builder
+	td := newTeardowns(slog.New(slog.NewTextHandler(&logged, nil)))
+	release := make(chan struct{})
+	defer close(release)
+	var done atomic.Int64
+	td.finish("stuck", slowEgress{release: release, done: &done})
+	waited := make(chan struct{})
+	go func() { td.wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("wait returned while a teardown runs")
+	case <-time.After(100 * time.Millisecond):
+	}
+	td.giveUp()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("wait did not return once given up")
+	}
+	if !strings.Contains(logged.String(), "stuck") {
+		t.Errorf("the execution left is not named: %q", logged.String())
 	}
 }
