@@ -52,7 +52,7 @@ type Egress struct {
 	link   stack.LinkEndpoint // the TUN's reader, stopped by detaching its queue
 	conns  map[*relay]struct{}
 	closed bool
-	// outClosed is set when out is closed: only Close, once every
+	// outClosed is set when out is closed: only Finish, once every
 	// handler is done; a straggler's event is then only counted.
 	outClosed bool
 	names     *nameTable
@@ -176,12 +176,26 @@ func (e *Egress) serveLink(link stack.LinkEndpoint) error {
 }
 
 // Close cuts every connection, stops the stack and returns once every
-// event is out. It is safe to call more than once.
-func (e *Egress) Close() error {
+// event is out and the device is gone. It is safe to call more than once.
+func (e *Egress) Close() error { return e.Finish()() }
+
+// Finish ends the egress's part in its execution, whose payload is gone:
+// it cuts every connection, waits for every handler and returns once
+// every event is out, so that the execution's record can be made. What
+// is left is the teardown it returns, for the caller to run once: it
+// removes the TUN device, stops the stack and closes the device's file
+// (the kernel's removal of a device takes tens of milliseconds, which an
+// execution's answer need not wait for). Until then the stack may still
+// read the device, but nothing it reads goes anywhere: once Finish has
+// begun every handler refuses, and no event is reported. Only the first
+// call's teardown does anything, once however often it is called (its
+// device's descriptor number may belong to another device by then); a
+// later call's returns nil.
+func (e *Egress) Finish() (teardown func() error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return nil
+		return func() error { return nil }
 	}
 	e.closed = true
 	s, tun, fd, link := e.stack, e.tun, e.tunFD, e.link
@@ -191,6 +205,20 @@ func (e *Egress) Close() error {
 	e.mu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+	// Every handler is done and no new one starts (track and goTracked
+	// refuse once closed): the last events go out now. A straggler's
+	// event (a refusal the stack is still delivering) is only counted.
+	e.mu.Lock()
+	e.outClosed = true
+	close(e.out)
+	e.mu.Unlock()
+	<-e.outDone
+	return sync.OnceValue(func() error { return stopStack(s, tun, fd, link) })
+}
+
+// stopStack stops the stack s reading the TUN device tun (descriptor
+// fd, read by link) and closes tun; either may be nil.
+func stopStack(s *stack.Stack, tun *os.File, fd int, link stack.LinkEndpoint) error {
 	if s != nil {
 		// The link's reader must have ended before the NIC is removed:
 		// RemoveNIC holds the link's lock while it waits for the reader,
@@ -217,12 +245,6 @@ func (e *Egress) Close() error {
 		s.Close()
 		s.Wait()
 	}
-	// Nothing emits any more: the last events go out before Close returns.
-	e.mu.Lock()
-	e.outClosed = true
-	close(e.out)
-	e.mu.Unlock()
-	<-e.outDone
 	if tun != nil {
 		return tun.Close()
 	}
@@ -263,7 +285,8 @@ func (e *Egress) emit(ev Event) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.outClosed {
+	if e.outClosed { // a straggler after Finish: dropped, not reported
+		e.events.Add(-1)
 		e.dropped.Add(1)
 		return
 	}

@@ -69,6 +69,9 @@ type server struct {
 	// inUse counts the executions forked from tpl that run (see hold): a
 	// lean server is retired to make room only while it has none.
 	inUse int
+	// slots is the count tpl holds a place in while it runs or starts
+	// (see serverSlots).
+	slots *atomic.Int64
 }
 
 // forkingFor returns the fork server of warm spec ws, creating its entry
@@ -263,12 +266,15 @@ func (f *forking) bareServer(tpl *sandbox.Template) bool {
 // f's full server serves instead (see below) or a lean server was retired
 // to make room for it (see retireLean).
 func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bool) {
-	// At most MaxForkServers run at once: a kind beyond them builds warm
-	// jails until one ends, or a lean server makes room for a full one.
-	if p.forkServers.Add(1) > int64(p.cfg.MaxForkServers) {
-		p.forkServers.Add(-1)
+	// At most MaxForkServers run at once (network kinds' apart): a kind
+	// beyond them builds warm jails until one ends, or a lean server
+	// makes room for a full one.
+	slots, limit := p.serverSlots(f)
+	if slots.Add(1) > int64(limit) {
+		slots.Add(-1)
 		return nil, s == &f.full && p.retireLean(f)
 	}
+	s.slots = slots
 	ch := make(chan struct{})
 	s.starting = ch
 	spec := templateSpec(f.spec, p.cfg, s == &f.lean)
@@ -279,7 +285,8 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 	close(ch)
 	switch {
 	case err != nil:
-		p.forkServers.Add(-1)
+		slots.Add(-1)
+		s.slots = nil
 		if p.ctx.Err() == nil {
 			s.off = err.Error()
 			p.cfg.Logger.Warn("no fork server for this kind: using warm jails", "python", describe(f.spec), "lean", s == &f.lean, "reason", err)
@@ -313,6 +320,7 @@ func (p *Pool) startServer(f *forking, s *server) (_ *sandbox.Template, again bo
 			return nil, true
 		}
 		f.full.tpl, f.lean.tpl = tpl, nil
+		f.full.slots, f.lean.slots = f.lean.slots, nil
 	}
 	return tpl, false
 }
@@ -328,7 +336,8 @@ func (p *Pool) retireLean(f *forking) bool {
 	p.mu.Lock()
 	all := []*forking{f}
 	for _, g := range p.forks {
-		if g != f {
+		// Only a server of the same places makes room.
+		if g != f && g.spec.Network == f.spec.Network {
 			all = append(all, g)
 		}
 	}
@@ -366,7 +375,20 @@ func (p *Pool) dropServer(s *server) {
 	}
 	s.tpl.Close()
 	s.tpl, s.inUse = nil, 0
-	p.forkServers.Add(-1)
+	s.slots.Add(-1)
+	s.slots = nil
+}
+
+// serverSlots returns the count of running fork servers that f's servers
+// take a place in, and its limit: network kinds' servers have places of
+// their own (NetworkMax), so that a server's first execution with network
+// never leaves one of its other kinds without a fork server, nor the
+// other way round.
+func (p *Pool) serverSlots(f *forking) (*atomic.Int64, int) {
+	if f.spec.Network {
+		return &p.networkForkServers, p.cfg.NetworkMax
+	}
+	return &p.forkServers, p.cfg.MaxForkServers
 }
 
 // hold counts w, about to run, as an execution of the fork server of f it
@@ -422,7 +444,9 @@ func (p *Pool) forkWarm(k *kind, tpl *sandbox.Template, bare, copyAhead bool) (*
 	}
 	n, _ := tpl.Precopy()
 	precopied := copyAhead && sandbox.PrecopyFits(n, k.spec.Limits.WithDefaults().MemoryBytes)
-	return &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare, precopied: precopied}, true, nil
+	w := &warmJail{jail: j, proc: proc, relay: r, tpl: tpl, bare: bare, precopied: precopied}
+	p.prepareLink(w, k.spec)
+	return w, true, nil
 }
 
 // countFork runs fork, one fork from f's server tpl, and keeps that

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"strings"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
@@ -39,7 +40,7 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
-	if !ok && spec.Network && p.networkKinds() >= p.cfg.NetworkMax {
+	if !ok && spec.Network && !p.networkShapes()[shape(key)] && len(p.networkShapes()) >= p.cfg.NetworkMax {
 		// A request's own things (collect globs, say) are in the key:
 		// a client could otherwise make network kinds, each with jails
 		// of its own, until the warm cap is theirs. It runs cold.
@@ -151,7 +152,9 @@ func (p *Pool) build(k *kind) {
 		w, forked, err = p.fork(k)
 	}
 	if !forked {
-		w, err = startWarm(p.ctx, p.jails, k.spec)
+		if w, err = startWarm(p.ctx, p.jails, k.spec); err == nil {
+			p.prepareLink(w, k.spec)
+		}
 	}
 	if err != nil {
 		p.unreserve(k)
@@ -265,13 +268,20 @@ func (p *Pool) snapshot() []*kind {
 	return ks
 }
 
-// networkKinds counts the kinds with network. Called with p.mu held.
-func (p *Pool) networkKinds() int {
-	n := 0
+// networkShapes returns the shapes (see shape) of the kinds with network.
+// Called with p.mu held.
+func (p *Pool) networkShapes() map[string]bool {
+	shapes := map[string]bool{}
 	for _, k := range p.kinds {
 		if k.spec.Network {
-			n++
+			shapes[shape(k.key)] = true
 		}
 	}
-	return n
+	return shapes
 }
+
+// shape is what the kind of key is made for, whatever code it serves: a
+// kind for code that needs only the standard library and the kind for
+// any code of the same spec have one shape, and fork from one fork
+// server's two servers (forking).
+func shape(key string) string { return strings.TrimSuffix(key, "/lean") }

@@ -15,6 +15,11 @@ import (
 // serves one execution and is then destroyed, so no namespace, device or
 // connection outlives the execution it was given to. Such a kind starts,
 // like any, on its first execution, and keeps at most NetworkMax ready.
+// Code that needs only the standard library forks, with network as
+// without, from its fork server's lean server (no preloads to copy or
+// tear down); the kinds with network have NetworkMax fork servers of
+// their own (serverSlots), so that they never take the place of another
+// kind's.
 
 // attachEgress gives w the route out of spec's execution, when it has
 // network: a TUN device in w's network namespace, served by spec.Egress.
@@ -24,4 +29,16 @@ func attachEgress(w *warmJail, spec sandbox.Spec) error {
 		return nil
 	}
 	return w.jail.AttachEgress(spec.Egress)
+}
+
+// prepareLink makes w's egress device ahead when its kind has network, so
+// that the hand-off only starts serving it (sandbox.Jail.PrepareEgressLink).
+// Where that fails, attachEgress makes it at hand-off, and fails closed.
+func (p *Pool) prepareLink(w *warmJail, spec sandbox.Spec) {
+	if !spec.Network {
+		return
+	}
+	if err := w.jail.PrepareEgressLink(); err != nil {
+		p.cfg.Logger.Warn("making a warm execution's egress device ahead; it is made at hand-off", "python", describe(spec), "err", err)
+	}
 }

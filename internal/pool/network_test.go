@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/sandbox"
 )
@@ -198,5 +199,63 @@ func TestNetworkKindsBoundedTogether(t *testing.T) {
 	p.mu.Unlock()
 	if kinds != 2 || warm > 4 {
 		t.Fatalf("%d network kinds holding %d warm jails: want 2 kinds, at most 4 jails", kinds, warm)
+	}
+}
+
+// TestNetworkForkServersApart: a kind with network forks from a fork
+// server of its own without taking a place of MaxForkServers: on a pool
+// whose one place the plain kind holds, both kinds still fork, and the
+// plain kind keeps its server.
+func TestNetworkForkServersApart(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, MaxForkServers: 1})
+	plain := spec("print('plain')\n")
+	warmUp(t, p, plain)
+	before := p.Stats()
+	if res := run(t, p, plain); res.Status != sandbox.StatusOK {
+		t.Fatalf("plain: %s %s", res.Status, res.Stderr)
+	}
+	served(t, p, true, before.ForkedRuns)
+	const code = "print('net')\n"
+	warmUp(t, p, netSpec(t, code, &testEgress{}))
+	bothReady := func() { // one of each kind: the plain kind alone may hold two
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			ready := map[bool]int{} // by network
+			p.mu.Lock()
+			for _, k := range p.kinds {
+				ready[k.spec.Network] += len(k.ready)
+			}
+			p.mu.Unlock()
+			if ready[false] > 0 && ready[true] > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not both kinds warm after 60s: %+v", p.Stats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	bothReady()
+	for i := range 2 {
+		before = p.Stats()
+		eg := &testEgress{}
+		if res := run(t, p, netSpec(t, code, eg)); res.Status != sandbox.StatusOK || !eg.served() {
+			t.Fatalf("network run %d: %s %s; egress served: %v", i, res.Status, res.Stderr, eg.served())
+		}
+		if p.Stats().NetworkRuns != before.NetworkRuns+1 {
+			t.Fatalf("network run %d not served warm: %+v", i, p.Stats())
+		}
+		served(t, p, true, before.ForkedRuns)
+		bothReady()
+		before = p.Stats()
+		if res := run(t, p, plain); res.Status != sandbox.StatusOK {
+			t.Fatalf("plain run %d: %s %s", i, res.Status, res.Stderr)
+		}
+		served(t, p, true, before.ForkedRuns)
+		bothReady()
+	}
+	if n := len(forkServers()); n != 2 {
+		t.Errorf("%d fork servers run, want 2 (the plain kind's and the network kind's)", n)
 	}
 }

@@ -57,13 +57,15 @@ type Config struct {
 	Idle time.Duration
 	// NetworkMax is how many warm jails a kind with network (each its
 	// own network namespace, the execution's egress attached at hand-off)
-	// may grow to, at most Max (default 2), and how many kinds with
+	// may grow to, at most Max (default 2); how many shapes of kinds with
 	// network the pool keeps (their key holds things of the request, such
-	// as its collect globs): so at most NetworkMax² warm jails with
-	// network. An execution with network of a further kind runs cold
-	// until one is retired (Idle). Such a kind starts, like any, on its
-	// first execution: a server whose requests never ask for network
-	// holds none.
+	// as its collect globs; a shape is a kind for any code and its kind
+	// for code that needs only the standard library): so at most
+	// 2·NetworkMax² warm jails with network; and how many fork servers
+	// kinds with network run, apart from MaxForkServers. An execution with
+	// network of a further shape runs cold until one is retired (Idle).
+	// Such a kind starts, like any, on its first execution: a server whose
+	// requests never ask for network holds none.
 	NetworkMax int
 	// ForkServer builds a kind's warm executions by forking a fork server
 	// (sandbox.Template) started for the kind, instead of a jail each: a
@@ -83,9 +85,11 @@ type Config struct {
 	// starts confined. nil: only code without mounts forks.
 	TrustedMount func(dir string) bool
 	// MaxForkServers bounds the fork servers running at once, all kinds
-	// together (default 4): each holds an interpreter and its preloads
-	// (20–120 MiB). A kind beyond them builds warm jails; a full server
-	// beyond them takes the place of a lean one that runs no execution.
+	// without network together (default 4): each holds an interpreter
+	// and its preloads (20–120 MiB). A kind beyond them builds warm
+	// jails; a full server beyond them takes the place of a lean one that
+	// runs no execution. Kinds with network have NetworkMax fork servers
+	// of their own, apart from these.
 	MaxForkServers int
 	// PrecopyProbe bounds the probe a fork server with preloads runs at
 	// its start to learn which pages its executions write, which each
@@ -147,7 +151,8 @@ type Pool struct {
 	builds chan struct{} // bounds warm jails being built at once
 
 	hits, misses, cold, forked, lean, network atomic.Int64
-	forkServers                               atomic.Int64 // running or starting, all kinds
+	forkServers                               atomic.Int64 // running or starting, kinds without network
+	networkForkServers                        atomic.Int64 // running or starting, kinds with network
 
 	driverSum [sha256.Size]byte // of runner.DriverSource(), for kindKey
 }
@@ -264,7 +269,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}
-	lean := !spec.Network && p.leanCode(spec)
+	lean := p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
 	if k == nil { // network kinds are all taken (kind.go)
 		p.cold.Add(1)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,10 +16,72 @@ import (
 // warm jail between Start and its payload's HandOff, before any of the
 // execution's code runs (the warm pool does). The device
 // is created from this process (the payload has no capability to make or
-// change interfaces) and dies with the namespace.
+// change interfaces) and dies with the namespace; one made ahead
+// (PrepareEgressLink) is used if there is one.
 func (j *Jail) AttachEgress(e Egress) error {
+	j.mu.Lock()
+	tun := j.egressLink
+	j.egressLink = nil
+	j.mu.Unlock()
+	if tun != nil {
+		// Made while the jail waited: its PID 1 must still be the one
+		// it was made for.
+		if err := j.stillAlive(); err != nil {
+			tun.Close()
+			return fmt.Errorf("egress link: the jail's process is gone: %w", err)
+		}
+		// A device removed since is made anew, or fails with its reason.
+		if netns.Serving(tun) != nil {
+			tun.Close()
+			tun = nil
+		}
+	}
+	if tun == nil {
+		var err error
+		if tun, err = j.openEgressLink(); err != nil {
+			return err
+		}
+	}
+	if err := e.Serve(tun); err != nil {
+		tun.Close()
+		return fmt.Errorf("egress: %w", err)
+	}
+	return nil
+}
+
+// PrepareEgressLink makes ahead, on a warm jail with network waiting for
+// its execution, the device AttachEgress will hand to that execution's
+// egress, so that the hand-off only starts serving it. Nothing reads the
+// device until then. It is this jail's alone, in its own namespace, and
+// is closed with the jail unless an egress took it.
+func (j *Jail) PrepareEgressLink() error {
+	errHas := errors.New("egress link: the jail is closed or has one")
+	// Checked before the device is made as well as after (a device of
+	// the same name fails to be made, see netns.OpenLink).
+	j.mu.Lock()
+	taken := j.closed || j.egressLink != nil
+	j.mu.Unlock()
+	if taken {
+		return errHas
+	}
+	tun, err := j.openEgressLink()
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed || j.egressLink != nil {
+		tun.Close()
+		return errHas
+	}
+	j.egressLink = tun
+	return nil
+}
+
+// openEgressLink makes the jail's TUN device and returns its file.
+func (j *Jail) openEgressLink() (*os.File, error) {
 	if !j.base.Network || j.m.cfg.Unsafe {
-		return fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
+		return nil, fmt.Errorf("%w: the jail has no network namespace with network on", ErrInvalidSpec)
 	}
 	// A forked execution makes its own namespace before its payload
 	// starts (Fork returns after that): were it still in its fork
@@ -26,7 +89,7 @@ func (j *Jail) AttachEgress(e Egress) error {
 	if j.template != nil {
 		shared, err := netns.Shared(j.initPid(), j.template.initPid())
 		if err != nil || shared {
-			return fmt.Errorf("egress link: the forked execution is not in a network namespace of its own (%v)", err)
+			return nil, fmt.Errorf("egress link: the forked execution is not in a network namespace of its own (%v)", err)
 		}
 	}
 	// A forked execution's PID 1 is named by a pid the fork server reaps:
@@ -34,13 +97,9 @@ func (j *Jail) AttachEgress(e Egress) error {
 	tun, err := netns.OpenLink(j.initPid(), j.stillAlive, netns.Link{Name: EgressInterface, MTU: EgressMTU,
 		Addr4: EgressJailAddr4, Addr6: EgressJailAddr6})
 	if err != nil {
-		return fmt.Errorf("egress link: %w", err)
+		return nil, fmt.Errorf("egress link: %w", err)
 	}
-	if err := e.Serve(tun); err != nil {
-		tun.Close()
-		return fmt.Errorf("egress: %w", err)
-	}
-	return nil
+	return tun, nil
 }
 
 // ListenInside opens a listener in the network namespace of a prepared

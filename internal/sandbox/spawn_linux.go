@@ -214,6 +214,9 @@ type Jail struct {
 	used   bool
 	closed bool
 	proc   *Process // the payload, once started
+	// egressLink is the egress device made ahead (PrepareEgressLink),
+	// until AttachEgress hands it to an egress or Close closes it.
+	egressLink *os.File
 }
 
 // Prepare starts a jail for base and waits until its root is built and
@@ -522,7 +525,11 @@ func (j *Jail) Close() error {
 	if j.reaper != nil {
 		j.reaper.close()
 	}
-	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW, j.forkSock} {
+	j.mu.Lock()
+	link := j.egressLink
+	j.egressLink = nil
+	j.mu.Unlock()
+	for _, f := range []*os.File{j.ctrlW, j.statusR, j.stdinW, j.stdoutR, j.stderrR, j.chanR, j.reqW, j.forkSock, link} {
 		if f != nil {
 			f.Close()
 		}

@@ -89,11 +89,9 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 	})
 	res, runErr := e.deps.Runner.Run(ctx, spec, live)
 	if eg != nil {
-		// The payload is gone: closing cuts what is left and emits the
-		// last events before the record is made.
-		if err := eg.Close(); err != nil {
-			e.log.Warn("closing an egress", "execution_id", o.id, "err", err)
-		}
+		// The payload is gone: finishing cuts what is left and emits the
+		// last events before the record is made; the device goes after.
+		e.teardowns.finish(o.id, eg)
 	}
 	release()
 	out.close()

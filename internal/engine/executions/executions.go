@@ -191,6 +191,9 @@ type Service struct {
 	// owners counts the executions this node owns (see own): Wait waits
 	// until each has recorded its final state, sync ones included.
 	owners sync.WaitGroup
+	// teardowns are the egresses of finished executions being torn
+	// down after their answers; Wait waits for them.
+	teardowns *teardowns
 
 	// peeks is the semaphore of followers' record reads (follow.go).
 	peeks chan struct{}
@@ -237,6 +240,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		stop:       stop,
 		owned:      make(map[string]*owner),
 		peeks:      make(chan struct{}, maxPeeks),
+		teardowns:  newTeardowns(log),
 		gauge:      newStoreGauge(cfg.StoreMaxBytes),
 	}, nil
 }
@@ -297,18 +301,23 @@ func (e *Service) StopUnstarted() {
 }
 
 // Wait waits until every execution this node owned has its final record
-// and every goroutine the service started has returned. Nothing is added
+// and every goroutine the service started has returned (but egress
+// teardowns Abort gave up on). Nothing is added
 // once Close was called: own and hold refuse, and every other Add happens
 // in a goroutine already counted.
 func (e *Service) Wait() {
 	e.wg.Wait()
 	e.owners.Wait()
+	// Every execution has its record: no teardown starts any more.
+	e.teardowns.wait()
 }
 
 // Abort stops what still runs: the executions end failed with reason
-// node_lost, as their node is going away.
+// node_lost, as their node is going away; Wait no longer waits for the
+// egress teardowns left after executions' answers (teardowns).
 func (e *Service) Abort() {
 	e.cancelBase(errShutdown)
+	e.teardowns.giveUp()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, o := range e.owned {

@@ -127,8 +127,32 @@ func networkWarmPath(t *testing.T, w *egresstest.World, fork bool) {
 	})
 
 	t.Run("the server holds no device or namespace of an ended execution", func(t *testing.T) {
+		// An ended execution's device goes after its answer.
+		e.eng.teardowns.wait()
+		// A warm execution waiting holds its device, made ahead (every
+		// kind here has network); one being built holds its device, or a
+		// namespace while it makes it, before it is counted. So, once
+		// the pool is still, the server holds the test world's files and
+		// one device per warm execution: a device of an ended execution
+		// is one more, for good.
+		var now, want []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			warm := p.Stats().Warm
+			now = heldNetworkFiles()
+			want = slices.Sorted(slices.Values(append(slices.Repeat([]string{"/dev/net/tun"}, warm), held...)))
+			if slices.Equal(now, want) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !slices.Equal(now, want) {
+			t.Errorf("the server holds %v, want %v (the test world's and one device per warm execution)", now, want)
+		}
+		// Closed, the pool leaves nothing but the test world's.
+		if err := p.Close(); err != nil {
+			t.Errorf("pool Close: %v", err)
+		}
 		if now := heldNetworkFiles(); !slices.Equal(now, held) {
-			t.Errorf("the server holds %v, before the executions %v", now, held)
+			t.Errorf("the server holds %v once the pool is closed, before the executions %v", now, held)
 		}
 	})
 }
@@ -169,8 +193,8 @@ func warmNetworkEngine(t *testing.T, w *egresstest.World, parent string, fork bo
 	return e, p
 }
 
-// heldNetworkFiles lists this process's descriptors of TUN devices and
-// network namespaces.
+// heldNetworkFiles lists, sorted, this process's descriptors of TUN
+// devices and network namespaces.
 func heldNetworkFiles() []string {
 	var held []string
 	fds, _ := os.ReadDir("/proc/self/fd")
@@ -180,6 +204,7 @@ func heldNetworkFiles() []string {
 			held = append(held, target)
 		}
 	}
+	slices.Sort(held)
 	return held
 }
 

@@ -24,7 +24,8 @@ type Link struct {
 // packets, no header. alive is asked, once the namespace is open and
 // before it is entered, whether pid is still the caller's process. The
 // device is created from this process (a payload has no capability to
-// make or change interfaces) and dies with the namespace.
+// make or change interfaces) and dies with the namespace. It fails if the
+// namespace has a device named l.Name already.
 func OpenLink(pid int, alive func() error, l Link) (*os.File, error) {
 	var tun *os.File
 	err := do(pid, alive, func() error {
@@ -50,7 +51,9 @@ func OpenLink(pid int, alive func() error, l Link) (*os.File, error) {
 
 // openTUN creates the TUN device name in the calling thread's network
 // namespace (a device belongs to the namespace /dev/net/tun was opened
-// in) and returns its non-blocking file: raw IP packets, no header.
+// in) and returns its non-blocking file: raw IP packets, no header. It
+// fails if the namespace has a device of that name: it never adds a
+// queue to one another file serves.
 func openTUN(name string) (*os.File, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
@@ -61,7 +64,8 @@ func openTUN(name string) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE) // one queue, detachable on close
+	// One queue, detachable on close; a new device only (IFF_TUN_EXCL).
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_MULTI_QUEUE | unix.IFF_TUN_EXCL)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("ioctl(TUNSETIFF)", err)
@@ -107,4 +111,26 @@ func (l Link) configure() error {
 // hostNet is a as a single-address network.
 func hostNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// Serving reports an error unless tun, a file OpenLink returned, still
+// serves its device: once the device is removed, or the file's queue
+// detached, it reads and writes nothing any more.
+func Serving(tun *os.File) error {
+	rc, err := tun.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return err
+	}
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) { ioctlErr = unix.IoctlIfreq(int(fd), unix.TUNGETIFF, ifr) }); err != nil {
+		return err
+	}
+	if ioctlErr != nil {
+		return os.NewSyscallError("ioctl(TUNGETIFF)", ioctlErr)
+	}
+	return nil
 }
