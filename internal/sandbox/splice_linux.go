@@ -57,13 +57,22 @@ func splicePipes(src, dst *os.File, n int64) (int64, error) {
 					unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 				switch {
 				case err == unix.EINTR:
-					return false
+					return true // tried again at once
 				case err == unix.EAGAIN:
 					// Either side may be the cause (TIOCINQ is FIONREAD:
 					// the bytes a pipe holds): an empty source waits
 					// for bytes, a full destination for room.
 					if k, ierr := unix.IoctlGetInt(int(in), unix.TIOCINQ); ierr != nil || k == 0 {
 						empty = true
+						return true
+					}
+					// The source had bytes by the time it was asked:
+					// they may have come after the splice looked, with
+					// the destination never full. The poller is edge
+					// triggered and a pipe with room sends no edge when
+					// read, so waiting for one would wait for ever:
+					// wait only for a destination full now.
+					if hasRoom(int(out)) {
 						return true
 					}
 					return false
@@ -89,4 +98,18 @@ func splicePipes(src, dst *os.File, n int64) (int64, error) {
 		serr = io.ErrClosedPipe
 	}
 	return moved, serr
+}
+
+// hasRoom reports whether the pipe fd can take a write now (poll(2) is
+// level triggered; a reader gone counts too, so that the next write
+// reports it).
+func hasRoom(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	for {
+		k, err := unix.Poll(p, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && k > 0 && p[0].Revents&(unix.POLLOUT|unix.POLLERR) != 0
+	}
 }
