@@ -40,11 +40,13 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
-	if !ok && spec.Network && !p.networkShapes()[shape(key)] && len(p.networkShapes()) >= p.cfg.NetworkMax {
+	if !ok && spec.Network {
 		// A request's own things (collect globs, say) are in the key:
 		// a client could otherwise make network kinds, each with jails
 		// of its own, until the warm cap is theirs. It runs cold.
-		return nil
+		if shapes := p.networkShapes(); !shapes[shape(key)] && len(shapes) >= p.cfg.NetworkMax {
+			return nil
+		}
 	}
 	if !ok {
 		k = &kind{key: key, spec: spec, lean: lean, want: p.cfg.Min, max: p.cfg.Max, refill: make(chan struct{}, 1)}
