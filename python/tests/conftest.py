@@ -8,10 +8,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
+import httpx
 import pytest
 
 import _deps
@@ -33,6 +35,19 @@ class Server:
         """Skips the test when the server has no ruff and uv."""
         if self.no_tools:
             pytest.skip(self.no_tools)
+
+    def wait_idle(self, timeout: float = 15.0) -> None:
+        """Waits until the server runs and queues nothing (GET /readyz), as
+        the tests that fill its two slots and two places need; fails naming
+        the load it still has after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            load = httpx.get(self.url + "/readyz", timeout=5).json()
+            if load.get("running") == 0 and load.get("queued") == 0:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server is still busy {timeout:.0f}s after the previous tests: {load}")
+            time.sleep(0.05)
 
 
 def skip_install_error(result) -> None:

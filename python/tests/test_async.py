@@ -79,10 +79,15 @@ async def test_wait_timeout_and_not_found(apx):
         await apx.get("exe_00000000-0000-0000-0000-000000000000")
 
 
-async def test_concurrent_calls_and_overload(apx):
+async def test_concurrent_calls_and_overload(apx, server):
     # Two run, two wait in the queue; the fifth is refused.
-    ids = await asyncio.gather(*(apx.submit({"main.py": SLEEPER}) for _ in range(4)))
+    server.wait_idle()
+    submitted = await asyncio.gather(*(apx.submit({"main.py": SLEEPER}) for _ in range(4)), return_exceptions=True)
+    ids = [i for i in submitted if isinstance(i, str)]
     try:
+        for s in submitted:
+            if isinstance(s, BaseException):
+                raise s
         with pytest.raises(RateLimitError) as e:
             await apx.submit({"main.py": SLEEPER})
         assert e.value.retry_after

@@ -139,10 +139,13 @@ class TestAsync:
         assert seen[:3] == ids[::-1]
         assert all(e.status is ExecutionStatus.COMPLETED for e in px.list_executions(status="completed").executions)
 
-    def test_overload_is_rate_limited_with_retry_after(self, px):
+    def test_overload_is_rate_limited_with_retry_after(self, px, server):
         # Two run, two wait in the queue; the fifth is refused.
-        ids = [px.submit({"main.py": SLEEPER}) for _ in range(4)]
+        server.wait_idle()
+        ids = []
         try:
+            for _ in range(4):
+                ids.append(px.submit({"main.py": SLEEPER}))
             with pytest.raises(RateLimitError) as e:
                 px.submit({"main.py": SLEEPER})
             assert e.value.status_code == 429 and e.value.retry_after and e.value.retry_after > 0

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
@@ -141,7 +142,6 @@ func (e *Service) takeOne(ctx context.Context, keys []string) (took bool, err er
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			defer t.Release()
 			e.runJob(job, t)
 		}()
 		return true, nil
@@ -162,7 +162,14 @@ func (e *Service) nak(job store.Job) {
 // record says running: from then on the record, not the queue, owns the
 // execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
+//
+// runJob gives t's slot back before it ends: before the owner's release
+// answers a kill waiting on it, so that a caller who killed an execution
+// finds its slot free at once (a submission right after the kill is not
+// refused for a slot held by the execution it just killed).
 func (e *Service) runJob(job store.Job, t *admission.Ticket) {
+	releaseSlot := sync.OnceFunc(t.Release)
+	defer releaseSlot()
 	id := job.ID()
 	sctx, cancel := storeCtx()
 	defer cancel()
@@ -193,7 +200,10 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 		return
 	}
 	final := run.StatusFailed
-	defer func() { o.release(final) }()
+	defer func() {
+		releaseSlot()
+		o.release(final)
+	}()
 	defer func() {
 		// A job left pending (this node shut down before it started) runs
 		// on another node, which needs the request.

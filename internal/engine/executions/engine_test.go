@@ -203,6 +203,34 @@ func TestKillRunningAsyncStaysKilled(t *testing.T) {
 	}
 }
 
+// A caller who killed an execution may submit again at once: the slot
+// the killed execution held is free when Kill answers, not some time
+// after (a full node refused the next submission with 429 otherwise).
+func TestKillAnswersWithTheSlotFree(t *testing.T) {
+	e := start(t, t.TempDir(), nodeConfig{slots: admission.Config{Concurrency: 1, QueueSize: 1}}, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		id, err := e.eng.Submit(ctx, runtest.Script("block"))
+		if err != nil {
+			t.Fatalf("submission %d right after a kill: %v", i, err)
+		}
+		runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, e.eng, id) == run.StatusRunning })
+		// Holding the service's lock keeps the owner's release from
+		// finishing after it has answered the kill: the widest the window
+		// between the answer and the end of the worker can be.
+		e.eng.mu.Lock()
+		st, err := e.eng.Kill(ctx, id)
+		got := e.node.adm.Stats()
+		e.eng.mu.Unlock()
+		if err != nil || st != run.StatusKilled {
+			t.Fatalf("Kill = %s, %v; want killed", st, err)
+		}
+		if got.Running != 0 || got.Queued != 0 {
+			t.Fatalf("kill %d answered with the node's load at %+v, want nothing running or queued", i, got)
+		}
+	}
+}
+
 func TestKillQueuedJobNeverRuns(t *testing.T) {
 	e := start(t, t.TempDir(), nodeConfig{slots: admission.Config{Concurrency: 1, QueueSize: 4}}, nil)
 	ctx := context.Background()
