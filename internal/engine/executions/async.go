@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
@@ -162,14 +161,11 @@ func (e *Service) nak(job store.Job) {
 // record says running: from then on the record, not the queue, owns the
 // execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
-//
-// runJob gives t's slot back before it ends: before the owner's release
-// answers a kill waiting on it, so that a caller who killed an execution
-// finds its slot free at once (a submission right after the kill is not
-// refused for a slot held by the execution it just killed).
+// t's slot is given back once the payload is gone (owner.endRun), or on
+// the way out when it never ran.
 func (e *Service) runJob(job store.Job, t *admission.Ticket) {
-	releaseSlot := sync.OnceFunc(t.Release)
-	defer releaseSlot()
+	freeSlot := slotFree(t)
+	defer freeSlot()
 	id := job.ID()
 	sctx, cancel := storeCtx()
 	defer cancel()
@@ -199,9 +195,10 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 		e.nak(job) // shutting down: another node takes it now
 		return
 	}
+	o.freeSlot = freeSlot
 	final := run.StatusFailed
 	defer func() {
-		releaseSlot()
+		freeSlot() // before a kill waiting on the owner is answered
 		o.release(final)
 	}()
 	defer func() {

@@ -231,6 +231,37 @@ func TestKillAnswersWithTheSlotFree(t *testing.T) {
 	}
 }
 
+// The same for an execution that ended by itself: a follower that sees
+// its final status finds its slot free.
+func TestAnEndedExecutionsSlotIsFreeWhenItIsSeenEnded(t *testing.T) {
+	e := start(t, t.TempDir(), nodeConfig{slots: admission.Config{Concurrency: 1, QueueSize: 1}}, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		id, err := e.eng.Submit(ctx, runtest.Script("sleep:300ms"))
+		if err != nil {
+			t.Fatalf("submission %d right after the end of the one before: %v", i, err)
+		}
+		events, err := follow(ctx, e.eng, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, e.eng, id) == run.StatusRunning })
+		// As above: the owner's release cannot finish while the lock is
+		// held, so only a slot given back before the end is seen counts.
+		e.eng.mu.Lock()
+		for ev := range events {
+			if ev.Type == EventStatus && run.Status(ev.Data).Final() {
+				break
+			}
+		}
+		got := e.node.adm.Stats()
+		e.eng.mu.Unlock()
+		if got.Running != 0 || got.Queued != 0 {
+			t.Fatalf("execution %d seen ended with the node's load at %+v, want nothing running or queued", i, got)
+		}
+	}
+}
+
 func TestKillQueuedJobNeverRuns(t *testing.T) {
 	e := start(t, t.TempDir(), nodeConfig{slots: admission.Config{Concurrency: 1, QueueSize: 4}}, nil)
 	ctx := context.Background()

@@ -63,12 +63,14 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 	})
 	spec, release, done := e.enterEnv(ctx, sctx, o.id, p, r)
 	if done != nil {
+		o.endRun()
 		out.close()
 		return e.finish(done)
 	}
 	mt, err := e.mountWorkspace(ctx, o.id, p)
 	if err != nil {
 		release()
+		o.endRun()
 		out.close()
 		done := *r
 		run.Fail(&done.Execution, run.ReasonSetupError, "mounting the workspace: "+err.Error(), run.ExitNoRun)
@@ -94,6 +96,7 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 		e.teardowns.finish(o.id, eg)
 	}
 	release()
+	o.endRun()
 	out.close()
 
 	ran := *r

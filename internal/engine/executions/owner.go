@@ -3,9 +3,11 @@ package executions
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
 )
 
@@ -25,6 +27,25 @@ type owner struct {
 	done           chan struct{}
 	final          run.Status // set before done is closed
 	stop           func() error
+	// freeSlot gives back the admission slot the execution runs in; nil
+	// while it holds none. It is safe to call more than once (slotFree):
+	// the run calls it as soon as its payload is gone (endRun), the
+	// caller that holds the slot on every way out.
+	freeSlot func()
+}
+
+// slotFree returns the function that gives t, a granted slot, back: once,
+// however often it is called.
+func slotFree(t *admission.Ticket) func() { return sync.OnceFunc(t.Release) }
+
+// endRun is called once the payload is gone and its jail given back,
+// before the outcome is recorded: the execution no longer runs, so its
+// slot is free before anyone can see it final (a caller that waited for
+// the end, or killed it, may submit again at once and find the slot).
+func (o *owner) endRun() {
+	if o.freeSlot != nil {
+		o.freeSlot()
+	}
 }
 
 // controlMsg is a control request; controlReply its answer.

@@ -52,7 +52,8 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 	sctx, scancel := storeCtx()
 	defer scancel()
 	if t.Admitted() {
-		return e.runAdmitted(runCtx, sctx, o, p, r, t, &final)
+		o.freeSlot = slotFree(t)
+		return e.runAdmitted(runCtx, sctx, o, p, r, &final)
 	}
 	if err := e.create(sctx, r); err != nil {
 		t.Abandon()
@@ -68,7 +69,8 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 		final = r.Status
 		return &r.Execution, nil
 	}
-	defer t.Release()
+	o.freeSlot = slotFree(t)
+	defer o.freeSlot()
 	if req.Network {
 		// While it waited the operator may have changed the secrets or
 		// the HTTP rules (SIGHUP): it runs with those of now, as a queued
@@ -102,8 +104,8 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 // turn a pending record running right after. Followers see the same status
 // events as for any execution, pending then running, published together.
 // final receives the status it ended with.
-func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, r *Record, t *admission.Ticket, final *run.Status) (*run.Execution, error) {
-	defer t.Release()
+func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, r *Record, final *run.Status) (*run.Execution, error) {
+	defer o.freeSlot()
 	if !o.begin() {
 		return nil, run.ErrClosed // Close came first: nothing was recorded
 	}
