@@ -439,12 +439,7 @@ func (t *Template) fork(ctx context.Context, spec Spec, out OutputFunc, args, en
 		p.failed(err)
 		return nil, nil, fmt.Errorf("forking an execution: %w", err)
 	}
-	payload, err := j.payloadPid(msg.Started.Pid)
-	if err != nil {
-		p.failed(err)
-		return nil, nil, fmt.Errorf("forking an execution: %w", err)
-	}
-	p.running(payload)
+	p.running(msg.Started.Pid)
 	return j, p, nil
 }
 
@@ -466,20 +461,6 @@ func (j *Jail) place() error {
 		return fmt.Errorf("releasing the reaper: %w", err)
 	}
 	return nil
-}
-
-// payloadPid returns the host pid of a forked execution's payload (nsPid
-// in its pid namespace): the reaper's child of that pid there. The reaper
-// is checked to be alive after its children were read, so they were its.
-func (j *Jail) payloadPid(nsPid int) (int, error) {
-	payload := j.payloadHostPid(nsPid)
-	if err := j.reaper.alive(); err != nil {
-		return 0, err
-	}
-	if payload <= 0 {
-		return 0, errors.New("the payload is gone")
-	}
-	return payload, nil
 }
 
 // request sends one fork request with the execution's descriptors and

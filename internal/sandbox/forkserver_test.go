@@ -366,3 +366,65 @@ sys.exit(3)`, withLimits(Limits{WallTime: 40 * time.Second, CPUTime: time.Minute
 		t.Errorf("processes outlived the run: %v", left)
 	}
 }
+
+// TestForkedPayloadIsSignalledAfterItsOrphans: a forked execution's
+// payload is looked up at its first signal, after its code made an orphan
+// (in a session of its own) that the reaper adopted: SIGINT reaches the
+// payload's group, not the orphan's, and the run goes on to its end.
+func TestForkedPayloadIsSignalledAfterItsOrphans(t *testing.T) {
+	m := needJail(t)
+	tpl := startTemplate(t, m)
+	var mu sync.Mutex
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := Spec{Env: testEnv, Limits: Limits{WallTime: 30 * time.Second}}
+	j, p, err := tpl.Fork(ctx, Spec{Argv: []string{python}, Env: testEnv, Requests: true, Limits: ceilingsFor(spec)},
+		func(s Stream, b []byte) {
+			mu.Lock()
+			out.Write(b)
+			mu.Unlock()
+		})
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	defer j.Close()
+	code := `import os, signal, time
+if os.fork() == 0:
+    if os.fork() == 0:
+        os.setsid()
+        signal.signal(signal.SIGINT, lambda *a: print("orphan interrupted", flush=True))
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+try:
+    print("busy", flush=True)
+    while True:
+        pass
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+`
+	if err := p.HandOff(spec.Limits, nil, []byte(code)); err != nil {
+		t.Fatalf("HandOff: %v", err)
+	}
+	p.CloseStdin()
+	seen := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(out.String(), want)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !seen("busy"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never busy; output %q", out.String())
+		}
+	}
+	if err := p.Signal(unix.SIGINT); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	r := p.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Status != StatusOK || out.String() != "busy\ninterrupted\n" {
+		t.Fatalf("status %s (%s), output %q, stderr %s", r.Status, r.Reason, out.String(), r.Stderr)
+	}
+}

@@ -50,15 +50,16 @@ func (p *Process) CloseStdin() error { return p.j.stdinW.Close() }
 // Signal sends sig to the payload's process group (the payload leads its
 // own session), e.g. SIGINT to interrupt a session's running cell.
 func (p *Process) Signal(sig syscall.Signal) error {
-	if p.hostPid <= 0 {
-		return errors.New("the payload's pid is unknown")
-	}
 	select {
 	case <-p.done:
 		return os.ErrProcessDone
 	default:
 	}
-	if err := unix.Kill(-p.hostPid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+	pid := p.payloadGroup()
+	if pid <= 0 {
+		return errors.New("the payload's pid is unknown")
+	}
+	if err := unix.Kill(-pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return os.NewSyscallError("kill", err)
 	}
 	return nil
@@ -219,10 +220,25 @@ func (j *Jail) writeFilesVia(files []File) error {
 	return w.writeAll(files)
 }
 
+// payloadGroup returns the payload's host pid, which leads its process
+// group, looking it up on first use; 0 if it cannot be found (the payload
+// or the jail's PID 1 is gone). PID 1 is checked to be alive after its
+// children were read, so they were its.
+func (p *Process) payloadGroup() int {
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
+	if p.hostPid == 0 && p.nsPid > 0 {
+		if pid := p.j.payloadHostPid(p.nsPid); pid > 0 && p.j.stillAlive() == nil {
+			p.hostPid = pid
+		}
+	}
+	return p.hostPid
+}
+
 // payloadHostPid finds the host pid of init's child with jail pid nsPid,
-// from init's children list and their NSpid lines. Usually init has one
-// child, so this is two reads; the status is searched for its NSpid line
-// only, not split into lines.
+// from init's children list and their NSpid lines. Init has the payload
+// and whatever was re-parented to it as children; the status is searched
+// for its NSpid line only, not split into lines.
 func (j *Jail) payloadHostPid(nsPid int) int {
 	initPid := j.initPid()
 	if initPid <= 0 {

@@ -87,7 +87,7 @@ func (j *Jail) launch(ctx context.Context, spec Spec, out OutputFunc, forkServer
 	if m.Started == nil {
 		return p.failed(fmt.Errorf("protocol: started message without a pid")), nil
 	}
-	p.running(j.payloadHostPid(m.Started.Pid))
+	p.running(m.Started.Pid)
 	return p, nil
 }
 
@@ -145,10 +145,13 @@ func (p *Process) drain() {
 	}
 }
 
-// running records that the payload (hostPid, 0 if unknown) started: the
-// wall clock starts and the parent watches for its end.
-func (p *Process) running(hostPid int) {
-	p.hostPid = hostPid
+// running records that the payload (nsPid, its pid in the jail) started:
+// the wall clock starts and the parent watches for its end. Its host pid
+// is looked up when it is first signalled (see payloadGroup), not here:
+// nearly no execution is ever signalled, and the lookup reads two /proc
+// files.
+func (p *Process) running(nsPid int) {
+	p.nsPid = nsPid
 	p.start = time.Now()
 	p.col = &collected{done: make(chan struct{})}
 	go p.readExit()
@@ -158,11 +161,15 @@ func (p *Process) running(hostPid int) {
 // Process is a payload running in its jail. Its owner may talk to it
 // while it runs (Send, Signal, HandOff) and must call Wait.
 type Process struct {
-	j       *Jail
-	ctx     context.Context
-	r       *runState
-	exec    *execMsg
-	hostPid int // the payload's pid in the host's pid namespace, 0 if unknown
+	j     *Jail
+	ctx   context.Context
+	r     *runState
+	exec  *execMsg
+	nsPid int // the payload's pid in its jail's pid namespace
+	// hostPid is the payload's pid in the host's pid namespace, 0 until
+	// payloadGroup found it; pidMu guards it.
+	hostPid int
+	pidMu   sync.Mutex
 	start   time.Time
 
 	stdout, stderr, channel *capture
