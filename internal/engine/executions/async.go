@@ -161,8 +161,8 @@ func (e *Service) nak(job store.Job) {
 // record says running: from then on the record, not the queue, owns the
 // execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
-// t's slot is given back once the payload is gone (owner.endRun), or on
-// the way out when it never ran.
+// t's slot is given back right before the outcome is recorded
+// (owner.endRun), or on the way out when it never ran.
 func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	freeSlot := slotFree(t)
 	defer freeSlot()

@@ -245,17 +245,23 @@ func TestAnEndedExecutionsSlotIsFreeWhenItIsSeenEnded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, e.eng, id) == run.StatusRunning })
-		// As above: the owner's release cannot finish while the lock is
-		// held, so only a slot given back before the end is seen counts.
-		e.eng.mu.Lock()
+		// As above: once it runs (it took the lock to begin), the owner's
+		// release cannot finish while the lock is held, so only a slot
+		// given back before the end is seen counts.
+		locked := false
 		for ev := range events {
+			if ev.Type == EventStatus && ev.Data == string(run.StatusRunning) && !locked {
+				e.eng.mu.Lock()
+				locked = true
+			}
 			if ev.Type == EventStatus && run.Status(ev.Data).Final() {
 				break
 			}
 		}
 		got := e.node.adm.Stats()
-		e.eng.mu.Unlock()
+		if locked {
+			e.eng.mu.Unlock()
+		}
 		if got.Running != 0 || got.Queued != 0 {
 			t.Fatalf("execution %d seen ended with the node's load at %+v, want nothing running or queued", i, got)
 		}

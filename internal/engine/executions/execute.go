@@ -96,7 +96,6 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 		e.teardowns.finish(o.id, eg)
 	}
 	release()
-	o.endRun()
 	out.close()
 
 	ran := *r
@@ -122,6 +121,9 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 	fctx, fcancel := storeCtx()
 	ran.Files, ran.FilesOmitted = e.saveFiles(fctx, o.id, res.Files), res.FilesOmitted
 	fcancel()
+	// The workspace is settled and the files saved within the slot: it
+	// bounds the memory and the work of executions being wound up too.
+	o.endRun()
 	r, err = e.finish(&ran)
 	if err != nil || !keepOutput || fill(r, res.Stdout, res.Stderr) {
 		return r, err

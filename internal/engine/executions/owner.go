@@ -29,7 +29,7 @@ type owner struct {
 	stop           func() error
 	// freeSlot gives back the admission slot the execution runs in; nil
 	// while it holds none. It is safe to call more than once (slotFree):
-	// the run calls it as soon as its payload is gone (endRun), the
+	// the run calls it right before it records the outcome (endRun), the
 	// caller that holds the slot on every way out.
 	freeSlot func()
 }
@@ -38,10 +38,11 @@ type owner struct {
 // however often it is called.
 func slotFree(t *admission.Ticket) func() { return sync.OnceFunc(t.Release) }
 
-// endRun is called once the payload is gone and its jail given back,
-// before the outcome is recorded: the execution no longer runs, so its
-// slot is free before anyone can see it final (a caller that waited for
-// the end, or killed it, may submit again at once and find the slot).
+// endRun is called once the payload is gone, its jail given back, its
+// workspace settled and its files saved, right before the outcome is
+// recorded: the slot is free before anyone can see the execution final
+// (a caller that waited for the end, or killed it, may submit again at
+// once and find the slot).
 func (o *owner) endRun() {
 	if o.freeSlot != nil {
 		o.freeSlot()
