@@ -201,8 +201,11 @@ func (p *Process) resizeScratch(l Limits) error {
 }
 
 // writeFilesVia writes files into the jail's workspace from the host,
-// through /proc/<init>/root, owned by the sandbox user. os.Root keeps every
-// path inside the workspace, whatever the payload put there.
+// through /proc/<init>/root, owned by the payload's host ids
+// (PayloadOwner): the sandbox user's, or, when jails run in a user
+// namespace (an unprivileged server), the server's own, which the
+// payload's ids map to and the only ones such a server may give. os.Root
+// keeps every path inside the workspace, whatever the payload put there.
 func (j *Jail) writeFilesVia(files []File) error {
 	if len(files) == 0 {
 		return nil
@@ -215,7 +218,8 @@ func (j *Jail) writeFilesVia(files []File) error {
 	if err := j.initAlive(); err != nil {
 		return err
 	}
-	w := newTreeWriter(root, j.m.cfg.UID, j.m.cfg.GID)
+	uid, gid := j.m.PayloadOwner()
+	w := newTreeWriter(root, uid, gid)
 	defer w.close()
 	return w.writeAll(files)
 }

@@ -53,6 +53,40 @@ except OSError:
 	}
 }
 
+// TestUnprivilegedServerHandsFilesToAWarmPayload: a server without root
+// hands a warm payload its request's files (written from the host into
+// the jail's workspace), and the payload owns them. Giving them the
+// sandbox user's ids from outside the jail's user namespace was refused,
+// so every warm hand-off of a rootless server failed and ran cold.
+func TestUnprivilegedServerHandsFilesToAWarmPayload(t *testing.T) {
+	if os.Getenv("PYEXEC_TEST_AS_NOBODY") == "1" {
+		// The sandbox user is not the server's own (nobody here), as
+		// with a rootless server of its own account and the default ids.
+		m, err := New(Config{UID: 1000, GID: 1000, Disable: Layers{NoCgroups: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runWarm(t, m, `import os
+st = os.stat("pkg/data.txt")
+print(open("pkg/data.txt").read(), st.st_uid == os.getuid(), oct(st.st_mode & 0o777))
+open("pkg/data.txt", "a").write("more")
+`, withFiles(File{Path: "pkg/data.txt", Data: []byte("handed"), Mode: 0o600}))
+		os.Stdout.Write(r.Stdout)
+		os.Stdout.Write(r.Stderr)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start the test binary as another user")
+	}
+	out, err := commandAsNobody(t, "TestUnprivilegedServerHandsFilesToAWarmPayload", "PYEXEC_TEST_AS_NOBODY=1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := "handed True 0o600\n"; !strings.Contains(string(out), want) {
+		t.Fatalf("output lacks %q:\n%s", want, out)
+	}
+}
+
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
