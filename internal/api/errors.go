@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -182,4 +184,43 @@ func writeError(w http.ResponseWriter, e *Error) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(e) // the status is out; a failed write has no one to tell
+}
+
+// emptyTypedQuery rejects a query parameter the document types as a number
+// or a boolean when it is given with an empty value (?version=). huma reads
+// such a value as absent and applies the default, so a client that built
+// the URL wrong got the current version, or 20 executions, instead of an
+// error; the document says the value is an integer.
+func emptyTypedQuery(hapi huma.API) func(huma.Context, func(huma.Context)) {
+	return func(ctx huma.Context, next func(huma.Context)) {
+		if name := emptyTypedParam(ctx); name != "" {
+			_ = huma.WriteErr(hapi, ctx, http.StatusBadRequest,
+				fmt.Sprintf("query parameter %q is empty; give it a value or leave it out", name))
+			return
+		}
+		next(ctx)
+	}
+}
+
+// emptyTypedParam names the first typed query parameter of the request's
+// operation that is present with an empty value; "" when there is none.
+func emptyTypedParam(ctx huma.Context) string {
+	op := ctx.Operation()
+	if op == nil {
+		return ""
+	}
+	var query url.Values
+	for _, p := range op.Parameters {
+		if p == nil || p.In != "query" || p.Schema == nil || p.Schema.Type == huma.TypeString || p.Schema.Type == "" {
+			continue
+		}
+		if query == nil {
+			u := ctx.URL()
+			query = u.Query()
+		}
+		if vs, ok := query[p.Name]; ok && slices.Contains(vs, "") {
+			return p.Name
+		}
+	}
+	return ""
 }

@@ -185,7 +185,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 
 	mux := http.NewServeMux()
 	hapi := humago.New(mux, s.humaConfig(opts.Version))
-	hapi.UseMiddleware(validationAs400)
+	hapi.UseMiddleware(validationAs400, emptyTypedQuery(hapi))
 	s.registerHealth(hapi)
 	s.registerExec(hapi)
 	s.registerEval(hapi)

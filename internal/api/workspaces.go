@@ -70,7 +70,7 @@ type workspaceFilesInput struct {
 	Name    string `path:"name" doc:"Workspace name"`
 	Owner   string `query:"owner" doc:"The key that owns the workspace (operator keys only; default: yours)"`
 	Dir     string `query:"dir" doc:"A folder of the workspace; empty for all of it"`
-	Version int64  `query:"version" default:"-1" doc:"A kept version; -1 (the default) is the current one"`
+	Version int64  `query:"version" default:"-1" minimum:"-1" doc:"A kept version; -1 (the default) is the current one"`
 }
 
 type restoreInput struct {
@@ -191,12 +191,13 @@ func (s *Server) registerWorkspaces(hapi huma.API, mux *http.ServeMux, we Worksp
 }
 
 // workspaceVersion reads the version query parameter: absent is the
-// current version.
+// current version, empty is an error (as on the routes huma serves).
 func workspaceVersion(r *http.Request) (int64, error) {
-	v := r.URL.Query().Get("version")
-	if v == "" {
+	vs, ok := r.URL.Query()["version"]
+	if !ok {
 		return engine.WorkspaceHead, nil
 	}
+	v := vs[0]
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < engine.WorkspaceHead {
 		return 0, errorf(http.StatusBadRequest, "version must be a version number, got %q", v)

@@ -427,3 +427,35 @@ func TestWorkspacesDisabled(t *testing.T) {
 		t.Errorf("%d executions recorded, want none", n)
 	}
 }
+
+// TestEmptyTypedQueryIsRefused: a number given as ?version= or ?limit=
+// (an empty value) is a 400 naming the parameter, not the default. It was
+// read as absent: the current version, 20 executions.
+func TestEmptyTypedQueryIsRefused(t *testing.T) {
+	ts := tenancyServer(t)
+	createWorkspace(t, ts, keyA, "w")
+	for _, tc := range []struct {
+		path  string
+		param string
+	}{
+		{"/api/v1/workspaces/w/files?version=", "version"},
+		{"/api/v1/workspaces/w/files?dir=&version=", "version"},
+		{"/api/v1/workspaces/w/files/a.txt?version=", "version"},
+		{"/api/v1/executions?limit=", "limit"},
+		{"/api/v1/executions/exe_nope/events?after=", "after"},
+	} {
+		code, _, body := call(t, ts, http.MethodGet, tc.path, "", nil, as(keyA))
+		if code != http.StatusBadRequest || !strings.Contains(string(body), tc.param) {
+			t.Errorf("GET %s: %d %s, want 400 naming %s", tc.path, code, body, tc.param)
+		}
+	}
+	// Left out, or a string parameter left empty, is as before.
+	for _, p := range []string{"/api/v1/workspaces/w/files", "/api/v1/workspaces/w/files?dir=", "/api/v1/executions"} {
+		if code, _, body := call(t, ts, http.MethodGet, p, "", nil, as(keyA)); code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+	}
+	if code, _, body := call(t, ts, http.MethodGet, "/api/v1/workspaces/w/files?version=-2", "", nil, as(keyA)); code != http.StatusBadRequest {
+		t.Errorf("version -2: %d %s, want 400", code, body)
+	}
+}
