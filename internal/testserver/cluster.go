@@ -48,11 +48,33 @@ func StartCluster(name string, n int, dir string) (_ *Cluster, err error) {
 		}
 	}()
 	for i := range n {
-		if err := c.Start(i); err != nil {
+		if err := c.startFresh(i); err != nil {
 			return nil, err
 		}
 	}
 	return c, c.WaitJetStream(60 * time.Second)
+}
+
+// startFresh starts server i for the first time, on other ports if one of
+// its own was taken: FreePort's port is free when chosen, but any process
+// may bind it, or get it as an outgoing connection's local port, before
+// the server listens (seen in CI: "NATS server 2 did not become ready").
+// Nobody has been given the server's URL yet, and the servers started
+// before it learn its route from its own connections to them.
+func (c *Cluster) startFresh(i int) error {
+	var err error
+	for range 3 {
+		if err = c.Start(i); !errors.Is(err, errNotListening) {
+			return err
+		}
+		if c.clients[i], err = FreePort(); err != nil {
+			return err
+		}
+		if c.routes[i], err = FreePort(); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("NATS server %d: no free ports in three tries: %w", i, errNotListening)
 }
 
 // NewCluster chooses the ports and directories of n clustered servers
@@ -147,14 +169,47 @@ func (c *Cluster) Start(i int) error {
 	if err != nil {
 		return fmt.Errorf("creating NATS server %d: %w", i, err)
 	}
+	fatal := make(chan string, 1)
+	srv.SetLogger(fatalLogger(fatal), false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		srv.Shutdown()
-		return fmt.Errorf("NATS server %d did not become ready", i)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if srv.ReadyForConnections(100 * time.Millisecond) {
+			c.servers[i] = srv
+			return nil
+		}
+		select {
+		case msg := <-fatal:
+			srv.Shutdown()
+			return fmt.Errorf("NATS server %d: %s: %w", i, msg, errNotListening)
+		default:
+		}
+		if time.Now().After(deadline) {
+			srv.Shutdown()
+			return fmt.Errorf("NATS server %d did not become ready", i)
+		}
 	}
-	c.servers[i] = srv
-	return nil
 }
+
+// errNotListening is a server's start that failed on its own: it could
+// not listen on a port, or reported another fatal error.
+var errNotListening = errors.New("the server stopped before it listened")
+
+// fatalLogger hands on the first fatal error a NATS server reports and
+// drops the rest of its log. A server that cannot listen on a port says
+// so only there: it does not stop, it never becomes ready.
+type fatalLogger chan<- string
+
+func (l fatalLogger) Fatalf(format string, v ...any) {
+	select {
+	case l <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (fatalLogger) Noticef(string, ...any) {}
+func (fatalLogger) Warnf(string, ...any)   {}
+func (fatalLogger) Errorf(string, ...any)  {}
+func (fatalLogger) Debugf(string, ...any)  {}
+func (fatalLogger) Tracef(string, ...any)  {}
 
 // Stop shuts server i down, as a lost NATS node; a stopped one is left.
 func (c *Cluster) Stop(i int) {

@@ -111,12 +111,31 @@ func RunInNewDir(ctx context.Context, dirPrefix string, cfg Config) (*Server, er
 }
 
 // Start runs the server on a free loopback port and waits until it
-// answers /health (Launch, then WaitHealthy).
+// answers /health (Launch, then WaitHealthy). A server that could not
+// listen because its port was taken after FreePort chose it (by another
+// process, or as an outgoing connection's local port) is started again
+// on another, at most three times in all.
 func (s *Server) Start(ctx context.Context) error {
-	if err := s.Launch(); err != nil {
-		return err
+	for try := 1; ; try++ {
+		if err := s.Launch(); err != nil {
+			return err
+		}
+		err := s.WaitHealthy(ctx)
+		if err == nil || try == 3 || !s.portTaken() {
+			return err
+		}
 	}
-	return s.WaitHealthy(ctx)
+}
+
+// portTaken says the launched server has exited because its port was
+// in use: serve listens before it starts anything else.
+func (s *Server) portTaken() bool {
+	select {
+	case <-s.Exited:
+		return strings.Contains(s.Logs.String(), "address already in use")
+	default:
+		return false
+	}
 }
 
 // Launch runs the server on a free loopback port and returns at once.
