@@ -174,8 +174,8 @@ func (nc *newCode) throughput(ctx context.Context, total int) ([]row, []string, 
 		b, fresh, rep := sides[0].perSec(), sides[1].perSec(), sides[2].perSec()
 		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", newCodeRate, c), rate: true, base: b, value: fresh})
 		notes = append(notes, fmt.Sprintf("new code at c=%d: %.1f/s, the same code repeated %.1f/s (%.2f×)", c, fresh, rep, fresh/rep),
-			fmt.Sprintf("CPU per new-code execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
-				c, sides[0].machinePer(), sides[1].machinePer(), sides[1].serverPer()))
+			fmt.Sprintf("CPU per new-code execution at c=%d: bare -I -S spawn %s (machine, busy %s); pyexec %s (machine, busy %s), of which the server process %s",
+				c, sides[0].machinePer(), sides[0].busy(), sides[1].machinePer(), sides[1].busy(), sides[1].serverPer()))
 	}
 	return rows, notes, nil
 }

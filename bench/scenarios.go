@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,8 +123,8 @@ func throughput(ctx context.Context, s *server, python string, total int, levels
 		b, site, p := sides[0].perSec(), sides[1].perSec(), sides[2].perSec()
 		rows = append(rows, row{name: fmt.Sprintf("%s c=%d: bare -I -S / pyexec (exec/s)", throughputName, c), rate: true, base: b, value: p})
 		notes = append(notes, fmt.Sprintf("throughput at c=%d against bare python -c (%.1f/s): %.2f×", c, site, p/site),
-			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine); pyexec %s (machine), of which the server process %s",
-				c, sides[0].machinePer(), sides[2].machinePer(), sides[2].serverPer()))
+			fmt.Sprintf("CPU per execution at c=%d: bare -I -S spawn %s (machine, busy %s); pyexec %s (machine, busy %s), of which the server process %s",
+				c, sides[0].machinePer(), sides[0].busy(), sides[2].machinePer(), sides[2].busy(), sides[2].serverPer()))
 	}
 	return rows, notes, nil
 }
@@ -137,6 +138,13 @@ type side struct {
 func (d side) perSec() float64    { return float64(d.n) / d.took.Seconds() }
 func (d side) machinePer() string { return ms(d.mcpu / time.Duration(d.n)) }
 func (d side) serverPer() string  { return ms(d.scpu / time.Duration(d.n)) }
+
+// busy is the share of the machine's processors busy over the side's
+// slices: throughput × CPU per execution ÷ processors. Where a side runs
+// below 100 %, its executions waited on something other than the CPU.
+func (d side) busy() string {
+	return fmt.Sprintf("%.1f %%", 100*d.mcpu.Seconds()/(d.took.Seconds()*float64(runtime.NumCPU())))
+}
 
 // interleaved runs total executions of each side at concurrency c, the
 // sides taking turns part by part, and measures each side's time, the
