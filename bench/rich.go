@@ -64,7 +64,7 @@ func (s *server) post(ctx context.Context, body []byte) (richResult, error) {
 		return r, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return r, err
 	}

@@ -221,7 +221,7 @@ func (s *server) submit(ctx context.Context, tarData []byte) (string, error) {
 		return "", err
 	}
 	req.Header.Set("Content-Type", ctype)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -240,7 +240,7 @@ func (s *server) waitEvents(ctx context.Context, id string) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/x-ndjson")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return err
 	}

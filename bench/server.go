@@ -17,7 +17,16 @@ import (
 // server is the pyexec under test.
 type server struct {
 	*testserver.Server
+	// client keeps a connection per concurrent request alive, as an
+	// agent's client does; http.DefaultClient keeps two per host, so at
+	// c=8 most requests paid a new TCP connection that the bare spawns
+	// they are compared with do not.
+	client *http.Client
 }
+
+// maxConns is the most connections a bench server is kept by its client:
+// above the highest concurrency any scenario runs at (32).
+const maxConns = 64
 
 // startServer starts `pyexec serve` with extra flags (e.g.
 // --fork-server=false) on a free loopback port.
@@ -29,7 +38,9 @@ func startServer(ctx context.Context, binary string, extra ...string) (*server, 
 	if err != nil {
 		return nil, err
 	}
-	return &server{s}, nil
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxConns, maxConns
+	return &server{Server: s, client: &http.Client{Transport: t}}, nil
 }
 
 // cgroupParent holds the jails of every server this run starts.
@@ -106,7 +117,7 @@ func (s *server) poolCounters(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return "", err
 	}

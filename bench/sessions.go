@@ -79,7 +79,7 @@ func (s *server) createSession(ctx context.Context, requirements string) (string
 func (s *server) deleteSession(ctx context.Context, id string) {
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodDelete, s.URL+"/api/v1/sessions/"+id, nil)
 	if err == nil {
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := s.client.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}
@@ -109,7 +109,7 @@ func (s *server) postJSON(ctx context.Context, path string, body []byte, want in
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, err
 	}

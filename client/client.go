@@ -31,8 +31,12 @@ type Client struct {
 type Option func(*Client)
 
 // WithHTTPClient makes the client send its requests through hc (for a
-// proxy, TLS settings or tracing). A Timeout set on hc also cuts Follow
-// streams; prefer WithTimeout, which leaves them alone.
+// proxy, TLS settings, tracing, or more connections kept alive: without
+// it the client uses http.DefaultClient, which keeps two idle connections
+// per host, so a program with more calls in flight opens a new connection
+// for most of them; a Transport with MaxIdleConnsPerHost at its
+// concurrency avoids that). A Timeout set on hc also cuts Follow streams;
+// prefer WithTimeout, which leaves them alone.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
