@@ -62,9 +62,9 @@ func StartCluster(name string, n int, dir string) (_ *Cluster, err error) {
 // Nobody has been given the server's URL yet, and the servers started
 // before it learn its route from its own connections to them.
 func (c *Cluster) startFresh(i int) error {
-	var err error
-	for range 3 {
-		if err = c.Start(i); !errors.Is(err, errNotListening) {
+	for try := 1; ; try++ {
+		err := c.Start(i)
+		if try == 3 || !errors.Is(err, errNotListening) {
 			return err
 		}
 		if c.clients[i], err = FreePort(); err != nil {
@@ -74,7 +74,6 @@ func (c *Cluster) startFresh(i int) error {
 			return err
 		}
 	}
-	return fmt.Errorf("NATS server %d: no free ports in three tries: %w", i, errNotListening)
 }
 
 // NewCluster chooses the ports and directories of n clustered servers
