@@ -117,7 +117,18 @@ func kick(c chan struct{}) {
 func (p *Pool) refiller(k *kind) {
 	defer p.wg.Done()
 	for {
-		for p.needs(k) {
+		for {
+			ok, given := p.needs(k)
+			if given != nil {
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					given.discard()
+				}()
+			}
+			if !ok {
+				break
+			}
 			select {
 			case p.builds <- struct{}{}:
 			case <-p.ctx.Done():
@@ -194,15 +205,49 @@ func (p *Pool) unreserve(k *kind) {
 }
 
 // needs reports (and reserves) whether k should build one more jail.
-func (p *Pool) needs(k *kind) bool {
+//
+// At the cap on all kinds' warm jails (MaxWarm), a kind short of what it
+// wants takes the place of a ready jail of the kind holding the most,
+// when that kind holds at least two more than k: the places go to the
+// kinds in demand and are shared evenly among them, so a kind whose
+// requests come one after another keeps its spare (see take) even when
+// others grew first. given is the jail whose place was taken, already
+// out of the pool, for the caller to discard.
+func (p *Pool) needs(k *kind) (ok bool, given *warmJail) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ctx.Err() != nil || len(k.ready)+k.building >= k.want || p.warm >= p.cfg.MaxWarm {
-		return false
+	held := len(k.ready) + k.building
+	if p.ctx.Err() != nil || held >= k.want {
+		return false, nil
+	}
+	if p.warm >= p.cfg.MaxWarm {
+		if given = p.placeFor(k, held); given == nil {
+			return false, nil
+		}
 	}
 	k.building++
 	p.warm++
-	return true
+	return true, given
+}
+
+// placeFor takes out of the pool the newest ready jail of the kind other
+// than k holding the most, if it holds at least two more than k's held;
+// nil if none does. p.mu is held.
+func (p *Pool) placeFor(k *kind, held int) *warmJail {
+	var from *kind
+	most := held + 1
+	for _, o := range p.kinds {
+		if n := len(o.ready) + o.building; o != k && len(o.ready) > 0 && n > most {
+			from, most = o, n
+		}
+	}
+	if from == nil {
+		return nil
+	}
+	w := from.ready[len(from.ready)-1]
+	from.ready = from.ready[:len(from.ready)-1]
+	p.warm--
+	return w
 }
 
 // janitor shrinks kinds nobody used for a while and retires empty ones,
