@@ -19,6 +19,7 @@ type kind struct {
 	max      int // what want may grow to (Config.Max, or NetworkMax)
 	lastUsed time.Time
 	failed   int64
+	failing  bool          // its last build failed (needs)
 	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
 	fork     *forking      // the kind's fork server (Config.ForkServer), shared; nil: none
@@ -173,6 +174,7 @@ func (p *Pool) build(k *kind) {
 		p.unreserve(k)
 		p.mu.Lock()
 		k.failed++
+		k.failing = true
 		p.mu.Unlock()
 		if p.ctx.Err() == nil {
 			p.cfg.Logger.Warn("building a warm jail", "python", describe(k.spec), "err", err)
@@ -186,6 +188,7 @@ func (p *Pool) build(k *kind) {
 	}
 	p.mu.Lock()
 	k.building--
+	k.failing = false
 	if p.ctx.Err() != nil || k.want == 0 {
 		p.warm--
 		p.mu.Unlock()
@@ -193,7 +196,12 @@ func (p *Pool) build(k *kind) {
 		return
 	}
 	k.ready = append(k.ready, w)
+	short := len(k.ready)+k.building < k.want
 	p.mu.Unlock()
+	if short {
+		// At the cap, needs trades one place at a time: the next.
+		kick(k.refill)
+	}
 }
 
 // unreserve gives back a place needs reserved.
@@ -207,20 +215,25 @@ func (p *Pool) unreserve(k *kind) {
 // needs reports (and reserves) whether k should build one more jail.
 //
 // At the cap on all kinds' warm jails (MaxWarm), a kind short of what it
-// wants takes the place of a ready jail of the kind holding the most,
-// when that kind holds at least two more than k: the places go to the
-// kinds in demand and are shared evenly among them, so a kind whose
-// requests come one after another keeps its spare (see take) even when
-// others grew first. given is the jail whose place was taken, already
-// out of the pool, for the caller to discard.
+// wants may take the place of a ready jail of another kind (placeFor):
+// so a kind whose requests come one after another keeps its spare (see
+// take) even when other kinds grew first, as long as the cap leaves room
+// for two per kind in use. One such trade is in flight per kind at a
+// time, and none for a kind whose last build failed, so that a broken
+// kind does not destroy others' jails for nothing. given is the jail
+// whose place was taken, already out of the pool, for the caller to
+// discard.
 func (p *Pool) needs(k *kind) (ok bool, given *warmJail) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	held := len(k.ready) + k.building
-	if p.ctx.Err() != nil || held >= k.want {
+	if p.ctx.Err() != nil || k.retired || held >= k.want {
 		return false, nil
 	}
 	if p.warm >= p.cfg.MaxWarm {
+		if k.building > 0 || k.failing {
+			return false, nil
+		}
 		if given = p.placeFor(k, held); given == nil {
 			return false, nil
 		}
@@ -230,14 +243,22 @@ func (p *Pool) needs(k *kind) (ok bool, given *warmJail) {
 	return true, given
 }
 
-// placeFor takes out of the pool the newest ready jail of the kind other
-// than k holding the most, if it holds at least two more than k's held;
-// nil if none does. p.mu is held.
+// placeFor takes out of the pool, for kind k holding held, the newest
+// ready jail of the kind holding the most, if that kind holds at least
+// two more than k and keeps one ready: the kinds short of what they want
+// end up within one of each other, and a place never moves back and
+// forth between two of them. Between kinds holding as many, one without
+// network gives its place (removing a network jail's device contends
+// with the next one's). nil if no kind qualifies. p.mu is held.
 func (p *Pool) placeFor(k *kind, held int) *warmJail {
 	var from *kind
-	most := held + 1
+	most := 0
 	for _, o := range p.kinds {
-		if n := len(o.ready) + o.building; o != k && len(o.ready) > 0 && n > most {
+		n := len(o.ready) + o.building
+		if o == k || len(o.ready) < 2 || n < held+2 {
+			continue
+		}
+		if from == nil || n > most || (n == most && from.spec.Network && !o.spec.Network) {
 			from, most = o, n
 		}
 	}

@@ -124,9 +124,6 @@ func TestKindsInDemandShareTheWarmPlaces(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("ready by kind %v two minutes after the second kind's first run, want [1 1]", readyByKind(p))
 		}
-		if n := p.Stats().Warm; n > 2 {
-			t.Fatalf("%d warm jails, over the cap of 2", n)
-		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
