@@ -28,7 +28,8 @@ type kind struct {
 // kind returns the kind of spec (lean: for code that needs only the
 // standard library), creating it (and its refiller) on first use. Lean code
 // of an environment known to have none of the preloads gets the kind of
-// any code: its fork server is the same.
+// any code: its fork server is the same. nil: the request runs cold (the
+// kinds with network are all taken, or the pool is closing).
 func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	key := p.kindKey(spec)
 	p.mu.Lock()
@@ -41,6 +42,10 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
+	if !ok && p.ctx.Err() != nil {
+		// Closing: no new refiller may join the wait group Close waits on.
+		return nil
+	}
 	if !ok && spec.Network {
 		// A request's own things (collect globs, say) are in the key:
 		// a client could otherwise make network kinds, each with jails
