@@ -14,7 +14,11 @@
 // process is cheaper the less it mapped. Every fork server also imports
 // the commonest standard-library modules once, which an execution gets
 // from it as (and only when) it imports them. A kind whose fork server
-// cannot run gets warm jails.
+// cannot run gets warm jails. A kind keeps a spare while in use, so
+// that requests one after another each find one ready; the warm jails of
+// all kinds together are bounded (Config.MaxWarm), and at that bound a
+// kind short of what it wants takes a place from the kind holding the
+// most, until they hold within one of each other (needs).
 // Executions that cannot use a warm jail (a command that is not the
 // runner's, start-up environment variables, limits above the pool's
 // ceilings) run in a cold jail, transparently.

@@ -19,6 +19,7 @@ type kind struct {
 	max      int // what want may grow to (Config.Max, or NetworkMax)
 	lastUsed time.Time
 	failed   int64
+	failing  bool          // its last build failed (needs)
 	retired  bool          // dropped by the janitor; its refiller ends
 	refill   chan struct{} // kicks the kind's refiller
 	fork     *forking      // the kind's fork server (Config.ForkServer), shared; nil: none
@@ -27,7 +28,8 @@ type kind struct {
 // kind returns the kind of spec (lean: for code that needs only the
 // standard library), creating it (and its refiller) on first use. Lean code
 // of an environment known to have none of the preloads gets the kind of
-// any code: its fork server is the same.
+// any code: its fork server is the same. nil: the request runs cold (the
+// kinds with network are all taken, or the pool is closing).
 func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 	key := p.kindKey(spec)
 	p.mu.Lock()
@@ -40,6 +42,10 @@ func (p *Pool) kind(spec sandbox.Spec, lean bool) *kind {
 		}
 	}
 	k, ok := p.kinds[key]
+	if !ok && p.ctx.Err() != nil {
+		// Closing: no new refiller may join the wait group Close waits on.
+		return nil
+	}
 	if !ok && spec.Network {
 		// A request's own things (collect globs, say) are in the key:
 		// a client could otherwise make network kinds, each with jails
@@ -117,7 +123,18 @@ func kick(c chan struct{}) {
 func (p *Pool) refiller(k *kind) {
 	defer p.wg.Done()
 	for {
-		for p.needs(k) {
+		for {
+			ok, given := p.needs(k)
+			if given != nil {
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					given.discard()
+				}()
+			}
+			if !ok {
+				break
+			}
 			select {
 			case p.builds <- struct{}{}:
 			case <-p.ctx.Done():
@@ -162,6 +179,7 @@ func (p *Pool) build(k *kind) {
 		p.unreserve(k)
 		p.mu.Lock()
 		k.failed++
+		k.failing = true
 		p.mu.Unlock()
 		if p.ctx.Err() == nil {
 			p.cfg.Logger.Warn("building a warm jail", "python", describe(k.spec), "err", err)
@@ -175,6 +193,7 @@ func (p *Pool) build(k *kind) {
 	}
 	p.mu.Lock()
 	k.building--
+	k.failing = false
 	if p.ctx.Err() != nil || k.want == 0 {
 		p.warm--
 		p.mu.Unlock()
@@ -182,7 +201,12 @@ func (p *Pool) build(k *kind) {
 		return
 	}
 	k.ready = append(k.ready, w)
+	short := len(k.ready)+k.building < k.want
 	p.mu.Unlock()
+	if short {
+		// At the cap, needs trades one place at a time: the next.
+		kick(k.refill)
+	}
 }
 
 // unreserve gives back a place needs reserved.
@@ -194,15 +218,62 @@ func (p *Pool) unreserve(k *kind) {
 }
 
 // needs reports (and reserves) whether k should build one more jail.
-func (p *Pool) needs(k *kind) bool {
+//
+// At the cap on all kinds' warm jails (MaxWarm), a kind short of what it
+// wants may take the place of a ready jail of another kind (placeFor):
+// so a kind whose requests come one after another keeps its spare (see
+// take) even when other kinds grew first, as long as the cap leaves room
+// for two per kind in use. One such trade is in flight per kind at a
+// time, and none for a kind whose last build failed, so that a broken
+// kind does not destroy others' jails for nothing. given is the jail
+// whose place was taken, already out of the pool, for the caller to
+// discard.
+func (p *Pool) needs(k *kind) (ok bool, given *warmJail) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ctx.Err() != nil || len(k.ready)+k.building >= k.want || p.warm >= p.cfg.MaxWarm {
-		return false
+	held := len(k.ready) + k.building
+	if p.ctx.Err() != nil || k.retired || held >= k.want {
+		return false, nil
+	}
+	if p.warm >= p.cfg.MaxWarm {
+		if k.building > 0 || k.failing {
+			return false, nil
+		}
+		if given = p.placeFor(k, held); given == nil {
+			return false, nil
+		}
 	}
 	k.building++
 	p.warm++
-	return true
+	return true, given
+}
+
+// placeFor takes out of the pool, for kind k holding held, the newest
+// ready jail of the kind holding the most, if that kind holds at least
+// two more than k and keeps one ready: the kinds short of what they want
+// end up within one of each other, and a place never moves back and
+// forth between two of them. Between kinds holding as many, one without
+// network gives its place (removing a network jail's device contends
+// with the next one's). nil if no kind qualifies. p.mu is held.
+func (p *Pool) placeFor(k *kind, held int) *warmJail {
+	var from *kind
+	most := 0
+	for _, o := range p.kinds {
+		n := len(o.ready) + o.building
+		if o == k || len(o.ready) < 2 || n < held+2 {
+			continue
+		}
+		if from == nil || n > most || (n == most && from.spec.Network && !o.spec.Network) {
+			from, most = o, n
+		}
+	}
+	if from == nil {
+		return nil
+	}
+	w := from.ready[len(from.ready)-1]
+	from.ready = from.ready[:len(from.ready)-1]
+	p.warm--
+	return w
 }
 
 // janitor shrinks kinds nobody used for a while and retires empty ones,

@@ -271,7 +271,7 @@ func (p *Pool) Run(ctx context.Context, spec sandbox.Spec, out sandbox.OutputFun
 	}
 	lean := p.leanCode(spec)
 	k := p.kind(warmSpec(spec, warmArgv, p.cfg), lean)
-	if k == nil { // network kinds are all taken (kind.go)
+	if k == nil { // network kinds are all taken, or the pool is closing (kind.go)
 		p.cold.Add(1)
 		return p.jails.Run(ctx, spec, out)
 	}

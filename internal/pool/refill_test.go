@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,4 +87,58 @@ func TestRefillOfTheLastReadyIsAtOnce(t *testing.T) {
 	default:
 	}
 	checkSlept(t, <-done)
+}
+
+// readyByKind is how many jails each kind has ready, fewest first.
+func readyByKind(p *Pool) []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n []int
+	for _, k := range p.kinds {
+		n = append(n, len(k.ready))
+	}
+	slices.Sort(n)
+	return n
+}
+
+// TestKindsInDemandShareTheWarmPlaces: a kind that took every warm place
+// (MaxWarm) gives one up to a kind that comes into use after it, so that
+// both keep one ready; neither then takes it back. Before, the second
+// kind had none ready, and each of its requests forked on its path.
+func TestKindsInDemandShareTheWarmPlaces(t *testing.T) {
+	p := newPool(t, Config{ForkServer: true, MaxWarm: 2})
+	a := spec("print('a')\n")
+	b := spec("print('b')\n")
+	b.Collect = &sandbox.Collect{} // another kind, the same fork server
+	warmUp(t, p, a)
+	waitWarm(t, p, 2) // the first run found none ready: the kind keeps two
+	if got := readyByKind(p); !slices.Equal(got, []int{2}) {
+		t.Fatalf("ready by kind %v, want [2]", got)
+	}
+
+	if res := run(t, p, b); res.Status != sandbox.StatusOK || string(res.Stdout) != "b\n" {
+		t.Fatalf("status %s stdout %q", res.Status, res.Stdout)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !slices.Equal(readyByKind(p), []int{1, 1}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ready by kind %v two minutes after the second kind's first run, want [1 1]", readyByKind(p))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Each kind's next request takes its ready one, which is replaced;
+	// the places stay shared.
+	for _, s := range []sandbox.Spec{a, b, a, b} {
+		if res := run(t, p, s); res.Status != sandbox.StatusOK {
+			t.Fatalf("status %s stderr %q", res.Status, res.Stderr)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for !slices.Equal(readyByKind(p), []int{1, 1}) {
+			if time.Now().After(deadline) {
+				t.Fatalf("ready by kind %v two minutes after a run, want [1 1]", readyByKind(p))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
