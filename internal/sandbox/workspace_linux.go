@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"syscall"
 )
 
 // The workspace of a running payload, seen from the host: a session lists,
@@ -10,7 +13,8 @@ import (
 
 // Workspace opens the running payload's workspace (/work) from the host as
 // an os.Root, so that no path the payload planted (a symbolic link to
-// /etc/passwd, "..") leads out of it. The caller closes it.
+// /etc/passwd, "..") leads out of it. The caller closes it. An error
+// wrapping os.ErrProcessDone: the jail has ended (or is ending).
 func (p *Process) Workspace() (*os.Root, error) {
 	select {
 	case <-p.done:
@@ -23,6 +27,11 @@ func (p *Process) Workspace() (*os.Root, error) {
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
+		if !p.j.m.cfg.Unsafe && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)) {
+			// Its PID 1 is gone (or a zombie): the jail ended, and Wait
+			// is about to say so.
+			return nil, fmt.Errorf("opening the workspace: %w (%w)", os.ErrProcessDone, err)
+		}
 		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
 	return root, nil

@@ -51,9 +51,9 @@ func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := k.proc.Workspace()
+	root, err := workspaceOf(s, k)
 	if err != nil {
-		return nil, fmt.Errorf("engine: session %s: %w", id, err)
+		return nil, err
 	}
 	defer root.Close()
 	out := []File{}
@@ -77,7 +77,6 @@ func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
 // ReadFile returns a regular file of the session's workspace.
 // run.ErrFileNotFound: no such regular file (a link is not followed).
 func (m *Service) ReadFile(ctx context.Context, s *Live, unsafePath string) ([]byte, error) {
-	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
 	k, err := m.awake(ctx, s)
@@ -88,9 +87,9 @@ func (m *Service) ReadFile(ctx context.Context, s *Live, unsafePath string) ([]b
 	if err != nil {
 		return nil, err
 	}
-	root, err := k.proc.Workspace()
+	root, err := workspaceOf(s, k)
 	if err != nil {
-		return nil, fmt.Errorf("engine: session %s: %w", id, err)
+		return nil, err
 	}
 	defer root.Close()
 	data, err := readRegular(root, p, m.cfg.MaxFileBytes)
@@ -119,6 +118,20 @@ func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, limit+1))
+}
+
+// workspaceOf opens the workspace of s's kernel k for its files routes.
+// A kernel that ended since it was found ends the session's call with
+// ErrEnded (what the next call finds too), not a server error.
+func workspaceOf(s *Live, k *kernel) (*os.Root, error) {
+	root, err := k.proc.Workspace()
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil, fmt.Errorf("%w: %s: its interpreter ended: %w", ErrEnded, s.id, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: session %s: %w", s.id, err)
+	}
+	return root, nil
 }
 
 // workspaceFiles reads every regular file of k's workspace, at most limit

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,6 +288,9 @@ func (m *Service) save(ctx context.Context, s *Live, k *kernel, kind string) (Sa
 	if err == nil {
 		err = snapshot.Tar(pend.Writer().Files(), root, s.spec.Limits.WorkspaceBytes)
 		root.Close()
+	} else if errors.Is(err, os.ErrProcessDone) {
+		// It ended after its state was written (Snapshot ends the session).
+		err = fmt.Errorf("%w: %w", errKernelEnded, err)
 	}
 	if err != nil {
 		return Saved{}, fmt.Errorf("engine: snapshot of session %s: %w", s.id, pend.Abort(err))
