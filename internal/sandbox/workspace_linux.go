@@ -34,6 +34,14 @@ func (p *Process) Workspace() (*os.Root, error) {
 		}
 		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
+	if !p.j.m.cfg.Unsafe {
+		// Its PID 1 not yet reaped after the open: the pid named it then,
+		// not a process that took the pid over since.
+		if err := p.j.stillAlive(); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("opening the workspace: %w (%w)", os.ErrProcessDone, err)
+		}
+	}
 	return root, nil
 }
 
