@@ -51,7 +51,7 @@ func (j *Jail) collectVia(c Collect) ([]CollectedFile, int, error) {
 		return nil, 0, err
 	}
 	defer root.Close()
-	if err := j.initAlive(); err != nil {
+	if err := j.stillAlive(); err != nil {
 		return nil, 0, err
 	}
 	var files []CollectedFile

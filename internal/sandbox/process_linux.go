@@ -57,6 +57,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 	pid := p.payloadGroup()
 	if pid <= 0 {
+		if p.j.stillAlive() != nil {
+			return os.ErrProcessDone // its jail ended before Wait said so
+		}
 		return errors.New("the payload's pid is unknown")
 	}
 	if err := unix.Kill(-pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -180,7 +183,7 @@ func (p *Process) resizeScratch(l Limits) error {
 		if err != nil {
 			return fmt.Errorf("resizing %s: %w", m.dir, os.NewSyscallError("fspick", err))
 		}
-		if err := p.j.initAlive(); err != nil {
+		if err := p.j.stillAlive(); err != nil {
 			unix.Close(fd)
 			return err
 		}
@@ -210,14 +213,11 @@ func (j *Jail) writeFilesVia(files []File) error {
 	if len(files) == 0 {
 		return nil
 	}
-	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.initPid(), WorkDir))
+	root, err := j.openWork()
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	if err := j.initAlive(); err != nil {
-		return err
-	}
 	uid, gid := j.m.PayloadOwner()
 	w := newTreeWriter(root, uid, gid)
 	defer w.close()

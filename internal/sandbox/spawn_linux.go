@@ -428,15 +428,6 @@ func bulkPipe(fd int) {
 	_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, bulkPipeSize)
 }
 
-// initAlive fails when a forked execution's reaper has ended (see
-// reaper.alive); a jail's own init cannot be mistaken, being our child.
-func (j *Jail) initAlive() error {
-	if j.reaper == nil {
-		return nil
-	}
-	return j.reaper.alive()
-}
-
 // send writes a message to init.
 func (j *Jail) send(ctx context.Context, msg message) error {
 	if err := ctx.Err(); err != nil {

@@ -21,26 +21,33 @@ func (p *Process) Workspace() (*os.Root, error) {
 		return nil, os.ErrProcessDone
 	default:
 	}
-	dir := p.j.workHost
-	if !p.j.m.cfg.Unsafe {
-		dir = fmt.Sprintf("/proc/%d/root%s", p.j.initPid(), WorkDir)
+	open := p.j.openWork
+	if p.j.m.cfg.Unsafe {
+		open = func() (*os.Root, error) { return os.OpenRoot(p.j.workHost) }
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := open()
 	if err != nil {
-		if !p.j.m.cfg.Unsafe && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)) {
-			// Its PID 1 is gone (or a zombie): the jail ended, and Wait
-			// is about to say so.
-			return nil, fmt.Errorf("opening the workspace: %w (%w)", os.ErrProcessDone, err)
-		}
 		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
-	if !p.j.m.cfg.Unsafe {
-		// Its PID 1 not yet reaped after the open: the pid named it then,
-		// not a process that took the pid over since.
-		if err := p.j.stillAlive(); err != nil {
-			root.Close()
-			return nil, fmt.Errorf("opening the workspace: %w (%w)", os.ErrProcessDone, err)
+	return root, nil
+}
+
+// openWork opens the jail's workspace (/work) from the host through
+// /proc/<init>/root. An error wrapping os.ErrProcessDone: the jail's PID
+// 1 is gone (or a zombie), or was reaped by the end of the open, when its
+// pid may have named another process, another jail's perhaps; so the
+// root returned is this jail's.
+func (j *Jail) openWork() (*os.Root, error) {
+	root, err := os.OpenRoot(fmt.Sprintf("/proc/%d/root%s", j.initPid(), WorkDir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) || j.stillAlive() != nil {
+			return nil, fmt.Errorf("%w (%w)", os.ErrProcessDone, err)
 		}
+		return nil, err
+	}
+	if err := j.stillAlive(); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("%w (%w)", os.ErrProcessDone, err)
 	}
 	return root, nil
 }

@@ -2,7 +2,9 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -175,6 +177,11 @@ func (m *Service) Interrupt(s *Live) error {
 		return nil
 	}
 	if err := k.proc.Signal(syscall.SIGINT); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			// It ended meanwhile: nothing runs to interrupt; the cell's
+			// caller is told the session ended.
+			return nil
+		}
 		return fmt.Errorf("engine: interrupting session %s: %w", id, err)
 	}
 	return nil

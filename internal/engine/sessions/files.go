@@ -22,7 +22,6 @@ import (
 
 // PutFile writes a file into the session's workspace.
 func (m *Service) PutFile(ctx context.Context, s *Live, unsafePath string, data []byte) error {
-	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
 	k, err := m.awake(ctx, s)
@@ -37,14 +36,13 @@ func (m *Service) PutFile(ctx context.Context, s *Live, unsafePath string, data 
 		if errors.Is(err, sandbox.ErrInvalidSpec) {
 			return fmt.Errorf("%w: %w", run.ErrInvalid, err)
 		}
-		return fmt.Errorf("engine: session %s: %w", id, err)
+		return kernelErr(s, err)
 	}
 	return nil
 }
 
 // ListFiles lists the regular files of the session's workspace.
 func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
-	id := s.id
 	s.files.RLock()
 	defer s.files.RUnlock()
 	k, err := m.awake(ctx, s)
@@ -69,7 +67,7 @@ func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("engine: listing session %s files: %w", id, err)
+		return nil, fmt.Errorf("engine: listing session %s files: %w", s.id, err)
 	}
 	return out, nil
 }
@@ -121,17 +119,23 @@ func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
 }
 
 // workspaceOf opens the workspace of s's kernel k for its files routes.
-// A kernel that ended since it was found ends the session's call with
-// ErrEnded (what the next call finds too), not a server error.
 func workspaceOf(s *Live, k *kernel) (*os.Root, error) {
 	root, err := k.proc.Workspace()
-	if errors.Is(err, os.ErrProcessDone) {
-		return nil, fmt.Errorf("%w: %s: its interpreter ended: %w", ErrEnded, s.id, err)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("engine: session %s: %w", s.id, err)
+		return nil, kernelErr(s, err)
 	}
 	return root, nil
+}
+
+// kernelErr is err from s's kernel as the caller reports it: a kernel
+// that ended since it was found (os.ErrProcessDone, errKernelEnded) ends
+// the call with ErrEnded, which is what the session's next call finds
+// too, rather than an error of the server.
+func kernelErr(s *Live, err error) error {
+	if errors.Is(err, os.ErrProcessDone) || errors.Is(err, errKernelEnded) {
+		return fmt.Errorf("%w: %s: its interpreter ended: %w", ErrEnded, s.id, err)
+	}
+	return fmt.Errorf("engine: session %s: %w", s.id, err)
 }
 
 // workspaceFiles reads every regular file of k's workspace, at most limit

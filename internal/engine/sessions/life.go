@@ -2,7 +2,9 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +41,12 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	}
 	// A running cell holds s.run: kill its kernel first so that it ends.
 	files, err := m.workspaceFiles(old, s.spec.Limits.WorkspaceBytes)
+	if errors.Is(err, os.ErrProcessDone) {
+		// Its interpreter ended, and its files with its jail: a restart
+		// would keep none of them, which it promises to.
+		m.endSession(s, "its interpreter ended")
+		return Session{}, kernelErr(s, err)
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)
 	}

@@ -306,3 +306,43 @@ func TestSessionSeesOnlyItsOwnJail(t *testing.T) {
 		}
 	})
 }
+
+// TestAnEndedInterpreterAnswersSessionEnded: a session whose interpreter
+// ended by itself (killed here, as the kernel's OOM killer would) answers
+// a restart, a fork, a file write, a listing and a snapshot that it ended
+// or is ending (ErrEnded 410, ErrBusy 409), not with an error of the
+// server (500); an interrupt finds nothing to interrupt.
+func TestAnEndedInterpreterAnswersSessionEnded(t *testing.T) {
+	forEachKernel(t, func(t *testing.T, forked bool) {
+		svc := newServiceWith(t, Config{}, forked, newVault(t))
+		ctx := context.Background()
+		calls := []struct {
+			name string
+			call func(s *Live) error
+		}{
+			{"restart", func(s *Live) error { _, err := svc.Restart(ctx, s); return err }},
+			{"fork", func(s *Live) error { _, err := svc.Fork(ctx, s); return err }},
+			{"put a file", func(s *Live) error { return svc.PutFile(ctx, s, "f.txt", []byte("x")) }},
+			{"list files", func(s *Live) error { _, err := svc.ListFiles(ctx, s); return err }},
+			{"snapshot", func(s *Live) error { _, err := svc.Snapshot(ctx, s); return err }},
+			{"interrupt", func(s *Live) error { return svc.Interrupt(s) }},
+		}
+		for _, c := range calls {
+			id := newSession(t, svc, Request{})
+			s := live(t, svc, id)
+			k := s.kernel()
+			k.proc.Kill()
+			<-k.proc.Done()
+			err := c.call(s)
+			if c.name == "interrupt" {
+				if err != nil {
+					t.Errorf("%s: %v, want nothing to interrupt", c.name, err)
+				}
+				continue
+			}
+			if !errors.Is(err, ErrEnded) && !errors.Is(err, ErrBusy) {
+				t.Errorf("%s after the interpreter ended: %v, want ErrEnded (or ErrBusy: ending)", c.name, err)
+			}
+		}
+	})
+}

@@ -68,8 +68,9 @@ func (k *kernel) own(ctx context.Context, n int, send func() error, timeout, gra
 	kill := time.AfterFunc(timeout+grace, k.proc.Kill)
 	defer kill.Stop()
 	if err := send(); err != nil {
+		// It ended, or is killed now: either way it has ended.
 		k.proc.Kill()
-		return nil, fmt.Errorf("the session's interpreter stopped taking its state: %w", err)
+		return nil, fmt.Errorf("%w: it stopped taking its state: %w", errKernelEnded, err)
 	}
 	return k.awaitOwn(ctx, c, timeout, grace)
 }
@@ -478,6 +479,10 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	}
 	defer done()
 	files, err := m.workspaceFiles(pk, parent.spec.Limits.WorkspaceBytes)
+	if errors.Is(err, os.ErrProcessDone) {
+		m.endSession(parent, "its interpreter ended")
+		return Session{}, kernelErr(parent, err)
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: copying the session's files: %w", err)
 	}
@@ -494,6 +499,12 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	loaded, err := m.forkInto(ctx, pk, s.kernel(), n+1, files)
 	if err != nil {
 		m.endSession(s, "fork failed")
+		if errors.Is(err, errKernelEnded) || kernelEnded(pk) {
+			// The parent's interpreter ended while its state was read
+			// (as a snapshot's, Snapshot): the parent ends.
+			m.endSession(parent, "its interpreter ended while its state was saved")
+			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %w", ErrEnded, parent.id, err)
+		}
 		return Session{}, fmt.Errorf("engine: forking session %s: %w", parent.id, err)
 	}
 	s.mu.Lock()
