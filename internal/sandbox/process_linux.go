@@ -57,10 +57,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 	pid := p.payloadGroup()
 	if pid <= 0 {
-		if p.j.stillAlive() != nil {
-			return os.ErrProcessDone // its jail ended before Wait said so
-		}
-		return errors.New("the payload's pid is unknown")
+		// Not among its PID 1's children, or PID 1 is gone: it ended,
+		// before Wait says so.
+		return os.ErrProcessDone
 	}
 	if err := unix.Kill(-pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return os.NewSyscallError("kill", err)

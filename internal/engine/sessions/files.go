@@ -36,7 +36,7 @@ func (m *Service) PutFile(ctx context.Context, s *Live, unsafePath string, data 
 		if errors.Is(err, sandbox.ErrInvalidSpec) {
 			return fmt.Errorf("%w: %w", run.ErrInvalid, err)
 		}
-		return kernelErr(s, err)
+		return m.kernelErr(s, err)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (m *Service) ListFiles(ctx context.Context, s *Live) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := workspaceOf(s, k)
+	root, err := m.workspaceOf(s, k)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (m *Service) ReadFile(ctx context.Context, s *Live, unsafePath string) ([]b
 	if err != nil {
 		return nil, err
 	}
-	root, err := workspaceOf(s, k)
+	root, err := m.workspaceOf(s, k)
 	if err != nil {
 		return nil, err
 	}
@@ -119,20 +119,21 @@ func readRegular(root *os.Root, p string, limit int64) ([]byte, error) {
 }
 
 // workspaceOf opens the workspace of s's kernel k for its files routes.
-func workspaceOf(s *Live, k *kernel) (*os.Root, error) {
+func (m *Service) workspaceOf(s *Live, k *kernel) (*os.Root, error) {
 	root, err := k.proc.Workspace()
 	if err != nil {
-		return nil, kernelErr(s, err)
+		return nil, m.kernelErr(s, err)
 	}
 	return root, nil
 }
 
-// kernelErr is err from s's kernel as the caller reports it: a kernel
-// that ended since it was found (os.ErrProcessDone, errKernelEnded) ends
-// the call with ErrEnded, which is what the session's next call finds
-// too, rather than an error of the server.
-func kernelErr(s *Live, err error) error {
+// kernelErr is err from s's kernel as the caller reports it. A kernel
+// that ended since it was found (os.ErrProcessDone, errKernelEnded) took
+// its jail and files with it: the session ends, and the call says so
+// (ErrEnded) rather than failing as the server's error.
+func (m *Service) kernelErr(s *Live, err error) error {
 	if errors.Is(err, os.ErrProcessDone) || errors.Is(err, errKernelEnded) {
+		m.endSession(s, "its interpreter ended")
 		return fmt.Errorf("%w: %s: its interpreter ended: %w", ErrEnded, s.id, err)
 	}
 	return fmt.Errorf("engine: session %s: %w", s.id, err)

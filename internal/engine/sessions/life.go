@@ -44,8 +44,7 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 	if errors.Is(err, os.ErrProcessDone) {
 		// Its interpreter ended, and its files with its jail: a restart
 		// would keep none of them, which it promises to.
-		m.endSession(s, "its interpreter ended")
-		return Session{}, kernelErr(s, err)
+		return Session{}, m.kernelErr(s, err)
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)

@@ -310,8 +310,9 @@ func TestSessionSeesOnlyItsOwnJail(t *testing.T) {
 // TestAnEndedInterpreterAnswersSessionEnded: a session whose interpreter
 // ended by itself (killed here, as the kernel's OOM killer would) answers
 // a restart, a fork, a file write, a listing and a snapshot that it ended
-// or is ending (ErrEnded 410, ErrBusy 409), not with an error of the
-// server (500); an interrupt finds nothing to interrupt.
+// (ErrEnded, 410; or ErrBusy, 409, while its end is noticed), not with an
+// error of the server (500); and when it says ended, the session is gone,
+// and a fork left no child behind.
 func TestAnEndedInterpreterAnswersSessionEnded(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
 		svc := newServiceWith(t, Config{}, forked, newVault(t))
@@ -325,7 +326,6 @@ func TestAnEndedInterpreterAnswersSessionEnded(t *testing.T) {
 			{"put a file", func(s *Live) error { return svc.PutFile(ctx, s, "f.txt", []byte("x")) }},
 			{"list files", func(s *Live) error { _, err := svc.ListFiles(ctx, s); return err }},
 			{"snapshot", func(s *Live) error { _, err := svc.Snapshot(ctx, s); return err }},
-			{"interrupt", func(s *Live) error { return svc.Interrupt(s) }},
 		}
 		for _, c := range calls {
 			id := newSession(t, svc, Request{})
@@ -334,14 +334,18 @@ func TestAnEndedInterpreterAnswersSessionEnded(t *testing.T) {
 			k.proc.Kill()
 			<-k.proc.Done()
 			err := c.call(s)
-			if c.name == "interrupt" {
-				if err != nil {
-					t.Errorf("%s: %v, want nothing to interrupt", c.name, err)
+			switch {
+			case errors.Is(err, ErrEnded):
+				if _, err := svc.Lookup(id); !errors.Is(err, ErrNotFound) {
+					t.Errorf("%s answered that the session ended, but it is still there (%v)", c.name, err)
 				}
-				continue
-			}
-			if !errors.Is(err, ErrEnded) && !errors.Is(err, ErrBusy) {
+			case errors.Is(err, ErrBusy):
+			default:
 				t.Errorf("%s after the interpreter ended: %v, want ErrEnded (or ErrBusy: ending)", c.name, err)
+			}
+			svc.Delete(s)
+			if n := len(svc.List(func(string) bool { return true })); n != 0 {
+				t.Errorf("after %s: %d sessions live, want none (a fork's child is left)", c.name, n)
 			}
 		}
 	})

@@ -480,8 +480,7 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	defer done()
 	files, err := m.workspaceFiles(pk, parent.spec.Limits.WorkspaceBytes)
 	if errors.Is(err, os.ErrProcessDone) {
-		m.endSession(parent, "its interpreter ended")
-		return Session{}, kernelErr(parent, err)
+		return Session{}, m.kernelErr(parent, err)
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: copying the session's files: %w", err)
@@ -499,11 +498,14 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	loaded, err := m.forkInto(ctx, pk, s.kernel(), n+1, files)
 	if err != nil {
 		m.endSession(s, "fork failed")
-		if errors.Is(err, errKernelEnded) || kernelEnded(pk) {
+		select {
+		case <-pk.proc.Done():
 			// The parent's interpreter ended while its state was read
-			// (as a snapshot's, Snapshot): the parent ends.
+			// (as a snapshot's, Snapshot): the parent ends. Not when only
+			// the child's did (out of memory loading the state, say).
 			m.endSession(parent, "its interpreter ended while its state was saved")
 			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %w", ErrEnded, parent.id, err)
+		default:
 		}
 		return Session{}, fmt.Errorf("engine: forking session %s: %w", parent.id, err)
 	}
