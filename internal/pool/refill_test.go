@@ -101,6 +101,19 @@ func readyByKind(p *Pool) []int {
 	return n
 }
 
+// waitReadyByKind waits, at most two minutes after what happened, until
+// the kinds of p have want ready (as readyByKind counts them).
+func waitReadyByKind(t *testing.T, p *Pool, want []int, after string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !slices.Equal(readyByKind(p), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ready by kind %v two minutes after %s, want %v", readyByKind(p), after, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestKindsInDemandShareTheWarmPlaces: a kind that took every warm place
 // (MaxWarm) gives one up to a kind that comes into use after it, so that
 // both keep one ready; neither then takes it back. Before, the second
@@ -119,13 +132,7 @@ func TestKindsInDemandShareTheWarmPlaces(t *testing.T) {
 	if res := run(t, p, b); res.Status != sandbox.StatusOK || string(res.Stdout) != "b\n" {
 		t.Fatalf("status %s stdout %q", res.Status, res.Stdout)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for !slices.Equal(readyByKind(p), []int{1, 1}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("ready by kind %v two minutes after the second kind's first run, want [1 1]", readyByKind(p))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitReadyByKind(t, p, []int{1, 1}, "the second kind's first run")
 
 	// Each kind's next request takes its ready one, which is replaced;
 	// the places stay shared.
@@ -133,12 +140,6 @@ func TestKindsInDemandShareTheWarmPlaces(t *testing.T) {
 		if res := run(t, p, s); res.Status != sandbox.StatusOK {
 			t.Fatalf("status %s stderr %q", res.Status, res.Stderr)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for !slices.Equal(readyByKind(p), []int{1, 1}) {
-			if time.Now().After(deadline) {
-				t.Fatalf("ready by kind %v two minutes after a run, want [1 1]", readyByKind(p))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitReadyByKind(t, p, []int{1, 1}, "a run")
 	}
 }
