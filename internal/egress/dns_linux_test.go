@@ -3,9 +3,11 @@ package egress
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -128,4 +130,40 @@ func TestNameResolvedTwice(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestSyncDeliversWhatWasAnswered: once a lookup is answered, Sync
+// returns only when the hook has its event, however slow the hook (a
+// session's cell result carries the lookups its code saw refused).
+func TestSyncDeliversWhatWasAnswered(t *testing.T) {
+	rules, err := ParseRules([]string{"*.ok.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGuard(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []Event
+	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: &countingResolver{}}, Grant{Policy: Policy{Allow: rules}},
+		Hooks{Event: func(ev Event) {
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}})
+	t.Cleanup(func() { _ = e.Close() })
+	for _, name := range []string{"a.other.test", "b.other.test"} {
+		if rc := query(t, e, name); rc != dnsmessage.RCodeNameError {
+			t.Fatalf("%s: %v, want NXDOMAIN", name, rc)
+		}
+	}
+	e.Sync()
+	mu.Lock()
+	had := slices.Clone(got)
+	mu.Unlock()
+	if len(had) != 2 || had[0].Host != "a.other.test" || had[1].Host != "b.other.test" || had[1].Verdict != VerdictDeny {
+		t.Errorf("after Sync the hook had %+v, want both refused lookups", had)
+	}
 }

@@ -44,6 +44,13 @@ type Egress struct {
 	// (MaxEvents each): only a secret's or a limit's event ever waits.
 	out     chan Event
 	outDone chan struct{}
+	// sent counts the events put on out (under mu); delivered, those the
+	// hook has returned from (under dmu, signalled on dcond): Sync waits
+	// for one to reach the other.
+	sent      int64
+	dmu       sync.Mutex
+	dcond     *sync.Cond
+	delivered int64
 
 	mu     sync.Mutex
 	stack  *stack.Stack
@@ -91,6 +98,7 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 		out: make(chan Event, 2*cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
 		terminated: map[string]bool{}, sessions: tls.NewLRUClientSessionCache(maxTerminatedNames)}
+	e.dcond = sync.NewCond(&e.dmu)
 	go e.deliver()
 	return e
 }
@@ -102,6 +110,25 @@ func (e *Egress) deliver() {
 		if e.hooks.Event != nil {
 			e.hooks.Event(ev)
 		}
+		e.dmu.Lock()
+		e.delivered++
+		e.dcond.Broadcast()
+		e.dmu.Unlock()
+	}
+}
+
+// Sync returns once the hook has had every event reported so far: a
+// session calls it at the end of a cell, so that what the cell's code
+// saw answered (a lookup refused, a connection cut) comes with the
+// cell's result.
+func (e *Egress) Sync() {
+	e.mu.Lock()
+	sent := e.sent
+	e.mu.Unlock()
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	for e.delivered < sent {
+		e.dcond.Wait()
 	}
 }
 
@@ -290,6 +317,7 @@ func (e *Egress) emit(ev Event) {
 		e.dropped.Add(1)
 		return
 	}
+	e.sent++
 	e.out <- ev
 }
 

@@ -175,6 +175,17 @@ func (k *kernel) closeEgress() {
 	k.eg = nil
 }
 
+// syncEgress waits until the session has every event the kernel's
+// egress reported so far (none without one).
+func (k *kernel) syncEgress() {
+	k.egMu.Lock()
+	eg := k.eg
+	k.egMu.Unlock()
+	if eg != nil {
+		eg.Sync()
+	}
+}
+
 // sink routes the kernel's three pipes: output to the running cell, cell
 // ends and reports to their bookkeeping.
 func (k *kernel) sink() sandbox.OutputFunc {

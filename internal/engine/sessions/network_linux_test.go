@@ -136,8 +136,9 @@ func TestSessionNetwork(t *testing.T) {
 			created.Network, kernelOf(t, svc, id).forked)
 	}
 
-	// A connection's event comes when it ends: with its cell's result or
-	// a later one. A refused name is reported once per egress.
+	// A refused lookup comes with the result of the cell that asked; a
+	// connection's event when it ends: with its cell's result or a later
+	// one. A refused name is reported once per egress.
 	reach := func(id, what string, lookup bool) {
 		t.Helper()
 		var evs []run.NetworkEvent
@@ -151,17 +152,17 @@ func TestSessionNetwork(t *testing.T) {
 		if !strings.HasPrefix(result(r), "'refused: ") {
 			t.Errorf("%s: other.test answered %q", what, result(r))
 		}
+		if lookup && !slices.ContainsFunc(r.NetworkEvents, func(ev run.NetworkEvent) bool {
+			return ev.Proto == "dns" && ev.Host == "other.test" && ev.Verdict == egress.VerdictDeny && ev.Reason == egress.ReasonNotAllowed
+		}) {
+			t.Errorf("%s: no refused lookup of other.test in the result of the cell that asked: %+v", what, r.NetworkEvents)
+		}
 		waitFor(t, 5*time.Second, what+": the allowed connection reported", func() bool {
 			evs = append(evs, live(t, svc, id).use.take()...)
 			return slices.ContainsFunc(evs, func(ev run.NetworkEvent) bool {
 				return ev.Proto == "tcp" && ev.Host == "allowed.test" && ev.Port == 80 && ev.Verdict == egress.VerdictAllow
 			})
 		})
-		if lookup && !slices.ContainsFunc(evs, func(ev run.NetworkEvent) bool {
-			return ev.Proto == "dns" && ev.Host == "other.test" && ev.Verdict == egress.VerdictDeny && ev.Reason == egress.ReasonNotAllowed
-		}) {
-			t.Errorf("%s: no refused lookup of other.test in the cells' events: %+v", what, evs)
-		}
 	}
 	cell(t, svc, id, pyGet)
 	reach(id, "first cells", true)
