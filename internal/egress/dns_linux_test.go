@@ -66,7 +66,9 @@ func query(t *testing.T, e *Egress, name string) dnsmessage.RCode {
 	return h.RCode
 }
 
-func wildcardEgress(t *testing.T, res Resolver) *Egress {
+// wildcardEgress is an egress allowing *.ok.test, resolving with res and
+// reporting to hooks.
+func wildcardEgress(t *testing.T, res Resolver, hooks Hooks) *Egress {
 	t.Helper()
 	rules, err := ParseRules([]string{"*.ok.test"})
 	if err != nil {
@@ -76,7 +78,7 @@ func wildcardEgress(t *testing.T, res Resolver) *Egress {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: res}, Grant{Policy: Policy{Allow: rules}}, Hooks{})
+	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: res}, Grant{Policy: Policy{Allow: rules}}, hooks)
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
@@ -86,7 +88,7 @@ func wildcardEgress(t *testing.T, res Resolver) *Egress {
 // bounded.
 func TestResolveUpstream(t *testing.T) {
 	res := &countingResolver{}
-	e := wildcardEgress(t, res)
+	e := wildcardEgress(t, res, Hooks{})
 	if rc := query(t, e, "a.ok.test"); rc != dnsmessage.RCodeSuccess {
 		t.Fatalf("a.ok.test: %v", rc)
 	}
@@ -117,7 +119,7 @@ func TestResolveUpstream(t *testing.T) {
 // the connections being decided meanwhile.
 func TestNameResolvedTwice(t *testing.T) {
 	res := &countingResolver{}
-	e := wildcardEgress(t, res)
+	e := wildcardEgress(t, res, Hooks{})
 	first := e.names.add("a.ok.test", []netip.Addr{netip.MustParseAddr("203.0.113.200")})
 	var wg sync.WaitGroup
 	for range 8 {
@@ -136,24 +138,14 @@ func TestNameResolvedTwice(t *testing.T) {
 // returns only when the hook has its event, however slow the hook (a
 // session's cell result carries the lookups its code saw refused).
 func TestSyncDeliversWhatWasAnswered(t *testing.T) {
-	rules, err := ParseRules([]string{"*.ok.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := NewGuard(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var got []Event
-	e := New(Config{Policy: Policy{Allow: rules}, Guard: g, Resolver: &countingResolver{}}, Grant{Policy: Policy{Allow: rules}},
-		Hooks{Event: func(ev Event) {
-			time.Sleep(30 * time.Millisecond)
-			mu.Lock()
-			got = append(got, ev)
-			mu.Unlock()
-		}})
-	t.Cleanup(func() { _ = e.Close() })
+	e := wildcardEgress(t, &countingResolver{}, Hooks{Event: func(ev Event) {
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	}})
 	for _, name := range []string{"a.other.test", "b.other.test"} {
 		if rc := query(t, e, name); rc != dnsmessage.RCodeNameError {
 			t.Fatalf("%s: %v, want NXDOMAIN", name, rc)
