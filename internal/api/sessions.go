@@ -213,7 +213,7 @@ func (s *Server) registerSessions(hapi huma.API, mux *http.ServeMux, se SessionE
 
 	o = tag(op(hapi, "restart-session", http.MethodPost, "/api/v1/sessions/{id}/restart", "Restart the interpreter: variables cleared, files kept",
 		append(liveErrs, http.StatusForbidden)...))
-	o.Description = runsCodeForbidden
+	o.Description = "409 also when the workspace's files add up to more than the session's disk limit (a sparse file counts at its full size): the session keeps its interpreter. " + runsCodeForbidden
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*sessionOutput, error) {
 		info, err := se.RestartSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {
@@ -272,7 +272,7 @@ func sessionError(s *Server, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSessionNotFound):
 		return errorf(http.StatusNotFound, "session not found")
-	case errors.Is(err, engine.ErrSessionBusy):
+	case errors.Is(err, engine.ErrSessionBusy), errors.Is(err, engine.ErrSessionWorkspaceTooLarge):
 		return errorf(http.StatusConflict, "%s", err)
 	case errors.Is(err, engine.ErrSessionSecrets):
 		return errorf(http.StatusForbidden, "%s", err)

@@ -162,6 +162,9 @@ var (
 	// ErrSessionSecrets: an operator may not run code in another key's
 	// session holding secrets the operator's key may not use.
 	ErrSessionSecrets = sessions.ErrSecretsOfOwner // 403
+	// ErrSessionWorkspaceTooLarge: a restart or a fork cannot carry the
+	// session's files; the session keeps its interpreter.
+	ErrSessionWorkspaceTooLarge = sessions.ErrWorkspaceTooLarge // 409
 )
 
 // Fleet membership (internal/engine/fleet).

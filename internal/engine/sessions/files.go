@@ -140,7 +140,8 @@ func (m *Service) kernelErr(s *Live, err error) error {
 }
 
 // workspaceFiles reads every regular file of k's workspace, at most limit
-// bytes in all, to carry them into a restarted kernel.
+// bytes in all (ErrWorkspaceTooLarge beyond), to carry them into a
+// restarted or forked kernel.
 func (m *Service) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error) {
 	root, err := k.proc.Workspace()
 	if err != nil {
@@ -158,7 +159,8 @@ func (m *Service) workspaceFiles(k *kernel, limit int64) ([]sandbox.File, error)
 			return nil
 		}
 		if total+info.Size() > limit {
-			return fmt.Errorf("the workspace holds more than %d bytes", limit)
+			return fmt.Errorf("%w: its files add up to more than the disk limit of %d bytes (a sparse file counts at its full size, a file with several names once per name); remove some, then try again",
+				ErrWorkspaceTooLarge, limit)
 		}
 		data, err := readRegular(root, p, limit-total)
 		if err != nil {

@@ -46,6 +46,9 @@ func (m *Service) Restart(ctx context.Context, s *Live) (Session, error) {
 		// would keep none of them, which it promises to.
 		return Session{}, m.kernelErr(s, err)
 	}
+	if errors.Is(err, ErrWorkspaceTooLarge) {
+		return Session{}, fmt.Errorf("%s: %w", id, err) // it keeps its kernel
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: keeping the session's files: %w", err)
 	}

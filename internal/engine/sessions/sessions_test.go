@@ -181,6 +181,29 @@ func TestSessionRestart(t *testing.T) {
 	})
 }
 
+// TestRestartOfAWorkspaceOverItsDisk: a restart or a fork that cannot
+// carry the workspace (a sparse file bigger than the disk limit) is
+// refused with ErrWorkspaceTooLarge; the session keeps its interpreter,
+// its variables and its files, and no child session is left.
+func TestRestartOfAWorkspaceOverItsDisk(t *testing.T) {
+	svc := newService(t, Config{}, false)
+	id := newSession(t, svc, Request{DiskBytes: 16 << 20})
+	cell(t, svc, id, "x = 41\nwith open('big', 'wb') as f: f.truncate(64 << 20)")
+	_, err := svc.Restart(context.Background(), live(t, svc, id))
+	if !errors.Is(err, ErrWorkspaceTooLarge) {
+		t.Fatalf("restart of a workspace over its disk limit: %v, want ErrWorkspaceTooLarge", err)
+	}
+	if _, err := svc.Fork(context.Background(), live(t, svc, id)); !errors.Is(err, ErrWorkspaceTooLarge) {
+		t.Errorf("fork of a workspace over its disk limit: %v, want ErrWorkspaceTooLarge", err)
+	}
+	if r := cell(t, svc, id, "import os\nx + 1, os.path.getsize('big')"); result(r) != "(42, 67108864)" {
+		t.Errorf("the session after the refusals: %q (%s %s), want its variable and file", result(r), r.Reason, r.Error)
+	}
+	if n := len(svc.List(func(string) bool { return true })); n != 1 {
+		t.Errorf("%d sessions after the refused fork, want the parent only", n)
+	}
+}
+
 func TestSessionReaping(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
 		svc := newService(t, Config{ReapInterval: 50 * time.Millisecond}, forked)

@@ -482,6 +482,9 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	if errors.Is(err, os.ErrProcessDone) {
 		return Session{}, m.kernelErr(parent, err)
 	}
+	if errors.Is(err, ErrWorkspaceTooLarge) {
+		return Session{}, fmt.Errorf("%s: %w", parent.id, err)
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("engine: copying the session's files: %w", err)
 	}

@@ -22,6 +22,10 @@ var (
 	// ErrSecretsOfOwner: a caller other than the owner (an operator) may
 	// not run code in a session that holds secrets it may not use.
 	ErrSecretsOfOwner = errors.New("the session holds secrets of its owner that this API key may not use") // 403
+	// ErrWorkspaceTooLarge: a restart or a fork cannot carry the
+	// workspace's files into the new interpreter (they add up to more than
+	// its disk limit); the session keeps its interpreter.
+	ErrWorkspaceTooLarge = errors.New("the session's workspace is too large to carry into a new interpreter") // 409
 	// ErrNoSnapshots: the service was built without a place to keep
 	// snapshots (Deps.Vault).
 	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
