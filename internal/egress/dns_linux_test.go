@@ -135,8 +135,8 @@ func TestNameResolvedTwice(t *testing.T) {
 }
 
 // TestSyncDeliversWhatWasAnswered: once a lookup is answered, Sync
-// returns only when the hook has its event, however slow the hook (a
-// session's cell result carries the lookups its code saw refused).
+// returns only when the hook has its event (a session's cell result
+// carries the lookups its code saw refused), or when its context ends.
 func TestSyncDeliversWhatWasAnswered(t *testing.T) {
 	var mu sync.Mutex
 	var got []Event
@@ -151,11 +151,32 @@ func TestSyncDeliversWhatWasAnswered(t *testing.T) {
 			t.Fatalf("%s: %v, want NXDOMAIN", name, rc)
 		}
 	}
-	e.Sync()
+	if !e.Sync(context.Background()) {
+		t.Fatal("Sync gave up without a deadline")
+	}
 	mu.Lock()
 	had := slices.Clone(got)
 	mu.Unlock()
-	if len(had) != 2 || had[0].Host != "a.other.test" || had[1].Host != "b.other.test" || had[1].Verdict != VerdictDeny {
-		t.Errorf("after Sync the hook had %+v, want both refused lookups", had)
+	for i, name := range []string{"a.other.test", "b.other.test"} {
+		if len(had) != 2 || had[i].Host != name || had[i].Verdict != VerdictDeny || had[i].Reason != ReasonNotAllowed {
+			t.Fatalf("after Sync the hook had %+v, want both refused lookups", had)
+		}
+	}
+
+	// A hook slower than the caller's deadline: Sync gives up then, and
+	// the event still reaches the hook.
+	query(t, e, "c.other.test")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if e.Sync(ctx) {
+		t.Error("Sync said every event was delivered before a 30 ms hook could return")
+	}
+	if !e.Sync(context.Background()) {
+		t.Fatal("Sync gave up without a deadline")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 || got[2].Host != "c.other.test" {
+		t.Errorf("the hook had %+v, want the third lookup last", got)
 	}
 }

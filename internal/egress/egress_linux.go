@@ -44,13 +44,12 @@ type Egress struct {
 	// (MaxEvents each): only a secret's or a limit's event ever waits.
 	out     chan Event
 	outDone chan struct{}
-	// sent counts the events put on out (under mu); delivered, those the
-	// hook has returned from (under dmu, signalled on dcond): Sync waits
-	// for one to reach the other.
-	sent      int64
-	dmu       sync.Mutex
-	dcond     *sync.Cond
-	delivered int64
+	// sent counts the events put on out, delivered those the hook has
+	// returned from; each delivery closes progress (under dmu) and
+	// replaces it. Sync waits for delivered to reach sent.
+	sent, delivered atomic.Int64
+	dmu             sync.Mutex
+	progress        chan struct{}
 
 	mu     sync.Mutex
 	stack  *stack.Stack
@@ -98,7 +97,7 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 		out: make(chan Event, 2*cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
 		terminated: map[string]bool{}, sessions: tls.NewLRUClientSessionCache(maxTerminatedNames)}
-	e.dcond = sync.NewCond(&e.dmu)
+	e.progress = make(chan struct{})
 	go e.deliver()
 	return e
 }
@@ -110,25 +109,33 @@ func (e *Egress) deliver() {
 		if e.hooks.Event != nil {
 			e.hooks.Event(ev)
 		}
+		e.delivered.Add(1)
 		e.dmu.Lock()
-		e.delivered++
-		e.dcond.Broadcast()
+		close(e.progress)
+		e.progress = make(chan struct{})
 		e.dmu.Unlock()
 	}
 }
 
-// Sync returns once the hook has had every event reported so far: a
-// session calls it at the end of a cell, so that what the cell's code
-// saw answered (a lookup refused, a connection cut) comes with the
-// cell's result.
-func (e *Egress) Sync() {
-	e.mu.Lock()
-	sent := e.sent
-	e.mu.Unlock()
-	e.dmu.Lock()
-	defer e.dmu.Unlock()
-	for e.delivered < sent {
-		e.dcond.Wait()
+// Sync returns once the hook has had every event reported so far, or
+// when ctx ends (false): a session calls it at the end of a cell, so that
+// what was refused before its code saw the answer (a lookup, an HTTP
+// request) comes with the cell's result. A connection's event is
+// reported when it ends, which may be after.
+func (e *Egress) Sync(ctx context.Context) bool {
+	sent := e.sent.Load()
+	for {
+		e.dmu.Lock()
+		progress := e.progress
+		e.dmu.Unlock()
+		if e.delivered.Load() >= sent {
+			return true
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -317,7 +324,7 @@ func (e *Egress) emit(ev Event) {
 		e.dropped.Add(1)
 		return
 	}
-	e.sent++
+	e.sent.Add(1)
 	e.out <- ev
 }
 

@@ -3,6 +3,7 @@
 package egress
 
 import (
+	"context"
 	"errors"
 	"os"
 )
@@ -27,4 +28,4 @@ func (e *Egress) Close() error { return nil }
 func (e *Egress) Stats() Stats { return Stats{} }
 
 // Sync returns at once: there are no events.
-func (e *Egress) Sync() {}
+func (e *Egress) Sync(context.Context) bool { return true }

@@ -86,7 +86,7 @@ func (m *Service) ExecuteCell(ctx context.Context, s *Live, req CellRequest) (Ce
 	if s.use != nil {
 		// The session's connections and lookups since the last cell's
 		// result (a connection's event comes when it ends).
-		k.syncEgress()
+		k.syncEgress(ctx)
 		res.NetworkEvents = s.use.take()
 	}
 	k.mu.Lock()

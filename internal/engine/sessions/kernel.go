@@ -176,15 +176,23 @@ func (k *kernel) closeEgress() {
 }
 
 // syncEgress waits until the session has every event the kernel's
-// egress reported so far (none without one).
-func (k *kernel) syncEgress() {
+// egress reported so far (none without one), for at most syncWait or
+// until ctx ends: a hook slowed by the store (a secret's audit record)
+// delays a cell's result by no more, and what is left comes with a later
+// cell.
+func (k *kernel) syncEgress(ctx context.Context) {
 	k.egMu.Lock()
 	eg := k.eg
 	k.egMu.Unlock()
 	if eg != nil {
-		eg.Sync()
+		ctx, cancel := context.WithTimeout(ctx, syncWait)
+		defer cancel()
+		eg.Sync(ctx)
 	}
 }
+
+// syncWait bounds how long a cell's result waits for its network events.
+const syncWait = 2 * time.Second
 
 // sink routes the kernel's three pipes: output to the running cell, cell
 // ends and reports to their bookkeeping.
