@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -48,24 +49,51 @@ func (p *Process) WriteStdin(b []byte) error {
 func (p *Process) CloseStdin() error { return p.j.stdinW.Close() }
 
 // Signal sends sig to the payload's process group (the payload leads its
-// own session), e.g. SIGINT to interrupt a session's running cell.
+// own session), e.g. SIGINT to interrupt a session's running cell. The
+// payload is named by a descriptor of its /proc directory, never by its
+// number alone, so a signal never reaches a process that got the number
+// after the payload's group was gone.
 func (p *Process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return os.ErrProcessDone
 	default:
 	}
-	pid := p.payloadGroup()
-	if pid <= 0 {
-		// Not among its PID 1's children, or PID 1 is gone: it ended,
-		// before Wait says so.
-		return os.ErrProcessDone
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
+	pd, err := p.payloadLocked()
+	if err != nil {
+		return err
 	}
-	if err := unix.Kill(-pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		return os.NewSyscallError("kill", err)
+	return signalGroup(pd, p.hostPid, sig)
+}
+
+// signalGroup sends sig to the process group led by the process of dir,
+// a /proc/<pid> directory (pid, its number). os.ErrProcessDone when the
+// group is gone, even if another process has the number since.
+func signalGroup(dir *os.File, pid int, sig syscall.Signal) error {
+	err := unix.PidfdSendSignal(int(dir.Fd()), sig, nil, pidfdSignalProcessGroup)
+	if errors.Is(err, unix.EINVAL) {
+		// A kernel before 6.9 has no group flag: the group is signalled
+		// by number, once its leader is seen alive (the number is its
+		// own while it lives).
+		if err = unix.PidfdSendSignal(int(dir.Fd()), 0, nil, 0); err == nil {
+			err = unix.Kill(-pid, sig)
+		}
+	}
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return os.ErrProcessDone // the payload ended, before Wait says so
+	case err != nil:
+		return os.NewSyscallError("pidfd_send_signal", err)
 	}
 	return nil
 }
+
+// pidfdSignalProcessGroup is the flag (Linux 6.9) that has
+// pidfd_send_signal signal the process group the descriptor's process
+// leads.
+const pidfdSignalProcessGroup = 0x4
 
 // MemoryUsage is the jail's current memory use in bytes (0 without a
 // cgroup).
@@ -223,19 +251,54 @@ func (j *Jail) writeFilesVia(files []File) error {
 	return w.writeAll(files)
 }
 
-// payloadGroup returns the payload's host pid, which leads its process
-// group, looking it up on first use; 0 if it cannot be found (the payload
-// or the jail's PID 1 is gone). PID 1 is checked to be alive after its
-// children were read, so they were its.
-func (p *Process) payloadGroup() int {
+// payloadLocked returns a descriptor of the payload's /proc directory,
+// opening it on first use (pidMu held). os.ErrProcessDone when it cannot
+// be found: the payload is no longer the child of the jail's PID 1, or
+// PID 1 is gone. The directory is the payload's own: read through it,
+// its status names the jail's pid and PID 1 as its parent, and PID 1 is
+// checked to be alive after, so that parent was the jail's.
+func (p *Process) payloadLocked() (*os.File, error) {
+	if p.payloadDir != nil {
+		return p.payloadDir, nil
+	}
+	if p.pidClosed || p.nsPid <= 0 {
+		return nil, os.ErrProcessDone
+	}
+	initPid := p.j.initPid()
+	pid := p.j.payloadHostPid(p.nsPid)
+	if pid <= 0 || initPid <= 0 {
+		return nil, os.ErrProcessDone
+	}
+	dir, err := os.Open("/proc/" + strconv.Itoa(pid))
+	if err != nil {
+		return nil, os.ErrProcessDone
+	}
+	fd, err := unix.Openat(int(dir.Fd()), "status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	var status []byte
+	if err == nil {
+		f := os.NewFile(uintptr(fd), "status")
+		status, err = io.ReadAll(f)
+		f.Close()
+	}
+	if err != nil || lastNSpid(status) != strconv.Itoa(p.nsPid) || statusField(status, "PPid") != strconv.Itoa(initPid) ||
+		p.j.stillAlive() != nil {
+		dir.Close()
+		return nil, os.ErrProcessDone
+	}
+	p.payloadDir, p.hostPid = dir, pid
+	return dir, nil
+}
+
+// forgetPayload closes the payload's /proc directory once the payload is
+// gone; Signal says os.ErrProcessDone from then on.
+func (p *Process) forgetPayload() {
 	p.pidMu.Lock()
 	defer p.pidMu.Unlock()
-	if p.hostPid == 0 && p.nsPid > 0 {
-		if pid := p.j.payloadHostPid(p.nsPid); pid > 0 && p.j.stillAlive() == nil {
-			p.hostPid = pid
-		}
+	if p.payloadDir != nil {
+		p.payloadDir.Close()
+		p.payloadDir = nil
 	}
-	return p.hostPid
+	p.pidClosed = true
 }
 
 // payloadHostPid finds the host pid of init's child with jail pid nsPid,
@@ -263,6 +326,17 @@ func (j *Jail) payloadHostPid(nsPid int) int {
 		}
 	}
 	return 0
+}
+
+// statusField is the value of field name of a /proc/<pid>/status ("" if
+// it has none).
+func statusField(status []byte, name string) string {
+	_, rest, ok := bytes.Cut(status, []byte("\n"+name+":"))
+	if !ok {
+		return ""
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	return string(bytes.TrimSpace(line))
 }
 
 // lastNSpid is the last field of the NSpid line of a /proc/<pid>/status,

@@ -147,7 +147,7 @@ func (p *Process) drain() {
 
 // running records that the payload (nsPid, its pid in the jail) started:
 // the wall clock starts and the parent watches for its end. Its host pid
-// is looked up when it is first signalled (see payloadGroup), not here:
+// is looked up when it is first signalled (see payloadLocked), not here:
 // nearly no execution is ever signalled, and the lookup reads two /proc
 // files.
 func (p *Process) running(nsPid int) {
@@ -166,11 +166,15 @@ type Process struct {
 	r     *runState
 	exec  *execMsg
 	nsPid int // the payload's pid in its jail's pid namespace
-	// hostPid is the payload's pid in the host's pid namespace, 0 until
-	// payloadGroup found it; pidMu guards it.
-	hostPid int
-	pidMu   sync.Mutex
-	start   time.Time
+	// payloadDir is the payload's /proc directory, opened when it is
+	// first signalled (payloadLocked), hostPid its pid in the host's pid
+	// namespace; pidClosed once the payload is gone (forgetPayload).
+	// pidMu guards the three.
+	payloadDir *os.File
+	hostPid    int
+	pidClosed  bool
+	pidMu      sync.Mutex
+	start      time.Time
 
 	stdout, stderr, channel *capture
 	drains                  sync.WaitGroup
@@ -284,6 +288,7 @@ func (p *Process) finish(wall time.Duration, counted <-chan cgroupUsage) {
 		j.m.log.Warn("unmounting a workspace", "jail", j.id, "err", err)
 	}
 	p.res = res
+	p.forgetPayload()
 	// The Result is final; removing the cgroup is only cleanup, which
 	// Jail.Close waits for.
 	close(p.done)
