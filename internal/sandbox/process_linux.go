@@ -50,9 +50,10 @@ func (p *Process) CloseStdin() error { return p.j.stdinW.Close() }
 
 // Signal sends sig to the payload's process group (the payload leads its
 // own session), e.g. SIGINT to interrupt a session's running cell. The
-// payload is named by a descriptor of its /proc directory, never by its
-// number alone, so a signal never reaches a process that got the number
-// after the payload's group was gone.
+// payload is named by a descriptor of its /proc directory, not by its
+// number, so a signal does not reach a process that got the number after
+// the payload's group was gone (before Linux 6.9, see
+// signalGroupByNumber).
 func (p *Process) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.done:
@@ -74,18 +75,29 @@ func (p *Process) Signal(sig syscall.Signal) error {
 func signalGroup(dir *os.File, pid int, sig syscall.Signal) error {
 	err := unix.PidfdSendSignal(int(dir.Fd()), sig, nil, pidfdSignalProcessGroup)
 	if errors.Is(err, unix.EINVAL) {
-		// A kernel before 6.9 has no group flag: the group is signalled
-		// by number, once its leader is seen alive (the number is its
-		// own while it lives).
-		if err = unix.PidfdSendSignal(int(dir.Fd()), 0, nil, 0); err == nil {
-			err = unix.Kill(-pid, sig)
-		}
+		return signalGroupByNumber(dir, pid, sig) // a kernel before 6.9: no group flag
 	}
+	return signalled("pidfd_send_signal", err)
+}
+
+// signalGroupByNumber is signalGroup without the group flag: the group is
+// signalled by number, once its leader is seen alive through dir (the
+// number is the leader's while it lives; what is left is the moment
+// between the check and the kill).
+func signalGroupByNumber(dir *os.File, pid int, sig syscall.Signal) error {
+	if err := unix.PidfdSendSignal(int(dir.Fd()), 0, nil, 0); err != nil {
+		return signalled("pidfd_send_signal", err)
+	}
+	return signalled("kill", unix.Kill(-pid, sig))
+}
+
+// signalled is the error of a signal's system call named call.
+func signalled(call string, err error) error {
 	switch {
 	case errors.Is(err, unix.ESRCH):
 		return os.ErrProcessDone // the payload ended, before Wait says so
 	case err != nil:
-		return os.NewSyscallError("pidfd_send_signal", err)
+		return os.NewSyscallError(call, err)
 	}
 	return nil
 }

@@ -13,12 +13,19 @@ import (
 // TestSignalNeverReachesAReusedNumber: a process group signalled through
 // its leader's /proc directory is never the group of a later process that
 // got the leader's number: signalGroup says os.ErrProcessDone, and that
-// process lives on. (Signalling by number, as Process.Signal did before,
-// killed it.)
+// process lives on; so does the fallback of kernels before 6.9.
+// (Signalling by number, as Process.Signal did before, killed it.)
 func TestSignalNeverReachesAReusedNumber(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("choosing the next pid (ns_last_pid) needs root")
 	}
+	t.Run("group flag", func(t *testing.T) { signalAfterReuse(t, signalGroup) })
+	t.Run("by number", func(t *testing.T) { signalAfterReuse(t, signalGroupByNumber) })
+}
+
+// signalAfterReuse signals, with send, a group whose leader's number
+// another process got since.
+func signalAfterReuse(t *testing.T, send func(*os.File, int, syscall.Signal) error) {
 	leader := func() *exec.Cmd {
 		c := exec.Command("sleep", "600")
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -34,7 +41,7 @@ func TestSignalNeverReachesAReusedNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dir.Close()
-	if err := signalGroup(dir, pid, 0); err != nil {
+	if err := send(dir, pid, 0); err != nil {
 		t.Fatalf("signalling the live group: %v", err)
 	}
 	_ = first.Process.Kill()
@@ -65,7 +72,7 @@ func TestSignalNeverReachesAReusedNumber(t *testing.T) {
 		<-ended
 	}()
 
-	if err := signalGroup(dir, pid, syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+	if err := send(dir, pid, syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
 		t.Errorf("signalling the group that ended: %v, want os.ErrProcessDone", err)
 	}
 	select {
