@@ -48,10 +48,18 @@ func signalAfterReuse(t *testing.T, send func(*os.File, int, syscall.Signal) err
 	_ = first.Wait()
 
 	// The next process to start gets the number after ns_last_pid, unless
-	// another one starts in between: tried until it is ours.
+	// another one starts in between: tried until it is ours. Then the
+	// counter goes back to where it was, so that the machine's other
+	// processes do not get the numbers freed meanwhile.
+	const lastPid = "/proc/sys/kernel/ns_last_pid"
+	was, err := os.ReadFile(lastPid)
+	if err != nil {
+		t.Skipf("reading the last pid: %v", err)
+	}
+	defer func() { _ = os.WriteFile(lastPid, was, 0) }()
 	var second *exec.Cmd
-	for range 100 {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+	for range 20 {
+		if err := os.WriteFile(lastPid, []byte(strconv.Itoa(pid-1)), 0); err != nil {
 			t.Skipf("choosing the next pid: %v", err)
 		}
 		c := leader()
