@@ -17,6 +17,8 @@ type Tally interface {
 	// IndexChanged returns a channel that is closed at the next change of
 	// any index entry.
 	IndexChanged() <-chan struct{}
+	// Indexed reports whether the index holds an entry for key.
+	Indexed(key string) bool
 }
 
 var _ Tally = (*NATS)(nil)
@@ -49,6 +51,15 @@ func (s *NATS) AsyncOwners(status string) ([]string, int) {
 	}
 	slices.Sort(owners)
 	return owners, total
+}
+
+// Indexed implements Tally.
+func (s *NATS) Indexed(key string) bool {
+	ix := s.index
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.entries[key]
+	return ok
 }
 
 // IndexChanged implements Tally.

@@ -111,10 +111,13 @@ type Gate struct {
 	perKeyRunning, perKeyQueued int
 	view                        Counts
 
-	mu         sync.Mutex
-	running    int // slots in use on this node
-	waiting    int // sync tickets in lines
-	submitting int // async submissions admitted, not yet recorded
+	mu      sync.Mutex
+	running int // slots in use on this node
+	waiting int // sync tickets in lines
+	// submitting holds the async submissions admitted here and not yet
+	// recorded, by execution id (their keys): counted until the index
+	// holds their records (submittingLocked).
+	submitting map[string]string
 	// claimed counts the slots in running claimed for a job not taken
 	// yet: admissions do not count them (a job taken for one is counted
 	// in the queue already). taking counts the slots of async jobs taken
@@ -137,6 +140,9 @@ type Counts interface {
 	// QueuedAsync returns the callers with async jobs waiting, and how
 	// many jobs wait in all.
 	QueuedAsync() (keys []string, total int)
+	// Indexed reports whether the index holds execution id's record, so
+	// that the counts above include it.
+	Indexed(id string) bool
 }
 
 // keyLine is one caller's share of this node.
@@ -156,7 +162,8 @@ type Ticket struct {
 
 func newGate(capacity, queueSize, perKeyRunning, perKeyQueued int, view Counts) *Gate {
 	return &Gate{capacity: capacity, queueSize: queueSize, perKeyRunning: perKeyRunning,
-		perKeyQueued: perKeyQueued, view: view, keys: make(map[string]*keyLine), changed: make(chan struct{})}
+		perKeyQueued: perKeyQueued, view: view, keys: make(map[string]*keyLine), submitting: make(map[string]string),
+		changed: make(chan struct{})}
 }
 
 func (a *Gate) lineLocked(key string) *keyLine {
@@ -196,7 +203,22 @@ func (a *Gate) runningLocked(key string) int {
 func (a *Gate) queuedLocked(key string) int {
 	n := a.view.Pending(key)
 	if k := a.keys[key]; k != nil {
-		n = max(n, len(k.line)) + k.submitting
+		n = max(n, len(k.line)) + a.submittingLocked(key)
+	}
+	return n
+}
+
+// submittingLocked counts key's async submissions admitted here whose
+// records the index does not hold yet (key "": every key's). From the
+// moment it does, the index counts them: a job is never counted twice,
+// even when the index's watch shows its record before its writer hears
+// that it is stored.
+func (a *Gate) submittingLocked(key string) int {
+	n := 0
+	for id, k := range a.submitting {
+		if (key == "" || k == key) && !a.view.Indexed(id) {
+			n++
+		}
 	}
 	return n
 }
@@ -211,7 +233,7 @@ func (a *Gate) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
-	if a.running-a.claimed+a.waiting+a.submitting+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
+	if a.running-a.claimed+a.waiting+a.submittingLocked("")+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
 		return ErrOverloaded
 	}
 	if n := a.queuedLocked(key); a.perKeyQueued > 0 && n >= a.perKeyQueued {
@@ -397,24 +419,28 @@ func (a *Gate) releaseLocked(key string) {
 	a.wakeLocked()
 }
 
-// ReserveAsync counts a job of key about to be recorded and queued.
-func (a *Gate) ReserveAsync(key string) error {
+// ReserveAsync counts job id of key, about to be recorded and queued,
+// until the index holds its record or Submitted.
+func (a *Gate) ReserveAsync(key, id string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.admitLocked(key); err != nil {
 		return err
 	}
-	a.submitting++
+	a.submitting[id] = key
 	a.lineLocked(key).submitting++
 	return nil
 }
 
-// Submitted ends the count of ReserveAsync: the job's record is in the
+// Submitted ends the count of ReserveAsync: job id's record is in the
 // index, which counts it from now on, or it was refused.
-func (a *Gate) Submitted(key string) {
+func (a *Gate) Submitted(key, id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.submitting--
+	if _, ok := a.submitting[id]; !ok {
+		return
+	}
+	delete(a.submitting, id)
 	a.lineLocked(key).submitting--
 	a.forgetLocked(key)
 }
@@ -510,7 +536,7 @@ func (a *Gate) Stats() Stats {
 func (a *Gate) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.running - a.claimed, a.waiting + a.submitting + a.queuedAsyncLocked()
+	return a.running - a.claimed, a.waiting + a.submittingLocked("") + a.queuedAsyncLocked()
 }
 
 // Admitted reports whether t holds its slot already, without waiting.

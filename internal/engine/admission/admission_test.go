@@ -22,12 +22,15 @@ func granted(t *Ticket) bool {
 // fakeFleet is a Counts whose counts the test sets.
 type fakeFleet struct {
 	run, pend map[string]int
-	async     map[string]int // queued async jobs per key
+	async     map[string]int  // queued async jobs per key
+	indexed   map[string]bool // the executions whose records the counts include
 }
 
 func newFakeFleet() *fakeFleet {
-	return &fakeFleet{run: map[string]int{}, pend: map[string]int{}, async: map[string]int{}}
+	return &fakeFleet{run: map[string]int{}, pend: map[string]int{}, async: map[string]int{}, indexed: map[string]bool{}}
 }
+
+func (f *fakeFleet) Indexed(id string) bool { return f.indexed[id] }
 
 func (f *fakeFleet) Running(key string) int { return f.run[key] }
 func (f *fakeFleet) Pending(key string) int { return f.pend[key] }
@@ -118,29 +121,60 @@ func TestAdmissionQueuedPerKey(t *testing.T) {
 	}
 	// One of a's jobs is queued by another node, one is being submitted here.
 	fleet.pend["a"], fleet.async["a"] = 1, 1
-	if err := a.ReserveAsync("a"); err != nil {
+	if err := a.ReserveAsync("a", "a1"); err != nil {
 		t.Fatal(err)
 	}
-	err := a.ReserveAsync("a")
+	err := a.ReserveAsync("a", "a2")
 	if !errors.Is(err, ErrOverloaded) || !strings.Contains(err.Error(), "--max-queued-per-key") || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("a's third queued execution: %v, want ErrOverloaded naming the key and --max-queued-per-key", err)
 	}
 	if _, err := a.EnterSync("a"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a's sync execution over its queued limit: %v, want ErrOverloaded", err)
 	}
-	if err := a.ReserveAsync("b"); err != nil {
+	if err := a.ReserveAsync("b", "b1"); err != nil {
 		t.Fatalf("b is refused while only a is at its limit: %v", err)
 	}
 	// The submission here is recorded: the fleet counts it now.
-	fleet.pend["a"], fleet.async["a"] = 2, 2
-	a.Submitted("a")
-	if err := a.ReserveAsync("a"); !errors.Is(err, ErrOverloaded) {
+	fleet.pend["a"], fleet.async["a"], fleet.indexed["a1"] = 2, 2, true
+	a.Submitted("a", "a1")
+	if err := a.ReserveAsync("a", "a3"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a's recorded job must still count: %v", err)
 	}
 	// One of a's queued jobs starts somewhere: a may queue one more.
 	fleet.pend["a"], fleet.async["a"] = 1, 1
-	if err := a.ReserveAsync("a"); err != nil {
+	if err := a.ReserveAsync("a", "a4"); err != nil {
 		t.Fatalf("a is refused after one of its queued jobs went: %v", err)
+	}
+}
+
+// A submission whose record the index shows before its writer calls
+// Submitted (the index's watch can be ahead of the write's answer) is
+// counted once: four fit on capacity 2 + queue 2 however the two race.
+func TestAdmissionCountsARecordedSubmissionOnce(t *testing.T) {
+	fleet := newFakeFleet()
+	a := newGate(2, 2, 0, 0, fleet)
+	for i, id := range []string{"j1", "j2", "j3"} {
+		if err := a.ReserveAsync("a", id); err != nil {
+			t.Fatalf("submission %d: %v", i+1, err)
+		}
+		// Recorded pending and in the index; Submitted not called yet.
+		fleet.pend["a"], fleet.async["a"], fleet.indexed[id] = i+1, i+1, true
+	}
+	if running, queued := a.stats(); running != 0 || queued != 3 {
+		t.Errorf("stats with three recorded submissions: running %d queued %d, want 0 and 3", running, queued)
+	}
+	if err := a.ReserveAsync("a", "j4"); err != nil {
+		t.Fatalf("the fourth submission on capacity 2 + queue 2: %v", err)
+	}
+	if err := a.ReserveAsync("a", "j5"); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("the fifth: %v, want ErrOverloaded", err)
+	}
+	for _, id := range []string{"j1", "j2", "j3", "j4"} {
+		a.Submitted("a", id)
+	}
+	a.Submitted("a", "j4") // twice: nothing more
+	if len(a.submitting) != 0 || a.keys["a"] != nil {
+		t.Errorf("after every Submitted: %d submissions, key entry %+v, want none", len(a.submitting), a.keys["a"])
 	}
 }
 
@@ -262,11 +296,11 @@ func TestAdmissionCountsATakenJobOnce(t *testing.T) {
 	}
 	// The index still counts both taken jobs as queued: two more fit.
 	for i := range 2 {
-		if err := a.ReserveAsync("b"); err != nil {
+		if err := a.ReserveAsync("b", fmt.Sprint("b", i)); err != nil {
 			t.Fatalf("submission %d with two jobs taken and nothing else queued: %v", i, err)
 		}
 	}
-	if err := a.ReserveAsync("b"); !errors.Is(err, ErrOverloaded) {
+	if err := a.ReserveAsync("b", "b2"); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("a fifth execution on capacity 2 + queue 2: %v, want ErrOverloaded", err)
 	}
 	if running, queued := a.stats(); running != 2 || queued != 2 {

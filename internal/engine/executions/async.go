@@ -33,41 +33,36 @@ func (e *Service) Submit(ctx context.Context, req run.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := e.slots.ReserveAsync(req.Caller); err != nil {
-		return "", err
-	}
-	return e.enqueue(ctx, req, p)
-}
-
-// enqueue stores the request and the pending record, then queues the job.
-// The caller reserved its place (admission.Gate.ReserveAsync): enqueue ends
-// that count once the record is in the index, which counts it from then
-// on (or when it fails before), so that it is never counted twice.
-func (e *Service) enqueue(ctx context.Context, req run.Request, p *run.Plan) (string, error) {
-	counted := false
-	count := func() {
-		if !counted {
-			counted = true
-			e.slots.Submitted(req.Caller)
-		}
-	}
-	defer count()
 	id, err := newID()
 	if err != nil {
 		return "", err
 	}
+	if err := e.slots.ReserveAsync(req.Caller, id); err != nil {
+		return "", err
+	}
+	if err := e.enqueue(ctx, id, req, p); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// enqueue stores the request and the pending record of job id, then
+// queues it. The caller reserved its place (admission.Gate.ReserveAsync),
+// which counts it until the index holds its record; enqueue ends the
+// reservation on its way out.
+func (e *Service) enqueue(ctx context.Context, id string, req run.Request, p *run.Plan) error {
+	defer e.slots.Submitted(req.Caller, id)
 	body, err := json.Marshal(queuedRequest{Request: req, Detected: p.Env.Analysis})
 	if err != nil {
-		return "", fmt.Errorf("engine: encoding request: %w", err)
+		return fmt.Errorf("engine: encoding request: %w", err)
 	}
 	if err := e.st.PutRequest(ctx, id, body); err != nil {
-		return "", err
+		return err
 	}
 	if err := e.create(ctx, newRecord(id, req, p, true)); err != nil {
 		e.dropRequest(id)
-		return "", err
+		return err
 	}
-	count()
 	e.publishEvent(ctx, id, EventStatus, string(run.StatusPending))
 	if err := e.st.Enqueue(ctx, req.Caller, id); err != nil {
 		if _, ferr := e.endUnstarted(id, func(r *Record) {
@@ -76,10 +71,10 @@ func (e *Service) enqueue(ctx context.Context, req run.Request, p *run.Plan) (st
 			e.log.Error("recording a failed enqueue", "execution_id", id, "err", ferr)
 		}
 		e.dropRequest(id)
-		return "", err
+		return err
 	}
 	e.slots.Queued()
-	return id, nil
+	return nil
 }
 
 // dispatch runs queued jobs until ctx ends. Whenever this node has a

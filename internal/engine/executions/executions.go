@@ -114,10 +114,10 @@ type Slots interface {
 	TrySync(key string) (*admission.Ticket, error)
 	// EnterSync takes a slot of key's or a place in its line.
 	EnterSync(key string) (*admission.Ticket, error)
-	// ReserveAsync counts a job about to be queued, Submitted ends that
+	// ReserveAsync counts job id about to be queued, Submitted ends that
 	// count, Queued says one was queued.
-	ReserveAsync(key string) error
-	Submitted(key string)
+	ReserveAsync(key, id string) error
+	Submitted(key, id string)
 	Queued()
 	// Claim takes a slot for a queued job and names the keys to try;
 	// Unclaim gives it back, StartAsync makes it key's.

@@ -18,11 +18,14 @@ import (
 // stops the execution as it would stop a local one: killed before it
 // starts (the caller went away), or killed wherever it runs.
 func (e *Service) runQueued(ctx context.Context, req run.Request, p *run.Plan) (*run.Execution, error) {
-	if err := e.slots.ReserveAsync(req.Caller); err != nil {
+	id, err := newID()
+	if err != nil {
 		return nil, err
 	}
-	id, err := e.enqueue(ctx, req, p)
-	if err != nil {
+	if err := e.slots.ReserveAsync(req.Caller, id); err != nil {
+		return nil, err
+	}
+	if err := e.enqueue(ctx, id, req, p); err != nil {
 		return nil, err
 	}
 	r, err := e.awaitFinal(ctx, id)

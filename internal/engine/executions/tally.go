@@ -23,3 +23,6 @@ func (v Tally) Pending(key string) int { return v.Store.Count(string(run.StatusP
 func (v Tally) QueuedAsync() ([]string, int) {
 	return v.Store.AsyncOwners(string(run.StatusPending))
 }
+
+// Indexed reports whether the index holds execution id's record.
+func (v Tally) Indexed(id string) bool { return v.Store.Indexed(id) }
