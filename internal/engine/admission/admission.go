@@ -140,8 +140,10 @@ type Counts interface {
 	// QueuedAsync returns the callers with async jobs waiting, and how
 	// many jobs wait in all.
 	QueuedAsync() (keys []string, total int)
-	// Indexed reports whether the index holds execution id's record, so
-	// that the counts above include it.
+	// Indexed reports whether the index holds execution id's record:
+	// from then on the counts above include it while it waits (read them
+	// first: a record that shows up between the two reads is then missed
+	// for a moment, never counted twice).
 	Indexed(id string) bool
 }
 
@@ -208,6 +210,14 @@ func (a *Gate) queuedLocked(key string) int {
 	return n
 }
 
+// waitingLocked counts the executions waiting: this node's sync callers,
+// the fleet's queued async jobs and this node's submissions not recorded
+// yet, the index read before the submissions (see Counts.Indexed).
+func (a *Gate) waitingLocked() int {
+	queued := a.queuedAsyncLocked()
+	return a.waiting + queued + a.submittingLocked("")
+}
+
 // submittingLocked counts key's async submissions admitted here whose
 // records the index does not hold yet (key "": every key's). From the
 // moment it does, the index counts them: a job is never counted twice,
@@ -233,7 +243,7 @@ func (a *Gate) admitLocked(key string) error {
 	if a.closed {
 		return ErrClosed
 	}
-	if a.running-a.claimed+a.waiting+a.submittingLocked("")+a.queuedAsyncLocked() >= a.capacity+a.queueSize {
+	if a.running-a.claimed+a.waitingLocked() >= a.capacity+a.queueSize {
 		return ErrOverloaded
 	}
 	if n := a.queuedLocked(key); a.perKeyQueued > 0 && n >= a.perKeyQueued {
@@ -536,7 +546,7 @@ func (a *Gate) Stats() Stats {
 func (a *Gate) stats() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.running - a.claimed, a.waiting + a.submittingLocked("") + a.queuedAsyncLocked()
+	return a.running - a.claimed, a.waitingLocked()
 }
 
 // Admitted reports whether t holds its slot already, without waiting.

@@ -176,6 +176,19 @@ func TestAdmissionCountsARecordedSubmissionOnce(t *testing.T) {
 	if len(a.submitting) != 0 || a.keys["a"] != nil {
 		t.Errorf("after every Submitted: %d submissions, key entry %+v, want none", len(a.submitting), a.keys["a"])
 	}
+
+	// The same for a key's queued limit (3 here).
+	fleet = newFakeFleet()
+	a = newGate(10, 10, 0, 3, fleet)
+	for i, id := range []string{"k1", "k2", "k3"} {
+		if err := a.ReserveAsync("a", id); err != nil {
+			t.Fatalf("a's submission %d under its limit of 3: %v", i+1, err)
+		}
+		fleet.pend["a"], fleet.async["a"], fleet.indexed[id] = i+1, i+1, true
+	}
+	if err := a.ReserveAsync("a", "k4"); !errors.Is(err, ErrKeyOverloaded) {
+		t.Fatalf("a's fourth over its limit of 3: %v, want ErrKeyOverloaded", err)
+	}
 }
 
 // The dispatcher claims a slot only when one is free and no sync caller
