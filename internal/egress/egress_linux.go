@@ -96,8 +96,8 @@ func New(cfg Config, g Grant, hooks Hooks) *Egress {
 	e := &Egress{cfg: cfg, policy: g.Policy, grant: g, hooks: hooks, ctx: ctx, cancel: cancel,
 		out: make(chan Event, 2*cfg.Limits.MaxEvents), outDone: make(chan struct{}),
 		conns: map[*relay]struct{}{}, names: newNameTable(), udpSeen: map[string]bool{},
-		terminated: map[string]bool{}, sessions: tls.NewLRUClientSessionCache(maxTerminatedNames)}
-	e.progress = make(chan struct{})
+		terminated: map[string]bool{}, sessions: tls.NewLRUClientSessionCache(maxTerminatedNames),
+		progress: make(chan struct{})}
 	go e.deliver()
 	return e
 }

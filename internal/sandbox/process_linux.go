@@ -354,14 +354,9 @@ func statusField(status []byte, name string) string {
 // lastNSpid is the last field of the NSpid line of a /proc/<pid>/status,
 // the pid in the innermost pid namespace ("" without one).
 func lastNSpid(status []byte) string {
-	_, rest, ok := bytes.Cut(status, []byte("\nNSpid:"))
-	if !ok {
-		return ""
-	}
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	ids := bytes.Fields(line)
+	ids := strings.Fields(statusField(status, "NSpid"))
 	if len(ids) == 0 {
 		return ""
 	}
-	return string(ids[len(ids)-1])
+	return ids[len(ids)-1]
 }
