@@ -606,34 +606,6 @@ func coveredByRules(rules []HTTPRule, t target) bool {
 	return false
 }
 
-// errOverrideInContent stops a request's content that names _method.
-var errOverrideInContent = errors.New("_method in a request's content")
-
-// overrideScan fails as soon as the content written to it holds
-// "_method" or "%5Fmethod" (any case), also split across writes: form and
-// JSON bodies carry the method override of Rails, Laravel and the like,
-// which HTTP rules, checking the request line, would not see.
-type overrideScan struct{ tail []byte }
-
-func (o *overrideScan) Write(p []byte) (int, error) {
-	buf := bytes.ToLower(append(o.tail, p...))
-	if bytes.Contains(buf, []byte("_method")) || bytes.Contains(buf, []byte("%5fmethod")) {
-		return 0, errOverrideInContent
-	}
-	const keep = len("%5fmethod") - 1
-	if len(buf) > keep {
-		buf = buf[len(buf)-keep:]
-	}
-	o.tail = append(o.tail[:0], buf...)
-	return len(p), nil
-}
-
-// hasContent reports whether a request has content (which a server may
-// answer unread).
-func hasContent(h *http1.Head) bool {
-	return h.Framing == http1.Chunked || h.Framing == http1.Length && h.Length > 0
-}
-
 // closingHead is a response head written again with Connection: close in
 // place of its Connection and Keep-Alive fields.
 func closingHead(raw []byte, resp *http1.Response) []byte {
@@ -648,12 +620,6 @@ func closingHead(raw []byte, resp *http1.Response) []byte {
 	}
 	b.WriteString("Connection: close\r\n\r\n")
 	return b.Bytes()
-}
-
-// fieldIs reports whether f is called name (lower case), taking '_' as
-// '-' as CGI-style servers do.
-func fieldIs(f http1.Field, name string) bool {
-	return len(f.Name) == len(name) && strings.EqualFold(strings.ReplaceAll(f.Name, "_", "-"), name)
 }
 
 // hasToken reports whether a field of h called name lists tok.

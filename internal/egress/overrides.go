@@ -151,3 +151,25 @@ func formOverride(h *http1.Head, content []byte) (bool, error) {
 	}
 	return false, nil
 }
+
+// errOverrideInContent stops a request's content that names _method.
+var errOverrideInContent = errors.New("_method in a request's content")
+
+// overrideScan fails as soon as the content written to it holds
+// "_method" or "%5Fmethod" (any case), also split across writes: form and
+// JSON bodies carry the method override of Rails, Laravel and the like,
+// which HTTP rules, checking the request line, would not see.
+type overrideScan struct{ tail []byte }
+
+func (o *overrideScan) Write(p []byte) (int, error) {
+	buf := bytes.ToLower(append(o.tail, p...))
+	if bytes.Contains(buf, []byte("_method")) || bytes.Contains(buf, []byte("%5fmethod")) {
+		return 0, errOverrideInContent
+	}
+	const keep = len("%5fmethod") - 1
+	if len(buf) > keep {
+		buf = buf[len(buf)-keep:]
+	}
+	o.tail = append(o.tail[:0], buf...)
+	return len(p), nil
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/runner"
 )
 
@@ -117,12 +118,20 @@ type Session struct {
 }
 
 // NetworkUsed is a session's network use over its life: the bytes its
-// egresses carried, and the limit that cut its network ("" if none).
+// egresses carried, the limit that cut its network ("" if none), and the
+// events not yet handed to a cell's result (oldest first), which its next
+// cell's result carries. A header written before Events was added has
+// none.
 type NetworkUsed struct {
-	BytesOut int64  `json:"bytes_out,omitempty"`
-	BytesIn  int64  `json:"bytes_in,omitempty"`
-	Limit    string `json:"limit,omitempty"`
+	BytesOut int64          `json:"bytes_out,omitempty"`
+	BytesIn  int64          `json:"bytes_in,omitempty"`
+	Limit    string         `json:"limit,omitempty"`
+	Events   []egress.Event `json:"events,omitempty"`
 }
+
+// MaxNetworkEvents bounds the events a session keeps for its next cell's
+// result, and so those a header carries.
+const MaxNetworkEvents = 1000
 
 // Kinds of snapshots.
 const (
@@ -152,6 +161,8 @@ func (h Header) check() error {
 		return fmt.Errorf("%w: no state", ErrInvalidHeader)
 	case len(h.Saved)+len(h.Skipped) > maxNames:
 		return fmt.Errorf("%w: more than %d names", ErrInvalidHeader, maxNames)
+	case h.Session.NetworkUsed != nil && len(h.Session.NetworkUsed.Events) > MaxNetworkEvents:
+		return fmt.Errorf("%w: more than %d network events", ErrInvalidHeader, MaxNetworkEvents)
 	}
 	for _, s := range h.Skipped {
 		if len(s.Reason) > maxReason || len(s.Name) > maxReason {

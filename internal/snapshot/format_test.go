@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pyexec/pyexec/internal/egress"
 	"github.com/pyexec/pyexec/internal/runner"
 )
 
@@ -253,5 +254,27 @@ func TestRecordHeaderIsBigEndian(t *testing.T) {
 	n := binary.BigEndian.Uint32(raw[9:13])
 	if raw[13+n] != kindState || raw[len(raw)-trailer] != kindMAC {
 		t.Fatalf("layout: %q ... %q", raw[13+n], raw[len(raw)-trailer])
+	}
+}
+
+// TestNetworkEvents: a header carries a session's network events not yet
+// in a cell's result, and no more than a session keeps.
+func TestNetworkEvents(t *testing.T) {
+	key := testKey(t)
+	state := []byte("state")
+	ev := egress.Event{Proto: "tcp", Host: "192.0.2.99", Port: 80, Verdict: egress.VerdictDeny, Reason: egress.ReasonNotAllowed}
+	h := header("alice", len(state))
+	h.Session.NetworkUsed = &NetworkUsed{BytesIn: 3, Events: []egress.Event{ev}}
+	raw := write(t, key, h, state, []byte("tar"), 1<<20)
+	s, err := Open(bytes.NewReader(raw), int64(len(raw)), key, "alice", 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Header.Session.NetworkUsed; got == nil || len(got.Events) != 1 || got.Events[0] != ev || got.BytesIn != 3 {
+		t.Errorf("network used read back: %+v, want 3 bytes in and the refusal", got)
+	}
+	h.Session.NetworkUsed.Events = make([]egress.Event, MaxNetworkEvents+1)
+	if _, err := NewWriter(io.Discard, key, h, 1<<30); !errors.Is(err, ErrInvalidHeader) {
+		t.Errorf("a header of %d events: %v, want ErrInvalidHeader", MaxNetworkEvents+1, err)
 	}
 }

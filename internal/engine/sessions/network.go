@@ -3,6 +3,7 @@ package sessions
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,8 +99,9 @@ func (m *Service) MayRunCode(s *Live, caller string) error {
 var errNetworkRefused = errors.New("the session's network is refused")
 
 // maxPendingEvents bounds the network events a session keeps for its
-// next cell's result; later ones are only logged.
-const maxPendingEvents = 1000
+// next cell's result, as many as its hibernation carries; later ones are
+// only logged.
+const maxPendingEvents = snapshot.MaxNetworkEvents
 
 // netUse is a session's network over its whole life: the bytes its
 // egresses carried (its quotas are per session, not per kernel) and the
@@ -131,24 +133,44 @@ func (u *netUse) limited() string {
 	return u.limit
 }
 
+// maxCarriedEventBytes bounds the JSON of the events a snapshot's header
+// carries, so that they never make it too large to write (a header is at
+// most 1 MiB, the session's variables' names included): 1000 events of
+// the longest names and paths, escaped, would take about 2 MiB.
+const maxCarriedEventBytes = 256 << 10
+
 // carried is what a hibernation header carries of u (nil u: a session
-// without network), with live, the totals of an egress still open.
+// without network), with live, the totals of an egress still open: the
+// events not yet taken too, the earliest within maxCarriedEventBytes,
+// which stay u's as well (the session may go on here).
 func (u *netUse) carried(live egress.Stats) *snapshot.NetworkUsed {
 	if u == nil {
 		return nil
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	return &snapshot.NetworkUsed{BytesOut: u.used.BytesOut + live.BytesOut, BytesIn: u.used.BytesIn + live.BytesIn,
-		Limit: cmp.Or(u.limit, live.LimitReason)}
+	n := &snapshot.NetworkUsed{BytesOut: u.used.BytesOut + live.BytesOut, BytesIn: u.used.BytesIn + live.BytesIn,
+		Limit: cmp.Or(u.limit, live.LimitReason), Events: slices.Clone(u.pending)}
+	u.mu.Unlock()
+	size := 0
+	for i, ev := range n.Events {
+		b, _ := json.Marshal(ev) // plain fields: it never fails
+		if size += len(b) + 1; size > maxCarriedEventBytes {
+			n.Events = n.Events[:i]
+			break
+		}
+	}
+	return n
 }
 
-// restored is a session's use as its hibernation header carried it.
+// restored is a session's use as its hibernation header carried it, the
+// events it had not handed to a cell kept for its next cell's result
+// (those past maxPendingEvents dropped, as a live session drops them).
 func restored(n *snapshot.NetworkUsed) *netUse {
 	if n == nil {
 		return &netUse{}
 	}
-	return &netUse{used: egress.Stats{BytesOut: n.BytesOut, BytesIn: n.BytesIn}, limit: n.Limit}
+	return &netUse{used: egress.Stats{BytesOut: n.BytesOut, BytesIn: n.BytesIn}, limit: n.Limit,
+		pending: slices.Clone(n.Events[:min(len(n.Events), maxPendingEvents)])}
 }
 
 // liveEgressStats are the totals so far of k's egress (zero: none).

@@ -401,6 +401,8 @@ func TestSessionEgressAttachFails(t *testing.T) {
 // shutdown comes back at the next start with its network (its policy from
 // its hibernation's header, checked again): its egress injects the value
 // for a new placeholder, and its allow list still refuses another host.
+// An event no cell's result had before the shutdown (a lookup refused
+// after its cell returned) comes with the first cell after the adoption.
 func TestSessionNetworkParked(t *testing.T) {
 	if egresstest.RanIsolated(t) {
 		return
@@ -409,9 +411,22 @@ func TestSessionNetworkParked(t *testing.T) {
 	pl, _ := netPlanner(t, w)
 	v := newVault(t)
 	var rec parkRecorder
-	svc := newServiceDeps(t, Config{InterruptGrace: 200 * time.Millisecond}, false, Deps{Network: pl, Vault: v, OnPark: rec.park})
+	var late atomic.Bool
+	svc := newServiceDeps(t, Config{InterruptGrace: 200 * time.Millisecond}, false, Deps{Network: pl, Vault: v, OnPark: rec.park,
+		OnNetworkEvent: func(ev egress.Event) {
+			if isLateLookup(ev) {
+				late.Store(true)
+			}
+		}})
 	id := newSession(t, svc, Request{Network: true, NetworkAllow: []string{"allowed.test"}, Secrets: []string{"GITHUB_TOKEN"}})
-	cell(t, svc, id, pyAuth+pyGet+`old = os.environ["GITHUB_TOKEN"]`)
+	cell(t, svc, id, pyAuth+pyGet+`old = os.environ["GITHUB_TOKEN"]
+import socket, threading
+def late():
+    try: socket.getaddrinfo("late.test", 80)
+    except OSError: pass
+threading.Timer(0.5, late).start()
+`)
+	waitFor(t, 5*time.Second, "the lookup after the cell refused", late.Load)
 	closeWithin(t, svc, 10*time.Second)
 	snap, ok := rec.snapshot(id)
 	if !ok {
@@ -429,6 +444,15 @@ func TestSessionNetworkParked(t *testing.T) {
 	if !r.Resumed || result(r) != want {
 		t.Errorf("the adopted session: resumed %v, %s (%s), want %s", r.Resumed, result(r), r.Error, want)
 	}
+	if !slices.ContainsFunc(r.NetworkEvents, isLateLookup) {
+		t.Errorf("the adopted session's first cell lacks the lookup refused after the last cell before the shutdown: %+v",
+			r.NetworkEvents)
+	}
+}
+
+// isLateLookup reports whether ev is the refused lookup of late.test.
+func isLateLookup(ev egress.Event) bool {
+	return ev.Proto == "dns" && ev.Host == "late.test" && ev.Verdict == egress.VerdictDeny
 }
 
 // TestSessionSecretRemovedWhileLive: once the operator removes a secret
