@@ -79,6 +79,11 @@ func startStack(ctx context.Context, cfg config.Config, log *slog.Logger, waitin
 	popts := pyenv.OptionsFromEnv(os.Getenv)
 	popts.Logger = log.With("component", "pyenv")
 	popts.Preferred = defaultPython
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("the data directory: %w", err)
+	}
+	// A restart runs only the interpreters that changed (interp.probeCache).
+	popts.CacheFile = filepath.Join(cfg.DataDir, "interpreters.json")
 	s.pythons, err = pyenv.Discover(ctx, popts)
 	if err != nil {
 		return nil, fmt.Errorf("finding python interpreters: %w", err)

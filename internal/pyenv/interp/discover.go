@@ -33,6 +33,10 @@ type Options struct {
 	// Globs are further patterns of interpreter binaries, searched in order
 	// after PathDirs, e.g. "/root/.pyenv/versions/*/bin/python3".
 	Globs []string
+	// CacheFile, if set, keeps each interpreter's probe answer from one
+	// Discover to the next (a server's restart): an interpreter none of
+	// whose files changed is not run again (see probeCache).
+	CacheFile string
 	// Logger receives one line per candidate that is skipped, with the
 	// reason; nil discards them.
 	Logger *slog.Logger
@@ -106,18 +110,25 @@ func Discover(ctx context.Context, opts Options) (*Interpreters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PYEXEC_PYTHONS: %w", err)
 	}
+	cache, err := openCache(opts.CacheFile)
+	if err != nil {
+		log.Info("not using the interpreters' cache: probing them all", "reason", err)
+	}
 	chosen := map[string]Interpreter{}
 	for _, p := range pins {
-		in, err := probePinned(ctx, p)
+		in, err := probePinned(ctx, p, cache)
 		if err != nil {
 			return nil, fmt.Errorf("PYEXEC_PYTHONS: %w", err)
 		}
 		chosen[in.Version] = in
 	}
 
-	found := probeAll(ctx, candidates(opts), log)
+	found := probeAll(ctx, candidates(opts), cache, log)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("discovering interpreters: %w", err)
+	}
+	if err := cache.save(); err != nil {
+		log.Info("the interpreters' cache was not written: the next start probes them again", "reason", err)
 	}
 	best := map[string]candidate{}
 	for _, c := range found {
@@ -143,12 +154,12 @@ func Discover(ctx context.Context, opts Options) (*Interpreters, error) {
 }
 
 // probePinned probes an operator-pinned interpreter and checks its version.
-func probePinned(ctx context.Context, p pinned) (Interpreter, error) {
+func probePinned(ctx context.Context, p pinned, cache *probeCache) (Interpreter, error) {
 	real, err := realBinary(p.path)
 	if err != nil {
 		return Interpreter{}, fmt.Errorf("%s=%s: %w", p.version, p.path, err)
 	}
-	in, r, err := probe(ctx, real)
+	in, r, err := probe(ctx, real, cache)
 	if err != nil {
 		return Interpreter{}, fmt.Errorf("%s=%s: %w", p.version, p.path, err)
 	}
@@ -206,7 +217,7 @@ type candidate struct {
 // probeAll resolves and probes paths, at most probeParallelism at a time,
 // and returns the usable interpreters in the order of paths. Each binary is
 // probed once however many names lead to it.
-func probeAll(ctx context.Context, paths []string, log *slog.Logger) []candidate {
+func probeAll(ctx context.Context, paths []string, cache *probeCache, log *slog.Logger) []candidate {
 	var reals []string
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -234,7 +245,7 @@ func probeAll(ctx context.Context, paths []string, log *slog.Logger) []candidate
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			in, r, err := probe(ctx, real)
+			in, r, err := probe(ctx, real, cache)
 			if err != nil {
 				log.Info("skipping python candidate", "path", real, "reason", err)
 				return

@@ -117,7 +117,7 @@ func TestDiscoverSkipsShimsAndPicksBest(t *testing.T) {
 
 func probeFull(t *testing.T, path string) string {
 	t.Helper()
-	in, _, err := probe(context.Background(), path)
+	in, _, err := probe(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

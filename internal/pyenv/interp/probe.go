@@ -83,20 +83,24 @@ func realBinary(path string) (string, error) {
 	return real, nil
 }
 
-// probe runs the interpreter at real (a resolved ELF binary) and turns its
-// answer into an Interpreter.
-func probe(ctx context.Context, real string) (Interpreter, probeResult, error) {
-	var stdout bytes.Buffer
-	err := withRetryOnTimeout(ctx, probeBounds[:], func(ctx context.Context) error {
-		stdout.Reset()
-		return runProbe(ctx, real, &stdout)
-	})
-	if err != nil {
-		return Interpreter{}, probeResult{}, err
-	}
-	var r probeResult
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		return Interpreter{}, probeResult{}, fmt.Errorf("probing %s: unexpected answer %q: %w", real, firstLine(stdout.String()), err)
+// probe runs the interpreter at real (a resolved ELF binary), or takes its
+// answer from cache (may be nil) if nothing it depends on changed since,
+// and turns the answer into an Interpreter.
+func probe(ctx context.Context, real string, cache *probeCache) (Interpreter, probeResult, error) {
+	r, ok := cache.lookup(real)
+	if !ok {
+		var stdout bytes.Buffer
+		err := withRetryOnTimeout(ctx, probeBounds[:], func(ctx context.Context) error {
+			stdout.Reset()
+			return runProbe(ctx, real, &stdout)
+		})
+		if err != nil {
+			return Interpreter{}, probeResult{}, err
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			return Interpreter{}, probeResult{}, fmt.Errorf("probing %s: unexpected answer %q: %w", real, firstLine(stdout.String()), err)
+		}
+		cache.store(real, r)
 	}
 	if r.Implementation != "cpython" {
 		return Interpreter{}, r, fmt.Errorf("%s: %s is not CPython", real, r.Implementation)
