@@ -293,9 +293,10 @@ type Stats struct {
 	Live, Busy  int
 	Asleep      int   // hibernated now
 	MemoryBytes int64 // in use now by every session's jail
-	// Since the service started: hibernations done and failed, resumes
-	// done and failed.
-	Hibernated, HibernateFailed, Resumed, ResumeFailed int64
+	// Since the service started: hibernations done, failed (the session
+	// stays awake), and ended by the session's interpreter ending as it
+	// was saved (the session ends); resumes done and failed.
+	Hibernated, HibernateFailed, HibernateEnded, Resumed, ResumeFailed int64
 }
 
 func invalidf(format string, args ...any) error {
