@@ -272,7 +272,8 @@ func sessionError(s *Server, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSessionNotFound):
 		return errorf(http.StatusNotFound, "session not found")
-	case errors.Is(err, engine.ErrSessionBusy), errors.Is(err, engine.ErrSessionWorkspaceTooLarge):
+	case errors.Is(err, engine.ErrSessionBusy), errors.Is(err, engine.ErrSessionWorkspaceTooLarge),
+		errors.Is(err, engine.ErrSessionForkEnded):
 		return errorf(http.StatusConflict, "%s", err)
 	case errors.Is(err, engine.ErrSessionSecrets):
 		return errorf(http.StatusForbidden, "%s", err)

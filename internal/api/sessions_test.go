@@ -145,6 +145,20 @@ func TestSessionsAPI(t *testing.T) {
 			t.Errorf("missing file: %d", code)
 		}
 	})
+	t.Run("fork whose interpreter ends loading", func(t *testing.T) {
+		exec(t, `{"code":"import os\nclass Bomb:\n    def __reduce__(self):\n        return os._exit, (3,)\nb = Bomb()\ny = 7"}`)
+		code, _, body := call(t, ts, http.MethodPost, base+"/fork", "", nil, nil)
+		if code != http.StatusConflict || !strings.Contains(string(body), "the fork's interpreter ended while loading the parent's state: exit code 3") {
+			t.Errorf("fork of a state whose unpickling exits: %d %s, want 409 saying how the fork's interpreter ended", code, body)
+		}
+		_, _, body = call(t, ts, http.MethodGet, "/api/v1/sessions", "", nil, nil)
+		if n := len(decode[SessionList](t, body).Sessions); n != 1 {
+			t.Errorf("%d sessions after the failed fork, want the parent only", n)
+		}
+		if r := exec(t, `{"code":"del b\ny + 1"}`); r.Result == nil || *r.Result != "8" {
+			t.Errorf("the parent after the failed fork: %+v", r)
+		}
+	})
 	t.Run("cap and errors", func(t *testing.T) {
 		if code, _, body := call(t, ts, http.MethodPost, "/api/v1/sessions", js, []byte(`{}`), nil); code != http.StatusCreated {
 			t.Fatalf("second session: %d %s", code, body)

@@ -77,7 +77,7 @@ func (s *Server) registerSnapshots(hapi huma.API, ne SnapshotEngine) {
 	o = tag(op(hapi, "fork-session", http.MethodPost, "/api/v1/sessions/{id}/fork", "Fork a session: a new session with a copy of its state",
 		append(liveErrs, http.StatusTooManyRequests, http.StatusForbidden)...))
 	o.DefaultStatus = http.StatusCreated
-	o.Description = "A new session of the same key and configuration, in a new jail, holding a copy of the session's variables and workspace files; the two then diverge. It lives on the parent's node. 409 while a cell of the parent runs, and when its workspace's files add up to more than its disk limit. " + runsCodeForbidden
+	o.Description = "A new session of the same key and configuration, in a new jail, holding a copy of the session's variables and workspace files; the two then diverge. It lives on the parent's node. 409 while a cell of the parent runs, when its workspace's files add up to more than its disk limit, and when the fork's interpreter ended while loading the state (an object whose unpickling exits or crashes the process, or needs more than the session's memory; the message says how it ended): no fork is left, and the session keeps its interpreter and its variables. " + runsCodeForbidden
 	huma.Register(hapi, o, func(ctx context.Context, in *sessionIDInput) (*struct{ Body SessionInfo }, error) {
 		info, err := ne.ForkSession(ctx, in.ID, callerFrom(ctx).engine())
 		if err != nil {

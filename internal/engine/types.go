@@ -165,6 +165,9 @@ var (
 	// ErrSessionWorkspaceTooLarge: a restart or a fork cannot carry the
 	// session's files; the session keeps its interpreter.
 	ErrSessionWorkspaceTooLarge = sessions.ErrWorkspaceTooLarge // 409
+	// ErrSessionForkEnded: a fork's interpreter ended while it loaded the
+	// session's state; no fork is left, the session keeps its interpreter.
+	ErrSessionForkEnded = sessions.ErrForkEnded // 409
 )
 
 // Fleet membership (internal/engine/fleet).

@@ -3,6 +3,7 @@ package fleetsess
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/pyexec/pyexec/internal/engine"
@@ -11,7 +12,8 @@ import (
 // TestSnapshotAcrossTheFleet: a session held by node a is saved through
 // node b, restored on node b from the fleet's store with its variables and
 // files, and forked through node b on node a, where the fork diverges from
-// its parent; another key is told neither the session nor the snapshot
+// its parent (a fork whose interpreter ends loading the state answers
+// ErrSessionForkEnded through b as on a); another key is told neither the session nor the snapshot
 // exists.
 func TestSnapshotAcrossTheFleet(t *testing.T) {
 	srv := fleetServer(t)
@@ -56,6 +58,18 @@ func TestSnapshotAcrossTheFleet(t *testing.T) {
 	}
 	if r := b.cell(t, fork.ID, "x"); r.Result == nil || *r.Result != "-1" {
 		t.Errorf("the fork: %+v", r.Result)
+	}
+	// A fork whose interpreter ends while loading the state answers
+	// through b as on a (409 through the API), and the parent goes on.
+	if err := b.r.DeleteSession(ctx, fork.ID, alice); err != nil {
+		t.Fatal(err)
+	}
+	a.cell(t, s.ID, "import os\nclass Bomb:\n    def __reduce__(self):\n        return os._exit, (3,)\nbomb = Bomb()")
+	if _, err := b.r.ForkSession(ctx, s.ID, alice); !errors.Is(err, engine.ErrSessionForkEnded) || !strings.Contains(err.Error(), "exit code 3") {
+		t.Errorf("a fork through b whose interpreter exits loading: %v, want ErrSessionForkEnded saying exit code 3", err)
+	}
+	if r := b.cell(t, s.ID, "del bomb\nx"); r.Result == nil || *r.Result != "42" {
+		t.Errorf("the parent after its failed fork: %+v", r.Result)
 	}
 	list, err := a.r.ListSnapshots(ctx, alice)
 	if err != nil || len(list) != 1 || list[0].ID != saved.ID {

@@ -100,6 +100,7 @@ var kinds = []struct {
 	{"session_busy", engine.ErrSessionBusy},
 	{"session_secrets", engine.ErrSessionSecrets},
 	{"session_workspace_too_large", engine.ErrSessionWorkspaceTooLarge},
+	{"session_fork_ended", engine.ErrSessionForkEnded},
 	{"session_ended", engine.ErrSessionEnded},
 	{"too_many_sessions", engine.ErrTooManySessions},
 	{"sessions_disabled", engine.ErrSessionsDisabled},

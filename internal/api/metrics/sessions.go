@@ -16,7 +16,7 @@ func SessionCollector(stats func() engine.SessionStats) prometheus.Collector {
 		busy:       prometheus.NewDesc("pyexec_sessions_busy", "Sessions running a cell now.", nil, nil),
 		asleep:     prometheus.NewDesc("pyexec_sessions_hibernated", "Sessions hibernated now (saved, without an interpreter).", nil, nil),
 		memory:     prometheus.NewDesc("pyexec_sessions_memory_bytes", "Memory in use by every session's jail.", nil, nil),
-		hibernates: prometheus.NewDesc("pyexec_session_hibernations_total", "Sessions saved for hibernation, by outcome.", []string{"outcome"}, nil),
+		hibernates: prometheus.NewDesc("pyexec_session_hibernations_total", "Hibernations of idle sessions, by outcome: saved; failed (the save failed, the session stays awake and is tried again later); ended (the session's interpreter ended as it was saved, and the session ended).", []string{"outcome"}, nil),
 		resumes:    prometheus.NewDesc("pyexec_session_resumes_total", "Hibernated sessions resumed, by outcome.", []string{"outcome"}, nil),
 	}
 }
@@ -41,6 +41,7 @@ func (c sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(s.MemoryBytes))
 	ch <- prometheus.MustNewConstMetric(c.hibernates, prometheus.CounterValue, float64(s.Hibernated), "saved")
 	ch <- prometheus.MustNewConstMetric(c.hibernates, prometheus.CounterValue, float64(s.HibernateFailed), "failed")
+	ch <- prometheus.MustNewConstMetric(c.hibernates, prometheus.CounterValue, float64(s.HibernateEnded), "ended")
 	ch <- prometheus.MustNewConstMetric(c.resumes, prometheus.CounterValue, float64(s.Resumed), "resumed")
 	ch <- prometheus.MustNewConstMetric(c.resumes, prometheus.CounterValue, float64(s.ResumeFailed), "failed")
 }

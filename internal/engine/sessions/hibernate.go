@@ -21,7 +21,8 @@ import (
 // worker of its own, at most Config.Hibernations at once, so that no save
 // delays the end of another session. A session that could not be saved
 // stays awake and is not tried again before a delay that doubles with
-// each failure (hibernateBackoff).
+// each failure (hibernateBackoff). One whose interpreter ends while it is
+// saved ends, and is not counted as a failure.
 
 // Bounds of the delay before a session whose hibernation failed is tried
 // again.
@@ -63,6 +64,13 @@ func (m *Service) startHibernations(t time.Time) {
 				s.hibFails = 0
 			case errors.Is(err, ErrBusy) || errors.Is(err, ErrEnded):
 				// a call came first, or it ended: not a failure
+			case errors.Is(err, errKernelEnded):
+				// Its interpreter ended as it was saved (out of memory, its
+				// own code exiting from a pickling hook, killed past the save
+				// timeout): the save did not fail, the session has nothing
+				// left to save, and the reaper ends it.
+				m.counts.hibernateEnded.Add(1)
+				m.log.Info("a session's interpreter ended while it hibernated; it ends", "session_id", s.id, "err", err)
 			default:
 				s.hibFails++
 				s.hibRetry = time.Now().Add(hibernateBackoff(s.hibFails))

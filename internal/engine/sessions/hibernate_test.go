@@ -189,3 +189,33 @@ func TestPoisonedHibernationEnds(t *testing.T) {
 		t.Errorf("after the last failed load: lookup %v, %d snapshots; want the session and its snapshot gone", err, len(v.ids()))
 	}
 }
+
+// TestHibernationOutcomes: a session whose interpreter ends as it is
+// saved for hibernation (a pickling hook that exits) ends and is counted
+// as ended, not as a failed save; a save the store refuses is counted as
+// failed, and that session stays awake with its variables.
+func TestHibernationOutcomes(t *testing.T) {
+	v := newVault(t)
+	svc := newServiceWith(t, Config{HibernateAfter: 100 * time.Millisecond, ReapInterval: 20 * time.Millisecond}, true, v)
+	ends := newSession(t, svc, Request{})
+	cell(t, svc, ends, "import os\nclass Boom:\n    def __reduce__(self):\n        os._exit(3)\nb = Boom()")
+	waitFor(t, 10*time.Second, "the session whose save exits ended", func() bool {
+		_, err := svc.Lookup(ends)
+		return errors.Is(err, ErrNotFound)
+	})
+	if st := svc.Stats(); st.HibernateEnded != 1 || st.HibernateFailed != 0 || st.Hibernated != 0 {
+		t.Errorf("after an interpreter ended in its hibernation: %d ended, %d failed, %d saved, want 1, 0, 0",
+			st.HibernateEnded, st.HibernateFailed, st.Hibernated)
+	}
+	v.set(func(v *memVault) { v.failBegin = errors.New("the store is full") })
+	fails := newSession(t, svc, Request{})
+	cell(t, svc, fails, "x = 41")
+	waitFor(t, 10*time.Second, "a hibernation failed", func() bool { return svc.Stats().HibernateFailed > 0 })
+	if st := svc.Stats(); st.HibernateEnded != 1 || st.HibernateFailed != 1 || st.Hibernated != 0 {
+		t.Errorf("after a save the store refused: %d ended, %d failed, %d saved, want 1, 1, 0",
+			st.HibernateEnded, st.HibernateFailed, st.Hibernated)
+	}
+	if r := cell(t, svc, fails, "x + 1"); result(r) != "42" {
+		t.Errorf("the session whose save failed: %q (%s %s)", result(r), r.Reason, r.Error)
+	}
+}

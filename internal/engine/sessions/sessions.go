@@ -108,7 +108,7 @@ type Service struct {
 
 // counts are the service's running totals (Stats).
 type counts struct {
-	hibernated, hibernateFailed, resumed, resumeFailed atomic.Int64
+	hibernated, hibernateFailed, hibernateEnded, resumed, resumeFailed atomic.Int64
 }
 
 // New applies the defaults to cfg and lim, checks cfg and returns the
@@ -691,7 +691,7 @@ func (m *Service) Stats() Stats {
 	}
 	m.mu.Unlock()
 	st := Stats{Live: len(list), Hibernated: m.counts.hibernated.Load(), HibernateFailed: m.counts.hibernateFailed.Load(),
-		Resumed: m.counts.resumed.Load(), ResumeFailed: m.counts.resumeFailed.Load()}
+		HibernateEnded: m.counts.hibernateEnded.Load(), Resumed: m.counts.resumed.Load(), ResumeFailed: m.counts.resumeFailed.Load()}
 	for _, s := range list {
 		s.mu.Lock()
 		if s.busy {

@@ -466,7 +466,8 @@ func (m *Service) restoreInto(s *Live, snap *snapshot.Snapshot) (runner.Loaded, 
 // parent, holding a copy of its workspace and of its state: the parent's
 // save is streamed into the child's load, piece by piece, as the parent
 // writes it (nothing is stored). The two then diverge. ErrBusy while a
-// cell of the parent runs.
+// cell of the parent runs. A child whose interpreter ends while it loads
+// the state (ErrForkEnded) is undone; the parent keeps its interpreter.
 func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 	unhold, err := m.hold()
 	if err != nil {
@@ -510,6 +511,9 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %w", ErrEnded, parent.id, err)
 		default:
 		}
+		if errors.Is(err, ErrForkEnded) {
+			return Session{}, fmt.Errorf("%s: %w", parent.id, err) // it keeps its kernel
+		}
 		return Session{}, fmt.Errorf("engine: forking session %s: %w", parent.id, err)
 	}
 	s.mu.Lock()
@@ -547,14 +551,38 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 		return statePipe{from: from.proc, to: child.proc}, nil
 	})
 	if err != nil {
+		select {
+		case <-child.proc.Done(): // it ended as it took the state: the parent's save could not go on
+			return runner.Loaded{}, forkEnded(child)
+		default:
+		}
 		child.proc.Kill()
 		return runner.Loaded{}, err
 	}
 	rep, err := child.awaitOwn(ctx, c, m.cfg.SaveTimeout, m.cfg.InterruptGrace)
+	if errors.Is(err, errKernelEnded) && ctx.Err() == nil {
+		return runner.Loaded{}, forkEnded(child)
+	}
 	if err != nil {
 		return runner.Loaded{}, err
 	}
 	return loaded(rep)
+}
+
+// forkEnded is ErrForkEnded for child, whose interpreter ended while it
+// loaded a fork's state, saying how it ended.
+func forkEnded(child *kernel) error {
+	<-child.ended // its result is read
+	r := child.res
+	how := fmt.Sprintf("exit code %d", r.ExitCode)
+	switch {
+	case r.Status == sandbox.StatusOOM:
+		how = "out of memory (" + r.Reason + ")"
+	case r.Signal != 0:
+		how = fmt.Sprintf("killed by signal %d (%s)", r.Signal, syscall.Signal(r.Signal))
+	}
+	return fmt.Errorf("%w: %s; a state holding an object whose unpickling ends the process (os._exit, a crash), needs more than the session's memory or outlasts the save timeout cannot be forked; the session is unchanged",
+		ErrForkEnded, how)
 }
 
 // statePipe passes a fork's state from the parent's channel into the

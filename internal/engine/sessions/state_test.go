@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/pyexec/pyexec/internal/pool"
 )
 
 // TestSnapshotRestoreAndFork: a session's variables, functions and files
@@ -198,5 +201,42 @@ func TestRestoredStateCountsAgainstTheMemoryLimit(t *testing.T) {
 		if info := live(t, svc, id).Info(); info.MemoryBytes < 40<<20 || info.MemoryLimit != 64<<20 {
 			t.Errorf("session %s: %d bytes in use of %d, want its 40 MiB state in them", id, info.MemoryBytes, info.MemoryLimit)
 		}
+	}
+}
+
+// TestForkWhoseChildEndsLoading: a fork whose new interpreter ends while
+// it loads the parent's state (an object whose unpickling exits, aborts
+// or takes more than the session's memory) is refused with ErrForkEnded
+// saying how it ended, not as the server's error; the parent keeps its
+// interpreter and its variables, and neither the child session nor its
+// jail is left.
+func TestForkWhoseChildEndsLoading(t *testing.T) {
+	svc := newService(t, Config{}, true)
+	jails := svc.deps.Forker.(*pool.Pool)
+	all := func(string) bool { return true }
+	for _, tc := range []struct{ name, unpickle, want string }{
+		{"exit", "os._exit, (3,)", ": exit code 3;"},
+		{"abort", "os.abort, ()", ": killed by signal 6 (aborted);"},
+		{"oom", "operator.mul, (b'x', 256 << 20)", ": out of memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := newSession(t, svc, Request{})
+			cell(t, svc, id, "import os, operator\nclass Bomb:\n    def __reduce__(self):\n        return "+tc.unpickle+
+				"\nb = Bomb()\nx = 41")
+			_, err := svc.Fork(context.Background(), live(t, svc, id))
+			if !errors.Is(err, ErrForkEnded) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("fork of a state whose loading ends the interpreter: %v, want ErrForkEnded with %q", err, tc.want)
+			}
+			if r := cell(t, svc, id, "x + 1, type(b).__name__"); result(r) != "(42, 'Bomb')" {
+				t.Errorf("the parent after the failed fork: %q (%s %s)", result(r), r.Reason, r.Error)
+			}
+			if n := len(svc.List(all)); n != 1 {
+				t.Errorf("%d sessions after the failed fork, want the parent only", n)
+			}
+			if st := jails.Stats(); st.Sessions != 1 {
+				t.Errorf("%d session jails after the failed fork, want the parent's only", st.Sessions)
+			}
+			svc.Delete(live(t, svc, id))
+		})
 	}
 }

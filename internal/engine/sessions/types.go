@@ -26,6 +26,11 @@ var (
 	// workspace's files into the new interpreter (they add up to more than
 	// its disk limit); the session keeps its interpreter.
 	ErrWorkspaceTooLarge = errors.New("the session's workspace is too large to carry into a new interpreter") // 409
+	// ErrForkEnded: a fork's new interpreter ended while it loaded the
+	// parent's state (an object whose unpickling exits or crashes the
+	// process, more memory than the session's limit); the fork is undone,
+	// the parent keeps its interpreter.
+	ErrForkEnded = errors.New("the fork's interpreter ended while loading the parent's state") // 409
 	// ErrNoSnapshots: the service was built without a place to keep
 	// snapshots (Deps.Vault).
 	ErrNoSnapshots = errors.New("snapshots are not available on this server") // 501
@@ -288,9 +293,10 @@ type Stats struct {
 	Live, Busy  int
 	Asleep      int   // hibernated now
 	MemoryBytes int64 // in use now by every session's jail
-	// Since the service started: hibernations done and failed, resumes
-	// done and failed.
-	Hibernated, HibernateFailed, Resumed, ResumeFailed int64
+	// Since the service started: hibernations done, failed (the session
+	// stays awake), and ended by the session's interpreter ending as it
+	// was saved (the session ends); resumes done and failed.
+	Hibernated, HibernateFailed, HibernateEnded, Resumed, ResumeFailed int64
 }
 
 func invalidf(format string, args ...any) error {
