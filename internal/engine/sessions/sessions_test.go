@@ -207,9 +207,12 @@ func TestRestartOfAWorkspaceOverItsDisk(t *testing.T) {
 func TestSessionReaping(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
 		svc := newService(t, Config{ReapInterval: 50 * time.Millisecond}, forked)
+		// busy is made last, right before its cell: a cold session can take
+		// longer than its idle timeout to start under emulation (the VM),
+		// and one started before another would be reaped as idle first.
+		short := newSession(t, svc, Request{MaxLifetime: 2 * time.Second})
 		idle := newSession(t, svc, Request{IdleTimeout: 700 * time.Millisecond})
 		busy := newSession(t, svc, Request{IdleTimeout: 700 * time.Millisecond})
-		short := newSession(t, svc, Request{MaxLifetime: 2 * time.Second})
 		start := time.Now()
 		r := cell(t, svc, busy, "import time\ntime.sleep(1.2)\n'slept'")
 		if result(r) != "'slept'" {
