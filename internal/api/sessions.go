@@ -272,13 +272,14 @@ func sessionError(s *Server, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrSessionNotFound):
 		return errorf(http.StatusNotFound, "session not found")
-	case errors.Is(err, engine.ErrSessionBusy), errors.Is(err, engine.ErrSessionWorkspaceTooLarge),
-		errors.Is(err, engine.ErrSessionForkEnded):
+	case errors.Is(err, engine.ErrSessionBusy), errors.Is(err, engine.ErrSessionWorkspaceTooLarge):
 		return errorf(http.StatusConflict, "%s", err)
 	case errors.Is(err, engine.ErrSessionSecrets):
 		return errorf(http.StatusForbidden, "%s", err)
-	case errors.Is(err, engine.ErrSessionEnded):
+	case errors.Is(err, engine.ErrSessionEnded): // before a fork's: a session that ended did not stay as it was
 		return errorf(http.StatusGone, "%s", err)
+	case errors.Is(err, engine.ErrSessionForkEnded):
+		return errorf(http.StatusConflict, "%s", err)
 	case errors.Is(err, engine.ErrTooManySessions):
 		return errorf(http.StatusTooManyRequests, "%s", err)
 	case errors.Is(err, engine.ErrSessionsDisabled):

@@ -100,8 +100,8 @@ var kinds = []struct {
 	{"session_busy", engine.ErrSessionBusy},
 	{"session_secrets", engine.ErrSessionSecrets},
 	{"session_workspace_too_large", engine.ErrSessionWorkspaceTooLarge},
+	{"session_ended", engine.ErrSessionEnded}, // before a fork's: the session did not stay as it was
 	{"session_fork_ended", engine.ErrSessionForkEnded},
-	{"session_ended", engine.ErrSessionEnded},
 	{"too_many_sessions", engine.ErrTooManySessions},
 	{"sessions_disabled", engine.ErrSessionsDisabled},
 	{"file_not_found", engine.ErrFileNotFound},

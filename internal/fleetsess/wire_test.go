@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/pyexec/pyexec/internal/engine"
 )
 
 // TestWireKeepsTheSentinels: an engine error of another node comes back
@@ -20,5 +22,15 @@ func TestWireKeepsTheSentinels(t *testing.T) {
 				t.Errorf("%v travelled as %q and came back as %v", err, w.Kind, got)
 			}
 		})
+	}
+}
+
+// TestWireSaysEndedBeforeForkEnded: a fork in which both interpreters
+// ended ends the parent too, so the caller learns that the session ended,
+// not that it stayed as it was.
+func TestWireSaysEndedBeforeForkEnded(t *testing.T) {
+	err := fmt.Errorf("%w: ses_1: both: %w", engine.ErrSessionEnded, engine.ErrSessionForkEnded)
+	if w := encodeError(err); w.Kind != "session_ended" {
+		t.Errorf("%v travelled as %q, want session_ended", err, w.Kind)
 	}
 }

@@ -508,7 +508,9 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 			// (as a snapshot's, Snapshot): the parent ends. Not when only
 			// the child's did (out of memory loading the state, say).
 			m.endSession(parent, "its interpreter ended while its state was saved")
-			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %w", ErrEnded, parent.id, err)
+			// Not ErrForkEnded too, though the child ended as well: the
+			// session did not stay as it was.
+			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %v", ErrEnded, parent.id, err)
 		default:
 		}
 		if errors.Is(err, ErrForkEnded) {
