@@ -40,8 +40,9 @@ type probeCache struct {
 
 // cacheFile is the file's content.
 type cacheFile struct {
-	// Script is the digest of the probe script the answers came from: a
-	// pyexec asking something else discards them.
+	// Script is the digest of the probe script the answers came from and
+	// of the cache's format: a pyexec asking or checking something else
+	// discards them.
 	Script  string                `json:"script"`
 	Answers map[string]cacheEntry `json:"answers"`
 }
@@ -62,8 +63,13 @@ type fileID struct {
 	Ctime int64  `json:"ctime_ns"`
 }
 
+// cacheFormat names what an entry's files are (the binary first, then
+// libpython, the prefixes and the standard library directories): a pyexec
+// that checks other files reads another format and discards the answers.
+const cacheFormat = "files: binary, libs, prefixes, stdlib; identity: dev, ino, size, mtime, ctime\n"
+
 func scriptDigest() string {
-	sum := sha256.Sum256([]byte(probeScript))
+	sum := sha256.Sum256([]byte(cacheFormat + probeScript))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -146,25 +152,27 @@ func (c *probeCache) lookup(real string) (probeResult, bool) {
 	return e.Answer, true
 }
 
-// store keeps the answer real just gave, with the identities of the files
-// it depends on as they are now; one that cannot be identified is not
-// kept (it is probed again next time).
-func (c *probeCache) store(real string, r probeResult) {
+// store keeps the answer the binary identified by bin (before it ran) just
+// gave, with the identities of the files it depends on as they are now. It
+// keeps nothing if the binary changed meanwhile, or if a file cannot be
+// identified: that interpreter is probed again next time.
+func (c *probeCache) store(bin fileID, r probeResult) {
 	if c == nil {
 		return
 	}
+	real := bin.Path
 	paths := append([]string{real}, r.Libs...)
 	paths = append(paths, r.Prefixes...)
 	paths = append(paths, r.Stdlib...)
 	files := make([]fileID, 0, len(paths))
 	seen := map[string]bool{}
-	for _, p := range paths {
+	for i, p := range paths {
 		if seen[p] {
 			continue
 		}
 		seen[p] = true
 		id, err := identify(p)
-		if err != nil {
+		if err != nil || (i == 0 && id != bin) {
 			c.mu.Lock()
 			c.miss = true
 			c.mu.Unlock()

@@ -215,3 +215,54 @@ func TestProbeCacheForgetsInterpretersThatAreGone(t *testing.T) {
 		t.Errorf("the cache holds %d answers (the old path's: %v), want only %s's", len(f.Answers), ok, moved)
 	}
 }
+
+// TestProbeCacheChecksEveryFileOfAnAnswer: an answer depends on more than
+// the binary (libpython, the prefixes, the standard library): a change to
+// any of them, here a file standing in for a libpython, means running the
+// interpreter again; and an entry whose first file is not the binary it is
+// filed under is never used.
+func TestProbeCacheChecksEveryFileOfAnAnswer(t *testing.T) {
+	dir, py := copyPython(t)
+	cache := filepath.Join(t.TempDir(), "interpreters.json")
+	discoverIn(t, dir, cache)
+	lib := filepath.Join(t.TempDir(), "libpython3.11.so.1.0")
+	if err := os.WriteFile(lib, []byte("a library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	libID, err := identify(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(change func(e *cacheEntry)) {
+		t.Helper()
+		forge(t, cache, py, 0o600)
+		f := readCache(t, cache)
+		e := f.Answers[py]
+		change(&e)
+		f.Answers[py] = e
+		b, _ := json.Marshal(f)
+		if err := os.WriteFile(cache, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rewrite(func(e *cacheEntry) { e.Files = append(e.Files, libID) })
+	if got := discoverIn(t, dir, cache); got.Version != "3.99" {
+		t.Fatalf("with every file unchanged Discover found %s, want the cached 3.99", got.Version)
+	}
+	rewrite(func(e *cacheEntry) { e.Files = append(e.Files, libID) })
+	if err := os.WriteFile(lib, []byte("another library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := discoverIn(t, dir, cache); got.Version != "3.11" {
+		t.Fatalf("after the library changed Discover found %s, want 3.11 from running the interpreter", got.Version)
+	}
+
+	if libID, err = identify(lib); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(func(e *cacheEntry) { e.Files[0] = libID })
+	if got := discoverIn(t, dir, cache); got.Version != "3.11" {
+		t.Fatalf("an entry that does not start with its binary was used: Discover found %s, want 3.11", got.Version)
+	}
+}

@@ -89,6 +89,7 @@ func realBinary(path string) (string, error) {
 func probe(ctx context.Context, real string, cache *probeCache) (Interpreter, probeResult, error) {
 	r, ok := cache.lookup(real)
 	if !ok {
+		binary, idErr := identify(real) // as it was when run: see probeCache.store
 		var stdout bytes.Buffer
 		err := withRetryOnTimeout(ctx, probeBounds[:], func(ctx context.Context) error {
 			stdout.Reset()
@@ -100,7 +101,9 @@ func probe(ctx context.Context, real string, cache *probeCache) (Interpreter, pr
 		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 			return Interpreter{}, probeResult{}, fmt.Errorf("probing %s: unexpected answer %q: %w", real, firstLine(stdout.String()), err)
 		}
-		cache.store(real, r)
+		if idErr == nil {
+			cache.store(binary, r)
+		}
 	}
 	if r.Implementation != "cpython" {
 		return Interpreter{}, r, fmt.Errorf("%s: %s is not CPython", real, r.Implementation)
