@@ -195,17 +195,45 @@ type Writer struct {
 	err   error
 }
 
+// marshalHeader encodes h within maxHeader. A header over it sheds the
+// network events it carries, the newest first: they are the one part of
+// a session it can go without (each was logged and audited when it
+// happened), where a header too large would keep the session from being
+// saved at all.
+func marshalHeader(h Header) ([]byte, error) {
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
+	}
+	if n := h.Session.NetworkUsed; len(head) > maxHeader && n != nil && len(n.Events) > 0 {
+		used := *n // the caller's stays as it was
+		h.Session.NetworkUsed = &used
+		for len(head) > maxHeader && len(used.Events) > 0 {
+			over, drop := len(head)-maxHeader, 0
+			for size := 0; size < over && drop < len(used.Events); drop++ {
+				b, _ := json.Marshal(used.Events[len(used.Events)-1-drop]) // plain fields: it never fails
+				size += len(b) + 1
+			}
+			used.Events = used.Events[:len(used.Events)-drop]
+			if head, err = json.Marshal(h); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
+			}
+		}
+	}
+	if len(head) > maxHeader {
+		return nil, fmt.Errorf("%w: header of %d bytes", ErrInvalidHeader, len(head))
+	}
+	return head, nil
+}
+
 // NewWriter starts a snapshot of h on dst, at most limit bytes in all.
 func NewWriter(dst io.Writer, key Key, h Header, limit int64) (*Writer, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	head, err := json.Marshal(h)
+	head, err := marshalHeader(h)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
-	}
-	if len(head) > maxHeader {
-		return nil, fmt.Errorf("%w: header of %d bytes", ErrInvalidHeader, len(head))
+		return nil, err
 	}
 	w := &Writer{dst: dst, mac: hmac.New(sha256.New, ownerKey(key, h.Owner)), limit: limit, want: h.StateBytes}
 	if err := w.raw([]byte(magic)); err != nil {

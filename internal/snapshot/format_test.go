@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -276,5 +277,42 @@ func TestNetworkEvents(t *testing.T) {
 	h.Session.NetworkUsed.Events = make([]egress.Event, MaxNetworkEvents+1)
 	if _, err := NewWriter(io.Discard, key, h, 1<<30); !errors.Is(err, ErrInvalidHeader) {
 		t.Errorf("a header of %d events: %v, want ErrInvalidHeader", MaxNetworkEvents+1, err)
+	}
+}
+
+// TestHeaderShedsEventsToFit: a session whose variables' names fill most
+// of a header still hibernates; the network events it carries are what
+// gives way, the newest first, and the caller's header is left as it was.
+func TestHeaderShedsEventsToFit(t *testing.T) {
+	key := testKey(t)
+	state := []byte("state")
+	h := header("alice", len(state))
+	h.Saved = nil
+	for i := range 9500 { // ≈ 1,000 KB of names, within maxNames
+		h.Saved = append(h.Saved, fmt.Sprintf("a_long_variable_name_%080d", i))
+	}
+	events := make([]egress.Event, MaxNetworkEvents)
+	for i := range events {
+		events[i] = egress.Event{Proto: "tcp", Host: fmt.Sprintf("host-%04d.example.test", i), Port: 443,
+			Verdict: egress.VerdictDeny, Reason: egress.ReasonNotAllowed}
+	}
+	h.Session.NetworkUsed = &NetworkUsed{BytesOut: 5, Events: events}
+	raw := write(t, key, h, state, []byte("tar"), 1<<20)
+	s, err := Open(bytes.NewReader(raw), int64(len(raw)), key, "alice", 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Header.Session.NetworkUsed
+	if got == nil || got.BytesOut != 5 || len(got.Events) == 0 || len(got.Events) >= MaxNetworkEvents {
+		t.Fatalf("network used read back: %d events, want some but not all %d", len(got.Events), MaxNetworkEvents)
+	}
+	for i, ev := range got.Events {
+		if ev != events[i] {
+			t.Fatalf("event %d read back as %+v, want the earliest kept in order (%+v)", i, ev, events[i])
+		}
+	}
+	if len(s.Header.Saved) != 9500 || len(h.Session.NetworkUsed.Events) != MaxNetworkEvents {
+		t.Errorf("%d names read back, the caller's header now holds %d events; want 9500 and %d",
+			len(s.Header.Saved), len(h.Session.NetworkUsed.Events), MaxNetworkEvents)
 	}
 }
