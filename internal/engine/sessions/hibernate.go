@@ -83,7 +83,8 @@ func (m *Service) startHibernations(t time.Time) {
 }
 
 // hibernate saves s, idle, and ends its kernel, within ctx. A session
-// that cannot be saved stays as it was. File calls wait until it is done
+// that cannot be saved stays as it was, but for the connections it held,
+// which were cut (reopenNetwork). File calls wait until it is done
 // (s.files).
 func (m *Service) hibernate(ctx context.Context, s *Live) error {
 	if !s.files.TryLock() {
@@ -105,8 +106,19 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
 	defer cancel()
+	// Its network ends before the header is written (in save), so that
+	// the header carries every event of it: a connection the session
+	// holds is cut now, its event in s.use once Close returns, rather
+	// than after the save, when the interpreter is killed (a session
+	// adopted elsewhere would never see it). This is the wait for the
+	// egress's Close that k.stop, below, had: moved, not added.
+	cut := k.hasEgress()
+	k.closeEgress()
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	if err != nil {
+		if cut && !errors.Is(err, errKernelEnded) {
+			return errors.Join(err, m.reopenNetwork(s, k))
+		}
 		return err
 	}
 	s.mu.Lock()
@@ -120,6 +132,34 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 	k.stop()
 	m.counts.hibernated.Add(1)
 	m.log.Info("session hibernated", "session_id", s.id, "snapshot_id", saved.ID, "bytes", saved.Bytes)
+	return nil
+}
+
+// reopenNetwork gives s, whose hibernation failed once its egress was
+// closed, a new egress on its kernel k: it stays awake with its network,
+// as a user expects of a session that did not hibernate, only the
+// connections it held cut. Its network is checked again first, as
+// recheckNetwork does at each tick: one the planner refuses now stays
+// without a route out. A session whose egress cannot be made again ends
+// (ErrEnded) rather than run on without the network it was given.
+func (m *Service) reopenNetwork(s *Live, k *kernel) error {
+	req := s.req
+	req.Caller = s.caller
+	if _, err := m.planNetwork(req); err != nil {
+		m.log.Warn("a session's network is refused now: its egress stays closed after its failed hibernation",
+			"session_id", s.id, "err", err)
+		return nil
+	}
+	net := s.kernelNet()
+	if net == nil {
+		return nil
+	}
+	if err := k.attach(m, k.jail, net); err != nil {
+		m.log.Warn("a session's network could not be reopened after its failed hibernation; it ends", "session_id", s.id,
+			"err", err)
+		m.endSession(s, "its network could not be reopened after a failed hibernation")
+		return fmt.Errorf("%w: %s: reopening its network: %w", ErrEnded, s.id, err)
+	}
 	return nil
 }
 

@@ -21,12 +21,16 @@ type kernel struct {
 	proc   *sandbox.Process
 	forked bool // forked from a fork server, not started in a jail of its own
 	// eg is the egress of a kernel with network (nil: none), closed once
-	// its jail is, or when its session's network is refused meanwhile
-	// (recheckNetwork); its totals then go to use, the session's. egMu
-	// guards eg once the kernel runs.
+	// its jail is, when its session's network is refused meanwhile
+	// (recheckNetwork), or when it hibernates (made again if that fails);
+	// its totals then go to use, the session's. egMu guards eg once the
+	// kernel runs.
 	egMu sync.Mutex
 	eg   *egress.Egress
 	use  *netUse
+	// egEnded is set once the kernel ended: no egress attaches after (a
+	// failed hibernation reopening its network, reopenNetwork).
+	egEnded bool
 	// egClosed is told eg's totals once it is closed.
 	egClosed func(egress.Stats)
 	release  func()        // gives back what the kernel held of the fork server
@@ -132,9 +136,10 @@ func (m *Service) startKernel(ctx context.Context, spec sandbox.Spec, start bool
 	return k, nil
 }
 
-// attach makes the kernel's egress and attaches it to j. A session whose
-// byte quota is spent starts without one: its jail has network on and no
-// route out.
+// attach makes the kernel's egress and attaches it to j: a jail prepared
+// for the kernel, or its running one once a failed hibernation closed
+// its egress (reopenNetwork). A session whose byte quota is spent starts
+// without one: its jail has network on and no route out.
 func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
 	if limit := net.use.limited(); limit != "" {
 		m.log.Warn("session network cut by a limit: the kernel starts without a route out", "session_id", net.id,
@@ -154,9 +159,13 @@ func (k *kernel) attach(m *Service, j *sandbox.Jail, net *kernelNet) error {
 		return fmt.Errorf("attaching the session's egress: %w", err)
 	}
 	k.egMu.Lock()
+	defer k.egMu.Unlock()
+	if k.egEnded {
+		_ = eg.Close()
+		return errors.New("attaching the session's egress: its interpreter ended")
+	}
 	k.eg, k.use = eg, net.use
 	k.egClosed = func(st egress.Stats) { m.egressClosed(net, st) }
-	k.egMu.Unlock()
 	return nil
 }
 
@@ -246,6 +255,9 @@ func (k *kernel) started(p *sandbox.Process, files []sandbox.File) error {
 func (k *kernel) watch() {
 	k.res = k.proc.Wait()
 	_ = k.jail.Close()
+	k.egMu.Lock()
+	k.egEnded = true
+	k.egMu.Unlock()
 	k.closeEgress()
 	k.release()
 	k.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,8 +402,10 @@ func TestSessionEgressAttachFails(t *testing.T) {
 // shutdown comes back at the next start with its network (its policy from
 // its hibernation's header, checked again): its egress injects the value
 // for a new placeholder, and its allow list still refuses another host.
-// An event no cell's result had before the shutdown (a lookup refused
-// after its cell returned) comes with the first cell after the adoption.
+// The events no cell's result had before the shutdown come with the
+// first cell after the adoption: a lookup refused after its cell
+// returned, and the end (execution_ended) of a connection the session
+// held open, which the hibernation cut before its header was written.
 func TestSessionNetworkParked(t *testing.T) {
 	if egresstest.RanIsolated(t) {
 		return
@@ -425,8 +428,10 @@ def late():
     try: socket.getaddrinfo("late.test", 80)
     except OSError: pass
 threading.Timer(0.5, late).start()
+held = socket.create_connection(("allowed.test", `+strconv.Itoa(egresstest.HoldPort)+`), timeout=10)
 `)
 	waitFor(t, 5*time.Second, "the lookup after the cell refused", late.Load)
+	waitFor(t, 5*time.Second, "the test host holds the connection", func() bool { return w.Held.Load() == 1 })
 	closeWithin(t, svc, 10*time.Second)
 	snap, ok := rec.snapshot(id)
 	if !ok {
@@ -447,6 +452,44 @@ threading.Timer(0.5, late).start()
 	if !slices.ContainsFunc(r.NetworkEvents, isLateLookup) {
 		t.Errorf("the adopted session's first cell lacks the lookup refused after the last cell before the shutdown: %+v",
 			r.NetworkEvents)
+	}
+	if !slices.ContainsFunc(r.NetworkEvents, isHeldEnd) {
+		t.Errorf("the adopted session's first cell lacks the end of the connection it held at the shutdown: %+v",
+			r.NetworkEvents)
+	}
+}
+
+// isHeldEnd reports whether ev is the end of a connection to the test
+// host's HoldPort, cut as its session's interpreter stopped.
+func isHeldEnd(ev egress.Event) bool {
+	return ev.Proto == "tcp" && ev.Host == "allowed.test" && ev.Port == egresstest.HoldPort && ev.Reason == egress.ReasonClosed
+}
+
+// TestSessionNetworkFailedHibernation: a session whose hibernation fails
+// once its connections were cut stays awake with its network: its next
+// cell reaches the allowed host through a new egress, keeps its
+// variables, and has the event of the connection the attempt cut.
+func TestSessionNetworkFailedHibernation(t *testing.T) {
+	if egresstest.RanIsolated(t) {
+		return
+	}
+	w := egresstest.New(t)
+	pl, _ := netPlanner(t, w)
+	v := newVault(t)
+	v.set(func(v *memVault) { v.failBegin = errors.New("the store is full") })
+	svc := newServiceDeps(t, Config{HibernateAfter: 100 * time.Millisecond, ReapInterval: 20 * time.Millisecond}, false,
+		Deps{Network: pl, Vault: v})
+	id := newSession(t, svc, Request{Network: true, NetworkAllow: []string{"allowed.test"}})
+	cell(t, svc, id, pyGet+`import socket
+held = socket.create_connection(("allowed.test", `+strconv.Itoa(egresstest.HoldPort)+`), timeout=10)`)
+	waitFor(t, 10*time.Second, "a hibernation was tried", func() bool { return svc.Stats().HibernateFailed > 0 })
+	r := cell(t, svc, id, `get("http://allowed.test/"), held.recv(1)`)
+	if result(r) != "('hello allowed.test', b'')" || r.Resumed {
+		t.Errorf("the session after its failed hibernation: %s (%s), resumed %v; want the allowed host's answer, "+
+			"and its held connection closed", result(r), r.Error, r.Resumed)
+	}
+	if !slices.ContainsFunc(r.NetworkEvents, isHeldEnd) {
+		t.Errorf("the cell after the failed hibernation lacks the end of the connection it cut: %+v", r.NetworkEvents)
 	}
 }
 
