@@ -553,10 +553,8 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 		return statePipe{from: from.proc, to: child.proc}, nil
 	})
 	if err != nil {
-		select {
-		case <-child.proc.Done(): // it ended as it took the state: the parent's save could not go on
+		if childEnded(ctx, child, err) { // it ended as it took the state: the parent's save could not go on
 			return runner.Loaded{}, forkEnded(child)
-		default:
 		}
 		child.proc.Kill()
 		return runner.Loaded{}, err
@@ -569,6 +567,35 @@ func (m *Service) forkInto(ctx context.Context, from, child *kernel, n int, file
 		return runner.Loaded{}, err
 	}
 	return loaded(rep)
+}
+
+// forkEndWait bounds how long a fork waits for the end of a child whose
+// request pipe was found closed to be known.
+const forkEndWait = 2 * time.Second
+
+// childEnded reports whether child, into which a fork's state could not
+// be written (err), has ended. A closed request pipe (EPIPE) is its
+// interpreter ending, whose end is told only once its jail is torn down:
+// that is waited for, at most forkEndWait or until ctx ends. Any other
+// error, or a child still there then, is the fork's own failure.
+func childEnded(ctx context.Context, child *kernel, err error) bool {
+	select {
+	case <-child.proc.Done():
+		return true
+	default:
+	}
+	if !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, syscall.EPIPE) {
+		return false
+	}
+	t := time.NewTimer(forkEndWait)
+	defer t.Stop()
+	select {
+	case <-child.proc.Done():
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // forkEnded is ErrForkEnded for child, whose interpreter ended while it

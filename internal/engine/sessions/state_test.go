@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -238,5 +239,43 @@ func TestForkWhoseChildEndsLoading(t *testing.T) {
 			}
 			svc.Delete(live(t, svc, id))
 		})
+	}
+}
+
+// TestForkWhoseChildEndsMidWrite: a fork whose new interpreter ends while
+// the parent still writes its state into it is refused with ErrForkEnded
+// saying how it ended, not as the server's error; the parent keeps its
+// interpreter and its variables, and neither the child session nor its
+// jail is left. The parent's views of one buffer are pickled as so many
+// buffers: the child, which reads them all before it unpickles anything,
+// runs out of memory near the end of the state. One more view at each try
+// moves that point away from the end, across the last pipeful (which the
+// parent has written whole when the child ends within it).
+func TestForkWhoseChildEndsMidWrite(t *testing.T) {
+	svc := newService(t, Config{}, true)
+	jails := svc.deps.Forker.(*pool.Pool)
+	id := newSession(t, svc, Request{MemoryBytes: 64 << 20})
+	// 32 MiB and 256 KiB held once by the parent; the child reads the
+	// 256 KiB once more per view, and passes 64 MiB about 2.5 MiB before
+	// the end of the state at the first try.
+	views := int(64<<20-live(t, svc, id).Info().MemoryBytes-33<<20)>>18 - 10
+	cell(t, svc, id, fmt.Sprintf("import pickle\nbig = pickle.PickleBuffer(bytearray(32 << 20))\n"+
+		"small = bytearray(1 << 18)\nviews = [pickle.PickleBuffer(small) for _ in range(%d)]\nx = 41", views))
+	for try := range 16 {
+		_, err := svc.Fork(context.Background(), live(t, svc, id))
+		if !errors.Is(err, ErrForkEnded) || !strings.Contains(err.Error(), ": out of memory") {
+			t.Fatalf("fork of a state whose child runs out of memory as it is written (%d views): %v, want ErrForkEnded, out of memory",
+				views+try, err)
+		}
+		cell(t, svc, id, "views.append(pickle.PickleBuffer(small))")
+	}
+	if r, want := cell(t, svc, id, "x + 1, len(views), big.raw().nbytes"), fmt.Sprintf("(42, %d, %d)", views+16, 32<<20); result(r) != want {
+		t.Errorf("the parent after the failed forks: %q (%s %s), want %s", result(r), r.Reason, r.Error, want)
+	}
+	if n := len(svc.List(func(string) bool { return true })); n != 1 {
+		t.Errorf("%d sessions after the failed forks, want the parent only", n)
+	}
+	if st := jails.Stats(); st.Sessions != 1 {
+		t.Errorf("%d session jails after the failed forks, want the parent's only", st.Sessions)
 	}
 }
