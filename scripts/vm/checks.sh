@@ -176,7 +176,9 @@ suite() {
   # 237 s, README 85 s, the CLI 150 s, Ctrl-C 90 s, the store's history 32 s; the fleet (its 2 s
   # heartbeats and 7 s fairness bound are native wall-clock bounds), the crash test (a restart in 2 s,
   # a backlog in 5 s) and TestEnvironments (uv and ruff come from PyPI; no network). engine.sessions:
-  # thousands of cells (213 s); engine.executions: plots, rich outputs and environments (161 s).
+  # thousands of cells (213 s), and sixteen forks of a 64 MiB session (a race in how a fork fails,
+  # not the cgroup: its memory limit only makes the child end); engine.executions: plots, rich
+  # outputs and environments (161 s).
   # pool: POOL_NATIVE; sandbox:
   # HOSTILE_NATIVE in warm and forked jails, and the relay's 30,000 fetches of its pipes, a protocol
   # test (68 s).
@@ -187,7 +189,7 @@ suite() {
   # overlay (init.sh), which adds one to each count there (2026-11-29: failed twice). They test mount
   # namespaces, not cgroups, and run in make test.
   sandbox) extra=(-test.skip "^TestRelayServesEveryFetch\$|^TestWorkspaceMountInEveryJail\$|^TestWorkspaceNotReachableFromOtherJails\$|^TestHostilePrograms\$/^(warm|forked)\$/^($HOSTILE_NATIVE)") ;;
-  engine.sessions) extra=(-test.skip '^TestSessionOutlivesThousandsOfCells$') ;;
+  engine.sessions) extra=(-test.skip '^(TestSessionOutlivesThousandsOfCells|TestForkWhoseChildEndsMidWrite)$') ;;
   engine.executions) extra=(-test.skip '^(TestRichOutputsOnTheRealJail|TestFigureIsTheSameEverywhere|TestEnvironmentsEndToEnd)$') ;;
   esac
   local dir=$SRC/internal/${pkg//.//}
