@@ -104,16 +104,25 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 		s.last = last // hibernating is not activity: the idle timeout still counts
 		s.mu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
-	defer cancel()
 	// Its network ends before the header is written (in save), so that
 	// the header carries every event of it: a connection the session
 	// holds is cut now, its event in s.use once Close returns, rather
 	// than after the save, when the interpreter is killed (a session
 	// adopted elsewhere would never see it). This is the wait for the
-	// egress's Close that k.stop, below, had: moved, not added.
-	cut := k.hasEgress()
-	k.closeEgress()
+	// egress's Close that k.stop, below, had: moved, not added. Not after
+	// a failed attempt: a failure the user's state causes (too large,
+	// the key's quota) comes back at every retry, and would cut the
+	// session's connections each time; a retry's header has the events up
+	// to its save, as a snapshot's does.
+	s.mu.Lock()
+	retry := s.hibFails > 0
+	s.mu.Unlock()
+	cut := !retry && k.hasEgress()
+	if cut {
+		k.closeEgress()
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
+	defer cancel()
 	saved, err := m.save(ctx, s, k, snapshot.KindHibernation)
 	if err != nil {
 		if cut && !errors.Is(err, errKernelEnded) {
@@ -143,6 +152,12 @@ func (m *Service) hibernate(ctx context.Context, s *Live) error {
 // without a route out. A session whose egress cannot be made again ends
 // (ErrEnded) rather than run on without the network it was given.
 func (m *Service) reopenNetwork(s *Live, k *kernel) error {
+	s.mu.Lock()
+	gone := s.gone
+	s.mu.Unlock()
+	if gone || m.stopping.Err() != nil {
+		return nil // it ends, or the server stops: no one will use it
+	}
 	req := s.req
 	req.Caller = s.caller
 	if _, err := m.planNetwork(req); err != nil {

@@ -491,6 +491,20 @@ held = socket.create_connection(("allowed.test", `+strconv.Itoa(egresstest.HoldP
 	if !slices.ContainsFunc(r.NetworkEvents, isHeldEnd) {
 		t.Errorf("the cell after the failed hibernation lacks the end of the connection it cut: %+v", r.NetworkEvents)
 	}
+
+	// Its retry saves with the network open: a failure that comes back at
+	// every attempt would otherwise cut its connections each time.
+	cell(t, svc, id, `held = socket.create_connection(("allowed.test", `+strconv.Itoa(egresstest.HoldPort)+`), timeout=10)`)
+	failed := svc.Stats().HibernateFailed
+	s := live(t, svc, id)
+	s.mu.Lock()
+	s.hibRetry = time.Time{} // due now, not in 30 s
+	s.mu.Unlock()
+	waitFor(t, 10*time.Second, "a second hibernation was tried", func() bool { return svc.Stats().HibernateFailed > failed })
+	if r := cell(t, svc, id, `import select
+"open" if not select.select([held], [], [], 0)[0] else held.recv(1)`); result(r) != "'open'" {
+		t.Errorf("the connection held across a retried hibernation that failed: %s (%s), want it still open", result(r), r.Error)
+	}
 }
 
 // isLateLookup reports whether ev is the refused lookup of late.test.

@@ -508,9 +508,11 @@ func (m *Service) Fork(ctx context.Context, parent *Live) (Session, error) {
 			// (as a snapshot's, Snapshot): the parent ends. Not when only
 			// the child's did (out of memory loading the state, say).
 			m.endSession(parent, "its interpreter ended while its state was saved")
-			// Not ErrForkEnded too, though the child ended as well: the
-			// session did not stay as it was.
-			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked: %v", ErrEnded, parent.id, err)
+			// Not the child's error (ErrForkEnded, "the session is
+			// unchanged"), though the child ended as well: the session
+			// did not stay as it was. It is logged.
+			m.log.Info("a session's interpreter ended while it was forked; it ends", "session_id", parent.id, "err", err)
+			return Session{}, fmt.Errorf("%w: %s: its interpreter ended while it was forked", ErrEnded, parent.id)
 		default:
 		}
 		if errors.Is(err, ErrForkEnded) {
