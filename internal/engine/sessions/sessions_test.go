@@ -207,11 +207,13 @@ func TestRestartOfAWorkspaceOverItsDisk(t *testing.T) {
 func TestSessionReaping(t *testing.T) {
 	forEachKernel(t, func(t *testing.T, forked bool) {
 		svc := newService(t, Config{ReapInterval: 50 * time.Millisecond}, forked)
-		// busy is made last, right before its cell: a cold session can take
-		// longer than its idle timeout to start under emulation (the VM),
-		// and one started before another would be reaped as idle first.
-		short := newSession(t, svc, Request{MaxLifetime: 2 * time.Second})
+		// Under emulation (the VM) a session can take longer to start than
+		// these timeouts: short is not made first (the first of a service
+		// also starts its fork server, and short would end before its
+		// create returned), and busy is made last, right before its cell
+		// (made before another, it would be reaped as idle first).
 		idle := newSession(t, svc, Request{IdleTimeout: 700 * time.Millisecond})
+		short := newSession(t, svc, Request{MaxLifetime: 2 * time.Second})
 		busy := newSession(t, svc, Request{IdleTimeout: 700 * time.Millisecond})
 		start := time.Now()
 		r := cell(t, svc, busy, "import time\ntime.sleep(1.2)\n'slept'")
