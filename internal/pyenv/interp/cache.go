@@ -1,7 +1,6 @@
 package interp
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -207,7 +206,7 @@ func (c *probeCache) save() error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // after the rename, there is nothing left to remove
-	if _, err := io.Copy(tmp, bytes.NewReader(b)); err != nil {
+	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		return err
 	}
