@@ -30,24 +30,24 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // spares a copy of the whole output. pending is the record as this engine
 // created it, if it has it (see transitionFrom), or nil.
 func (e *Service) execute(ctx context.Context, o *owner, p *run.Plan, pending *Record, onRunning func(), keepOutput bool) (*Record, error) {
-	sctx, cancel := storeCtx()
-	defer cancel()
 	started := run.Now()
-	r, ok, err := e.transitionFrom(sctx, o.id, pending, func(r *Record) bool {
-		if r.Status != run.StatusPending || !o.begin() {
-			return false
-		}
-		r.Status, r.StartedAt, r.Node = run.StatusRunning, &started, e.cfg.Node
-		return true
-	})
+	r, ok, err := e.markRunning(o, pending, started)
 	if err != nil {
+		// The last attempt may have been stored all the same: the record
+		// must not stay running with no one to finish it.
+		if e.abandonStart(o.id, started, err) {
+			err = errors.Join(err, errStartAbandoned)
+		}
 		return nil, err
 	}
 	if !ok {
-		// Killed before it started (whoever did recorded it), or this
-		// node shut down first: the record is still pending.
+		// Killed before it started (whoever did recorded it), taken by
+		// another node, or this node shut down first: the record is still
+		// pending.
 		return r, nil
 	}
+	sctx, cancel := storeCtx()
+	defer cancel()
 	o.running.Store(true)
 	onRunning()
 	e.publishEvent(sctx, o.id, EventStatus, string(run.StatusRunning))
@@ -134,6 +134,78 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 		return nil, err
 	}
 	return r, nil
+}
+
+// markRunning moves the pending execution o owns to running on this node,
+// at started. The write is retried as an outcome is (finish): a store
+// that was slow or between leaders may have stored an attempt whose reply
+// was lost, which the next attempt finds as this node's start. It reports
+// whether the execution is now running here; false, with the record as
+// stored, when it was no longer pending or this node is shutting down.
+// pending is the record as this engine wrote it, or nil.
+func (e *Service) markRunning(o *owner, pending *Record, started time.Time) (*Record, bool, error) {
+	pause := outcomeBackoff
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := storeCtx()
+		r, ok, err := e.transitionFrom(ctx, o.id, pending, func(r *Record) bool {
+			if r.Status != run.StatusPending || !o.begin() {
+				return false
+			}
+			r.Status, r.StartedAt, r.Node = run.StatusRunning, &started, e.cfg.Node
+			return true
+		})
+		cancel()
+		if err == nil {
+			return r, ok || e.startedHere(r, started), nil
+		}
+		if attempt == outcomeAttempts || errors.Is(err, run.ErrNotFound) || errors.Is(err, store.ErrClosed) {
+			return nil, false, fmt.Errorf("engine: recording the start of %s: %w", o.id, err)
+		}
+		e.log.Warn("recording a start failed; retrying", "execution_id", o.id, "attempt", attempt, "err", err)
+		time.Sleep(pause)
+		pause *= 2
+		pending = nil // read what the store holds
+	}
+}
+
+// errStartAbandoned joins the error of an execution whose start could not
+// be recorded once its record is final (abandonStart).
+var errStartAbandoned = errors.New("the execution was recorded as not run")
+
+// startedHere reports whether r is running on this node since started:
+// the start this engine wrote.
+func (e *Service) startedHere(r *Record, started time.Time) bool {
+	return r.Status == run.StatusRunning && r.Node == e.cfg.Node &&
+		r.StartedAt != nil && r.StartedAt.Equal(started)
+}
+
+// abandonStart records as failed an execution whose start could not be
+// confirmed (cause): if the record says pending, or running here since
+// started, the payload never ran. A failure is logged; what it leaves
+// running with no owner is settled when its job comes back (settleOrphan).
+// It reports whether the record is final now.
+func (e *Service) abandonStart(id string, started time.Time, cause error) bool {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	r, ok, err := e.transition(ctx, id, func(r *Record) bool {
+		if r.Status != run.StatusPending && !e.startedHere(r, started) {
+			return false
+		}
+		run.Fail(&r.Execution, run.ReasonSetupError, msgStartLost+": "+cause.Error(), run.ExitNoRun)
+		r.FinishedAt = ptr(run.Now())
+		return true
+	})
+	if errors.Is(err, run.ErrNotFound) {
+		return false // never stored
+	}
+	if err != nil {
+		e.log.Error("recording an execution whose start was lost", "execution_id", id, "err", err)
+		return false
+	}
+	if ok {
+		e.ended(ctx, r)
+	}
+	return r.Status.Final()
 }
 
 // Recording an outcome is retried: a result must not be lost to a store

@@ -129,6 +129,9 @@ func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, 
 	events.Wait()
 	if err != nil {
 		e.purgeEvents(r.ID)
+		// The record may have been stored although the reply was lost:
+		// it must not stay running with no one to finish it.
+		e.abandonStart(r.ID, started, err)
 		return nil, err
 	}
 	r, err = e.run(ctx, sctx, o, p, r, true)

@@ -1,0 +1,237 @@
+package executions
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pyexec/pyexec/internal/engine/run"
+	"github.com/pyexec/pyexec/internal/engine/runtest"
+	"github.com/pyexec/pyexec/internal/store"
+)
+
+// startFailingStore fails the writes that mark an execution running, the
+// first one or (every) all of them, as a store between leaders would:
+// either the write never happened, or it was stored and only its reply
+// was lost (stored).
+type startFailingStore struct {
+	*store.NATS
+	stored bool
+	every  bool
+	failed atomic.Int32
+}
+
+func (s *startFailingStore) Update(ctx context.Context, key string, value []byte, rev uint64, m store.Meta) (uint64, error) {
+	if bytes.Contains(value, []byte(`"status":"running"`)) && (s.every || s.failed.Load() == 0) {
+		s.failed.Add(1)
+		if s.stored {
+			if _, err := s.NATS.Update(ctx, key, value, rev, m); err != nil {
+				return 0, err
+			}
+		}
+		return 0, context.DeadlineExceeded
+	}
+	return s.NATS.Update(ctx, key, value, rev, m)
+}
+
+// startOver starts one node whose engine sees the embedded store through
+// wrap, alone on it (no other node takes its jobs).
+func startOver(t *testing.T, wrap func(*store.NATS) Store) *env {
+	t.Helper()
+	ctx := context.Background()
+	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &runtest.Runner{}
+	t.Cleanup(func() { // after the node's
+		if err := emb.Close(); err != nil {
+			t.Errorf("store Close: %v", err)
+		}
+	})
+	n := newNode(t, nodeConfig{}, Deps{Store: wrap(st), Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
+	return &env{emb: emb, st: st, eng: n.x, node: n, runner: runner}
+}
+
+// waitQueueEmpty waits until no job is left in the queue, taken or not.
+func waitQueueEmpty(t *testing.T, e *env) {
+	t.Helper()
+	runtest.WaitFor(t, "the queue to drain", func() bool {
+		d, err := e.st.QueueDepth(context.Background())
+		return err == nil && d == 0
+	})
+}
+
+// TestStartSurvivesAFailedWrite: a queued execution whose start is not
+// confirmed once (the store lost the write or only its reply) still runs,
+// once, and completes; in the fleet's test this execution stayed running
+// for good, with no node to finish it.
+func TestStartSurvivesAFailedWrite(t *testing.T) {
+	for _, stored := range []bool{false, true} {
+		name := map[bool]string{false: "write lost", true: "reply lost"}[stored]
+		t.Run(name, func(t *testing.T) {
+			failing := &startFailingStore{stored: stored}
+			e := startOver(t, func(st *store.NATS) Store { failing.NATS = st; return failing })
+			id, err := e.eng.Submit(context.Background(), runtest.Script("print:ran\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtest.WaitFor(t, "the execution to end", func() bool { return statusOf(t, e.eng, id).Final() })
+			x, err := getExec(context.Background(), e.eng, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.Status != run.StatusCompleted || x.Stdout != "ran\n" || failing.failed.Load() != 1 {
+				t.Fatalf("%s %q (%s) after %d failed starts, want completed after 1", x.Status, x.Stdout, x.Error, failing.failed.Load())
+			}
+			waitQueueEmpty(t, e)
+			if n := e.runner.Runs.Load(); n != 1 {
+				t.Errorf("the payload ran %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestStartNeverConfirmedIsNotRun: when no attempt to record the start is
+// confirmed, the payload does not run and the execution ends failed with
+// a reason, its job done with, rather than staying running.
+func TestStartNeverConfirmedIsNotRun(t *testing.T) {
+	failing := &startFailingStore{every: true}
+	e := startOver(t, func(st *store.NATS) Store { failing.NATS = st; return failing })
+	id, err := e.eng.Submit(context.Background(), runtest.Script("print:ran\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.WaitFor(t, "the execution to end", func() bool { return statusOf(t, e.eng, id).Final() })
+	x, err := getExec(context.Background(), e.eng, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != run.StatusFailed || x.Reason != run.ReasonSetupError || x.ExitCode != run.ExitNoRun || x.FinishedAt == nil {
+		t.Fatalf("%s %s %q exit %d, want failed setup_error", x.Status, x.Reason, x.Error, x.ExitCode)
+	}
+	if n := failing.failed.Load(); n != outcomeAttempts {
+		t.Errorf("%d attempts to record the start, want %d", n, outcomeAttempts)
+	}
+	waitQueueEmpty(t, e)
+	if n := e.runner.Runs.Load(); n != 0 {
+		t.Errorf("the payload ran %d times, want never", n)
+	}
+}
+
+// TestJobOfARunningExecutionWithNoNode: a job that comes back for an
+// execution recorded running is done with once the node running it
+// answers; when no node does (the one that recorded the start gave it
+// up), the execution is settled failed, node_lost. A node fetches the
+// jobs of a caller that has some queued: each job here is followed by a
+// new submission, which it comes before in the queue.
+func TestJobOfARunningExecutionWithNoNode(t *testing.T) {
+	e := start(t, t.TempDir(), nodeConfig{}, nil)
+	ctx := context.Background()
+	next := func() {
+		t.Helper()
+		id, err := e.eng.Submit(ctx, runtest.Script("print:next\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtest.WaitFor(t, "the next execution to complete", func() bool { return statusOf(t, e.eng, id) == run.StatusCompleted })
+		waitQueueEmpty(t, e)
+	}
+
+	// Running here: its duplicate job leaves it running.
+	live, err := e.eng.Submit(ctx, runtest.Script("block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, e.eng, live) == run.StatusRunning })
+	waitQueueEmpty(t, e)
+	if err := e.st.Enqueue(ctx, runtest.Tester, live); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	if st := statusOf(t, e.eng, live); st != run.StatusRunning {
+		t.Fatalf("an execution its node runs is %s after its duplicate job, want running", st)
+	}
+
+	// Recorded running by a node that no longer owns it.
+	orphan, err := newID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := runtest.Script("print:orphan")
+	p, err := e.eng.planner.Prepare(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecord(orphan, req, p, true)
+	started := run.Now().Add(-time.Minute)
+	r.Status, r.StartedAt, r.Node = run.StatusRunning, &started, "gone"
+	if err := e.eng.create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Enqueue(ctx, runtest.Tester, orphan); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	x, err := getExec(ctx, e.eng, orphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != run.StatusFailed || x.Reason != run.ReasonNodeLost || x.Error != msgOrphaned {
+		t.Fatalf("%s %s %q, want failed node_lost", x.Status, x.Reason, x.Error)
+	}
+	if _, err := e.eng.Kill(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.runner.Runs.Load(); n != 3 {
+		t.Errorf("the runner ran %d payloads, want 3 (the live one and the two next)", n)
+	}
+}
+
+// createLostStore stores every record it creates, and answers as if the
+// write had timed out.
+type createLostStore struct {
+	*store.NATS
+	created atomic.Value // the id of the record created last
+}
+
+func (s *createLostStore) Create(ctx context.Context, key string, value []byte, m store.Meta) (uint64, error) {
+	if _, err := s.NATS.Create(ctx, key, value, m); err != nil {
+		return 0, err
+	}
+	s.created.Store(key)
+	return 0, context.DeadlineExceeded
+}
+
+// TestSyncCreateWithLostReplyIsNotLeftRunning: a synchronous execution
+// whose record was created running but whose reply was lost fails to its
+// caller, does not run, and its record ends failed rather than running
+// with no node to finish it.
+func TestSyncCreateWithLostReplyIsNotLeftRunning(t *testing.T) {
+	lost := &createLostStore{}
+	e := startOver(t, func(st *store.NATS) Store { lost.NATS = st; return lost })
+	ctx := context.Background()
+	if x, err := e.eng.RunSync(ctx, runtest.Script("print:ran\n")); err == nil {
+		t.Fatalf("RunSync succeeded (%s) with its record unconfirmed", x.Status)
+	}
+	id, _ := lost.created.Load().(string)
+	if id == "" {
+		t.Fatal("no record was created")
+	}
+	x, err := getExec(ctx, e.eng, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != run.StatusFailed || x.Reason != run.ReasonSetupError || x.FinishedAt == nil {
+		t.Fatalf("%s %s %q, want failed setup_error", x.Status, x.Reason, x.Error)
+	}
+	if n := e.runner.Runs.Load(); n != 0 {
+		t.Errorf("the payload ran %d times, want never", n)
+	}
+}
