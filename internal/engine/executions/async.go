@@ -178,13 +178,6 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 		e.log.Error("loading a queued execution", "execution_id", id, "err", err)
 		e.nak(job) // the queue hands it out again
 		return
-	case r.Status == run.StatusRunning:
-		// A job whose ack was lost, or whose node lost the store as it
-		// started it: acked once a node answers for it or it is settled.
-		if e.settleOrphan(sctx, r) {
-			ack()
-		}
-		return
 	case r.Status != run.StatusPending:
 		ack() // killed while queued, or a duplicate job
 		return
@@ -193,6 +186,11 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	runCtx, cancelRun := context.WithCancelCause(e.base)
 	defer cancelRun(nil)
 	o, err := e.own(id, cancelRun)
+	if errors.Is(err, errOwnedHere) {
+		// The job came back while this node still starts it (its start
+		// write is being retried): that run acks or hands it back.
+		return
+	}
 	if err != nil {
 		e.nak(job) // shutting down: another node takes it now
 		return
@@ -228,65 +226,17 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	}, false)
 	if err != nil {
 		e.log.Error("running a queued execution", "execution_id", id, "err", err)
-		if errors.Is(err, errStartAbandoned) {
-			ack() // recorded as not run
-		}
 		return
 	}
 	final = r.Status
 	switch {
-	case r.Status.Final() && r.StartedAt == nil:
-		ack() // killed while we were claiming it
+	case r.Status.Final() && !o.started():
+		ack() // killed while we were claiming it, or its start never confirmed
 	case r.Status == run.StatusPending:
 		// This node shut down before it started: handed back, another
 		// node takes it now.
 		e.nak(job)
 	}
-}
-
-// settleOrphan settles a running execution whose job came back: one that
-// a live node answers for is left to it; one that no node answers for
-// (its node recorded the start but lost the store's reply, then gave it
-// up) is marked failed, node_lost. It reports whether the job is done
-// with; false leaves it to come back after the queue's ack wait.
-func (e *Service) settleOrphan(ctx context.Context, r *Record) bool {
-	id, node, started := r.ID, r.Node, r.StartedAt
-	owned, err := e.ownedAnywhere(ctx, id)
-	if err != nil {
-		e.log.Warn("asking for the owner of a running execution", "execution_id", id, "err", err)
-		return false
-	}
-	if owned {
-		return true
-	}
-	r, ok, err := e.transition(ctx, id, func(cur *Record) bool {
-		if cur.Status != run.StatusRunning || cur.Node != node || !sameTime(cur.StartedAt, started) {
-			return false // changed meanwhile: whoever changed it owns it
-		}
-		run.Fail(&cur.Execution, run.ReasonNodeLost, msgOrphaned, run.ExitKilled)
-		cur.FinishedAt = ptr(run.Now())
-		return true
-	})
-	if errors.Is(err, run.ErrNotFound) {
-		return true
-	}
-	if err != nil {
-		e.log.Warn("settling a running execution no node answers for", "execution_id", id, "err", err)
-		return false
-	}
-	if ok {
-		e.log.Warn("execution with no node settled", "execution_id", id, "node", node)
-		e.ended(ctx, r)
-	}
-	return true
-}
-
-// sameTime reports whether a and b are both unset or the same instant.
-func sameTime(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
 }
 
 // queuedRequest is a queued request as stored: the request, and the

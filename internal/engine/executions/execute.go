@@ -22,7 +22,8 @@ func storeCtx() (context.Context, context.CancelFunc) {
 }
 
 // execute runs a pending execution that o owns: it marks it running, runs
-// the jail with live output events, and records the outcome. ctx is the
+// the jail with live output events, and records the outcome; one whose
+// start the store never confirmed is recorded as not run (abandonStart). ctx is the
 // execution's context; cancelling it (with a cause, see outcome.go) stops
 // the payload. onRunning is called once the record says running. The
 // returned record is the final one as stored, with stdout and stderr only
@@ -31,19 +32,26 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // created it, if it has it (see transitionFrom), or nil.
 func (e *Service) execute(ctx context.Context, o *owner, p *run.Plan, pending *Record, onRunning func(), keepOutput bool) (*Record, error) {
 	started := run.Now()
-	r, ok, err := e.markRunning(o, pending, started)
+	r, ok, err := e.markRunning(ctx, o, pending, started)
 	if err != nil {
 		// The last attempt may have been stored all the same: the record
 		// must not stay running with no one to finish it.
-		if e.abandonStart(o.id, started, err) {
-			err = errors.Join(err, errStartAbandoned)
+		end := notStarted
+		if ctx.Err() != nil {
+			end = stoppedWaiting(context.Cause(ctx)) // killed or stopped meanwhile
 		}
-		return nil, err
+		done := e.abandonStart(o.id, started, end)
+		if done == nil {
+			return nil, err
+		}
+		e.log.Warn("an execution whose start was not confirmed ended without running",
+			"execution_id", o.id, "status", done.Status, "err", err)
+		return done, nil
 	}
 	if !ok {
-		// Killed before it started (whoever did recorded it), taken by
-		// another node, or this node shut down first: the record is still
-		// pending.
+		// Not pending any more (killed before it started, whoever did
+		// recorded it; or another node took its job and runs it), or this
+		// node shut down first and it is still pending.
 		return r, nil
 	}
 	sctx, cancel := storeCtx()
@@ -142,12 +150,13 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 // was lost, which the next attempt finds as this node's start. It reports
 // whether the execution is now running here; false, with the record as
 // stored, when it was no longer pending or this node is shutting down.
-// pending is the record as this engine wrote it, or nil.
-func (e *Service) markRunning(o *owner, pending *Record, started time.Time) (*Record, bool, error) {
+// pending is the record as this engine wrote it, or nil. A kill or a
+// shutdown (ctx) stops the retries.
+func (e *Service) markRunning(ctx context.Context, o *owner, pending *Record, started time.Time) (*Record, bool, error) {
 	pause := outcomeBackoff
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := storeCtx()
-		r, ok, err := e.transitionFrom(ctx, o.id, pending, func(r *Record) bool {
+		sctx, cancel := storeCtx()
+		r, ok, err := e.transitionFrom(sctx, o.id, pending, func(r *Record) bool {
 			if r.Status != run.StatusPending || !o.begin() {
 				return false
 			}
@@ -158,19 +167,22 @@ func (e *Service) markRunning(o *owner, pending *Record, started time.Time) (*Re
 		if err == nil {
 			return r, ok || e.startedHere(r, started), nil
 		}
+		err = fmt.Errorf("engine: recording the start of %s: %w", o.id, err)
 		if attempt == outcomeAttempts || errors.Is(err, run.ErrNotFound) || errors.Is(err, store.ErrClosed) {
-			return nil, false, fmt.Errorf("engine: recording the start of %s: %w", o.id, err)
+			return nil, false, err
 		}
 		e.log.Warn("recording a start failed; retrying", "execution_id", o.id, "attempt", attempt, "err", err)
-		time.Sleep(pause)
+		wait := time.NewTimer(pause)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, false, err
+		}
 		pause *= 2
 		pending = nil // read what the store holds
 	}
 }
-
-// errStartAbandoned joins the error of an execution whose start could not
-// be recorded once its record is final (abandonStart).
-var errStartAbandoned = errors.New("the execution was recorded as not run")
 
 // startedHere reports whether r is running on this node since started:
 // the start this engine wrote.
@@ -179,33 +191,45 @@ func (e *Service) startedHere(r *Record, started time.Time) bool {
 		r.StartedAt != nil && r.StartedAt.Equal(started)
 }
 
-// abandonStart records as failed an execution whose start could not be
-// confirmed (cause): if the record says pending, or running here since
-// started, the payload never ran. A failure is logged; what it leaves
-// running with no owner is settled when its job comes back (settleOrphan).
-// It reports whether the record is final now.
-func (e *Service) abandonStart(id string, started time.Time, cause error) bool {
+// notStarted sets the final fields of an execution whose start the store
+// never confirmed.
+func notStarted(r *Record) {
+	run.Fail(&r.Execution, run.ReasonSetupError, msgStartLost, run.ExitNoRun)
+}
+
+// abandonStart ends an execution whose start could not be confirmed, with
+// the final fields end sets, if the record says pending or running here
+// since started: either way the payload never ran. It returns the
+// record if it is final now, nil if not. A failure is logged: the record
+// may then stay running, with no node to finish it, until a node finds it
+// without owner (a restart's recovery, or this node declared lost).
+func (e *Service) abandonStart(id string, started time.Time, end func(*Record)) *Record {
 	ctx, cancel := storeCtx()
 	defer cancel()
 	r, ok, err := e.transition(ctx, id, func(r *Record) bool {
 		if r.Status != run.StatusPending && !e.startedHere(r, started) {
 			return false
 		}
-		run.Fail(&r.Execution, run.ReasonSetupError, msgStartLost+": "+cause.Error(), run.ExitNoRun)
-		r.FinishedAt = ptr(run.Now())
+		end(r)
+		if r.FinishedAt == nil {
+			r.FinishedAt = ptr(run.Now())
+		}
 		return true
 	})
 	if errors.Is(err, run.ErrNotFound) {
-		return false // never stored
+		return nil // never stored
 	}
 	if err != nil {
 		e.log.Error("recording an execution whose start was lost", "execution_id", id, "err", err)
-		return false
+		return nil
 	}
 	if ok {
 		e.ended(ctx, r)
 	}
-	return r.Status.Final()
+	if !r.Status.Final() {
+		return nil
+	}
+	return r
 }
 
 // Recording an outcome is retried: a result must not be lost to a store

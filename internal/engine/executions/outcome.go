@@ -21,7 +21,6 @@ const (
 	msgCallerGone   = "the caller cancelled the request"
 	msgNodeLost     = "the server stopped while this execution was running"
 	msgStartLost    = "the store did not confirm that this execution started, so it was not run"
-	msgOrphaned     = "no node is running this execution: the node that started it lost its record"
 )
 
 // outcome fills the final fields of r from how the run ended, all but

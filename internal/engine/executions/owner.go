@@ -3,6 +3,7 @@ package executions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,10 @@ const (
 	opPing = "ping"
 )
 
+// errOwnedHere refuses to own an execution this node owns already: its
+// job came back (the queue's ack wait) while this node starts it.
+var errOwnedHere = errors.New("engine: the execution is already owned by this node")
+
 // own registers this node as the owner of id. cancel stops the execution.
 func (e *Service) own(id string, cancel context.CancelCauseFunc) (*owner, error) {
 	o := &owner{e: e, id: id, cancel: cancel, done: make(chan struct{})}
@@ -72,6 +77,10 @@ func (e *Service) own(id string, cancel context.CancelCauseFunc) (*owner, error)
 	if e.closed {
 		e.mu.Unlock()
 		return nil, run.ErrClosed
+	}
+	if _, dup := e.owned[id]; dup {
+		e.mu.Unlock()
+		return nil, errOwnedHere
 	}
 	e.owned[id] = o
 	e.owners.Add(1)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/run"
 	"github.com/pyexec/pyexec/internal/engine/runtest"
@@ -15,17 +14,21 @@ import (
 // startFailingStore fails the writes that mark an execution running, the
 // first one or (every) all of them, as a store between leaders would:
 // either the write never happened, or it was stored and only its reply
-// was lost (stored).
+// was lost (stored). onFail, if set, is called after each failed write.
 type startFailingStore struct {
 	*store.NATS
 	stored bool
 	every  bool
+	onFail func(key string)
 	failed atomic.Int32
 }
 
 func (s *startFailingStore) Update(ctx context.Context, key string, value []byte, rev uint64, m store.Meta) (uint64, error) {
 	if bytes.Contains(value, []byte(`"status":"running"`)) && (s.every || s.failed.Load() == 0) {
 		s.failed.Add(1)
+		if s.onFail != nil {
+			defer s.onFail(key)
+		}
 		if s.stored {
 			if _, err := s.NATS.Update(ctx, key, value, rev, m); err != nil {
 				return 0, err
@@ -59,6 +62,17 @@ func startOver(t *testing.T, wrap func(*store.NATS) Store) *env {
 	return &env{emb: emb, st: st, eng: n.x, node: n, runner: runner}
 }
 
+// endOf waits until the execution id is final and returns it.
+func endOf(t *testing.T, e *env, id string) *run.Execution {
+	t.Helper()
+	runtest.WaitFor(t, "the execution to end", func() bool { return statusOf(t, e.eng, id).Final() })
+	x, err := getExec(context.Background(), e.eng, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 // waitQueueEmpty waits until no job is left in the queue, taken or not.
 func waitQueueEmpty(t *testing.T, e *env) {
 	t.Helper()
@@ -82,11 +96,7 @@ func TestStartSurvivesAFailedWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runtest.WaitFor(t, "the execution to end", func() bool { return statusOf(t, e.eng, id).Final() })
-			x, err := getExec(context.Background(), e.eng, id)
-			if err != nil {
-				t.Fatal(err)
-			}
+			x := endOf(t, e, id)
 			if x.Status != run.StatusCompleted || x.Stdout != "ran\n" || failing.failed.Load() != 1 {
 				t.Fatalf("%s %q (%s) after %d failed starts, want completed after 1", x.Status, x.Stdout, x.Error, failing.failed.Load())
 			}
@@ -108,11 +118,7 @@ func TestStartNeverConfirmedIsNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtest.WaitFor(t, "the execution to end", func() bool { return statusOf(t, e.eng, id).Final() })
-	x, err := getExec(context.Background(), e.eng, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := endOf(t, e, id)
 	if x.Status != run.StatusFailed || x.Reason != run.ReasonSetupError || x.ExitCode != run.ExitNoRun || x.FinishedAt == nil {
 		t.Fatalf("%s %s %q exit %d, want failed setup_error", x.Status, x.Reason, x.Error, x.ExitCode)
 	}
@@ -122,75 +128,6 @@ func TestStartNeverConfirmedIsNotRun(t *testing.T) {
 	waitQueueEmpty(t, e)
 	if n := e.runner.Runs.Load(); n != 0 {
 		t.Errorf("the payload ran %d times, want never", n)
-	}
-}
-
-// TestJobOfARunningExecutionWithNoNode: a job that comes back for an
-// execution recorded running is done with once the node running it
-// answers; when no node does (the one that recorded the start gave it
-// up), the execution is settled failed, node_lost. A node fetches the
-// jobs of a caller that has some queued: each job here is followed by a
-// new submission, which it comes before in the queue.
-func TestJobOfARunningExecutionWithNoNode(t *testing.T) {
-	e := start(t, t.TempDir(), nodeConfig{}, nil)
-	ctx := context.Background()
-	next := func() {
-		t.Helper()
-		id, err := e.eng.Submit(ctx, runtest.Script("print:next\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		runtest.WaitFor(t, "the next execution to complete", func() bool { return statusOf(t, e.eng, id) == run.StatusCompleted })
-		waitQueueEmpty(t, e)
-	}
-
-	// Running here: its duplicate job leaves it running.
-	live, err := e.eng.Submit(ctx, runtest.Script("block"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtest.WaitFor(t, "the execution to run", func() bool { return statusOf(t, e.eng, live) == run.StatusRunning })
-	waitQueueEmpty(t, e)
-	if err := e.st.Enqueue(ctx, runtest.Tester, live); err != nil {
-		t.Fatal(err)
-	}
-	next()
-	if st := statusOf(t, e.eng, live); st != run.StatusRunning {
-		t.Fatalf("an execution its node runs is %s after its duplicate job, want running", st)
-	}
-
-	// Recorded running by a node that no longer owns it.
-	orphan, err := newID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := runtest.Script("print:orphan")
-	p, err := e.eng.planner.Prepare(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRecord(orphan, req, p, true)
-	started := run.Now().Add(-time.Minute)
-	r.Status, r.StartedAt, r.Node = run.StatusRunning, &started, "gone"
-	if err := e.eng.create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.Enqueue(ctx, runtest.Tester, orphan); err != nil {
-		t.Fatal(err)
-	}
-	next()
-	x, err := getExec(ctx, e.eng, orphan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x.Status != run.StatusFailed || x.Reason != run.ReasonNodeLost || x.Error != msgOrphaned {
-		t.Fatalf("%s %s %q, want failed node_lost", x.Status, x.Reason, x.Error)
-	}
-	if _, err := e.eng.Kill(ctx, live); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.runner.Runs.Load(); n != 3 {
-		t.Errorf("the runner ran %d payloads, want 3 (the live one and the two next)", n)
 	}
 }
 
@@ -233,5 +170,62 @@ func TestSyncCreateWithLostReplyIsNotLeftRunning(t *testing.T) {
 	}
 	if n := e.runner.Runs.Load(); n != 0 {
 		t.Errorf("the payload ran %d times, want never", n)
+	}
+}
+
+// TestKillWhileTheStartIsRetried: a kill that comes while the start is
+// being retried stops the retries; the execution ends killed, and the
+// payload never runs.
+func TestKillWhileTheStartIsRetried(t *testing.T) {
+	failing := &startFailingStore{every: true}
+	e := startOver(t, func(st *store.NATS) Store { failing.NATS = st; return failing })
+	ctx := context.Background()
+	id, err := e.eng.Submit(ctx, runtest.Script("print:ran\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtest.WaitFor(t, "a failed start", func() bool { return failing.failed.Load() > 0 })
+	st, err := e.eng.Kill(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := getExec(ctx, e.eng, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != run.StatusKilled || x.Status != run.StatusKilled || x.FinishedAt == nil {
+		t.Fatalf("kill answered %s, record %s %q; want killed", st, x.Status, x.Error)
+	}
+	if n := failing.failed.Load(); n >= outcomeAttempts {
+		t.Errorf("%d attempts to record the start after the kill, want the retries stopped", n)
+	}
+	waitQueueEmpty(t, e)
+	if n := e.runner.Runs.Load(); n != 0 {
+		t.Errorf("the payload ran %d times, want never", n)
+	}
+}
+
+// TestJobBackWhileTheStartIsRetried: the queue hands the job out again
+// (its ack wait ran out) while this node still retries its start: the
+// second copy is left alone, and the payload runs once.
+func TestJobBackWhileTheStartIsRetried(t *testing.T) {
+	failing := &startFailingStore{}
+	var e *env
+	failing.onFail = func(id string) {
+		if err := e.st.Enqueue(context.Background(), runtest.Tester, id); err != nil {
+			t.Errorf("enqueueing the job again: %v", err)
+		}
+	}
+	e = startOver(t, func(st *store.NATS) Store { failing.NATS = st; return failing })
+	id, err := e.eng.Submit(context.Background(), runtest.Script("print:ran\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := endOf(t, e, id)
+	if x.Status != run.StatusCompleted || x.Stdout != "ran\n" {
+		t.Fatalf("%s %q (%s), want completed", x.Status, x.Stdout, x.Error)
+	}
+	if n := e.runner.Runs.Load(); n != 1 {
+		t.Errorf("the payload ran %d times, want once", n)
 	}
 }

@@ -131,7 +131,7 @@ func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, 
 		e.purgeEvents(r.ID)
 		// The record may have been stored although the reply was lost:
 		// it must not stay running with no one to finish it.
-		e.abandonStart(r.ID, started, err)
+		_ = e.abandonStart(r.ID, started, notStarted) // the caller gets err either way
 		return nil, err
 	}
 	r, err = e.run(ctx, sctx, o, p, r, true)
