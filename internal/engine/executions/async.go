@@ -153,8 +153,9 @@ func (e *Service) nak(job store.Job) {
 }
 
 // runJob runs one job taken from the queue. The job is acked once the
-// record says running: from then on the record, not the queue, owns the
-// execution, and a node that dies mid-run leaves it to recovery
+// record says running, or final without having run (killed first, or its
+// start never confirmed): from then on the record, not the queue, owns
+// the execution, and a node that dies mid-run leaves it to recovery
 // (node_lost) rather than running user code twice.
 // t's slot is given back right before the outcome is recorded
 // (owner.endRun), or on the way out when it never ran.
@@ -165,7 +166,10 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	ack := func() {
-		if err := job.Ack(sctx); err != nil {
+		// Its own deadline: the start may have taken sctx's time.
+		actx, cancel := storeCtx()
+		defer cancel()
+		if err := job.Ack(actx); err != nil {
 			e.log.Warn("acking job", "execution_id", id, "err", err)
 		}
 	}
@@ -188,7 +192,8 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 	o, err := e.own(id, cancelRun)
 	if errors.Is(err, errOwnedHere) {
 		// The job came back while this node still starts it (its start
-		// write is being retried): that run acks or hands it back.
+		// write is being retried): left to that run; unacked, it comes
+		// back after the ack wait if that run does not ack it.
 		return
 	}
 	if err != nil {
@@ -196,15 +201,17 @@ func (e *Service) runJob(job store.Job, t *admission.Ticket) {
 		return
 	}
 	o.freeSlot = freeSlot
-	final := run.StatusFailed
+	var final run.Status // unknown until recorded: a kill then reads the record
 	defer func() {
 		freeSlot() // before a kill waiting on the owner is answered
 		o.release(final)
 	}()
 	defer func() {
-		// A job left pending (this node shut down before it started) runs
-		// on another node, which needs the request.
-		if final != run.StatusPending {
+		// A job that may still be pending (this node shut down before it
+		// started, or its start failed) runs later, here or on another
+		// node, which needs the request; one running on another node is
+		// that node's to drop.
+		if final.Final() {
 			e.dropRequest(id)
 		}
 	}()

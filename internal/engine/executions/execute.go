@@ -151,9 +151,11 @@ func (e *Service) run(ctx, sctx context.Context, o *owner, p *run.Plan, r *Recor
 // whether the execution is now running here; false, with the record as
 // stored, when it was no longer pending or this node is shutting down.
 // pending is the record as this engine wrote it, or nil. A kill or a
-// shutdown (ctx) stops the retries.
+// shutdown (ctx) stops the retries; a shutdown before any start write was
+// sent leaves the execution pending, for another node.
 func (e *Service) markRunning(ctx context.Context, o *owner, pending *Record, started time.Time) (*Record, bool, error) {
 	pause := outcomeBackoff
+	sent := false // a start write was sent: it may have been stored
 	for attempt := 1; ; attempt++ {
 		sctx, cancel := storeCtx()
 		r, ok, err := e.transitionFrom(sctx, o.id, pending, func(r *Record) bool {
@@ -161,6 +163,7 @@ func (e *Service) markRunning(ctx context.Context, o *owner, pending *Record, st
 				return false
 			}
 			r.Status, r.StartedAt, r.Node = run.StatusRunning, &started, e.cfg.Node
+			sent = true
 			return true
 		})
 		cancel()
@@ -177,6 +180,10 @@ func (e *Service) markRunning(ctx context.Context, o *owner, pending *Record, st
 		case <-wait.C:
 		case <-ctx.Done():
 			wait.Stop()
+			if !sent && errors.Is(context.Cause(ctx), errShutdown) {
+				// Stopped before it began (StopUnstarted): as stored.
+				return &Record{Execution: run.Execution{ID: o.id, Status: run.StatusPending}}, false, nil
+			}
 			return nil, false, err
 		}
 		pause *= 2
@@ -199,10 +206,10 @@ func notStarted(r *Record) {
 
 // abandonStart ends an execution whose start could not be confirmed, with
 // the final fields end sets, if the record says pending or running here
-// since started: either way the payload never ran. It returns the
-// record if it is final now, nil if not. A failure is logged: the record
-// may then stay running, with no node to finish it, until a node finds it
-// without owner (a restart's recovery, or this node declared lost).
+// since started: either way the payload never ran, and the record says
+// so (no started_at). It returns the record if it is final now, nil if
+// not. A failure is logged: the record may then stay running, with no
+// node to finish it, until this node's orphan sweep finds it.
 func (e *Service) abandonStart(id string, started time.Time, end func(*Record)) *Record {
 	ctx, cancel := storeCtx()
 	defer cancel()
@@ -210,6 +217,7 @@ func (e *Service) abandonStart(id string, started time.Time, end func(*Record)) 
 		if r.Status != run.StatusPending && !e.startedHere(r, started) {
 			return false
 		}
+		r.StartedAt = nil
 		end(r)
 		if r.FinishedAt == nil {
 			r.FinishedAt = ptr(run.Now())

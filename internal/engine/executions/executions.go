@@ -48,6 +48,10 @@ type Config struct {
 	// EvictInterval is how often the store is measured (also after every
 	// execution that ends). Default 10s.
 	EvictInterval time.Duration
+	// OrphanSweep is how often this node looks for its unfinished records
+	// that none of its executions owns (orphans.go); one found at two
+	// sweeps in a row is settled. Default 1m.
+	OrphanSweep time.Duration
 }
 
 // maxFlushBytes bounds Config.FlushBytes, the size of an output event.
@@ -65,6 +69,7 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&c.KillWait, 10*time.Second)
 	setDur(&c.EvictInterval, 10*time.Second)
+	setDur(&c.OrphanSweep, time.Minute)
 	return c
 }
 
@@ -79,6 +84,7 @@ func (c Config) validate() error {
 		{c.KillWait < 10*time.Millisecond, "kill wait must be at least 10ms"},
 		{c.StoreMaxBytes < 0, "store size limit must not be negative"},
 		{c.EvictInterval < 10*time.Millisecond, "eviction interval must be at least 10ms"},
+		{c.OrphanSweep < 10*time.Millisecond, "orphan sweep interval must be at least 10ms"},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -198,10 +204,14 @@ type Service struct {
 	// peeks is the semaphore of followers' record reads (follow.go).
 	peeks chan struct{}
 
-	mu     sync.Mutex
-	owned  map[string]*owner // executions this node runs or holds
-	closed bool
-	gauge  *storeGauge
+	mu    sync.Mutex
+	owned map[string]*owner // executions this node runs or holds
+	// unconfirmed holds the ids of records whose creation timed out and
+	// could not be undone: stored, they would have no index entry for
+	// the orphan sweep to list them by (orphans.go).
+	unconfirmed map[string]bool
+	closed      bool
+	gauge       *storeGauge
 }
 
 // New applies the defaults to cfg, checks it and deps and returns the
@@ -228,20 +238,21 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	base, cancel := context.WithCancelCause(context.Background())
 	stopping, stop := context.WithCancel(context.Background())
 	return &Service{
-		cfg:        cfg,
-		deps:       deps,
-		st:         deps.Store,
-		log:        log,
-		slots:      deps.Slots,
-		planner:    planner,
-		base:       base,
-		cancelBase: cancel,
-		stopping:   stopping,
-		stop:       stop,
-		owned:      make(map[string]*owner),
-		peeks:      make(chan struct{}, maxPeeks),
-		teardowns:  newTeardowns(log),
-		gauge:      newStoreGauge(cfg.StoreMaxBytes),
+		cfg:         cfg,
+		deps:        deps,
+		st:          deps.Store,
+		log:         log,
+		slots:       deps.Slots,
+		planner:     planner,
+		base:        base,
+		cancelBase:  cancel,
+		stopping:    stopping,
+		stop:        stop,
+		owned:       make(map[string]*owner),
+		unconfirmed: make(map[string]bool),
+		peeks:       make(chan struct{}, maxPeeks),
+		teardowns:   newTeardowns(log),
+		gauge:       newStoreGauge(cfg.StoreMaxBytes),
 	}, nil
 }
 
@@ -266,18 +277,13 @@ func (e *Service) Index(ctx context.Context) error {
 	return nil
 }
 
-// Run starts taking async jobs from the queue and measuring (and
-// evicting from) the store, until Close.
+// Run starts taking async jobs from the queue, measuring (and evicting
+// from) the store and settling this node's executions that nothing owns,
+// until Close.
 func (e *Service) Run() {
-	e.wg.Add(2)
-	go func() {
-		defer e.wg.Done()
-		e.dispatch(e.stopping)
-	}()
-	go func() {
-		defer e.wg.Done()
-		e.evictLoop(e.stopping)
-	}()
+	for _, loop := range []func(context.Context){e.dispatch, e.evictLoop, e.orphanLoop} {
+		e.wg.Go(func() { loop(e.stopping) })
+	}
 }
 
 // Close refuses new executions and followers and stops the loops Run

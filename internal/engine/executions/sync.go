@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pyexec/pyexec/internal/engine/admission"
 	"github.com/pyexec/pyexec/internal/engine/run"
@@ -57,6 +58,10 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 	}
 	if err := e.create(sctx, r); err != nil {
 		t.Abandon()
+		// Stored although unconfirmed, it must not stay pending.
+		if e.abandonStart(id, time.Time{}, notStarted) == nil {
+			e.unconfirmedCreate(id)
+		}
 		return nil, err
 	}
 	e.publishEvent(sctx, id, EventStatus, string(run.StatusPending))
@@ -131,7 +136,9 @@ func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, 
 		e.purgeEvents(r.ID)
 		// The record may have been stored although the reply was lost:
 		// it must not stay running with no one to finish it.
-		_ = e.abandonStart(r.ID, started, notStarted) // the caller gets err either way
+		if e.abandonStart(r.ID, started, notStarted) == nil {
+			e.unconfirmedCreate(r.ID)
+		}
 		return nil, err
 	}
 	r, err = e.run(ctx, sctx, o, p, r, true)
