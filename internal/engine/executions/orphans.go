@@ -43,7 +43,7 @@ func (e *Service) orphanLoop(ctx context.Context) {
 // own, and returns them (id: revision). One that the previous sweep found
 // so too, at the same revision (nothing wrote it in between), is settled
 // failed, node_lost, unless some node answers for it. The records whose
-// creation was not confirmed are read by id (they may have no index
+// creation was not confirmed (undoCreate) are read by id (they may have no index
 // entry); one still not found at the next sweep was never stored.
 func (e *Service) sweepOrphans(ctx context.Context, before map[string]uint64) map[string]uint64 {
 	found := make(map[string]uint64)
@@ -107,22 +107,27 @@ func (e *Service) sweepOrphans(ctx context.Context, before map[string]uint64) ma
 	return found
 }
 
-// unconfirmedCreate remembers a record whose creation timed out and could
-// not be undone, for the orphan sweep to read.
-func (e *Service) unconfirmedCreate(id string) {
+// undoCreate ends, as not run, the record of a creation that failed (it
+// may have been stored all the same; started is the start it was created
+// with, zero for a pending one). One it cannot end is remembered for the
+// orphan sweep to read by id.
+func (e *Service) undoCreate(id string, started time.Time) {
+	if e.abandonStart(id, started, notStarted) != nil {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unconfirmed[id] = true
 }
 
-// confirmed forgets an id unconfirmedCreate remembered.
+// confirmed forgets an id undoCreate remembered.
 func (e *Service) confirmed(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.unconfirmed, id)
 }
 
-// unconfirmedIDs lists the ids unconfirmedCreate remembered.
+// unconfirmedIDs lists the ids undoCreate remembered.
 func (e *Service) unconfirmedIDs() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

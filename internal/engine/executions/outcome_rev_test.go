@@ -26,24 +26,9 @@ func (s *readCounter) Get(ctx context.Context, key string) (store.Entry, error) 
 // startCounting is start (helpers_test.go) with the record reads counted.
 func startCounting(t *testing.T, cfg nodeConfig) (*env, *readCounter) {
 	t.Helper()
-	ctx := context.Background()
-	emb, err := store.StartEmbedded(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(ctx, emb.Conn(), store.Config{}, store.FollowersOn(emb.FollowConn()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &readCounter{Store: st}
-	runner := &runtest.Runner{}
-	t.Cleanup(func() { // after the node's
-		if err := emb.Close(); err != nil {
-			t.Errorf("store Close: %v", err)
-		}
-	})
-	n := newNode(t, cfg, Deps{Store: rc, Runner: runner, Interpreters: runtest.Interpreters{}, Driver: runtest.PlainDriver{}})
-	return &env{emb: emb, st: st, eng: n.x, node: n, runner: runner}, rc
+	var rc *readCounter
+	e := startOver(t, cfg, func(st *store.NATS) Store { rc = &readCounter{Store: st}; return rc })
+	return e, rc
 }
 
 // TestSyncOutcomeNeedsNoRead: a synchronous execution that starts at once

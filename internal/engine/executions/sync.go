@@ -58,10 +58,7 @@ func (e *Service) RunSync(ctx context.Context, req run.Request) (*run.Execution,
 	}
 	if err := e.create(sctx, r); err != nil {
 		t.Abandon()
-		// Stored although unconfirmed, it must not stay pending.
-		if e.abandonStart(id, time.Time{}, notStarted) == nil {
-			e.unconfirmedCreate(id)
-		}
+		e.undoCreate(id, time.Time{}) // stored although unconfirmed, it must not stay pending
 		return nil, err
 	}
 	e.publishEvent(sctx, id, EventStatus, string(run.StatusPending))
@@ -136,9 +133,7 @@ func (e *Service) runAdmitted(ctx, sctx context.Context, o *owner, p *run.Plan, 
 		e.purgeEvents(r.ID)
 		// The record may have been stored although the reply was lost:
 		// it must not stay running with no one to finish it.
-		if e.abandonStart(r.ID, started, notStarted) == nil {
-			e.unconfirmedCreate(r.ID)
-		}
+		e.undoCreate(r.ID, started)
 		return nil, err
 	}
 	r, err = e.run(ctx, sctx, o, p, r, true)
